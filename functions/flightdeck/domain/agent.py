@@ -1,0 +1,65 @@
+"""An agent as configuration: prompt, model, local tools and delegating tools.
+
+Deploying a third agent or pointing at another peer changes this JSON, not code.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["local", "bedrock"] = "local"
+    # Bedrock model id or inference profile (provider "bedrock").
+    model_id: str = ""
+    max_tokens: int = Field(1024, gt=0)
+    temperature: float = Field(0.0, ge=0, le=1)
+    # Local model only: pretend to think this long, to exercise long-running work.
+    think_delay_ms: int = Field(0, ge=0)
+
+
+class DelegateTool(BaseModel):
+    """A tool whose call is delegated to a peer agent and answered asynchronously."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Peer agent name: the model's tool is called `ask_<agent>` unless tool_name says otherwise.
+    agent: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    tool_name: str = ""
+    description: str = ""
+    # Logical name of the peer in our ALLOWED_HOST_MAPPING: where its /api/chat lives.
+    service: str = ""
+    # Our own name in the peer's ALLOWED_HOST_MAPPING: where it sends the answer.
+    callback_service: str = ""
+    protocol: Literal["flightdeck"] = "flightdeck"
+
+    @property
+    def name(self) -> str:
+        return self.tool_name or f"ask_{self.agent}".replace("-", "_")
+
+    @property
+    def peer_service(self) -> str:
+        return self.service or self.agent
+
+
+class AgentDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str = "A Flightdeck agent"
+    system_prompt: str = "You are a helpful agent."
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    # Names of built-in local tools run inline (see flightdeck.domain.local_tools).
+    local_tools: list[str] = Field(default_factory=list)
+    delegates: list[DelegateTool] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+
+    def delegate_for_tool(self, tool_name: str) -> DelegateTool | None:
+        return next((d for d in self.delegates if d.name == tool_name), None)
+
+    def delegate_for_agent(self, agent: str) -> DelegateTool | None:
+        return next((d for d in self.delegates if d.agent == agent), None)

@@ -1,0 +1,52 @@
+"""The one interface every model sits behind, shaped like Bedrock's Converse API.
+
+Messages are Converse messages: {"role": "user"|"assistant", "content": [block]},
+a block being {"text": str}, {"toolUse": {"toolUseId", "name", "input"}} or
+{"toolResult": {"toolUseId", "content": [{"text": str}], "status": "success"|"error"}}.
+Tools are Converse tool specs: {"toolSpec": {"name", "description", "inputSchema": {"json": {...}}}}.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+Message = dict[str, Any]
+ToolSpec = dict[str, Any]
+
+
+class ModelReply(BaseModel):
+    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "guardrail_intervened", "content_filtered"]
+    # The assistant message to append: {"role": "assistant", "content": [...]}.
+    message: Message
+    usage: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b["toolUse"] for b in self.message.get("content", []) if "toolUse" in b]
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.message.get("content", []))
+
+
+class Model(Protocol):
+    def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply: ...
+
+
+def delegate_tool_spec(name: str, agent: str, description: str = "") -> ToolSpec:
+    """The Converse spec of a delegating tool: one string argument, the task."""
+    return {
+        "toolSpec": {
+            "name": name,
+            "description": description or f"Delegate a task to the agent '{agent}'. The answer arrives asynchronously.",
+            "inputSchema": {
+                "json": {
+                    "type": "object",
+                    "properties": {"task": {"type": "string", "description": "What the agent should do."}},
+                    "required": ["task"],
+                }
+            },
+        }
+    }

@@ -1,0 +1,116 @@
+"""Every setting of one agent, read from the environment and validated once.
+
+A malformed value stops start-up with a message that names the variable.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Annotated, Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from flightdeck.domain.agent import AgentDefinition
+from flightdeck.domain.allowlist import Allowlist, AllowlistError
+
+
+class SettingsError(RuntimeError):
+    """Raised at start-up when the environment does not describe a valid agent."""
+
+
+PositiveMs = Annotated[int, Field(gt=0)]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    agent_name: str = Field(alias="AGENT_NAME", min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    agent_description: str = Field("A Flightdeck agent", alias="AGENT_DESCRIPTION")
+    agent_version: str = Field("0.1.0", alias="AGENT_VERSION")
+    # Public base URL of this agent (API Gateway stage URL in AWS); used in the
+    # agent card. Empty: derived from the request.
+    public_base_url: str = Field("", alias="PUBLIC_BASE_URL")
+    # The agent's prompt, model and tools, as JSON (see flightdeck.domain.agent).
+    agent_config: AgentDefinition | None = Field(None, alias="AGENT_CONFIG")
+
+    state_table: str = Field(alias="STATE_TABLE", min_length=3)
+    turns_queue_url: str = Field(alias="TURNS_QUEUE_URL", min_length=1)
+    dispatch_queue_url: str = Field(alias="DISPATCH_QUEUE_URL", min_length=1)
+    delivery_queue_url: str = Field(alias="DELIVERY_QUEUE_URL", min_length=1)
+    delivery_dlq_url: str = Field("", alias="DELIVERY_DLQ_URL")
+    timers_queue_url: str = Field(alias="TIMERS_QUEUE_URL", min_length=1)
+
+    tool_callback_secret: str = Field("", alias="TOOL_CALLBACK_SECRET")
+    tool_callback_secret_previous: str = Field("", alias="TOOL_CALLBACK_SECRET_PREVIOUS")
+    tool_callback_secret_arn: str = Field("", alias="TOOL_CALLBACK_SECRET_ARN")
+
+    async_tool_timeout_ms: PositiveMs = Field(300_000, alias="ASYNC_TOOL_TIMEOUT_MS")
+    tool_agg_punctuate_interval_ms: PositiveMs = Field(15_000, alias="TOOL_AGG_PUNCTUATE_INTERVAL_MS")
+    tool_agg_tombstone_ttl_ms: PositiveMs = Field(60_000, alias="TOOL_AGG_TOMBSTONE_TTL_MS")
+    reply_to_state_ttl_ms: PositiveMs = Field(86_400_000, alias="REPLY_TO_STATE_TTL_MS")
+    reply_retry_max_ms: PositiveMs = Field(120_000, alias="REPLY_RETRY_MAX_MS")
+    session_retention_ms: PositiveMs = Field(7 * 86_400_000, alias="SESSION_RETENTION_MS")
+    allowed_host_mapping: Allowlist = Field(default_factory=Allowlist, alias="ALLOWED_HOST_MAPPING")
+
+    # A result (B's answer) above this many UTF-8 bytes is refused with 413.
+    max_result_bytes: Annotated[int, Field(gt=0, le=300_000)] = Field(64_000, alias="MAX_RESULT_BYTES")
+    # Whole request bodies above this are refused with 413 before parsing.
+    max_body_bytes: Annotated[int, Field(gt=0, le=10_000_000)] = Field(1_000_000, alias="MAX_BODY_BYTES")
+    # Bound for HTTP calls to peers.
+    peer_timeout_ms: PositiveMs = Field(10_000, alias="PEER_TIMEOUT_MS")
+    # Attempts before a dispatch is given up and recorded as dispatch_failed.
+    dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(6, alias="DISPATCH_MAX_ATTEMPTS")
+
+    @field_validator("allowed_host_mapping", mode="before")
+    @classmethod
+    def _parse_allowlist(cls, value: Any) -> Allowlist:
+        if isinstance(value, Allowlist):
+            return value
+        try:
+            return Allowlist.parse(value or "")
+        except AllowlistError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("agent_config", mode="before")
+    @classmethod
+    def _parse_agent_config(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else None
+        return value
+
+    @model_validator(mode="after")
+    def _secret_source(self) -> "Settings":
+        if not (self.tool_callback_secret or self.tool_callback_secret_arn):
+            raise ValueError("TOOL_CALLBACK_SECRET (or TOOL_CALLBACK_SECRET_ARN) must be set")
+        if self.tool_callback_secret and len(self.tool_callback_secret) < 32:
+            raise ValueError("TOOL_CALLBACK_SECRET must be at least 32 characters")
+        return self
+
+    @property
+    def agent(self) -> AgentDefinition:
+        return self.agent_config or AgentDefinition(name=self.agent_name)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = dict(os.environ if environ is None else environ)
+        try:
+            return cls.model_validate(env)
+        except ValidationError as exc:
+            raise SettingsError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        msg = err["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {msg}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, parsed on first use (at cold start in Lambda)."""
+    return Settings.from_env()

@@ -1,0 +1,81 @@
+"""The shape of one agent's AWS resources, as plain data.
+
+Both the CDK constructs (infra/) and the local runtime (flightdeck.local) build
+tables and queues from these definitions, so names, keys, TTL attributes,
+indexes, FIFO-ness and redrive cannot drift between AWS and a laptop.
+No AWS imports here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- DynamoDB: one table per agent, single-table layout -----------------------------
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "expires_at"
+# Sparse index over open turns: only a waiting turn carries these two attributes,
+# so the sweep reads what is overdue, never the whole table.
+DEADLINE_INDEX = "deadline-index"
+DEADLINE_SHARD_ATTRIBUTE = "due_shard"
+DEADLINE_AT_ATTRIBUTE = "due_at"
+# Spreads open turns over a few index partitions so no single one runs hot.
+DEADLINE_SHARDS = 4
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    key: str  # logical name: settings variable prefix and construct id
+    fifo: bool
+    # Lambda's event source mapping gives up after this many receives and SQS
+    # moves the message to the dead-letter queue.
+    max_receive_count: int
+    visibility_timeout_s: int
+    batch_size: int
+    # the handler module that consumes it: flightdeck.handlers.<handler>.handler
+    handler: str
+
+    def name(self, prefix: str) -> str:
+        return f"{prefix}-{self.key}" + (".fifo" if self.fifo else "")
+
+    def dlq_name(self, prefix: str) -> str:
+        return f"{prefix}-{self.key}-dlq" + (".fifo" if self.fifo else "")
+
+
+# Visibility timeouts are six times the consuming function's timeout (AWS advice).
+WORKER_TIMEOUT_S = 30
+QUEUES: tuple[QueueSpec, ...] = (
+    QueueSpec("turns", fifo=True, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=1, handler="turn_worker"),
+    # Dispatch retries through visibility; the worker gives up itself (and records
+    # dispatch_failed) before SQS would dead-letter the message.
+    QueueSpec("dispatch", fifo=False, max_receive_count=12, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="dispatch_worker"),
+    QueueSpec("delivery", fifo=False, max_receive_count=20, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="delivery_worker"),
+    QueueSpec("timers", fifo=False, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="deadline_timer"),
+)
+QUEUES_BY_KEY = {q.key: q for q in QUEUES}
+
+
+def table_name(prefix: str) -> str:
+    return f"{prefix}-state"
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway resource path, {param} for path parameters
+    handler: str
+
+
+# Every HTTP route, and the Lambda handler module that serves it.
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/api/chat", "chat_ingest"),
+    Route("GET", "/api/sessions/{session_id}", "chat_ingest"),
+    Route("POST", "/api/tools/response", "callback"),
+    Route("POST", "/api/tools/responses", "callback"),
+    Route("GET", "/.well-known/agent-card.json", "agent_card"),
+)
+
+# The EventBridge-scheduled backstop sweep.
+SWEEPER_HANDLER = "sweeper"
+
+HANDLERS = tuple(sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES} | {SWEEPER_HANDLER}))
