@@ -50,3 +50,7 @@ def delegate_tool_spec(name: str, agent: str, description: str = "") -> ToolSpec
             },
         }
     }
+
+
+class ModelError(RuntimeError):
+    """The model could not answer."""

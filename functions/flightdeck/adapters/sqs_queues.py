@@ -1,0 +1,58 @@
+"""SQS adapter: the four queues of one agent (turns FIFO, dispatch, delivery, timers)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+
+# SQS's largest DelaySeconds; longer deadlines are chained.
+MAX_DELAY_S = 900
+
+
+class Queues:
+    def __init__(self, *, turns_url: str, dispatch_url: str, delivery_url: str, timers_url: str,
+                 delivery_dlq_url: str = "", client: Any = None):
+        self.turns_url = turns_url
+        self.dispatch_url = dispatch_url
+        self.delivery_url = delivery_url
+        self.timers_url = timers_url
+        self.delivery_dlq_url = delivery_dlq_url
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = boto3.client("sqs")
+        return self._client
+
+    def send_turn(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        """Enqueue think iteration `turn`; FIFO deduplication makes a re-send harmless."""
+        self.client.send_message(
+            QueueUrl=self.turns_url,
+            MessageBody=json.dumps({"session_id": session_id, "turn": turn, "traceparent": traceparent}),
+            MessageGroupId=session_id,
+            MessageDeduplicationId=f"{session_id}:{turn}",
+        )
+
+    def _send(self, url: str, body: dict[str, Any], delay_s: int = 0) -> None:
+        self.client.send_message(QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay_s)
+
+    def send_dispatch(self, body: dict[str, Any]) -> None:
+        self._send(self.dispatch_url, body)
+
+    def send_delivery(self, body: dict[str, Any]) -> None:
+        self._send(self.delivery_url, body)
+
+    def send_delivery_dead_letter(self, body: dict[str, Any]) -> None:
+        self._send(self.delivery_dlq_url, body)
+
+    def send_timer(self, body: dict[str, Any], delay_s: int) -> None:
+        self._send(self.timers_url, body, max(0, min(MAX_DELAY_S, delay_s)))
+
+    def delay_retry(self, queue_url: str, receipt_handle: str, delay_s: int) -> None:
+        """Backoff without sleeping: hide the message until its next attempt."""
+        self.client.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(43_200, delay_s))
+        )

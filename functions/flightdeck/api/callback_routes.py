@@ -1,0 +1,77 @@
+"""POST /api/tools/response (one result) and /api/tools/responses (a batch of up to 100)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import ValidationError
+
+from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
+from flightdeck.api.resolver import ApiError
+from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
+from flightdeck.wiring import deps
+
+router = Router()
+
+WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="flightdeck", error="invalid_token"'}
+
+# (HTTP status, what the caller should understand) per outcome.
+_HTTP = {
+    CallbackStatus.ACCEPTED: (202, "recorded"),
+    CallbackStatus.DUPLICATE: (200, "already recorded; do not retry"),
+    CallbackStatus.LATE: (410, "the turn is complete or unknown, or this result was not expected; do not retry"),
+    CallbackStatus.UNAUTHORIZED: (401, "invalid or expired callback token"),
+    CallbackStatus.TOO_LARGE: (413, "result exceeds the maximum size"),
+}
+
+
+def _bearer_token() -> str:
+    header = router.current_event.headers.get("authorization") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "unauthorized", "missing bearer token", WWW_AUTHENTICATE)
+    return token.strip()
+
+
+@router.post("/api/tools/response", summary="Deliver one delegated result", status_code=202, responses={
+    202: {"description": "Accepted", "content": {"application/json": {"model": ToolResponseStatus}}},
+    200: {"description": "Duplicate: already recorded (success; do not retry)"},
+    401: {"description": "Bad, tampered or expired token"},
+    410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
+    413: {"description": "Result or body too large"},
+    422: {"description": "Body does not match the schema"},
+})
+def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
+    outcome = accept_callback(deps(), _bearer_token(), body.result)
+    return _single_response(outcome)
+
+
+def _single_response(outcome: CallbackOutcome) -> Response:
+    status, message = _HTTP[outcome.status]
+    if outcome.status is CallbackStatus.UNAUTHORIZED:
+        raise ApiError(status, "unauthorized", message, WWW_AUTHENTICATE)
+    if outcome.status in (CallbackStatus.LATE, CallbackStatus.TOO_LARGE):
+        raise ApiError(status, outcome.status.value, message)
+    body = ToolResponseStatus(status=outcome.status.value, completed_turn=outcome.completed)
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body.model_dump())
+
+
+@router.post("/api/tools/responses", summary="Deliver a batch of delegated results", responses={
+    200: {"description": "Each item's outcome", "content": {"application/json": {"model": BatchResponse}}},
+    413: {"description": "Body too large"},
+    422: {"description": "Body does not match the schema"},
+})
+def post_tool_responses(body: BatchRequest) -> BatchResponse:
+    results = []
+    for index, raw in enumerate(body.items):
+        try:
+            item = BatchItem.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            results.append(BatchItemResult(index=index, status="invalid", http_status=422,
+                                           message=f"{'.'.join(map(str, first['loc'])) or 'item'}: {first['msg']}"))
+            continue
+        outcome = accept_callback(deps(), item.token, item.result)
+        status, message = _HTTP[outcome.status]
+        results.append(BatchItemResult(index=index, status=outcome.status.value, http_status=status, message=message))
+    return BatchResponse(results=results)

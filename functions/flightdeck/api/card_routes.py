@@ -1,0 +1,63 @@
+"""GET /.well-known/agent-card.json: an A2A v0.3 agent card built from settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from flightdeck import __version__
+from flightdeck.settings import get_settings
+
+router = Router()
+
+A2A_PROTOCOL_VERSION = "0.3.0"
+
+
+def _base_url() -> str:
+    settings = get_settings()
+    if settings.public_base_url:
+        return settings.public_base_url.rstrip("/")
+    event = router.current_event
+    headers = event.headers
+    ctx = event.request_context
+    host = headers.get("host") or ctx.domain_name or "localhost"
+    proto = headers.get("x-forwarded-proto") or "https"
+    # Behind API Gateway's default endpoint the stage is part of the path.
+    stage = f"/{ctx.stage}" if host.endswith(".amazonaws.com") and ctx.stage else ""
+    return f"{proto}://{host}{stage}"
+
+
+def build_agent_card(base_url: str) -> dict[str, Any]:
+    settings = get_settings()
+    agent = settings.agent
+    skills = [
+        {"id": skill.lower().replace(" ", "-"), "name": skill, "description": skill, "tags": [skill]}
+        for skill in agent.skills
+    ] or [{"id": "general", "name": "General tasks", "description": agent.description, "tags": ["general"]}]
+    return {
+        "protocolVersion": A2A_PROTOCOL_VERSION,
+        "name": settings.agent_name,
+        "description": settings.agent_description if settings.agent_config is None else agent.description,
+        "url": f"{base_url}/a2a",
+        "preferredTransport": "JSONRPC",
+        "version": settings.agent_version or __version__,
+        # Only what is implemented: no streaming, no A2A push notifications yet.
+        "capabilities": {"streaming": False, "pushNotifications": False, "stateTransitionHistory": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+        "securitySchemes": {
+            "callbackToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "Answers to delegated tasks are POSTed to /api/tools/response with the HMAC "
+                               "token this agent issued with the task.",
+            }
+        },
+    }
+
+
+@router.get("/.well-known/agent-card.json", summary="A2A agent card")
+def get_agent_card() -> dict[str, Any]:
+    return build_agent_card(_base_url())

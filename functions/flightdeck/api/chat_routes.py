@@ -1,0 +1,57 @@
+"""POST /api/chat and GET /api/sessions/{session_id}."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+
+from flightdeck.api.models import SESSION_ID_PATTERN, ChatAccepted, ChatRequest, ErrorResponse, SessionView
+from flightdeck.api.resolver import ApiError
+from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session
+from flightdeck.domain.records import SessionBusyError, SessionNotFoundError
+from flightdeck.observability import valid_traceparent
+from flightdeck.wiring import deps
+
+router = Router()
+
+_ERRORS = {
+    400: {"description": "Malformed JSON, or a callbackService that is not allowed", "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
+    409: {"description": "The session is busy with a turn"},
+    413: {"description": "Body too large"},
+    422: {"description": "Body does not match the schema"},
+}
+
+
+@router.post("/api/chat", summary="Give this agent a task", status_code=202, responses={
+    202: {"description": "Accepted: a turn was started", "content": {"application/json": {"model": ChatAccepted}}},
+    **_ERRORS,
+})
+def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
+    reply = ReplyRequest(request.reply.callbackService, request.reply.bearerToken) if request.reply else None
+    traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
+    try:
+        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent)
+    except UnknownServiceError as exc:
+        raise ApiError(400, "unknown_callback_service", str(exc)) from None
+    except SessionBusyError:
+        raise ApiError(409, "session_busy", "the session is working on a turn; send again when it is idle") from None
+    body = ChatAccepted(session_id=accepted.session_id, turn=accepted.turn,
+                        status="replayed" if accepted.replayed else "accepted")
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body.model_dump())
+
+
+@router.get("/api/sessions/<session_id>", summary="A session's status and messages", responses={
+    200: {"description": "The session", "content": {"application/json": {"model": SessionView}}},
+    404: {"description": "No such session"},
+})
+def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) -> SessionView:
+    try:
+        session = read_session(deps(), session_id)
+    except SessionNotFoundError:
+        raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
+    return SessionView(session_id=session.session_id, status=session.status, turn=session.turn,
+                       messages=session.messages, created_at=session.created_at, updated_at=session.updated_at)

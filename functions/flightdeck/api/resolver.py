@@ -1,0 +1,114 @@
+"""The HTTP resolver every API function uses: validation, one error shape, 404/405/413.
+
+Each Lambda includes only its own routers; `openapi_resolver()` includes them all
+so one OpenAPI document describes the whole API.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from flightdeck import topology
+from flightdeck.observability import logger
+from flightdeck.settings import get_settings
+
+
+class ApiError(Exception):
+    """An answer other than success, raised by routes and rendered in the one error shape."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                   details: list[dict[str, Any]] | None = None) -> Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
+                    body={"error": error}, headers=headers or {})
+
+
+_ROUTE_PATTERNS = [
+    (re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"),
+     r.method)
+    for r in topology.ROUTES
+]
+
+
+def _allowed_methods(path: str) -> list[str]:
+    return sorted({method for pattern, method in _ROUTE_PATTERNS if pattern.match(path)})
+
+
+def _body_limit(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
+    body = app.current_event.body or ""
+    limit = get_settings().max_body_bytes
+    if len(body) > limit or len(body.encode("utf-8", "surrogatepass")) > limit:
+        return error_response(413, "payload_too_large", f"request body exceeds {limit} bytes")
+    return next_middleware(app)
+
+
+def build_resolver(*routers: Router) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.use(middlewares=[_body_limit])
+    for router in routers:
+        app.include_router(router)
+
+    @app.exception_handler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(400, "malformed_json", "request body is not valid JSON")
+        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+        first = details[0] if details else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"][1:]) or "body"
+        return error_response(422, "invalid_request", f"{where}: {first['msg']}", details=details)
+
+    @app.not_found
+    def _not_found(exc: NotFoundError) -> Response:
+        path = app.current_event.path
+        allowed = _allowed_methods(path)
+        if allowed:
+            return error_response(405, "method_not_allowed",
+                                  f"{app.current_event.http_method} is not allowed on {path}",
+                                  headers={"Allow": ", ".join(allowed)})
+        return error_response(404, "not_found", f"no route for {path}")
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        # Never a stack trace to the caller; the log has it.
+        logger.exception("unhandled error")
+        return error_response(500, "internal_error", "the request could not be processed; it may be retried")
+
+    return app
+
+
+def http_handler(*routers: Router):
+    """A Lambda entry point serving these routers, with logging, tracing and metrics."""
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from flightdeck.observability import metrics, tracer
+
+    get_settings()  # fail at cold start, naming the variable, if the configuration is bad
+    app = build_resolver(*routers)
+
+    @logger.inject_lambda_context(clear_state=True)
+    @tracer.capture_lambda_handler
+    @metrics.log_metrics
+    def handler(event: dict, context: LambdaContext) -> dict:
+        return app.resolve(event, context)
+
+    handler.app = app  # type: ignore[attr-defined]
+    return handler

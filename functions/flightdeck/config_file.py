@@ -1,0 +1,125 @@
+"""A deployment of agents described in one TOML file (see examples/two-agents.toml).
+
+The same file drives `flightdeck local up` (every agent on loopback) and the CDK
+app (one stack per agent). An agent's `allow` list names the services it may
+call back or dispatch to: a name of another agent in the file resolves to that
+agent's URL (its local URL locally, its `deploy.peer_urls` entry on AWS).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flightdeck.domain.agent import DelegateTool, ModelConfig
+
+
+class ConfigFileError(ValueError):
+    pass
+
+
+class DeploySection(BaseModel):
+    """What only an AWS deployment needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account: str = ""
+    region: str = ""
+    # Base URLs of peers deployed elsewhere (their API Gateway stage URLs).
+    peer_urls: dict[str, str] = Field(default_factory=dict)
+    memory_mb: int = Field(512, ge=128, le=10240)
+    throttle_rate: int = Field(50, gt=0)
+    throttle_burst: int = Field(100, gt=0)
+    retain_data: bool = True
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    description: str = "A Flightdeck agent"
+    system_prompt: str = "You are a helpful agent."
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    local_tools: list[str] = Field(default_factory=list)
+    delegates: list[DelegateTool] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+    # Services this agent may call (ALLOWED_HOST_MAPPING): agent names from this file...
+    allow: list[str] = Field(default_factory=list)
+    # ...or explicit name -> base URL entries.
+    allowed_hosts: dict[str, str] = Field(default_factory=dict)
+    # LOCAL ONLY: the HMAC secret used by `flightdeck local`; on AWS the secret is generated in Secrets Manager.
+    callback_secret: str = ""
+    # Extra environment (settings of DESIGN §4) for this agent.
+    env: dict[str, str] = Field(default_factory=dict)
+    deploy: DeploySection = Field(default_factory=DeploySection)
+
+    def agent_config_json(self) -> str:
+        from flightdeck.domain.agent import AgentDefinition
+
+        definition = AgentDefinition(
+            name=self.name,
+            description=self.description,
+            system_prompt=self.system_prompt,
+            model=self.model,
+            local_tools=self.local_tools,
+            delegates=self.delegates,
+            skills=self.skills,
+        )
+        return definition.model_dump_json()
+
+    def host_mapping(self, urls: dict[str, str]) -> str:
+        """ALLOWED_HOST_MAPPING for this agent, given the base URL of each agent by name."""
+        entries = dict(self.allowed_hosts)
+        for name in self.allow:
+            if name in entries:
+                continue
+            if name not in urls:
+                raise ConfigFileError(f"agent {self.name!r} allows {name!r}, whose URL is not known")
+            entries[name] = urls[name]
+        return ",".join(f"{n}:{u}" for n, u in entries.items())
+
+
+class DeploymentFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Settings applied to every agent unless the agent's own env overrides them.
+    defaults: dict[str, str] = Field(default_factory=dict)
+    agents: dict[str, AgentSpec]
+
+    def environment(self, agent: str) -> dict[str, str]:
+        spec = self.agents[agent]
+        return {**self.defaults, **spec.env}
+
+
+def load(path: str | Path) -> DeploymentFile:
+    path = Path(path)
+    try:
+        raw: dict[str, Any] = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+    agents = raw.get("agents", {})
+    if isinstance(agents, dict):
+        for name, spec in agents.items():
+            if isinstance(spec, dict):
+                spec.setdefault("name", name)
+    for section in ("defaults",):
+        if isinstance(raw.get(section), dict):
+            raw[section] = {k: str(v) for k, v in raw[section].items()}
+    for spec in agents.values() if isinstance(agents, dict) else ():
+        if isinstance(spec, dict) and isinstance(spec.get("env"), dict):
+            spec["env"] = {k: str(v) for k, v in spec["env"].items()}
+    try:
+        deployment = DeploymentFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+    for name, spec in deployment.agents.items():
+        if spec.name != name:
+            raise ConfigFileError(f"{path}: agents.{name} has name {spec.name!r}")
+    return deployment
+
+
+# The repository's bundled example (functions/flightdeck/ -> repo root).
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"

@@ -1,0 +1,73 @@
+"""Recording tool results and completing a turn exactly once.
+
+Every path that produces a result (a peer's callback, a local tool, a failed
+dispatch, a deadline) goes through `record_and_advance` or `expire_turn`, so the
+same DynamoDB conditions decide every race and only the winner enqueues the next think.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
+from flightdeck.observability import count, timeline
+
+
+@dataclass(frozen=True)
+class Advance:
+    outcome: RecordOutcome
+    completed: bool  # this call completed the turn (and enqueued the next think)
+
+
+def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResult, *, by: str) -> Advance:
+    s = deps.settings
+    outcome = deps.store.record_result(session_id, turn, result, s.session_retention_ms)
+    completed = False
+    if outcome is RecordOutcome.ACCEPTED:
+        completed = _complete_if_all_in(deps, session_id, turn, by)
+    elif outcome is RecordOutcome.DUPLICATE:
+        # A retry after a lost answer: the first attempt may have died between
+        # completing the turn and enqueuing the next think.
+        completed = _complete_if_all_in(deps, session_id, turn, by)
+        if not completed:
+            ensure_next_think(deps, session_id, turn)
+    return Advance(outcome, completed)
+
+
+def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool:
+    if not deps.store.complete_turn(session_id, turn, by, deps.settings.tool_agg_tombstone_ttl_ms):
+        return False
+    count("TurnsCompleted")
+    timeline("turn_complete", f"turn {turn} complete: every result is in", session_id=session_id, turn=turn)
+    deps.queues.send_turn(session_id, turn + 1)
+    return True
+
+
+def ensure_next_think(deps: Deps, session_id: str, turn: int) -> None:
+    """Re-send the next think for a complete turn whose next iteration has not started.
+
+    FIFO deduplication and the turn worker's idempotency make a re-send harmless.
+    """
+    agg = deps.store.get_turn(session_id, turn)
+    if agg is not None and agg.status == "complete" and deps.store.get_iteration(session_id, turn + 1) is None:
+        deps.queues.send_turn(session_id, turn + 1)
+
+
+def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
+    """At or after the deadline: a timeout result for every missing id, and complete. True for the winner."""
+    s = deps.settings
+    won = deps.store.complete_with_errors(
+        session_id, turn,
+        lambda tool_use_id: error_result(tool_use_id, "timeout", ResultSource.TIMEOUT),
+        by, s.tool_agg_tombstone_ttl_ms, s.session_retention_ms,
+    )
+    if won:
+        count("Timeouts")
+        timeline("timeout_synthesized", f"turn {turn} timed out: synthesized timeout results", session_id=session_id,
+                 turn=turn, by=by)
+        timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
+        deps.queues.send_turn(session_id, turn + 1)
+    else:
+        ensure_next_think(deps, session_id, turn)
+    return won

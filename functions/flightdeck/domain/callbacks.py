@@ -1,0 +1,56 @@
+"""A's side of the callback: verify the token, record the result once, maybe complete the turn."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from flightdeck.domain.aggregation import record_and_advance
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
+from flightdeck.domain.tokens import CallbackClaims, TokenError, verify
+from flightdeck.observability import count, logger, timeline
+
+
+class CallbackStatus(str, enum.Enum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    LATE = "late"
+    UNAUTHORIZED = "unauthorized"
+    TOO_LARGE = "too_large"
+
+
+@dataclass(frozen=True)
+class CallbackOutcome:
+    status: CallbackStatus
+    claims: CallbackClaims | None = None
+    completed: bool = False
+
+
+_FROM_RECORD = {
+    RecordOutcome.ACCEPTED: CallbackStatus.ACCEPTED,
+    RecordOutcome.DUPLICATE: CallbackStatus.DUPLICATE,
+    RecordOutcome.LATE: CallbackStatus.LATE,
+}
+
+
+def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome:
+    s = deps.settings
+    try:
+        claims = verify(token, deps.keys(), agent=s.agent_name, now=deps.store.now_ms() / 1000)
+    except TokenError as exc:
+        # The caller learns only "unauthorized"; the log says which check failed.
+        logger.warning("callback refused: bad token", extra={"token_check": exc.reason})
+        count("CallbacksRefused")
+        return CallbackOutcome(CallbackStatus.UNAUTHORIZED)
+    ids = {"session_id": claims.session_id, "tool_use_id": claims.tool_use_id, "turn": claims.turn}
+    if len(result_text.encode("utf-8")) > s.max_result_bytes:
+        logger.warning("callback refused: result too large", extra=ids)
+        count("CallbacksRefused")
+        return CallbackOutcome(CallbackStatus.TOO_LARGE, claims)
+    result = ToolResult(claims.tool_use_id, "success", result_text, ResultSource.CALLBACK)
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback")
+    status = _FROM_RECORD[advance.outcome]
+    count({"accepted": "CallbacksAccepted", "duplicate": "CallbacksDuplicate", "late": "CallbacksLate"}[status.value])
+    timeline(f"callback_{status.value}", f"callback from {claims.name}: {status.value}", **ids)
+    return CallbackOutcome(status, claims, advance.completed)

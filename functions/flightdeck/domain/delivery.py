@@ -1,0 +1,125 @@
+"""B's side: deliver a finished answer to the service that asked, and only there.
+
+The callback service is resolved through ALLOWED_HOST_MAPPING again at delivery
+time (fail closed). Answers bound for the same service in one batch go in one
+request to its batch endpoint.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
+from flightdeck.domain.ports import Deps
+from flightdeck.observability import count, logger, timeline
+
+CALLBACK_PATH = "/api/tools/response"
+BATCH_CALLBACK_PATH = "/api/tools/responses"
+
+
+class DeliveryMessage(BaseModel):
+    session_id: str
+    callback_service: str
+    bearer_token: str
+    result: str
+    traceparent: str = ""
+    created_ms: int = 0
+
+
+class DeliveryStatus(str, enum.Enum):
+    DELIVERED = "delivered"  # accepted, or already recorded (duplicate)
+    REFUSED = "refused"  # final answer from the target (401/403/404/410/...): no retry
+    RETRY = "retry"
+    DEAD = "dead"  # unknown service or retry budget spent: to the dead-letter queue
+
+
+@dataclass(frozen=True)
+class Pending:
+    key: str  # the caller's handle for this item (SQS message id)
+    message: DeliveryMessage
+    attempt: int
+    first_sent_ms: int
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    status: DeliveryStatus
+    retry_after_s: int = 0
+    detail: str = ""
+
+
+def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> DeliveryOutcome:
+    ids = {"session_id": item.message.session_id, "callback_service": item.message.callback_service}
+    if http_status in (200, 201, 202):
+        count("AnswersDelivered")
+        timeline("answer_delivered", f"answer delivered to {item.message.callback_service}", **ids)
+        return DeliveryOutcome(DeliveryStatus.DELIVERED, detail=detail)
+    if http_status in RETRYABLE_STATUSES:
+        spent = deps.store.now_ms() - item.first_sent_ms
+        if spent < deps.settings.reply_retry_max_ms:
+            count("DeliveryRetries")
+            delay = min(backoff_s(item.attempt), max(1, (deps.settings.reply_retry_max_ms - spent) // 1000))
+            logger.warning("delivery will be retried", extra={**ids, "detail": detail, "retry_in_s": delay})
+            return DeliveryOutcome(DeliveryStatus.RETRY, delay, detail)
+        count("DeliveryFailures")
+        logger.error("delivery retry budget spent", extra={**ids, "detail": detail})
+        return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
+    count("DeliveriesRefused")
+    logger.warning("delivery refused by the target; not retrying", extra={**ids, "detail": detail})
+    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=detail)
+
+
+def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutcome]:
+    outcomes: dict[str, DeliveryOutcome] = {}
+    by_service: dict[str, list[Pending]] = defaultdict(list)
+    for item in items:
+        try:
+            base = deps.settings.allowed_host_mapping.resolve(item.message.callback_service)
+        except UnknownServiceError as exc:
+            count("DeliveryFailures")
+            logger.error("delivery refused: unknown callback service", extra={"session_id": item.message.session_id,
+                                                                              "detail": str(exc)})
+            outcomes[item.key] = DeliveryOutcome(DeliveryStatus.DEAD, detail=str(exc))
+            continue
+        by_service[base].append(item)
+    for base, group in by_service.items():
+        if len(group) > 1:
+            outcomes.update(_deliver_batch(deps, base, group))
+        else:
+            outcomes[group[0].key] = _deliver_one(deps, base, group[0])
+    return outcomes
+
+
+def _headers(item: Pending) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {item.message.bearer_token}"}
+    if item.message.traceparent:
+        headers["traceparent"] = item.message.traceparent
+    return headers
+
+
+def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
+    answer = deps.peers.post_json(base + CALLBACK_PATH, {"result": item.message.result}, _headers(item))
+    detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
+    return _classify(deps, item, answer.status, detail)
+
+
+def _deliver_batch(deps: Deps, base: str, group: list[Pending]) -> dict[str, DeliveryOutcome]:
+    body = {"items": [{"token": i.message.bearer_token, "result": i.message.result} for i in group]}
+    answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
+    if answer.status in (404, 405):
+        # A peer without the batch endpoint: one request each.
+        return {i.key: _deliver_one(deps, base, i) for i in group}
+    results = answer.body.get("results") if answer.status == 200 and isinstance(answer.body, dict) else None
+    if not isinstance(results, list) or len(results) != len(group):
+        detail = answer.error or f"batch answered HTTP {answer.status}"
+        status = answer.status if answer.status != 200 else 502
+        return {i.key: _classify(deps, i, status, detail) for i in group}
+    return {
+        item.key: _classify(deps, item, int(r.get("http_status", 0)), str(r.get("status", "")))
+        for item, r in zip(group, results)
+    }

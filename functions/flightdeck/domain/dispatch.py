@@ -1,0 +1,117 @@
+"""A's delegating tool: hand one task to a peer and return at once ("pending").
+
+The peer's 2xx means it has the task; no result is written until its callback.
+A refusal (4xx) or exhausted retries record `dispatch_failed` at once, so the turn
+does not wait for its deadline.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import uuid
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from flightdeck.domain.aggregation import record_and_advance
+from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import ResultSource, error_result
+from flightdeck.domain.tokens import CallbackClaims, mint
+from flightdeck.observability import count, logger, timeline
+
+# Peer sub-sessions get a stable id, so a re-sent dispatch lands on the same session.
+_PEER_SESSION_NS = uuid.UUID("6f1c7c1e-3f0e-4c52-9d0a-2a7f4bb0f001")
+RETRYABLE_STATUSES = frozenset({0, 408, 425, 429}) | frozenset(range(500, 600))
+
+
+class DispatchMessage(BaseModel):
+    session_id: str
+    turn: int = Field(ge=1)
+    tool_use_id: str
+    tool_name: str
+    task: str
+    total_tools: int = Field(ge=1)
+    deadline_ms: int
+    traceparent: str = ""
+
+
+class DispatchStatus(str, enum.Enum):
+    SENT = "sent"
+    RETRY = "retry"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    status: DispatchStatus
+    retry_after_s: int = 0
+    detail: str = ""
+
+
+def backoff_s(attempt: int, base_s: float = 1.0, cap_s: float = 60.0) -> int:
+    """Exponential backoff with full jitter, at least one second."""
+    return max(1, int(random.uniform(0, min(cap_s, base_s * 2 ** attempt))))
+
+
+def peer_session_id(agent: str, session_id: str, tool_use_id: str) -> str:
+    return str(uuid.uuid5(_PEER_SESSION_NS, f"{agent}/{session_id}/{tool_use_id}"))
+
+
+def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> DispatchOutcome:
+    """attempt: 1 for the first receive of the message (SQS ApproximateReceiveCount)."""
+    s, store = deps.settings, deps.store
+    ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
+    now = store.now_ms()
+    if now >= msg.deadline_ms:
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
+    if not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id, s.session_retention_ms):
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
+    delegate = s.agent.delegate_for_tool(msg.tool_name)
+    if delegate is None:
+        return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
+    try:
+        base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
+    except UnknownServiceError:
+        return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
+    claims = CallbackClaims(
+        session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
+        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name, iat=now // 1000,
+        # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
+        exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,
+    )
+    token = mint(claims, deps.keys()[0])
+    body = {
+        "session_id": peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
+        "content": msg.task,
+        "reply": {"callbackService": delegate.callback_service or s.agent_name, "bearerToken": token},
+    }
+    headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
+    answer = deps.peers.post_json(f"{base_url}/api/chat", body, headers)
+    if 200 <= answer.status < 300:
+        store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+        count("DelegationsDispatched")
+        timeline("dispatched", f"task sent to {delegate.agent} (pending)", peer_session_id=body["session_id"],
+                 traceparent=msg.traceparent or None, **ids)
+        return DispatchOutcome(DispatchStatus.SENT)
+    detail = f"HTTP {answer.status} from {delegate.agent}" if answer.status else f"{delegate.agent} unreachable: {answer.error}"
+    if answer.status in RETRYABLE_STATUSES and attempt < s.dispatch_max_attempts:
+        count("DispatchRetries")
+        delay = backoff_s(attempt)
+        logger.warning("dispatch will be retried", extra={**ids, "detail": detail, "attempt": attempt, "retry_in_s": delay})
+        return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
+    if isinstance(answer.body, dict) and isinstance(answer.body.get("error"), dict):
+        detail += f": {answer.body['error'].get('message', '')}"[:300]
+    return _fail(deps, msg, detail)
+
+
+def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:
+    ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
+    result = error_result(msg.tool_use_id, "dispatch_failed", ResultSource.DISPATCH_FAILED, detail)
+    record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch")
+    deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")
+    count("DispatchFailures")
+    timeline("dispatch_failed", f"dispatch failed: {detail}", **ids)
+    return DispatchOutcome(DispatchStatus.FAILED, detail=detail)

@@ -1,0 +1,89 @@
+"""Values the domain passes to and from its ports (state store, queues, peers)."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SessionBusyError(Exception):
+    """A new message arrived while the session is thinking or waiting on delegations."""
+
+
+class SessionNotFoundError(LookupError):
+    pass
+
+
+class RecordOutcome(str, enum.Enum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"  # this tool_use_id already has this kind of result: success, do not retry
+    LATE = "late"  # turn complete or unknown, or the id was not expected: do not retry
+
+
+class ResultSource(str, enum.Enum):
+    CALLBACK = "callback"
+    LOCAL = "local"
+    TIMEOUT = "timeout"
+    DISPATCH_FAILED = "dispatch_failed"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool_use_id: str
+    status: str  # "success" | "error"
+    text: str
+    source: ResultSource
+
+    def as_block(self) -> dict[str, Any]:
+        return {"toolResult": {"toolUseId": self.tool_use_id, "content": [{"text": self.text}], "status": self.status}}
+
+
+def error_result(tool_use_id: str, reason: str, source: ResultSource, detail: str = "") -> ToolResult:
+    body: dict[str, Any] = {"status": "error", "reason": reason}
+    if detail:
+        body["detail"] = detail
+    return ToolResult(tool_use_id, "error", json.dumps(body), source)
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    status: str  # "idle" | "busy"
+    turn: int
+    messages: list[dict[str, Any]]
+    created_at: int = 0
+    updated_at: int = 0
+    parent: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TurnAggregation:
+    session_id: str
+    turn: int
+    expected: frozenset[str]
+    total: int
+    received: int
+    status: str  # "waiting" | "complete"
+    deadline_ms: int
+    completed_by: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyRoute:
+    session_id: str
+    callback_service: str
+    bearer_token: str
+    status: str  # "active" | "retired"
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One think iteration's model output, stored so a redelivered turn message reuses it."""
+
+    session_id: str
+    turn: int
+    reply: dict[str, Any]
+    effects_done: bool

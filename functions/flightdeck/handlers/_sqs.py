@@ -1,0 +1,39 @@
+"""What every SQS-fed worker shares: Powertools batch processing and retry-by-visibility."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from flightdeck.adapters.sqs_queues import Queues
+
+
+class RetryLater(Exception):
+    """Fail this record; its visibility was already set to the backoff delay."""
+
+
+def attempt_of(record: SQSRecord) -> int:
+    return int(record.attributes.approximate_receive_count or 1)
+
+
+def first_sent_ms(record: SQSRecord) -> int:
+    return int(record.attributes.sent_timestamp or 0)
+
+
+def retry_later(queues: Queues, queue_url: str, record: SQSRecord, delay_s: int) -> None:
+    queues.delay_retry(queue_url, record.receipt_handle, delay_s)
+    raise RetryLater(f"retry in {delay_s}s")
+
+
+def process_batch(event: dict[str, Any], context: Any, record_handler: Callable[[SQSRecord], Any],
+                  fifo: bool = False) -> dict[str, Any]:
+    """Partial batch failures: only the records that raised are retried."""
+    if fifo:
+        from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
+
+        return process_partial_response(event=event, record_handler=record_handler,
+                                        processor=SqsFifoPartialProcessor(), context=context)
+    return process_partial_response(event=event, record_handler=record_handler,
+                                    processor=BatchProcessor(event_type=EventType.SQS), context=context)

@@ -1,0 +1,36 @@
+"""Lambda: the delivery queue: send finished answers back to the agents that asked."""
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, deliver_answers
+from flightdeck.handlers._sqs import attempt_of, first_sent_ms, process_batch, retry_later
+from flightdeck.observability import logger, metrics, tracer
+from flightdeck.settings import get_settings
+from flightdeck.wiring import deps
+
+get_settings()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context) -> dict:
+    d = deps()
+    # Answers for the same service share one request, so plan the whole batch first...
+    pending = [
+        Pending(r["messageId"], DeliveryMessage.model_validate_json(r["body"]),
+                attempt_of(SQSRecord(r)), first_sent_ms(SQSRecord(r)))
+        for r in event.get("Records", [])
+    ]
+    outcomes = deliver_answers(d, pending)
+
+    # ...then let Powertools report each record's own outcome as a partial batch failure.
+    def _record(record: SQSRecord) -> str:
+        outcome = outcomes[record.message_id]
+        if outcome.status is DeliveryStatus.RETRY:
+            retry_later(d.queues, d.settings.delivery_queue_url, record, outcome.retry_after_s)
+        if outcome.status is DeliveryStatus.DEAD:
+            d.queues.send_delivery_dead_letter({"body": record.body, "reason": outcome.detail})
+        return outcome.status.value
+
+    return process_batch(event, context, _record)

@@ -1,0 +1,28 @@
+"""Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack)."""
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from flightdeck.domain.dispatch import DispatchMessage, DispatchStatus, dispatch_delegation
+from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
+from flightdeck.observability import logger, metrics, tracer
+from flightdeck.settings import get_settings
+from flightdeck.wiring import deps
+
+get_settings()
+
+
+def _record(record: SQSRecord) -> str:
+    message = DispatchMessage.model_validate_json(record.body)
+    logger.append_keys(session_id=message.session_id, tool_use_id=message.tool_use_id)
+    d = deps()
+    outcome = dispatch_delegation(d, message, attempt_of(record))
+    if outcome.status is DispatchStatus.RETRY:
+        retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
+    return outcome.status.value
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict, context) -> dict:
+    return process_batch(event, context, _record)

@@ -1,0 +1,138 @@
+"""Invoking Lambda handlers in-process, the way the Lambda runtime would.
+
+Every entry point is `<package>.<name>.handler(event, context)`. A handler
+module is imported on its first invocation (Lambda's init phase) and reused
+afterwards (a warm execution environment). Invocations of one handler are
+serialized: on Lambda, concurrent invocations never share an execution
+environment, so handlers may keep per-invocation state in module globals
+(Powertools' Logger keys, buffered Metrics); running two of them at once in
+one process would mix that state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+from flightdeck import topology
+
+# moto's default account: every ARN the local runtime makes up uses it, so ARNs
+# in events match the ones moto itself returns.
+LOCAL_ACCOUNT_ID = "123456789012"
+LOCAL_REGION = "us-east-1"
+HANDLERS_PACKAGE = "flightdeck.handlers"
+DEFAULT_MEMORY_MB = 512
+
+log = logging.getLogger("flightdeck.local")
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LocalLambdaContext:
+    """The attributes and method of the Lambda Python runtime's context object."""
+
+    function_name: str
+    memory_limit_in_mb: int = DEFAULT_MEMORY_MB
+    timeout_s: float = topology.WORKER_TIMEOUT_S
+    region: str = LOCAL_REGION
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    identity: Any = None
+    client_context: Any = None
+    _deadline: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_s
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:{LOCAL_ACCOUNT_ID}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return f"{time.strftime('%Y/%m/%d')}/[{self.function_version}]local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class HandlerImportError(RuntimeError):
+    """The handler module could not be imported (Lambda: Runtime.ImportModuleError)."""
+
+
+class LocalFunction:
+    """One Lambda function: a handler module, imported lazily, invoked one at a time."""
+
+    def __init__(self, module_name: str, function_name: str, *, memory_mb: int = DEFAULT_MEMORY_MB,
+                 timeout_s: float = topology.WORKER_TIMEOUT_S, region: str = LOCAL_REGION):
+        self.module_name = module_name
+        self.function_name = function_name
+        self.memory_mb = memory_mb
+        self.timeout_s = timeout_s
+        self.region = region
+        self._module: ModuleType | None = None
+        self._import_failures = 0
+        # One execution environment: invocations wait for each other.
+        self._lock = threading.Lock()
+
+    def new_context(self) -> LocalLambdaContext:
+        return LocalLambdaContext(self.function_name, memory_limit_in_mb=self.memory_mb,
+                                  timeout_s=self.timeout_s, region=self.region)
+
+    def _entry_point(self) -> Handler:
+        if self._module is None:
+            try:
+                self._module = importlib.import_module(self.module_name)
+            except Exception as exc:
+                # Like Lambda, a failed init is retried on the next invocation; the
+                # traceback is logged once, later failures in one line.
+                self._import_failures += 1
+                if self._import_failures == 1:
+                    log.exception("cannot import handler module %s", self.module_name)
+                raise HandlerImportError(f"cannot import {self.module_name}: {type(exc).__name__}: {exc}") from exc
+        entry = getattr(self._module, "handler", None)
+        if not callable(entry):
+            raise HandlerImportError(f"{self.module_name} has no callable 'handler'")
+        return entry
+
+    def invoke(self, event: dict[str, Any], context: LocalLambdaContext | None = None) -> Any:
+        """Run the handler on one event; its exceptions propagate (a failed invocation)."""
+        with self._lock:
+            entry = self._entry_point()
+            return entry(event, context or self.new_context())
+
+
+class FunctionRegistry:
+    """The functions of one agent, one per handler module, created on demand."""
+
+    def __init__(self, agent: str, *, package: str = HANDLERS_PACKAGE, memory_mb: int = DEFAULT_MEMORY_MB,
+                 region: str = LOCAL_REGION):
+        self.agent = agent
+        self.package = package
+        self.memory_mb = memory_mb
+        self.region = region
+        self._functions: dict[str, LocalFunction] = {}
+        self._lock = threading.Lock()
+
+    def function(self, handler: str) -> LocalFunction:
+        with self._lock:
+            if handler not in self._functions:
+                self._functions[handler] = LocalFunction(
+                    f"{self.package}.{handler}",
+                    # Lambda function names allow letters, digits, - and _.
+                    f"{self.agent}-{handler}".replace("_", "-"),
+                    memory_mb=self.memory_mb,
+                    region=self.region,
+                )
+            return self._functions[handler]

@@ -1,0 +1,44 @@
+"""The composition root: builds the adapters once per process and hands them to the domain."""
+
+from __future__ import annotations
+
+import functools
+
+from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.http_peers import Peers
+from flightdeck.adapters.secrets import signing_keys
+from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.ports import Deps
+from flightdeck.settings import get_settings
+
+
+@functools.lru_cache(maxsize=1)
+def deps() -> Deps:
+    settings = get_settings()
+
+    @functools.lru_cache(maxsize=1)
+    def model():
+        from flightdeck.adapters.models import build_model
+
+        return build_model(settings.agent)
+
+    return Deps(
+        settings=settings,
+        store=StateStore(settings.state_table),
+        queues=Queues(
+            turns_url=settings.turns_queue_url,
+            dispatch_url=settings.dispatch_queue_url,
+            delivery_url=settings.delivery_queue_url,
+            timers_url=settings.timers_queue_url,
+            delivery_dlq_url=settings.delivery_dlq_url,
+        ),
+        peers=Peers(timeout_s=settings.peer_timeout_ms / 1000),
+        keys=lambda: signing_keys(settings),
+        model=model,
+    )
+
+
+def reset() -> None:
+    """Forget settings and clients (tests change the environment between cases)."""
+    deps.cache_clear()
+    get_settings.cache_clear()
