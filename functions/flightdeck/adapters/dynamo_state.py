@@ -16,7 +16,7 @@ import json
 import random
 import time
 import zlib
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -128,6 +128,9 @@ class StateStore:
             "ExpressionAttributeValues": _vals(pk=pk, prefix=prefix),
             "ConsistentRead": True,
         }
+        if not prefix:
+            kwargs.update(KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": PK},
+                          ExpressionAttributeValues=_vals(pk=pk))
         while True:
             resp = self.client.query(**kwargs)
             items.extend(p for p in map(_plain, resp.get("Items", [])) if self._alive(p))
@@ -360,7 +363,7 @@ class StateStore:
             self.client.put_item(
                 TableName=self.table,
                 Item=_item(**{PK: _pk(session_id), SK: _turn_sk(turn), "expected": set(tool_use_ids),
-                              "total": len(tool_use_ids), "received": 0, "status": "waiting",
+                              "total_tools": len(tool_use_ids), "received": 0, "status": "waiting",
                               "deadline_ms": deadline_ms, SHARD: deadline_shard(session_id), DUE: deadline_ms,
                               "created_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
                 ConditionExpression="attribute_not_exists(#pk)",
@@ -378,7 +381,7 @@ class StateStore:
             return None
         return TurnAggregation(
             session_id=session_id, turn=turn, expected=frozenset(item.get("expected", ())),
-            total=int(item["total"]), received=int(item["received"]), status=item["status"],
+            total=int(item["total_tools"]), received=int(item["received"]), status=item["status"],
             deadline_ms=int(item["deadline_ms"]), completed_by=item.get("completed_by", ""),
         )
 
@@ -434,7 +437,7 @@ class StateStore:
         now = self.now_ms()
         ops = [
             self._complete_op(session_id, turn, completed_by, tombstone_ms, now,
-                              extra_condition=" AND received >= total"),
+                              extra_condition=" AND received >= total_tools"),
             self._advance_session_op(session_id, turn, now),
         ]
         return self._transact(ops) is None
@@ -551,6 +554,3 @@ class StateStore:
             ExpressionAttributeValues=_vals(s=status, now=self.now_ms()),
         )
 
-
-def session_ids(items: Iterable[tuple[str, int]]) -> list[str]:
-    return [sid for sid, _ in items]

@@ -1,0 +1,141 @@
+"""One agent on a laptop: its HTTP gateway, queue pollers and sweep schedule in one process.
+
+    python -m flightdeck.local.agent_host --port 8080
+    python -m flightdeck.local.agent_host --listen-fd 5 --parent-pid 1234   (from flightdeck.local.stack)
+
+The environment is the agent's Lambda environment (flightdeck.local.stack
+composes it), AWS_ENDPOINT_URL pointing at moto. Handlers' Powertools logs go
+to stdout as JSON lines; this host's own messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Sequence
+
+import boto3
+
+from flightdeck import topology
+from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
+from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
+from flightdeck.local.pollers import ScheduleTimer, SqsPoller
+from flightdeck.local.resources import queue_url_variable
+from flightdeck.settings import Settings, SettingsError
+
+log = logging.getLogger("flightdeck.local")
+
+# How long in-flight invocations get to finish after a stop request.
+SHUTDOWN_GRACE_S = 3.0
+PARENT_CHECK_INTERVAL_S = 0.5
+
+
+def configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(os.environ.get("FLIGHTDECK_LOCAL_LOG_LEVEL", "INFO").upper())
+    # Handler logs are Powertools' business (JSON on stdout); keep this logger out of the root's.
+    log.propagate = False
+
+
+def watch_parent(parent_pid: int, stop: threading.Event) -> None:
+    """Stop when the parent is gone (even SIGKILLed), so no agent outlives its stack."""
+
+    def watch() -> None:
+        while not stop.wait(PARENT_CHECK_INTERVAL_S):
+            if os.getppid() != parent_pid:
+                log.warning("parent process %d is gone; stopping", parent_pid)
+                stop.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m flightdeck.local.agent_host", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="listen on this port (0: any free port)")
+    where.add_argument("--listen-fd", type=int, help="serve on this already listening socket, inherited from the parent")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind with --port (default 127.0.0.1)")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process is no longer the parent")
+    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="the functions' memory_limit_in_mb")
+    parser.add_argument("--handlers-package", default=HANDLERS_PACKAGE,
+                        help=f"package holding the handler modules (default {HANDLERS_PACKAGE})")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"agent_host: {exc}", file=sys.stderr)
+        return 2
+    agent = settings.agent_name
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or LOCAL_REGION
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    if args.parent_pid:
+        watch_parent(args.parent_pid, stop)
+
+    functions = FunctionRegistry(agent, package=args.handlers_package, memory_mb=args.memory_mb, region=region)
+    # A stable, API Gateway-looking id per agent.
+    identity = GatewayIdentity(api_id=hashlib.sha256(agent.encode()).hexdigest()[:10])
+    gateway = ApiGateway(functions, identity=identity)
+    if args.listen_fd is not None:
+        server = GatewayServer(gateway, listening_socket=socket.socket(fileno=args.listen_fd))
+    else:
+        server = GatewayServer(gateway, address=(args.host, args.port))
+
+    workers: list[threading.Thread] = [
+        SqsPoller(
+            sqs=boto3.client("sqs", region_name=region),
+            queue_url=os.environ[queue_url_variable(spec)],
+            spec=spec,
+            function=functions.function(spec.handler),
+            stop=stop,
+            region=region,
+        )
+        for spec in topology.QUEUES
+    ]
+    workers.append(
+        ScheduleTimer(
+            function=functions.function(topology.SWEEPER_HANDLER),
+            interval_s=settings.tool_agg_punctuate_interval_ms / 1000,
+            rule_name=f"{agent}-sweep",
+            stop=stop,
+            region=region,
+        )
+    )
+    for worker in workers:
+        worker.start()
+    server.start_background()
+    log.info("agent %s serving on http://%s:%d", agent, server.server_address[0], server.port)
+
+    while not stop.wait(0.5):
+        pass
+    log.info("agent %s stopping", agent)
+    server.shutdown()
+    server.server_close()
+    deadline = time.monotonic() + SHUTDOWN_GRACE_S
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    busy = [w.name for w in workers if w.is_alive()]
+    if busy:
+        log.warning("left in-flight work in %s; SQS redelivers it after the visibility timeout", ", ".join(busy))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""In-process harness: one agent's handlers on moto, driven with the sample events in events/."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from flightdeck import topology, wiring
+from flightdeck.domain.tokens import CallbackClaims, SigningKey, mint
+from flightdeck.local.invocation import LocalLambdaContext
+from flightdeck.local.resources import create_agent_resources
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+SECRET = "test-secret-orchestrator-0123456789abcdef"
+PREVIOUS_SECRET = "test-secret-orchestrator-previous-0123456789"
+
+
+def load_event(relative: str, **replacements: str) -> dict[str, Any]:
+    text = (EVENTS / relative).read_text()
+    for key, value in replacements.items():
+        text = text.replace("{{" + key + "}}", json.dumps(value)[1:-1])
+    return json.loads(text)
+
+
+def agent_config(name: str, delegates: list[str] = (), local_tools: list[str] = (), think_delay_ms: int = 0) -> str:
+    return json.dumps({
+        "name": name,
+        "description": f"{name} under test",
+        "model": {"provider": "local", "think_delay_ms": think_delay_ms},
+        "local_tools": list(local_tools),
+        "delegates": [{"agent": d, "service": d, "callback_service": name} for d in delegates],
+    })
+
+
+@dataclass
+class Agent:
+    name: str
+    env: dict[str, str]
+    queue_urls: dict[str, str]
+    dlq_urls: dict[str, str]
+    table: str
+    sqs: Any = field(repr=False)
+    dynamodb: Any = field(repr=False)
+
+    # --- HTTP through the real handlers ------------------------------------------------
+    def call(self, event: dict[str, Any], handler: str | None = None) -> tuple[int, dict[str, str], Any]:
+        route = next(r for r in topology.ROUTES if r.path == event["resource"]) if handler is None else None
+        module = importlib.import_module(f"flightdeck.handlers.{handler or route.handler}")
+        resp = module.handler(event, LocalLambdaContext(function_name=f"{self.name}-test"))
+        body = resp.get("body")
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = body
+        headers = {k.lower(): v for k, v in (resp.get("headers") or {}).items()}
+        for k, v in (resp.get("multiValueHeaders") or {}).items():
+            headers.setdefault(k.lower(), v[0] if isinstance(v, list) and v else v)
+        return resp["statusCode"], headers, parsed
+
+    def api(self, name: str, body: Any = ..., headers: dict[str, str] | None = None, **replacements: str):
+        event = load_event(f"api/{name}.json", **replacements)
+        if body is not ...:
+            event["body"] = body if isinstance(body, str) else json.dumps(body)
+        for k, v in (headers or {}).items():
+            event["headers"][k] = v
+            event["multiValueHeaders"][k] = [v]
+        return self.call(event)
+
+    def token(self, session_id: str, turn: int, tool_use_id: str, *, total: int = 1, exp_in_s: int = 300,
+              secret: str = SECRET, agent: str | None = None, iat: int | None = None) -> str:
+        now = int(time.time())
+        claims = CallbackClaims(session_id=session_id, turn=turn, tool_use_id=tool_use_id, tool_id="ask_worker",
+                                name="worker", total_tools=total, agent=agent or self.name,
+                                iat=now if iat is None else iat, exp=now + exp_in_s)
+        return mint(claims, SigningKey(secret.encode()))
+
+    # --- SQS ---------------------------------------------------------------------------------
+    def receive(self, key: str, max_messages: int = 10, dlq: bool = False) -> list[dict[str, Any]]:
+        url = (self.dlq_urls if dlq else self.queue_urls)[key]
+        out: list[dict[str, Any]] = []
+        while True:
+            resp = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=max_messages, AttributeNames=["All"],
+                                            MessageAttributeNames=["All"], WaitTimeSeconds=0)
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                return out
+            out.extend(msgs)
+
+    def sqs_event(self, key: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        arn = f"arn:aws:sqs:us-east-1:123456789012:{topology.QUEUES_BY_KEY[key].name(self.name)}"
+        return {"Records": [
+            {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+             "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m.get("MD5OfBody", ""),
+             "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": "us-east-1"}
+            for m in messages
+        ]}
+
+    def run_queue(self, key: str, messages: list[dict[str, Any]] | None = None, delete: bool = True) -> dict[str, Any]:
+        """Feed messages (default: everything visible now) to the queue's handler, as Lambda's ESM does."""
+        spec = topology.QUEUES_BY_KEY[key]
+        messages = self.receive(key) if messages is None else messages
+        if not messages:
+            return {"batchItemFailures": []}
+        module = importlib.import_module(f"flightdeck.handlers.{spec.handler}")
+        resp = module.handler(self.sqs_event(key, messages), LocalLambdaContext(function_name=f"{self.name}-{key}"))
+        failed = {f["itemIdentifier"] for f in resp.get("batchItemFailures", [])}
+        if delete:
+            for m in messages:
+                if m["MessageId"] not in failed:
+                    self.sqs.delete_message(QueueUrl=self.queue_urls[key], ReceiptHandle=m["ReceiptHandle"])
+        return resp
+
+    def bodies(self, key: str) -> list[dict[str, Any]]:
+        return [json.loads(m["Body"]) for m in self.receive(key)]
+
+    def item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        from boto3.dynamodb.types import TypeDeserializer
+
+        got = self.dynamodb.get_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True)
+        return {k: TypeDeserializer().deserialize(v) for k, v in got["Item"].items()} if "Item" in got else None
+
+    def table_items(self) -> list[dict[str, Any]]:
+        return self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+
+
+def make_agent(monkeypatch, name: str = "orchestrator", *, delegates: list[str] = ("worker",),
+               local_tools: list[str] = (), allow: str = "worker:http://127.0.0.1:9,orchestrator:http://127.0.0.1:9",
+               extra_env: dict[str, str] | None = None) -> Agent:
+    """Create an agent's resources in the active moto mock and point the settings at them."""
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    res = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
+    env = {
+        "AGENT_NAME": name,
+        "AGENT_CONFIG": agent_config(name, list(delegates), list(local_tools)),
+        "TOOL_CALLBACK_SECRET": SECRET,
+        "TOOL_CALLBACK_SECRET_PREVIOUS": PREVIOUS_SECRET,
+        "ALLOWED_HOST_MAPPING": allow,
+        "ASYNC_TOOL_TIMEOUT_MS": "300000",
+        **res.environment(),
+        **(extra_env or {}),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    wiring.reset()
+    return Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb)
+
+
+def new_session_id() -> str:
+    return f"s-{uuid.uuid4()}"
