@@ -28,3 +28,28 @@ def orchestrator(aws, monkeypatch):
     from flightdeck import wiring
 
     wiring.reset()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """A real moto server on loopback: for tests that send truly concurrent requests."""
+    from flightdeck.local.moto_app import MotoServerThread
+
+    server = MotoServerThread().start()
+    yield server.endpoint
+    server.stop()
+
+
+@pytest.fixture
+def orchestrator_on_server(moto_server, monkeypatch):
+    """Like `orchestrator`, but every AWS call goes over HTTP to the moto server."""
+    import uuid
+
+    from flightdeck import wiring
+    from tests.support.harness import make_agent
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    # A fresh name per test: the server's state lives as long as the session.
+    agent = make_agent(monkeypatch, name=f"orch-{uuid.uuid4().hex[:8]}")
+    yield agent
+    wiring.reset()

@@ -6,13 +6,13 @@ so one OpenAPI document describes the whole API.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from flightdeck import topology
@@ -48,17 +48,19 @@ def _allowed_methods(path: str) -> list[str]:
     return sorted({method for pattern, method in _ROUTE_PATTERNS if pattern.match(path)})
 
 
-def _body_limit(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
-    body = app.current_event.body or ""
+def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
+    """413 before any parsing: validation would otherwise read the whole body first."""
+    body = event.get("body") or ""
     limit = get_settings().max_body_bytes
-    if len(body) > limit or len(body.encode("utf-8", "surrogatepass")) > limit:
-        return error_response(413, "payload_too_large", f"request body exceeds {limit} bytes")
-    return next_middleware(app)
+    if len(body) <= limit and len(body.encode("utf-8", "surrogatepass")) <= limit:
+        return None
+    error = {"error": {"code": "payload_too_large", "message": f"request body exceeds {limit} bytes"}}
+    return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": json.dumps(error),
+            "isBase64Encoded": False}
 
 
 def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
-    app.use(middlewares=[_body_limit])
     for router in routers:
         app.include_router(router)
 
@@ -108,7 +110,7 @@ def http_handler(*routers: Router):
     @tracer.capture_lambda_handler
     @metrics.log_metrics
     def handler(event: dict, context: LambdaContext) -> dict:
-        return app.resolve(event, context)
+        return _too_large(event) or app.resolve(event, context)
 
     handler.app = app  # type: ignore[attr-defined]
     return handler

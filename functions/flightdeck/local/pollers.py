@@ -161,9 +161,9 @@ class SqsPoller(threading.Thread):
                       self.spec.key, self.function.module_name, exc)
             return
         done = [m for m in messages if m["MessageId"] not in failed]
-        self._delete(done)
+        self._delete_messages(done)
 
-    def _delete(self, messages: list[dict[str, Any]]) -> None:
+    def _delete_messages(self, messages: list[dict[str, Any]]) -> None:
         for start in range(0, len(messages), 10):  # DeleteMessageBatch takes at most 10 entries
             chunk = messages[start:start + 10]
             response = self.sqs.delete_message_batch(

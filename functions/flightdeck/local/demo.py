@@ -1,0 +1,224 @@
+"""`flightdeck local demo`: one delegation on a local stack, shown as a timeline.
+
+The timeline is built from the agents' own JSON log lines: every record that
+carries a "timeline" key (chat_received, dispatched, answer_delivered, ...)
+becomes one line with the seconds elapsed since the task was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from flightdeck import config_file
+from flightdeck.config_file import DeploymentFile
+
+SCENARIOS = ("delegate", "parallel", "timeout")
+DEFAULT_SCENARIO = "parallel"
+# How long the demo waits for the final answer after sending the task.
+ANSWER_BOUND_S = 60.0
+POLL_INTERVAL_S = 0.25
+# The timeout scenario: the orchestrator gives up long before the worker answers.
+TIMEOUT_SCENARIO_WAIT_MS = 3000
+TIMEOUT_SCENARIO_THINK_MS = 8000
+# Timeline events that close the timeout scenario: the worker's answer arriving too late.
+LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
+
+_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who the demo talks to and what it asks."""
+
+    delegator: str
+    delegate: str
+    task: str
+
+
+def plan(deployment: DeploymentFile, scenario: str) -> Plan:
+    delegator = next((name for name, spec in deployment.agents.items() if spec.delegates), None)
+    if delegator is None:
+        raise DemoError("no agent in the deployment file has delegates: nothing to demonstrate")
+    delegate = deployment.agents[delegator].delegates[0].agent
+    tasks = {
+        "delegate": f"@{delegate} explain in one sentence why asynchronous delegation helps",
+        "parallel": f"@{delegate} task one @{delegate} task two",
+        "timeout": f"@{delegate} take your time with this one",
+    }
+    return Plan(delegator, delegate, tasks[scenario])
+
+
+def timeout_variant(deployment: DeploymentFile, chosen: Plan) -> DeploymentFile:
+    """The deployment with a delegator that stops waiting long before its delegate answers."""
+    variant = deployment.model_copy(deep=True)
+    variant.agents[chosen.delegator].env["ASYNC_TOOL_TIMEOUT_MS"] = str(TIMEOUT_SCENARIO_WAIT_MS)
+    variant.agents[chosen.delegate].model.think_delay_ms = TIMEOUT_SCENARIO_THINK_MS
+    return variant
+
+
+# --- writing a deployment file --------------------------------------------------------------
+
+
+def _toml_key(key: str) -> str:
+    return _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    # JSON string escapes are valid TOML basic-string escapes; DEL must be escaped in TOML only.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007F")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _toml_table(path: list[str], table: dict[str, Any], lines: list[str]) -> None:
+    values = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    subtables = {k: v for k, v in table.items() if isinstance(v, dict)}
+    if path and (values or not subtables):
+        lines.append("")
+        lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
+    lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items())
+    for key, sub in subtables.items():
+        _toml_table([*path, key], sub, lines)
+
+
+def deployment_toml(deployment: DeploymentFile) -> str:
+    lines = ["# Written by `flightdeck local demo`."]
+    _toml_table([], deployment.model_dump(mode="json", exclude_none=True), lines)
+    return "\n".join(lines) + "\n"
+
+
+def write_deployment(deployment: DeploymentFile, directory: Path) -> Path:
+    path = directory / "deployment.toml"
+    path.write_text(deployment_toml(deployment), encoding="utf-8")
+    if config_file.load(path) != deployment:  # the file must say exactly what we meant
+        raise DemoError(f"{path} does not read back as the intended deployment")
+    return path
+
+
+# --- the timeline -------------------------------------------------------------------------
+
+
+class Timeline:
+    """Prints timeline records as they arrive (called from the stack's relay threads)."""
+
+    def __init__(self, out: TextIO, agent_width: int = 12):
+        self.out = out
+        self.agent_width = agent_width
+        self.started_at: float | None = None
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+
+    def start(self) -> None:
+        with self._lock:
+            self.started_at = time.monotonic()
+
+    def on_record(self, agent: str, record: dict[str, Any]) -> None:
+        kind = record.get("timeline")
+        if not isinstance(kind, str):
+            return
+        with self._lock:
+            if self.started_at is None:
+                return  # before the task was sent
+            elapsed = time.monotonic() - self.started_at
+            self.events.append((kind, record))
+            self.out.write(self.format(elapsed, str(record.get("agent") or agent), kind, record) + "\n")
+            self.out.flush()
+            self._changed.notify_all()
+
+    def format(self, elapsed: float, agent: str, kind: str, record: dict[str, Any]) -> str:
+        text = str(record.get("message") or kind.replace("_", " "))
+        tool_use_id = record.get("tool_use_id")
+        if tool_use_id and str(tool_use_id) not in text:
+            text += f"  [{str(tool_use_id)[-8:]}]"  # tells parallel delegations apart
+        return f"  +{elapsed:.2f}s  {agent:<{self.agent_width}}  {text}"
+
+    def wait_for(self, kinds: set[str], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while not any(kind in kinds for kind, _ in self.events):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+
+# --- talking to an agent ------------------------------------------------------------------
+
+
+def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with _direct.open(request, timeout=timeout_s) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode("utf-8", errors="replace")
+
+
+def final_answer(session: Any) -> str | None:
+    """The final assistant text of an idle session, or None while it is still working."""
+    if not isinstance(session, dict) or session.get("status") != "idle":
+        return None
+    messages = session.get("messages") or []
+    if not messages or messages[-1].get("role") != "assistant":
+        return None
+    blocks = messages[-1].get("content") or []
+    if any("toolUse" in b for b in blocks):
+        return None
+    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+    return text or None
+
+
+def send_task(base_url: str, content: str) -> str:
+    status, body = http_json("POST", base_url + "/api/chat", {"content": content})
+    if not 200 <= status < 300 or not isinstance(body, dict) or not body.get("session_id"):
+        raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}")
+    return str(body["session_id"])
+
+
+def wait_for_answer(base_url: str, session_id: str, bound_s: float) -> str:
+    deadline = time.monotonic() + bound_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        status, last = http_json("GET", f"{base_url}/api/sessions/{session_id}")
+        if status == 200:
+            answer = final_answer(last)
+            if answer is not None:
+                return answer
+        time.sleep(POLL_INTERVAL_S)
+    state = last.get("status") if isinstance(last, dict) else last
+    raise DemoError(f"no final answer within {bound_s:.0f} s (session {session_id}, last state: {state})")
+
+
+def temp_directory() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="flightdeck-demo-")

@@ -1,0 +1,485 @@
+"""Every agent of a deployment file on loopback, state in a local moto server.
+
+    with LocalStack("examples/two-agents.toml") as stack:
+        requests.post(stack.urls["orchestrator"] + "/api/chat", json={"content": "@worker say hello"})
+
+The parent (this process) binds every port itself before starting anything, so
+a clash is reported at once and a chosen port cannot be taken by someone else
+before its server uses it; each child inherits its listening socket. moto and
+each agent run in their own process and process group; stopping the stack (or
+the parent exiting, being interrupted or terminated) ends every one of them,
+and each child also stops by itself when its parent disappears.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import errno
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, TextIO
+
+from flightdeck import config_file
+from flightdeck.config_file import DeploymentFile
+from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
+from flightdeck.local.resources import (
+    LOCAL_CREDENTIALS,
+    AgentResources,
+    create_agent_resources,
+    local_client,
+    setting_variable,
+)
+
+LogListener = Callable[[str, dict[str, Any]], None]
+
+MOTO = "moto"
+CARD_PATH = "/.well-known/agent-card.json"
+STOP_GRACE_S = 5.0
+# Lines of a child's output kept to explain a failed start.
+TAIL_LINES = 40
+POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+# Straight to loopback, whatever proxy the environment configures.
+_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class StackError(RuntimeError):
+    """The local stack could not start (or restart an agent)."""
+
+
+class PortInUseError(StackError):
+    def __init__(self, host: str, port: int, owner: str):
+        super().__init__(f"port {port} on {host} is already in use (wanted by {owner})")
+        self.host, self.port, self.owner = host, port, owner
+
+
+def _listen(host: str, port: int, owner: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        # SO_REUSEADDR (set by create_server) lets a restarted agent reclaim its
+        # port from TIME_WAIT, never from another listener.
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(host, port, owner) from None
+        raise StackError(f"cannot listen on {host}:{port} for {owner}: {exc.strerror or exc}") from None
+
+
+def _url(host: str, port: int) -> str:
+    # A wildcard bind is reached through loopback.
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def answers_http(url: str, timeout_s: float = 2.0) -> bool:
+    """True when something at url answers HTTP at all (any status)."""
+    try:
+        with _direct.open(url, timeout=timeout_s):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@dataclass
+class _Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    relays: list[threading.Thread] = field(default_factory=list)
+    stopping: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exited(self) -> bool:
+        """Whether the process has exited, without reaping it (its pid keeps its process group reserved)."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True  # already reaped
+
+    def describe_exit(self) -> str:
+        output = "\n".join(self.tail) or "(no output)"
+        return f"{self.name} exited with code {self.process.poll()}; its last output:\n{output}"
+
+
+def _child_base_environment() -> dict[str, str]:
+    """The parent's environment without anything that could reach real AWS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    no_proxy = [p for p in env.get("NO_PROXY", env.get("no_proxy", "")).split(",") if p]
+    env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, *LOOPBACK_NAMES]))
+    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the relay as they are written
+    return env
+
+
+class LocalStack:
+    """moto + one process per agent of a deployment file, all on loopback.
+
+    config: a DeploymentFile or the path of its TOML (default: the bundled example).
+    host: address the agents listen on. port: the first agent's port (0: free
+    ports), the next agents take the following ports in file order.
+    url_overrides: agent -> the base URL the *other* agents use to reach it
+    (their ALLOWED_HOST_MAPPING), e.g. a fault-injecting proxy in front of it.
+    relay: where children's output goes, each line prefixed with its process
+    name (None: discarded). extra_env: added to every agent's environment.
+    """
+
+    def __init__(
+        self,
+        config: DeploymentFile | str | os.PathLike[str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        moto_port: int = 0,
+        url_overrides: Mapping[str, str] | None = None,
+        relay: TextIO | None = sys.stderr,
+        extra_env: Mapping[str, str] | None = None,
+        handlers_package: str = HANDLERS_PACKAGE,
+        startup_timeout_s: float = 60.0,
+    ):
+        if config is None:
+            config = config_file.DEFAULT_CONFIG
+        self.deployment = config if isinstance(config, DeploymentFile) else config_file.load(Path(config))
+        if not self.deployment.agents:
+            raise StackError("the deployment file defines no agents")
+        unknown = set(url_overrides or {}) - set(self.deployment.agents)
+        if unknown:
+            raise ValueError(f"url_overrides name unknown agents: {', '.join(sorted(unknown))}")
+        self.host = host
+        self.first_port = port
+        self.moto_port = moto_port
+        self.url_overrides = dict(url_overrides or {})
+        self.relay = relay
+        self.extra_env = dict(extra_env or {})
+        self.handlers_package = handlers_package
+        self.startup_timeout_s = startup_timeout_s
+
+        self._ports: dict[str, int] = {}
+        self._moto_endpoint = ""
+        self._resources: dict[str, AgentResources] = {}
+        self._secrets: dict[str, str] = {}
+        self._children: dict[str, _Child] = {}
+        self._listeners: list[LogListener] = []
+        self._relay_lock = threading.Lock()
+        self._lifecycle_lock = threading.RLock()
+        self._prefix_width = max(len(MOTO), *(len(n) for n in self.deployment.agents))
+        self._started = False
+        self._stopped = False
+        self._previous_signal_handlers: dict[int, Any] = {}
+
+    # --- public surface -----------------------------------------------------------------
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return tuple(self.deployment.agents)
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """agent -> the base URL it listens on."""
+        return {name: _url(self.host, port) for name, port in self._ports.items()}
+
+    @property
+    def moto_endpoint(self) -> str:
+        return self._moto_endpoint
+
+    @property
+    def resources(self) -> dict[str, AgentResources]:
+        return dict(self._resources)
+
+    def peer_urls(self) -> dict[str, str]:
+        """agent -> the base URL other agents reach it at (url_overrides applied)."""
+        return {**self.urls, **self.url_overrides}
+
+    def env(self, agent: str) -> dict[str, str]:
+        """The agent's function environment, as its Lambda functions would have it."""
+        spec = self.deployment.agents[agent]
+        aws = {
+            "AWS_ENDPOINT_URL": self._moto_endpoint,
+            "AWS_DEFAULT_REGION": LOCAL_REGION,
+            "AWS_REGION": LOCAL_REGION,
+            **LOCAL_CREDENTIALS,
+        }
+        return {
+            # §4 settings from the file; everything after them is fixed by the stack.
+            **self.deployment.environment(agent),
+            **self.extra_env,
+            setting_variable("agent_name"): agent,
+            setting_variable("agent_description"): spec.description,
+            setting_variable("public_base_url"): self.urls[agent],
+            setting_variable("agent_config"): spec.agent_config_json(),
+            **self._resources[agent].environment(),
+            setting_variable("tool_callback_secret"): self._secrets[agent],
+            setting_variable("allowed_host_mapping"): spec.host_mapping(self.peer_urls()),
+            "POWERTOOLS_SERVICE_NAME": agent,
+            "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **aws,
+        }
+
+    def add_listener(self, listener: LogListener) -> None:
+        """Call listener(agent, record) for every JSON log line a child writes (from a relay thread)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: LogListener) -> None:
+        self._listeners.remove(listener)
+
+    def is_running(self, agent: str) -> bool:
+        child = self._children.get(agent)
+        return child is not None and not child.exited()
+
+    def pids(self) -> dict[str, int]:
+        """Process ids of the running children (agents and moto)."""
+        return {name: child.pid for name, child in self._children.items()}
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def start(self) -> "LocalStack":
+        with self._lifecycle_lock:
+            if self._started:
+                return self
+            if self._stopped:
+                raise StackError("a stopped LocalStack cannot be started again; make a new one")
+            self._started = True
+            self._install_exit_hooks()
+            # Bound but not yet handed to a child (each spawn closes the parent's copy).
+            unspawned: dict[str, socket.socket] = {}
+            try:
+                unspawned.update(self._bind_agent_ports())
+                self._start_moto(_listen("127.0.0.1", self.moto_port, "the moto server"))
+                self._create_resources()
+                for name in self.agents:
+                    self._spawn_agent(name, unspawned.pop(name))
+                for name in self.agents:
+                    self._wait_until_answering(name)
+            except BaseException:
+                for sock in unspawned.values():
+                    sock.close()
+                self.stop()
+                raise
+            return self
+
+    def stop_agent(self, name: str) -> None:
+        """Kill one agent (its port then refuses connections, like a function that is down)."""
+        with self._lifecycle_lock:
+            child = self._children.pop(name, None)
+            if child is None:
+                raise StackError(f"agent {name!r} is not running")
+            self._terminate([child])
+
+    def start_agent(self, name: str) -> None:
+        """Start a stopped agent again, on its former port, with the same environment."""
+        with self._lifecycle_lock:
+            if name not in self.deployment.agents:
+                raise StackError(f"no agent {name!r} in the deployment")
+            if name in self._children:
+                raise StackError(f"agent {name!r} is already running")
+            self._spawn_agent(name, _listen(self.host, self._ports[name], f"agent {name!r}"))
+            self._wait_until_answering(name)
+
+    def stop(self) -> None:
+        """Stop every child and wait for them; safe to call more than once."""
+        with self._lifecycle_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            agents = [c for n, c in self._children.items() if n != MOTO]
+            self._terminate(agents)  # agents first: they talk to moto
+            if MOTO in self._children:
+                self._terminate([self._children[MOTO]])
+            self._children.clear()
+            self._remove_exit_hooks()
+
+    # --- start-up steps -------------------------------------------------------------------
+
+    def _bind_agent_ports(self) -> dict[str, socket.socket]:
+        sockets: dict[str, socket.socket] = {}
+        try:
+            for index, name in enumerate(self.agents):
+                wanted = self.first_port + index if self.first_port else 0
+                sock = _listen(self.host, wanted, f"agent {name!r}")
+                sockets[name] = sock
+                self._ports[name] = sock.getsockname()[1]
+        except BaseException:
+            for sock in sockets.values():
+                sock.close()
+            raise
+        return sockets
+
+    def _start_moto(self, sock: socket.socket) -> None:
+        port = sock.getsockname()[1]
+        self._moto_endpoint = _url("127.0.0.1", port)
+        self._spawn(MOTO, ["flightdeck.local.moto_host"], sock, _child_base_environment())
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not answers_http(self._moto_endpoint + "/moto-api/", timeout_s=1.0):
+            self._check_starting(MOTO, deadline)
+
+    def _create_resources(self) -> None:
+        dynamodb = local_client("dynamodb", self._moto_endpoint)
+        sqs = local_client("sqs", self._moto_endpoint)
+        for name, spec in self.deployment.agents.items():
+            # The resource prefix of an agent is its name.
+            self._resources[name] = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
+            # LOCAL ONLY secret from the file; without one, a random secret for this run
+            # (only the agent itself mints and verifies its tokens).
+            self._secrets[name] = spec.callback_secret or secrets.token_urlsafe(48)
+
+    def _spawn_agent(self, name: str, sock: socket.socket) -> None:
+        spec = self.deployment.agents[name]
+        env = {**_child_base_environment(), **self.env(name)}
+        args = ["flightdeck.local.agent_host", "--memory-mb", str(spec.deploy.memory_mb),
+                "--handlers-package", self.handlers_package]
+        self._spawn(name, args, sock, env)
+
+    def _spawn(self, name: str, module_args: list[str], sock: socket.socket, env: dict[str, str]) -> None:
+        fd = sock.fileno()
+        command = [sys.executable, "-m", *module_args, "--listen-fd", str(fd), "--parent-pid", str(os.getpid())]
+        try:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(fd,),
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+        finally:
+            sock.close()  # the child holds the port now
+        child = _Child(name, process)
+        self._children[name] = child
+        for stream, watches_exit in ((process.stdout, True), (process.stderr, False)):
+            relay = threading.Thread(target=self._relay_output, args=(child, stream, watches_exit),
+                                     name=f"relay-{name}", daemon=True)
+            relay.start()
+            child.relays.append(relay)
+
+    def _check_starting(self, name: str, deadline: float) -> None:
+        child = self._children[name]
+        if child.exited():
+            raise StackError(f"{name} failed to start: {child.describe_exit()}")
+        if time.monotonic() > deadline:
+            raise StackError(f"{name} did not answer within {self.startup_timeout_s:.0f} s")
+        time.sleep(0.1)
+
+    def _wait_until_answering(self, name: str) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        # The socket listens from the start, so this request simply waits for the server to accept it.
+        while not answers_http(self.urls[name] + CARD_PATH):
+            self._check_starting(name, deadline)
+
+    # --- output ---------------------------------------------------------------------------
+
+    def _relay_output(self, child: _Child, stream: Any, watches_exit: bool) -> None:
+        prefix = f"{child.name:<{self._prefix_width}} | "
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            child.tail.append(line)
+            self._write_relay(prefix + line)
+            if line.startswith("{"):
+                self._offer(child.name, line)
+        stream.close()
+        if watches_exit and not child.stopping:
+            # stdout closes when the process ends; say so unless we ended it.
+            try:
+                status = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+                code = status.si_status if status else "?"
+            except ChildProcessError:
+                code = child.process.returncode
+            if not child.stopping:
+                self._write_relay(f"{prefix}exited unexpectedly (status {code})")
+
+    def _write_relay(self, text: str) -> None:
+        if self.relay is None:
+            return
+        with self._relay_lock:
+            try:
+                self.relay.write(text + "\n")
+                self.relay.flush()
+            except (OSError, ValueError):
+                pass  # the relay target is gone (closed terminal, closed file): keep draining
+
+    def _offer(self, agent: str, line: str) -> None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(record, dict):
+            return
+        for listener in list(self._listeners):
+            try:
+                listener(agent, record)
+            except Exception as exc:  # a broken listener must not stop the relay
+                self._write_relay(f"(log listener {listener!r} failed: {exc!r})")
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def _terminate(self, children: list[_Child]) -> None:
+        for child in children:
+            child.stopping = True
+            self._signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in children:
+            while not child.exited() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # The leader is a zombie or still running, so its pid (= the group id)
+            # cannot have been reused: anything left in the group is ours.
+            self._signal_group(child, signal.SIGKILL)
+            child.process.wait()
+        for child in children:
+            for relay in child.relays:
+                relay.join(timeout=2.0)
+
+    @staticmethod
+    def _signal_group(child: _Child, signum: int) -> None:
+        try:
+            os.killpg(child.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is already empty
+
+    # --- parent exit ----------------------------------------------------------------------
+
+    def _install_exit_hooks(self) -> None:
+        atexit.register(self.stop)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        # SIGINT already raises KeyboardInterrupt; SIGTERM and SIGHUP would end the parent
+        # without unwinding, so (unless someone installed a handler) they raise SystemExit.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                self._previous_signal_handlers[signum] = signal.signal(signum, _exit_on_signal)
+
+    def _remove_exit_hooks(self) -> None:
+        atexit.unregister(self.stop)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._previous_signal_handlers.items():
+            if signal.getsignal(signum) is _exit_on_signal:
+                signal.signal(signum, previous)
+        self._previous_signal_handlers.clear()
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

@@ -1,0 +1,131 @@
+"""Least privilege: what each function may touch, as one table, applied with grant_* methods.
+
+Consuming a queue is granted by its event source (topology.QUEUES names the
+consumer), so it is not repeated here. A new handler module in topology needs an
+entry here before the stack synthesizes: permissions are a decision, not a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, Aws, Stack, Validations
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from flightdeck.domain.agent import ModelConfig
+
+from .functions import Functions
+from .queues import Queues
+from .secret import CallbackSecret
+from .state import StateTable
+
+
+@dataclass(frozen=True)
+class Access:
+    table: bool = False  # read/write the state table (and its deadline index)
+    send: tuple[str, ...] = ()  # queue keys it sends to
+    send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
+    secret: bool = False  # read the callback HMAC key
+    model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
+
+
+ACCESS: dict[str, Access] = {
+    # POST /api/chat, GET /api/sessions/{id}: store the session (+ reply route), start a turn.
+    "chat_ingest": Access(table=True, send=("turns",)),
+    # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
+    "callback": Access(table=True, send=("turns",), secret=True),
+    # GET /.well-known/agent-card.json: built from its environment alone.
+    "agent_card": Access(),
+    # One think step: delegations to dispatch, the final answer to delivery, a deadline timer.
+    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers"), model=True),
+    # Mints the token (secret) and POSTs the task to the peer; a failed dispatch resumes the turn.
+    "dispatch_worker": Access(table=True, send=("turns",), secret=True),
+    # POSTs the answer back (the message carries route and token); gives up into its DLQ.
+    "delivery_worker": Access(send_to_dlq=("delivery",)),
+    # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
+    "deadline_timer": Access(table=True, send=("timers", "turns")),
+    # EventBridge backstop over the deadline index.
+    "sweeper": Access(table=True, send=("turns",)),
+    # The A2A JSON-RPC endpoint (POST /a2a), once topology routes it to a handler of this name.
+    "a2a": Access(table=True, send=("turns",)),
+}
+
+# Cross-region inference profile ids start with a geography ("us.anthropic.claude-...").
+_PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
+
+
+def bedrock_resources(model_id: str) -> list[str]:
+    """The ARNs `bedrock:InvokeModel` needs for a model id, inference profile id or ARN."""
+    if not model_id:
+        raise ValueError("model.provider is 'bedrock' but model.model_id is empty")
+    if model_id.startswith("arn:"):
+        return [model_id]
+    geography, _, base_model = model_id.partition(".")
+    if geography in _PROFILE_PREFIXES and "." in base_model:
+        # The profile routes the call to the base model in any region of its geography.
+        return [
+            f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model_id}",
+            f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{base_model}",
+        ]
+    return [f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{model_id}"]
+
+
+class Permissions(Construct):
+    """Applies ACCESS to the functions; creates no resources of its own."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        functions: Functions,
+        state: StateTable,
+        queues: Queues,
+        secret: CallbackSecret,
+        model: ModelConfig,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        table_id = stack.get_logical_id(state.table.node.default_child)
+        for handler, function in functions.functions.items():
+            access = ACCESS.get(handler)
+            if access is None:
+                raise ValueError(f"handler {handler!r} has no entry in infra/access.py ACCESS: decide its permissions")
+            role = functions.roles[handler]
+            if access.table:
+                state.table.grant_read_write_data(function)
+                Validations.of(role).acknowledge(
+                    Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
+                        reason=(
+                            "Table.grantReadWriteData also covers the table's indexes: this table has exactly "
+                            f"one, the sparse deadline index the sweep queries; no other table is reachable."
+                        ),
+                    )
+                )
+            for key in access.send:
+                queues[key].queue.grant_send_messages(function)
+            for key in access.send_to_dlq:
+                queues[key].dlq.grant_send_messages(function)
+            if access.secret:
+                secret.secret.grant_read(function)
+            if access.model and model.provider == "bedrock":
+                resources = bedrock_resources(model.model_id)
+                function.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
+                for arn in resources:
+                    if "bedrock:*::foundation-model/" in arn:
+                        Validations.of(role).acknowledge(
+                            Acknowledgment(
+                                id=f"AwsSolutions-IAM5[Resource::{_nag_arn(arn)}]",
+                                reason=(
+                                    "A cross-region inference profile routes each call to the same base model in "
+                                    "any region of its geography; the region is the only wildcard, the model is fixed."
+                                ),
+                            )
+                        )
+
+
+def _nag_arn(arn: str) -> str:
+    """How cdk-nag spells an ARN that contains the partition pseudo parameter."""
+    return arn.replace(Aws.PARTITION, "<AWS::Partition>")

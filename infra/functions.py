@@ -1,0 +1,118 @@
+"""Functions: one Lambda function per handler module of `flightdeck.topology.HANDLERS`.
+
+All functions share one code asset (infra/bundling.py), one environment (the
+agent's settings: every function validates the full Settings at cold start) and
+differ in handler, timeout and, above all, permissions (infra/access.py).
+Each has its own role, with no managed policy: the only built-in grant is writing
+to its own log group (an explicit LogGroup with retention, not the implicit one).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from flightdeck import topology
+
+from .bundling import ARCHITECTURE, RUNTIME
+from .queues import Queues, construct_id
+
+# Handlers behind API Gateway answer within its 29 s integration timeout; a shorter
+# function timeout makes a hung call fail in the function's own logs first.
+API_TIMEOUT_S = 25
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+def worker_handlers() -> frozenset[str]:
+    """Handlers fed by SQS or the schedule (not by API Gateway)."""
+    return frozenset({q.handler for q in topology.QUEUES} | {topology.SWEEPER_HANDLER})
+
+
+def timeout_s(handler: str) -> int:
+    return topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S
+
+
+def handler_string(handler: str) -> str:
+    return f"flightdeck.handlers.{handler}.handler"
+
+
+class Functions(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        agent: str,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+        memory_mb: int,
+        log_removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, id)
+        self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
+        for handler in topology.HANDLERS:
+            cid = construct_id(handler)
+            log_group = logs.LogGroup(
+                self, f"{cid}Logs", retention=LOG_RETENTION, removal_policy=log_removal_policy
+            )
+            role = iam.Role(
+                self,
+                f"{cid}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"Flightdeck {agent}: {handler} (least privilege, see infra/access.py)",
+            )
+            log_group.grant_write(role)
+            function = lambda_.Function(
+                self,
+                cid,
+                description=f"Flightdeck {agent}: {handler}",
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                code=code,
+                handler=handler_string(handler),
+                memory_size=memory_mb,
+                timeout=Duration.seconds(timeout_s(handler)),
+                environment=dict(environment),
+                role=role,
+                log_group=log_group,
+                tracing=lambda_.Tracing.ACTIVE,
+            )
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason=(
+                        "Only the X-Ray statement Lambda adds for active tracing (xray:PutTraceSegments, "
+                        "xray:PutTelemetryRecords), which do not support resource-level permissions; "
+                        "tests/infra checks that no other statement uses Resource '*'."
+                    ),
+                )
+            )
+            self.functions[handler] = function
+            self.roles[handler] = role
+
+    def __getitem__(self, handler: str) -> lambda_.Function:
+        return self.functions[handler]
+
+    def consume(self, queues: Queues) -> None:
+        """Each queue feeds its handler; failures are reported per message, not per batch."""
+        for spec in topology.QUEUES:
+            function = self.functions[spec.handler]
+            if spec.visibility_timeout_s < 6 * timeout_s(spec.handler):
+                raise ValueError(
+                    f"queue {spec.key}: visibility timeout {spec.visibility_timeout_s}s is under 6x the "
+                    f"{spec.handler} timeout ({timeout_s(spec.handler)}s)"
+                )
+            function.add_event_source(
+                event_sources.SqsEventSource(
+                    queues[spec.key].queue,
+                    batch_size=spec.batch_size,
+                    report_batch_item_failures=True,
+                )
+            )

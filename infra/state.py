@@ -1,0 +1,42 @@
+"""State: the agent's one DynamoDB table (single-table layout of flightdeck.topology)."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from flightdeck import topology
+
+
+class StateTable(Construct):
+    """Sessions, reply routes, turn aggregations and tool results.
+
+    - pk/sk strings, on-demand billing, point-in-time recovery;
+    - TTL on `topology.TTL_ATTRIBUTE` (AWS deletes lazily: code filters on it too);
+    - the sparse deadline index the sweep queries (only waiting turns carry its keys).
+
+    The table name is left to CloudFormation: with RETAIN, a fixed name would make
+    a redeploy after a teardown fail on the retained table.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, retain: bool) -> None:
+        super().__init__(scope, id)
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name=topology.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=topology.SORT_KEY, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=topology.TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        self.table.add_global_secondary_index(
+            index_name=topology.DEADLINE_INDEX,
+            partition_key=dynamodb.Attribute(name=topology.DEADLINE_SHARD_ATTRIBUTE, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=topology.DEADLINE_AT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )

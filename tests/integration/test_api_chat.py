@@ -1,0 +1,100 @@
+"""POST /api/chat, GET /api/sessions/{id}, the agent card, and the error shape, through the handlers on moto."""
+
+import json
+
+import pytest
+
+from tests.support.harness import new_session_id
+
+
+def _error(body):
+    assert set(body) == {"error"} and {"code", "message"} <= set(body["error"]), body
+    return body["error"]
+
+
+def test_new_task_gets_a_session_and_starts_a_turn(orchestrator):
+    status, _, body = orchestrator.api("chat_post")
+    assert status == 202
+    assert body["status"] == "accepted" and body["turn"] == 1 and body["session_id"]
+    [turn] = orchestrator.bodies("turns")
+    assert turn["session_id"] == body["session_id"] and turn["turn"] == 1
+
+
+def test_reply_route_is_stored_with_its_ttl(orchestrator):
+    sid = new_session_id()
+    status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)
+    assert status == 202, body
+    route = orchestrator.item(f"S#{sid}", "ROUTE")
+    assert route["callback_service"] == "orchestrator" and route["status"] == "active"
+    assert route["expires_at"] > route["created_at"] // 1000
+
+
+def test_the_same_delegation_twice_starts_one_turn(orchestrator):
+    sid = new_session_id()
+    orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)
+    status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)
+    assert status == 202 and body["status"] == "replayed"
+    assert len(orchestrator.bodies("turns")) == 1
+
+
+@pytest.mark.parametrize("event,status,code", [
+    ("chat_post_unknown_service", 400, "unknown_callback_service"),
+    ("chat_post_url_as_service", 400, "unknown_callback_service"),
+    ("chat_post_malformed_json", 400, "malformed_json"),
+    ("chat_post_unknown_field", 422, "invalid_request"),
+    ("chat_post_missing_content", 422, "invalid_request"),
+    ("chat_get_wrong_method", 405, "method_not_allowed"),
+    ("unknown_route", 404, "not_found"),
+])
+def test_bad_requests_get_a_clear_error_and_change_nothing(orchestrator, event, status, code):
+    before = orchestrator.table_items()
+    got, headers, body = orchestrator.api(event)
+    assert got == status
+    err = _error(body)
+    assert err["code"] == code and err["message"]
+    assert "Traceback" not in json.dumps(body)
+    assert orchestrator.table_items() == before
+    assert orchestrator.bodies("turns") == []
+    if status == 405:
+        assert headers["allow"] == "POST"
+
+
+def test_unknown_service_message_names_the_service(orchestrator):
+    _, _, body = orchestrator.api("chat_post_unknown_service")
+    assert "'evil'" in body["error"]["message"]
+
+
+def test_oversized_body_is_413(orchestrator, monkeypatch):
+    big = json.dumps({"content": "x" * 1_100_000})
+    status, _, body = orchestrator.api("chat_post", body=big)
+    assert status == 413 and _error(body)["code"] == "payload_too_large"
+    assert orchestrator.table_items() == []
+
+
+def test_a_busy_session_refuses_a_second_message(orchestrator):
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "one"})[0] == 202
+    status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "two"})
+    assert status == 409 and _error(body)["code"] == "session_busy"
+
+
+def test_session_view_and_unknown_session(orchestrator):
+    sid = new_session_id()
+    orchestrator.api("chat_post", body={"session_id": sid, "content": "hello there"})
+    status, _, body = orchestrator.api("session_get", SESSION_ID=sid)
+    assert status == 200
+    assert body["status"] == "busy" and body["messages"] == [{"role": "user", "content": [{"text": "hello there"}]}]
+    status, _, body = orchestrator.api("session_get", SESSION_ID="no-such-session")
+    assert status == 404 and _error(body)["code"] == "session_not_found"
+
+
+def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
+    status, _, card = orchestrator.api("agent_card_get")
+    assert status == 200
+    assert card["protocolVersion"] == "0.3.0"
+    assert card["name"] == "orchestrator"
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["url"] == "https://abc123.execute-api.us-east-1.amazonaws.com/prod/a2a"
+    assert card["capabilities"] == {"streaming": False, "pushNotifications": False, "stateTransitionHistory": False}
+    assert card["defaultInputModes"] == ["text/plain"] and card["skills"]
+    assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"

@@ -1,0 +1,45 @@
+import pytest
+
+from flightdeck.settings import Settings, SettingsError
+
+BASE = {
+    "AGENT_NAME": "orchestrator", "STATE_TABLE": "orchestrator-state", "TURNS_QUEUE_URL": "q1",
+    "DISPATCH_QUEUE_URL": "q2", "DELIVERY_QUEUE_URL": "q3", "TIMERS_QUEUE_URL": "q4",
+    "TOOL_CALLBACK_SECRET": "s" * 40,
+}
+
+
+def test_defaults_follow_the_design():
+    s = Settings.from_env(BASE)
+    assert (s.async_tool_timeout_ms, s.tool_agg_punctuate_interval_ms, s.tool_agg_tombstone_ttl_ms,
+            s.reply_to_state_ttl_ms, s.reply_retry_max_ms) == (300000, 15000, 60000, 86400000, 120000)
+    assert s.allowed_host_mapping.services == {}
+
+
+@pytest.mark.parametrize("override,variable", [
+    ({"ALLOWED_HOST_MAPPING": "worker"}, "ALLOWED_HOST_MAPPING"),
+    ({"ALLOWED_HOST_MAPPING": "worker:ftp://x"}, "ALLOWED_HOST_MAPPING"),
+    ({"ASYNC_TOOL_TIMEOUT_MS": "-5"}, "ASYNC_TOOL_TIMEOUT_MS"),
+    ({"REPLY_RETRY_MAX_MS": "soon"}, "REPLY_RETRY_MAX_MS"),
+    ({"TOOL_CALLBACK_SECRET": ""}, "TOOL_CALLBACK_SECRET"),
+    ({"TOOL_CALLBACK_SECRET": "short"}, "TOOL_CALLBACK_SECRET"),
+    ({"AGENT_NAME": "Bad Name"}, "AGENT_NAME"),
+    ({"STATE_TABLE": ""}, "STATE_TABLE"),
+    ({"AGENT_CONFIG": "{not json"}, "AGENT_CONFIG"),
+])
+def test_a_malformed_value_names_the_variable(override, variable):
+    with pytest.raises(SettingsError) as exc:
+        Settings.from_env({**BASE, **override})
+    assert variable in str(exc.value)
+
+
+def test_missing_variable_is_named():
+    env = dict(BASE)
+    del env["TURNS_QUEUE_URL"]
+    with pytest.raises(SettingsError, match="TURNS_QUEUE_URL"):
+        Settings.from_env(env)
+
+
+def test_secret_arn_replaces_the_secret():
+    env = {**BASE, "TOOL_CALLBACK_SECRET": "", "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:x"}
+    assert Settings.from_env(env).tool_callback_secret_arn
