@@ -220,5 +220,40 @@ def wait_for_answer(base_url: str, session_id: str, bound_s: float) -> str:
     raise DemoError(f"no final answer within {bound_s:.0f} s (session {session_id}, last state: {state})")
 
 
-def temp_directory() -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix="flightdeck-demo-")
+# --- the whole demo -----------------------------------------------------------------------
+
+
+def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO | None,
+        answer_bound_s: float = ANSWER_BOUND_S) -> str:
+    """Start the stack, send the task, show the timeline, return the final answer.
+
+    Raises DemoError (and the stack's StackError) on failure.
+    """
+    from flightdeck.local.stack import LocalStack  # the stack pulls in boto3; keep --help fast
+
+    chosen = plan(deployment, scenario)
+    with tempfile.TemporaryDirectory(prefix="flightdeck-demo-") as scratch:
+        config: DeploymentFile | Path = deployment
+        if scenario == "timeout":
+            config = write_deployment(timeout_variant(deployment, chosen), Path(scratch))
+        timeline = Timeline(out, agent_width=max(12, *(len(n) for n in deployment.agents)))
+        with LocalStack(config, relay=logs) as stack:
+            stack.add_listener(timeline.on_record)
+            out.write(f"Flightdeck demo, scenario {scenario!r}\n")
+            for name, url in stack.urls.items():
+                out.write(f"  {name:<{timeline.agent_width}}  {url}\n")
+            out.write(f"\nsending to {chosen.delegator}: {chosen.task!r}\n\n")
+            out.flush()
+            timeline.start()
+            base_url = stack.urls[chosen.delegator]
+            session_id = send_task(base_url, chosen.task)
+            answer = wait_for_answer(base_url, session_id, answer_bound_s)
+            if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
+                out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
+                out.flush()
+                # The delegate thinks TIMEOUT_SCENARIO_THINK_MS in all; give it that plus delivery time.
+                timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10)
+        out.write(f"\nfinal answer from {chosen.delegator}:\n")
+        out.write("".join(f"  {line}\n" for line in answer.splitlines() or [""]))
+        out.flush()
+        return answer

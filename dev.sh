@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine that has Python 3.11+:
+#   ./dev.sh demo [--scenario parallel|delegate|timeout]   the two-agent demo, locally, no AWS account
+#   ./dev.sh up [--config FILE]                            every agent of a config on loopback
+#   ./dev.sh test [pytest args]                            all the tests
+#   ./dev.sh bench                                         (see README) 
+# It creates .venv and installs what the command needs on first use.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+ensure() {  # ensure EXTRA: install the project with that extra unless already done for this pyproject
+  local extra=$1 stamp="$VENV/.installed-$1"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+    "$VENV/bin/python" -m pip install --quiet -e ".[$extra]" >&2
+    touch "$stamp"
+  fi
+}
+
+cmd=${1:-help}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  demo) ensure local; exec "$VENV/bin/flightdeck" local demo "$@" ;;
+  up)   ensure local; exec "$VENV/bin/flightdeck" local up "$@" ;;
+  test) ensure dev; exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@" ;;
+  *)    sed -n '2,7p' "$0"; exit 2 ;;
+esac
