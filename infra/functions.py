@@ -84,6 +84,17 @@ class Functions(Construct):
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,
             )
+            Validations.of(function).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-L1",
+                    reason=(
+                        f"Pinned to {RUNTIME.name} on purpose: the asset bundles compiled wheels "
+                        "(pydantic-core) built for exactly this runtime's Python ABI, and the project is "
+                        "tested on this version. Moving on is a deliberate change of LAMBDA_PYTHON_VERSION "
+                        "and RUNTIME in infra/bundling.py, not something to happen silently."
+                    ),
+                )
+            )
             Validations.of(role).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-IAM5[Resource::*]",

@@ -38,7 +38,7 @@ def _stack_failure(exc: Exception) -> int:
     if isinstance(exc, PortInUseError):
         _complain(f"{exc}; choose another with --port")
         return EXIT_USAGE
-    if isinstance(exc, (config_file.ConfigFileError, ValueError)) and not isinstance(exc, RuntimeError):
+    if isinstance(exc, ValueError):  # ConfigFileError included
         _complain(f"invalid deployment: {exc}")
         return EXIT_USAGE
     _complain(str(exc))
@@ -59,21 +59,19 @@ def local_up(args: argparse.Namespace) -> int:
     ready = False
 
     def on_signal(signum: int, frame: Any) -> None:
+        # While starting, the first signal unwinds the start (which stops what it
+        # started); later ones only ask to stop, so they never cut a stop short.
+        already_stopping = stop.is_set()
         stop.set()
-        if not ready:
-            raise _Interrupted  # unwinds the start, which stops what it started
+        if not ready and not already_stopping:
+            raise _Interrupted
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_signal)
+    stack = None
     try:
         stack = LocalStack(deployment, host=args.host, port=args.port, moto_port=args.moto_port, relay=sys.stderr)
         stack.start()
-    except _Interrupted:
-        _complain("interrupted while starting")
-        return EXIT_FAILURE
-    except (StackError, config_file.ConfigFileError, ValueError) as exc:
-        return _stack_failure(exc)
-    try:
         ready = True
         print("READY " + json.dumps(stack.urls), flush=True)
         for name, url in stack.urls.items():
@@ -81,8 +79,14 @@ def local_up(args: argparse.Namespace) -> int:
         print(f"flightdeck: moto on {stack.moto_endpoint}; Ctrl-C stops everything", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
+    except _Interrupted:
+        _complain("interrupted while starting")
+        return EXIT_FAILURE
+    except (StackError, config_file.ConfigFileError, ValueError) as exc:
+        return _stack_failure(exc)
     finally:
-        stack.stop()
+        if stack is not None:
+            stack.stop()
     return EXIT_OK
 
 
@@ -126,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Flightdeck serverless: asynchronous agent-to-agent delegation on AWS Lambda.",
         epilog=(
             "examples:\n"
-            "  flightdeck local up                      run the bundled two-agent example on loopback\n"
+            "  flightdeck local up                         # the bundled two-agent example on loopback\n"
             "  flightdeck local up --config my.toml --port 8080\n"
-            "  flightdeck local demo --scenario timeout watch a delegation time out and the late answer arrive"
+            "  flightdeck local demo                       # two parallel delegations, as a timeline\n"
+            "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

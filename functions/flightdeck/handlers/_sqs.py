@@ -35,5 +35,6 @@ def process_batch(event: dict[str, Any], context: Any, record_handler: Callable[
 
         return process_partial_response(event=event, record_handler=record_handler,
                                         processor=SqsFifoPartialProcessor(), context=context)
-    return process_partial_response(event=event, record_handler=record_handler,
-                                    processor=BatchProcessor(event_type=EventType.SQS), context=context)
+    # Failed records are deliberate backoffs (visibility already set), even when all of them fail.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

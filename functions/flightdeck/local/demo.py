@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
+from flightdeck.local.net import direct_opener
 
 SCENARIOS = ("delegate", "parallel", "timeout")
 DEFAULT_SCENARIO = "parallel"
@@ -30,9 +31,6 @@ TIMEOUT_SCENARIO_WAIT_MS = 3000
 TIMEOUT_SCENARIO_THINK_MS = 8000
 # Timeline events that close the timeout scenario: the worker's answer arriving too late.
 LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
-
-_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
 
 class DemoError(RuntimeError):
     pass
@@ -151,7 +149,9 @@ class Timeline:
             self._changed.notify_all()
 
     def format(self, elapsed: float, agent: str, kind: str, record: dict[str, Any]) -> str:
-        text = str(record.get("message") or kind.replace("_", " "))
+        lines = str(record.get("message") or kind.replace("_", " ")).splitlines() or [""]
+        # One line per event; a long message (the final answer) is printed in full afterwards.
+        text = lines[0] + (" …" if len(lines) > 1 else "")
         tool_use_id = record.get("tool_use_id")
         if tool_use_id and str(tool_use_id) not in text:
             text += f"  [{str(tool_use_id)[-8:]}]"  # tells parallel delegations apart
@@ -175,7 +175,7 @@ def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) 
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:
-        with _direct.open(request, timeout=timeout_s) as response:
+        with direct_opener.open(request, timeout=timeout_s) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import errno
 import json
 import os
 import secrets
@@ -25,8 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
@@ -34,6 +31,7 @@ from typing import Any, Callable, Mapping, TextIO
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
+from flightdeck.local.net import PortInUseError, StackError, answers_http, base_url, listen
 from flightdeck.local.resources import (
     LOCAL_CREDENTIALS,
     AgentResources,
@@ -41,6 +39,8 @@ from flightdeck.local.resources import (
     local_client,
     setting_variable,
 )
+
+__all__ = ["LocalStack", "LogListener", "PortInUseError", "StackError"]
 
 LogListener = Callable[[str, dict[str, Any]], None]
 
@@ -51,49 +51,6 @@ STOP_GRACE_S = 5.0
 TAIL_LINES = 40
 POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-
-# Straight to loopback, whatever proxy the environment configures.
-_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class StackError(RuntimeError):
-    """The local stack could not start (or restart an agent)."""
-
-
-class PortInUseError(StackError):
-    def __init__(self, host: str, port: int, owner: str):
-        super().__init__(f"port {port} on {host} is already in use (wanted by {owner})")
-        self.host, self.port, self.owner = host, port, owner
-
-
-def _listen(host: str, port: int, owner: str) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        # SO_REUSEADDR (set by create_server) lets a restarted agent reclaim its
-        # port from TIME_WAIT, never from another listener.
-        return socket.create_server((host, port), family=family, backlog=128)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUseError(host, port, owner) from None
-        raise StackError(f"cannot listen on {host}:{port} for {owner}: {exc.strerror or exc}") from None
-
-
-def _url(host: str, port: int) -> str:
-    # A wildcard bind is reached through loopback.
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def answers_http(url: str, timeout_s: float = 2.0) -> bool:
-    """True when something at url answers HTTP at all (any status)."""
-    try:
-        with _direct.open(url, timeout=timeout_s):
-            return True
-    except urllib.error.HTTPError:
-        return True
-    except (OSError, urllib.error.URLError):
-        return False
-
 
 @dataclass
 class _Child:
@@ -193,7 +150,7 @@ class LocalStack:
     @property
     def urls(self) -> dict[str, str]:
         """agent -> the base URL it listens on."""
-        return {name: _url(self.host, port) for name, port in self._ports.items()}
+        return {name: base_url(self.host, port) for name, port in self._ports.items()}
 
     @property
     def moto_endpoint(self) -> str:
@@ -268,7 +225,7 @@ class LocalStack:
             unspawned: dict[str, socket.socket] = {}
             try:
                 unspawned.update(self._bind_agent_ports())
-                self._start_moto(_listen("127.0.0.1", self.moto_port, "the moto server"))
+                self._start_moto(listen("127.0.0.1", self.moto_port, "the moto server"))
                 self._create_resources()
                 for name in self.agents:
                     self._spawn_agent(name, unspawned.pop(name))
@@ -296,7 +253,7 @@ class LocalStack:
                 raise StackError(f"no agent {name!r} in the deployment")
             if name in self._children:
                 raise StackError(f"agent {name!r} is already running")
-            self._spawn_agent(name, _listen(self.host, self._ports[name], f"agent {name!r}"))
+            self._spawn_agent(name, listen(self.host, self._ports[name], f"agent {name!r}"))
             self._wait_until_answering(name)
 
     def stop(self) -> None:
@@ -319,7 +276,7 @@ class LocalStack:
         try:
             for index, name in enumerate(self.agents):
                 wanted = self.first_port + index if self.first_port else 0
-                sock = _listen(self.host, wanted, f"agent {name!r}")
+                sock = listen(self.host, wanted, f"agent {name!r}")
                 sockets[name] = sock
                 self._ports[name] = sock.getsockname()[1]
         except BaseException:
@@ -330,7 +287,7 @@ class LocalStack:
 
     def _start_moto(self, sock: socket.socket) -> None:
         port = sock.getsockname()[1]
-        self._moto_endpoint = _url("127.0.0.1", port)
+        self._moto_endpoint = base_url("127.0.0.1", port)
         self._spawn(MOTO, ["flightdeck.local.moto_host"], sock, _child_base_environment())
         deadline = time.monotonic() + self.startup_timeout_s
         while not answers_http(self._moto_endpoint + "/moto-api/", timeout_s=1.0):

@@ -1,0 +1,119 @@
+"""One agent's stack: composes one construct per capability, nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+from constructs import Construct
+
+from flightdeck.config_file import DeploymentFile
+
+from .access import Permissions
+from .api import Api
+from .bundling import BundleSettings, lambda_code
+from .environment import agent_environment
+from .functions import Functions
+from .queues import Queues
+from .schedule import SweepSchedule
+from .secret import CallbackSecret
+from .state import StateTable
+
+
+def stack_name(agent: str) -> str:
+    return f"Flightdeck-{agent}"
+
+
+def resource_prefix(agent: str) -> str:
+    """Prefix of the explicit (queue, alarm) names: flightdeck-<agent>."""
+    return f"flightdeck-{agent}"
+
+
+class FlightdeckStack(Stack):
+    """Flightdeck agent `agent` of `deployment`: API, state, queues, functions, schedule, secret."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        deployment: DeploymentFile,
+        agent: str,
+        bundle: BundleSettings,
+        account_cloudwatch_role: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("description", f"Flightdeck agent {agent}: asynchronous agent-to-agent delegation")
+        super().__init__(scope, id, **kwargs)
+        spec = deployment.agents[agent]
+        retain = spec.deploy.retain_data
+        prefix = resource_prefix(agent)
+        Tags.of(self).add("flightdeck:agent", agent)
+
+        state = StateTable(self, "State", retain=retain)
+        queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
+        secret = CallbackSecret(self, "CallbackSecret", agent=agent)
+
+        env = agent_environment(
+            deployment,
+            agent,
+            {
+                "STATE_TABLE": state.table.table_name,
+                "TURNS_QUEUE_URL": queues["turns"].queue.queue_url,
+                "DISPATCH_QUEUE_URL": queues["dispatch"].queue.queue_url,
+                "DELIVERY_QUEUE_URL": queues["delivery"].queue.queue_url,
+                "DELIVERY_DLQ_URL": queues["delivery"].dlq.queue_url,
+                "TIMERS_QUEUE_URL": queues["timers"].queue.queue_url,
+                "TOOL_CALLBACK_SECRET_ARN": secret.secret.secret_arn,
+            },
+        )
+        for warning in env.warnings:
+            Annotations.of(self).add_warning_v2("flightdeck:config", warning)
+        if not bundle.deployable:
+            Annotations.of(self).add_warning_v2(
+                "flightdeck:asset",
+                f"the Lambda asset is not deployable (bundleDeps={bundle.deps}, bundlePlatform={bundle.platform}): "
+                "synthesize with dependencies for the Lambda platform before deploying",
+            )
+
+        functions = Functions(
+            self,
+            "Functions",
+            agent=agent,
+            code=lambda_code(bundle),
+            environment=env.variables,
+            memory_mb=spec.deploy.memory_mb,
+            log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        functions.consume(queues)
+        Permissions(
+            self, "Permissions", functions=functions, state=state, queues=queues, secret=secret, model=spec.model
+        )
+        api = Api(
+            self,
+            "Api",
+            agent=agent,
+            functions=functions.functions,
+            throttle_rate=spec.deploy.throttle_rate,
+            throttle_burst=spec.deploy.throttle_burst,
+            log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+            account_cloudwatch_role=account_cloudwatch_role,
+        )
+        SweepSchedule(
+            self,
+            "Sweep",
+            sweeper=functions["sweeper"],
+            punctuate_interval_ms=env.settings.tool_agg_punctuate_interval_ms,
+        )
+
+        CfnOutput(
+            self,
+            "ApiUrl",
+            value=api.url,
+            description=f"Base URL of {agent}: peers put it in their deploy.peer_urls.{agent}",
+        )
+        CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
+        CfnOutput(self, "StateTableName", value=state.table.table_name, description="DynamoDB table of sessions and turns")
+        self.api = api
+        self.functions = functions
+        self.environment_variables = env.variables

@@ -1,0 +1,220 @@
+"""The SQS workers of one agent on moto: dispatch, delivery, deadline timer, sweep, and redelivery."""
+
+import json
+import time
+
+import pytest
+
+from tests.support.harness import make_agent, new_session_id
+from tests.support.peer import ScriptedPeer
+
+
+@pytest.fixture
+def peer():
+    p = ScriptedPeer()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def agent(aws, monkeypatch, peer):
+    """An orchestrator whose worker (and own callback service) is the scripted peer."""
+    return make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}",
+                      extra_env={"DISPATCH_MAX_ATTEMPTS": "3", "ASYNC_TOOL_TIMEOUT_MS": "2000"})
+
+
+def think(agent, content, sid=None):
+    sid = sid or new_session_id()
+    assert agent.api("chat_post", body={"session_id": sid, "content": content})[0] == 202
+    agent.run_queue("turns")
+    return sid
+
+
+def session(agent, sid):
+    return agent.api("session_get", SESSION_ID=sid)[2]
+
+
+def test_dispatch_posts_the_task_with_a_reply_route_and_writes_no_result(agent, peer):
+    sid = think(agent, "@worker count the moons")
+    resp = agent.run_queue("dispatch")
+    assert resp == {"batchItemFailures": []}
+    [req] = peer.requests
+    assert req["path"] == "/api/chat"
+    assert req["body"]["content"] == "count the moons"
+    assert req["body"]["reply"]["callbackService"] == "orchestrator"
+    assert req["headers"]["traceparent"].startswith("00-")
+    token = req["body"]["reply"]["bearerToken"]
+    assert agent.api("tool_response", TOKEN=token, RESULT="four moons")[0] == 202  # the token A minted verifies
+    assert not [i for i in agent.table_items() if i["sk"]["S"].startswith("RESULT#") and i["text"]["S"] != "four moons"]
+
+
+def test_dispatch_delivered_twice_posts_once(agent, peer):
+    think(agent, "@worker one")
+    [msg] = agent.receive("dispatch")
+    agent.run_queue("dispatch", [msg], delete=False)
+    agent.run_queue("dispatch", [msg])
+    assert len(peer.requests) == 1
+
+
+def test_retryable_dispatch_failure_backs_off_through_visibility(agent, peer):
+    peer.statuses = [503]
+    think(agent, "@worker one")
+    resp = agent.run_queue("dispatch")
+    assert len(resp["batchItemFailures"]) == 1
+    assert agent.receive("dispatch") == []  # hidden for the backoff, not deleted
+
+
+def test_refused_dispatch_records_dispatch_failed_and_completes_the_turn(agent, peer):
+    peer.statuses = [400]
+    peer.body = {"error": {"code": "unknown_callback_service", "message": "callbackService 'orchestrator' is not allowed"}}
+    sid = think(agent, "@worker one")
+    agent.run_queue("dispatch")
+    agent.run_queue("turns")
+    s = session(agent, sid)
+    assert s["status"] == "idle"
+    result = s["messages"][2]["content"][0]["toolResult"]
+    assert result["status"] == "error"
+    detail = json.loads(result["content"][0]["text"])
+    assert detail["reason"] == "dispatch_failed" and "HTTP 400" in detail["detail"]
+    assert "failed" in s["messages"][-1]["content"][0]["text"]
+
+
+def test_unreachable_worker_after_retries_is_dispatch_failed(agent, peer, monkeypatch):
+    peer.close()
+    monkeypatch.setenv("DISPATCH_MAX_ATTEMPTS", "1")
+    from flightdeck import wiring
+
+    wiring.reset()
+    sid = think(agent, "@worker one")
+    agent.run_queue("dispatch")
+    agent.run_queue("turns")
+    s = session(agent, sid)
+    assert s["status"] == "idle"
+    assert "unreachable" in s["messages"][2]["content"][0]["toolResult"]["content"][0]["text"]
+
+
+def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent, peer):
+    sid = think(agent, "@worker one @worker two")
+    agent.run_queue("dispatch")
+    tokens = [r["body"]["reply"]["bearerToken"] for r in peer.requests]
+    assert agent.api("tool_response", TOKEN=tokens[0], RESULT="first answer")[0] == 202
+    assert agent.receive("timers") == []  # delayed until the deadline
+    agg = agent.item(f"S#{sid}", "TURN#000001")
+    timer = {"session_id": sid, "turn": 1, "deadline_ms": int(agg["deadline_ms"])}
+    assert 1 <= (timer["deadline_ms"] - int(time.time() * 1000)) / 1000 <= 2.1
+    from flightdeck.domain.deadlines import TimerMessage, fire_timer
+    from flightdeck.wiring import deps
+
+    assert fire_timer(deps(), TimerMessage(**timer)) == "rechained"  # early: it chains itself on
+    time.sleep(2.2)
+    timers = agent.receive("timers")
+    assert len(timers) == 2 and all(json.loads(t["Body"]) == timer for t in timers)
+    assert agent.run_queue("timers", timers) == {"batchItemFailures": []}
+    assert fire_timer(deps(), TimerMessage(**timer)) == "already_complete"
+    status, _, body = agent.api("tool_response", TOKEN=tokens[1], RESULT="too late")
+    assert status == 410
+    turns = agent.receive("turns")
+    assert [json.loads(t["Body"])["turn"] for t in turns] == [2]  # one next think, though two timers fired
+    agent.run_queue("turns", turns)
+    s = session(agent, sid)
+    results = [b["toolResult"] for b in s["messages"][2]["content"]]
+    assert results[0]["content"][0]["text"] == "first answer"
+    assert json.loads(results[1]["content"][0]["text"]) == {"status": "error", "reason": "timeout"}
+    assert s["status"] == "idle" and "timeout" in s["messages"][-1]["content"][0]["text"]
+
+
+def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer):
+    from flightdeck.domain.deadlines import sweep
+    from flightdeck.wiring import deps
+
+    sids = [think(agent, f"@worker job {i}") for i in range(3)]
+    assert sweep(deps()) == 0  # nothing overdue yet
+    time.sleep(2.1)
+    assert deps().store.list_overdue(int(time.time() * 1000)) and len(deps().store.list_overdue(int(time.time() * 1000))) == 3
+    from flightdeck.handlers import sweeper
+    from flightdeck.local.invocation import LocalLambdaContext
+    from tests.support.harness import load_event
+
+    assert sweeper.handler(load_event("schedule/sweep.json"), LocalLambdaContext(function_name="sweeper")) == {"expired": 3}
+    assert sweep(deps()) == 0
+    assert sorted(t["session_id"] for t in agent.bodies("turns")) == sorted(sids)
+
+
+def test_turn_message_delivered_twice_has_one_effect(agent, peer):
+    sid = new_session_id()
+    agent.api("chat_post", body={"session_id": sid, "content": "@worker one"})
+    [msg] = agent.receive("turns")
+    agent.run_queue("turns", [msg], delete=False)
+    agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls["turns"], ReceiptHandle=msg["ReceiptHandle"],
+                                        VisibilityTimeout=0)
+    agent.run_queue("turns")
+    assert len(agent.bodies("dispatch")) == 1
+    delayed = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"],
+                                             AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert len(session(agent, sid)["messages"]) == 2
+
+
+def test_end_turn_delivers_once_and_retires_the_route(agent, peer):
+    sid = new_session_id()
+    token = "tok-" + "x" * 40
+    status, _, _ = agent.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)
+    assert status == 202
+    [msg] = agent.receive("turns")
+    agent.run_queue("turns", [msg], delete=False)
+    agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls["turns"], ReceiptHandle=msg["ReceiptHandle"],
+                                        VisibilityTimeout=0)
+    agent.run_queue("turns")
+    deliveries = agent.receive("delivery")
+    assert len(deliveries) == 1
+    assert agent.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    agent.run_queue("delivery", deliveries, delete=False)
+    agent.run_queue("delivery", deliveries)  # SQS redelivers: the target answers duplicate, no harm
+    assert [r["path"] for r in peer.requests] == ["/api/tools/response"] * 2
+    assert peer.requests[0]["headers"]["Authorization"] == f"Bearer {token}"
+    assert peer.requests[0]["body"]["result"].startswith("[orchestrator] Task")
+
+
+@pytest.mark.parametrize("status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False)])
+def test_delivery_retries_only_what_can_succeed(agent, peer, status, expect_retry):
+    peer.statuses = [status]
+    agent.queues = None
+    from flightdeck.wiring import deps
+
+    deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
+                                 "result": "r"})
+    resp = agent.run_queue("delivery")
+    assert bool(resp["batchItemFailures"]) is expect_retry
+    assert agent.receive("delivery", dlq=True) == []
+
+
+def test_delivery_to_an_unknown_service_goes_to_the_dead_letter_queue(agent, peer):
+    from flightdeck.wiring import deps
+
+    deps().queues.send_delivery({"session_id": "s", "callback_service": "evil", "bearer_token": "t" * 20, "result": "r"})
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    assert peer.requests == []
+    [dead] = agent.receive("delivery", dlq=True)
+    assert "not an allowed service" in json.loads(dead["Body"])["reason"]
+
+
+def test_delivery_batches_answers_for_one_service(agent, peer):
+    peer.body = lambda path, req: {"results": [{"index": i, "status": "accepted", "http_status": 202}
+                                               for i, _ in enumerate(req["body"]["items"])]}
+    from flightdeck.wiring import deps
+
+    for i in range(3):
+        deps().queues.send_delivery({"session_id": f"s{i}", "callback_service": "orchestrator",
+                                     "bearer_token": f"t{i}" * 10, "result": f"r{i}"})
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["path"] for r in peer.requests] == ["/api/tools/responses"]
+    assert [i["result"] for i in peer.requests[0]["body"]["items"]] == ["r0", "r1", "r2"]
+
+
+def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):
+    a = make_agent(monkeypatch, delegates=[], local_tools=["word_count"])
+    sid = think(a, "!word_count one two three")
+    a.run_queue("turns")
+    s = session(a, sid)
+    assert s["status"] == "idle"
+    assert s["messages"][2]["content"][0]["toolResult"]["status"] == "success"
