@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from aws_cdk import Acknowledgment, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-
 from flightdeck.domain.agent import ModelConfig
 
 from .functions import Functions
@@ -38,7 +37,9 @@ ACCESS: dict[str, Access] = {
     # GET /.well-known/agent-card.json: built from its environment alone.
     "agent_card": Access(),
     # One think step: delegations to dispatch, the final answer to delivery, a deadline timer.
-    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers"), model=True),
+    # Local tools run inline and record their results like any other (aggregation.record_and_advance):
+    # when the last one completes the turn, the turn worker itself enqueues the next think on turns.
+    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True),
     # Mints the token (secret) and POSTs the task to the peer; a failed dispatch resumes the turn.
     "dispatch_worker": Access(table=True, send=("turns",), secret=True),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
@@ -100,7 +101,7 @@ class Permissions(Construct):
                         id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
                         reason=(
                             "Table.grantReadWriteData also covers the table's indexes: this table has exactly "
-                            f"one, the sparse deadline index the sweep queries; no other table is reachable."
+                            "one, the sparse deadline index the sweep queries; no other table is reachable."
                         ),
                     )
                 )

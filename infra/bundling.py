@@ -66,7 +66,7 @@ class BundlingError(RuntimeError):
     """The asset could not be built (pip failed, package missing, ...)."""
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -117,7 +117,7 @@ class BundleSettings:
         if not cache and env.get("XDG_CACHE_HOME"):
             cache = str(Path(env["XDG_CACHE_HOME"]) / "flightdeck" / "lambda-deps")
         return cls(
-            deps=True if deps is None else _truthy(deps),
+            deps=True if deps is None else truthy(deps),
             platform=str(plat),
             cache_dir=Path(cache) if cache else cls.cache_dir,
         )

@@ -14,14 +14,16 @@ Context (`cdk synth -c key=value`, or CDK_CONTEXT_JSON when running `python app.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import TextIO
 
 import aws_cdk as cdk
+from aws_cdk import cx_api
 from cdk_nag import AwsSolutionsChecks
-
 from flightdeck import config_file
 
-from .bundling import BundleSettings, _truthy
+from .bundling import BundleSettings, truthy
 from .stack import FlightdeckStack, stack_name
 
 
@@ -65,12 +67,21 @@ def build(app: cdk.App) -> list[FlightdeckStack]:
             deployment=deployment,
             agent=agent,
             bundle=bundle,
-            account_cloudwatch_role=True if cloudwatch_role is None else _truthy(cloudwatch_role),
+            account_cloudwatch_role=True if cloudwatch_role is None else truthy(cloudwatch_role),
             env=stack_env(deployment.agents[agent]),
         )
         for agent in selected_agents(app, deployment)
     ]
     nag = app.node.try_get_context("nag")
-    if nag is None or _truthy(nag):
+    if nag is None or truthy(nag):
         add_nag(app)
     return stacks
+
+
+def print_messages(assembly: cx_api.CloudAssembly, out: TextIO = sys.stderr) -> None:
+    """What the CDK CLI would print: the stacks written and their warnings/errors."""
+    for stack in assembly.stacks:
+        print(f"{stack.stack_name}: {Path(assembly.directory) / stack.template_file}", file=out)
+        for message in stack.messages:
+            if message.level in (cx_api.SynthesisMessageLevel.WARNING, cx_api.SynthesisMessageLevel.ERROR):
+                print(f"  [{message.level.name.lower()}] {message.entry.data}", file=out)

@@ -8,7 +8,6 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-
 from flightdeck import topology
 
 # SQS's limit on a queue name (".fifo" included).

@@ -31,10 +31,10 @@ class CallbackSecret(Construct):
             Acknowledgment(
                 id="AwsSolutions-SMG4",
                 reason=(
-                    "No automatic rotation Lambda: the key signs short-lived callback tokens (exp bounded by "
-                    "ASYNC_TOOL_TIMEOUT_MS), and replacing it while delegations are in flight makes their "
-                    "callbacks fail verification (those turns then end by timeout). Rotation is a manual, "
-                    "announced operator step during a quiet period, documented in infra/DEPLOY.md."
+                    "No rotation Lambda: rotating is one put-secret-value (infra/DEPLOY.md), and the functions "
+                    "accept tokens signed with AWSCURRENT or AWSPREVIOUS, so delegations in flight survive it. "
+                    "A scheduled rotation would add a function and permissions for a key that signs only "
+                    "short-lived tokens (exp bounded by ASYNC_TOOL_TIMEOUT_MS) and is never shown to anyone."
                 ),
             )
         )

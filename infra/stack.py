@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
 from constructs import Construct
-
 from flightdeck.config_file import DeploymentFile
 
 from .access import Permissions

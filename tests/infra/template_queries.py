@@ -1,0 +1,163 @@
+"""Small readers of a synthesized CloudFormation template (plain dicts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightdeck import topology
+
+Template = dict[str, Any]
+
+
+def resources(template: Template, kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def referenced_ids(value: Any) -> set[str]:
+    """Logical ids a value points at through Ref / Fn::GetAtt (anywhere inside it)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if "Ref" in value and isinstance(value["Ref"], str) and not value["Ref"].startswith("AWS::"):
+            found.add(value["Ref"])
+        if "Fn::GetAtt" in value:
+            found.add(value["Fn::GetAtt"][0])
+        for v in value.values():
+            found |= referenced_ids(v)
+    elif isinstance(value, list):
+        for v in value:
+            found |= referenced_ids(v)
+    return found
+
+
+def function_ids(template: Template) -> dict[str, str]:
+    """handler module name -> logical id of its AWS::Lambda::Function."""
+    out = {}
+    for lid, r in resources(template, "AWS::Lambda::Function").items():
+        handler = r["Properties"]["Handler"]
+        prefix, suffix = "flightdeck.handlers.", ".handler"
+        assert handler.startswith(prefix) and handler.endswith(suffix), handler
+        name = handler[len(prefix) : -len(suffix)]
+        assert name not in out, f"two functions for handler {name}"
+        out[name] = lid
+    return out
+
+
+def function(template: Template, handler: str) -> dict[str, Any]:
+    return template["Resources"][function_ids(template)[handler]]["Properties"]
+
+
+def queue_ids(template: Template) -> dict[str, tuple[str, bool]]:
+    """logical id -> (topology queue key, is_dlq), recognized by queue name."""
+    out = {}
+    for lid, r in resources(template, "AWS::SQS::Queue").items():
+        name = r["Properties"]["QueueName"]
+        for spec in topology.QUEUES:
+            if name.endswith(spec.dlq_name("")):
+                out[lid] = (spec.key, True)
+            elif name.endswith(spec.name("")):
+                out[lid] = (spec.key, False)
+        assert lid in out, f"queue {name} matches no topology queue"
+    return out
+
+
+def queue_id(template: Template, key: str, dlq: bool = False) -> str:
+    matches = [lid for lid, v in queue_ids(template).items() if v == (key, dlq)]
+    assert len(matches) == 1, (key, dlq, matches)
+    return matches[0]
+
+
+def statements_of_role(template: Template, role_id: str) -> list[dict[str, Any]]:
+    statements = []
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"].get("Roles", []):
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    role = template["Resources"][role_id]["Properties"]
+    for inline in role.get("Policies", []):
+        statements.extend(inline["PolicyDocument"]["Statement"])
+    return statements
+
+
+def statements_of(template: Template, handler: str) -> list[dict[str, Any]]:
+    role_ref = function(template, handler)["Role"]
+    return statements_of_role(template, role_ref["Fn::GetAtt"][0])
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    a = statement["Action"]
+    return [a] if isinstance(a, str) else list(a)
+
+
+def statement_resources(statement: dict[str, Any]) -> list[Any]:
+    r = statement["Resource"]
+    return r if isinstance(r, list) else [r]
+
+
+@dataclass
+class Reach:
+    """What a function's role allows, in topology terms."""
+
+    send: set[str] = field(default_factory=set)
+    send_dlq: set[str] = field(default_factory=set)
+    consume: set[str] = field(default_factory=set)
+    table: bool = False
+    secret: bool = False
+    bedrock: bool = False
+    other: set[str] = field(default_factory=set)
+
+
+def reach(template: Template, handler: str) -> Reach:
+    queues = queue_ids(template)
+    result = Reach()
+    for st in statements_of(template, handler):
+        assert st["Effect"] == "Allow"
+        acts = actions(st)
+        targets = set().union(*(referenced_ids(r) for r in statement_resources(st)))
+        for act in acts:
+            service = act.split(":")[0]
+            if act == "sqs:SendMessage":
+                for lid in targets:
+                    key, dlq = queues[lid]
+                    (result.send_dlq if dlq else result.send).add(key)
+            elif act == "sqs:ReceiveMessage":
+                for lid in targets:
+                    key, dlq = queues[lid]
+                    assert not dlq, f"{handler} consumes a DLQ"
+                    result.consume.add(key)
+            elif service == "dynamodb":
+                result.table = True
+            elif service == "secretsmanager":
+                result.secret = True
+            elif service == "bedrock":
+                result.bedrock = True
+            elif service in ("sqs", "logs", "xray"):
+                pass
+            else:
+                result.other.add(act)
+    return result
+
+
+def api_routes(template: Template) -> set[tuple[str, str, str]]:
+    """(method, path, handler) of every API Gateway method."""
+    rest_apis = resources(template, "AWS::ApiGateway::RestApi")
+    assert len(rest_apis) == 1
+    api_id = next(iter(rest_apis))
+    res = resources(template, "AWS::ApiGateway::Resource")
+    by_function = {lid: name for name, lid in function_ids(template).items()}
+
+    def path_of(resource_id: Any) -> str:
+        if resource_id == {"Fn::GetAtt": [api_id, "RootResourceId"]}:
+            return ""
+        lid = resource_id["Ref"]
+        props = res[lid]["Properties"]
+        return path_of(props["ParentId"]) + "/" + props["PathPart"]
+
+    routes = set()
+    for method in resources(template, "AWS::ApiGateway::Method").values():
+        p = method["Properties"]
+        integration = p["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+        fns = referenced_ids(integration["Uri"]) & set(by_function)
+        assert len(fns) == 1
+        routes.add((p["HttpMethod"], path_of(p["ResourceId"]) or "/", by_function[fns.pop()]))
+    return routes

@@ -1,0 +1,48 @@
+"""`python app.py` synthesizes with no Docker and no AWS credentials, honouring its context."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _run_app(outdir: Path, context: dict) -> subprocess.CompletedProcess:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "CDK_")) and k not in ("DOCKER_HOST",)
+    }
+    env.update(
+        CDK_OUTDIR=str(outdir),
+        CDK_CONTEXT_JSON=json.dumps(context),
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+        PATH="/usr/local/bin:/usr/bin:/bin",  # no docker on purpose (and none on this machine)
+        AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+        AWS_CONFIG_FILE="/nonexistent",
+    )
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_app_py_synthesizes_selected_agents(tmp_path: Path) -> None:
+    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    stacks = {k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
+    assert stacks == {"Flightdeck-worker"}
+    assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"
+
+
+def test_app_py_rejects_an_unknown_agent(tmp_path: Path) -> None:
+    result = _run_app(tmp_path, {"agents": "nobody", "bundleDeps": "false"})
+    assert result.returncode != 0
+    assert "unknown agent(s) nobody" in result.stderr

@@ -1,0 +1,393 @@
+"""Properties of the synthesized stacks that matter for correctness and least privilege."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match, Template
+from flightdeck import config_file, topology
+from template_queries import (
+    actions,
+    api_routes,
+    function,
+    function_ids,
+    queue_id,
+    queue_ids,
+    reach,
+    referenced_ids,
+    resources,
+    statement_resources,
+    statements_of,
+)
+
+from infra.functions import API_TIMEOUT_S, worker_handlers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def orch(orchestrator_tpl) -> Template:
+    return Template.from_json(orchestrator_tpl)
+
+
+# --- state ------------------------------------------------------------------------------
+
+
+def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
+    orch.resource_count_is("AWS::DynamoDB::Table", 1)
+    orch.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [
+                {"AttributeName": topology.PARTITION_KEY, "KeyType": "HASH"},
+                {"AttributeName": topology.SORT_KEY, "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": Match.array_with(
+                [
+                    {"AttributeName": topology.PARTITION_KEY, "AttributeType": "S"},
+                    {"AttributeName": topology.SORT_KEY, "AttributeType": "S"},
+                    {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "AttributeType": "S"},
+                    {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "AttributeType": "N"},
+                ]
+            ),
+            "TimeToLiveSpecification": {"AttributeName": topology.TTL_ATTRIBUTE, "Enabled": True},
+            "BillingMode": "PAY_PER_REQUEST",
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": topology.DEADLINE_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "KeyType": "HASH"},
+                        {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        },
+    )
+
+
+def test_table_retained_unless_retain_data_is_false(orchestrator_tpl, planner_tpl) -> None:
+    (orch_table,) = resources(orchestrator_tpl, "AWS::DynamoDB::Table").values()
+    (plan_table,) = resources(planner_tpl, "AWS::DynamoDB::Table").values()
+    assert orch_table["DeletionPolicy"] == "Retain" and orch_table["UpdateReplacePolicy"] == "Retain"
+    assert plan_table["DeletionPolicy"] == "Delete"
+    assert "TableName" not in orch_table["Properties"], "a fixed name breaks redeploys next to a retained table"
+
+
+# --- queues -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", topology.QUEUES, ids=lambda s: s.key)
+def test_queue_and_its_dlq(orchestrator_tpl, spec: topology.QueueSpec) -> None:
+    prefix = "flightdeck-orchestrator"
+    queue = orchestrator_tpl["Resources"][queue_id(orchestrator_tpl, spec.key)]["Properties"]
+    dlq_id = queue_id(orchestrator_tpl, spec.key, dlq=True)
+    dlq = orchestrator_tpl["Resources"][dlq_id]["Properties"]
+    assert queue["QueueName"] == spec.name(prefix)
+    assert dlq["QueueName"] == spec.dlq_name(prefix)
+    if spec.fifo:
+        assert queue["QueueName"].endswith(".fifo") and dlq["QueueName"].endswith(".fifo")
+        assert queue["FifoQueue"] is True and dlq["FifoQueue"] is True
+    else:
+        assert "FifoQueue" not in queue and "FifoQueue" not in dlq
+    assert queue["VisibilityTimeout"] == spec.visibility_timeout_s
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": spec.max_receive_count,
+    }
+    assert "RedrivePolicy" not in dlq
+    assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+
+
+def test_every_queue_refuses_plain_http(orchestrator_tpl) -> None:
+    covered = set()
+    for policy in resources(orchestrator_tpl, "AWS::SQS::QueuePolicy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if st["Effect"] == "Deny" and st.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}:
+                covered |= referenced_ids(policy["Properties"]["Queues"])
+    assert covered == set(queue_ids(orchestrator_tpl))
+    assert len(covered) == 2 * len(topology.QUEUES)
+
+
+def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
+    alarms = resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+    watched = set()
+    for alarm in alarms:
+        p = alarm["Properties"]
+        assert p["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        assert p["Namespace"] == "AWS/SQS"
+        assert p["ComparisonOperator"] == "GreaterThanThreshold" and p["Threshold"] == 0
+        assert p["TreatMissingData"] == "notBreaching"
+        (dimension,) = p["Dimensions"]
+        assert dimension["Name"] == "QueueName"
+        watched |= referenced_ids(dimension["Value"])
+    dlqs = {lid for lid, (_, dlq) in queue_ids(orchestrator_tpl).items() if dlq}
+    assert watched == dlqs and len(dlqs) == len(topology.QUEUES)
+
+
+def test_visibility_timeout_is_six_times_the_consumer_timeout(orchestrator_tpl) -> None:
+    for spec in topology.QUEUES:
+        timeout = function(orchestrator_tpl, spec.handler)["Timeout"]
+        assert timeout == topology.WORKER_TIMEOUT_S
+        assert spec.visibility_timeout_s >= 6 * timeout
+
+
+# --- functions --------------------------------------------------------------------------
+
+
+def test_one_function_per_handler(orchestrator_tpl) -> None:
+    assert set(function_ids(orchestrator_tpl)) == set(topology.HANDLERS)
+
+
+@pytest.mark.parametrize("handler", topology.HANDLERS)
+def test_function_runtime_architecture_code_and_logs(orchestrator_tpl, handler: str) -> None:
+    props = function(orchestrator_tpl, handler)
+    assert props["Handler"] == f"flightdeck.handlers.{handler}.handler"
+    assert props["Runtime"] in ("python3.12", "python3.13")
+    assert props["Architectures"] == ["arm64"]
+    assert props["MemorySize"] == 512
+    assert props["Timeout"] == (topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S)
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    # its own log group, with a retention
+    (log_group,) = referenced_ids(props["LoggingConfig"]["LogGroup"])
+    assert orchestrator_tpl["Resources"][log_group]["Properties"]["RetentionInDays"] == 30
+
+
+def test_one_code_asset_for_all_functions(orchestrator_tpl) -> None:
+    keys = {json.dumps(f["Properties"]["Code"], sort_keys=True) for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()}
+    assert len(keys) == 1
+
+
+def test_memory_from_deploy_section(planner_tpl) -> None:
+    assert {f["Properties"]["MemorySize"] for f in resources(planner_tpl, "AWS::Lambda::Function").values()} == {1024}
+
+
+def test_no_managed_policies_on_function_roles(orchestrator_tpl) -> None:
+    for handler in topology.HANDLERS:
+        role_id = function(orchestrator_tpl, handler)["Role"]["Fn::GetAtt"][0]
+        assert "ManagedPolicyArns" not in orchestrator_tpl["Resources"][role_id]["Properties"]
+
+
+@pytest.mark.parametrize("spec", topology.QUEUES, ids=lambda s: s.key)
+def test_event_source_mapping(orchestrator_tpl, spec: topology.QueueSpec) -> None:
+    fn_id = function_ids(orchestrator_tpl)[spec.handler]
+    mappings = [
+        m["Properties"]
+        for m in resources(orchestrator_tpl, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id(orchestrator_tpl, spec.key), "Arn"]}
+    ]
+    assert len(mappings) == 1
+    (m,) = mappings
+    assert m["FunctionName"] == {"Ref": fn_id}
+    assert m["BatchSize"] == spec.batch_size
+    assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_no_other_event_source_mappings(orchestrator_tpl) -> None:
+    assert len(resources(orchestrator_tpl, "AWS::Lambda::EventSourceMapping")) == len(topology.QUEUES)
+
+
+# --- environment ------------------------------------------------------------------------
+
+EXPECTED_VARIABLES = {
+    "AGENT_NAME", "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
+    "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN",
+    "ALLOWED_HOST_MAPPING", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
+}  # fmt: skip
+
+
+def test_environment_of_every_function(orchestrator_tpl) -> None:
+    deployment = config_file.load(config_file.DEFAULT_CONFIG)
+    spec = deployment.agents["orchestrator"]
+    envs = [f["Properties"]["Environment"]["Variables"] for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()]
+    assert all(env == envs[0] for env in envs)
+    env = envs[0]
+    assert EXPECTED_VARIABLES <= set(env)
+    for name, value in deployment.environment("orchestrator").items():
+        assert env[name] == value
+    assert env["AGENT_NAME"] == "orchestrator"
+    assert env["AGENT_DESCRIPTION"] == spec.description
+    assert json.loads(env["AGENT_CONFIG"]) == json.loads(spec.agent_config_json())
+    assert env["POWERTOOLS_SERVICE_NAME"] == "orchestrator"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Flightdeck"
+    assert env["STATE_TABLE"] == {"Ref": next(iter(resources(orchestrator_tpl, "AWS::DynamoDB::Table")))}
+    for key in ("turns", "dispatch", "delivery", "timers"):
+        assert env[f"{key.upper()}_QUEUE_URL"] == {"Ref": queue_id(orchestrator_tpl, key)}
+    assert env["DELIVERY_DLQ_URL"] == {"Ref": queue_id(orchestrator_tpl, "delivery", dlq=True)}
+    assert env["TOOL_CALLBACK_SECRET_ARN"] == {"Ref": next(iter(resources(orchestrator_tpl, "AWS::SecretsManager::Secret")))}
+    # the worker's URL is not known before its first deploy: left out (fail closed)
+    assert env["ALLOWED_HOST_MAPPING"] == ""
+
+
+def test_missing_peer_is_a_warning_naming_it(synth) -> None:
+    warnings = [text for level, _, text in synth.messages["Flightdeck-orchestrator"] if level == "warning"]
+    assert any("'worker'" in w and "peer_urls" in w for w in warnings), warnings
+    planner_warnings = [text for level, _, text in synth.messages["Flightdeck-planner"] if level == "warning"]
+    assert any("'ghost'" in w for w in planner_warnings)
+    assert not any("'helper'" in w and "URL is unknown" in w for w in planner_warnings)
+
+
+def test_known_peers_and_explicit_hosts_form_the_allowlist(planner_tpl) -> None:
+    env = function(planner_tpl, "dispatch_worker")["Environment"]["Variables"]
+    assert env["ALLOWED_HOST_MAPPING"] == (
+        "audit:https://audit.example.com/base,helper:https://abc123.execute-api.eu-west-1.amazonaws.com/prod/"
+    )
+
+
+def test_stack_values_win_and_local_secrets_never_reach_lambda(synth, planner_tpl) -> None:
+    env = function(planner_tpl, "callback")["Environment"]["Variables"]
+    assert env["ASYNC_TOOL_TIMEOUT_MS"] == "45000"  # agent env over defaults
+    assert env["STATE_TABLE"] != "not-this-one"
+    assert "TOOL_CALLBACK_SECRET" not in env
+    for name, template in synth.templates.items():
+        text = json.dumps(template)
+        assert "local-only" not in text, f"a local-only secret leaked into {name}"
+
+
+# --- permissions ------------------------------------------------------------------------
+
+# Written from the issue, independently of infra/access.py.
+EXPECTED_REACH = {
+    "chat_ingest": dict(table=True, send={"turns"}),
+    "callback": dict(table=True, send={"turns"}, secret=True),
+    "agent_card": dict(),
+    # + turns, beyond the issue's list: local tools complete a turn inside the turn worker
+    # (domain.turn_loop -> aggregation.record_and_advance -> queues.send_turn).
+    "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"}),
+    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, send={"turns"}),
+    "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}),
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}),
+    "sweeper": dict(table=True, send={"turns"}),
+}
+
+
+@pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
+def test_least_privilege(orchestrator_tpl, handler: str) -> None:
+    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "secret": False, "bedrock": False}
+    expected.update(EXPECTED_REACH[handler])
+    got = reach(orchestrator_tpl, handler)
+    assert got.other == set()
+    assert {k: getattr(got, k) for k in expected} == expected
+
+
+def test_every_handler_has_expected_permissions_listed() -> None:
+    assert set(EXPECTED_REACH) == set(topology.HANDLERS)
+
+
+def test_agent_card_touches_no_data(orchestrator_tpl) -> None:
+    for st in statements_of(orchestrator_tpl, "agent_card"):
+        for act in actions(st):
+            assert act.split(":")[0] in ("logs", "xray"), act
+
+
+def test_callback_cannot_send_to_dispatch(orchestrator_tpl) -> None:
+    dispatch = queue_id(orchestrator_tpl, "dispatch")
+    for st in statements_of(orchestrator_tpl, "callback"):
+        if any(a.startswith("sqs:") for a in actions(st)):
+            assert dispatch not in set().union(*(referenced_ids(r) for r in statement_resources(st)))
+
+
+def test_secret_readable_only_by_callback_and_dispatch(orchestrator_tpl) -> None:
+    readers = {h for h in topology.HANDLERS if reach(orchestrator_tpl, h).secret}
+    assert readers == {"callback", "dispatch_worker"}
+
+
+def test_wildcard_resource_only_for_xray(synth) -> None:
+    for name, template in synth.templates.items():
+        for lid, policy in resources(template, "AWS::IAM::Policy").items():
+            for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+                if "*" in statement_resources(st):
+                    assert set(actions(st)) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, (name, lid, st)
+
+
+def test_bedrock_only_for_a_bedrock_agent(orchestrator_tpl, planner_tpl) -> None:
+    assert not any(reach(orchestrator_tpl, h).bedrock for h in topology.HANDLERS)
+    assert {h for h in topology.HANDLERS if reach(planner_tpl, h).bedrock} == {"turn_worker"}
+    (st,) = [s for s in statements_of(planner_tpl, "turn_worker") if any(a.startswith("bedrock:") for a in actions(s))]
+    assert actions(st) == ["bedrock:InvokeModel"]
+    text = json.dumps(statement_resources(st))
+    assert ":inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in text
+    assert ":bedrock:*::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0" in text
+
+
+# --- schedule, secret -------------------------------------------------------------------
+
+
+def test_sweep_schedule(orchestrator_tpl, planner_tpl) -> None:
+    for template, rate in ((orchestrator_tpl, "rate(1 minute)"), (planner_tpl, "rate(3 minutes)")):
+        (rule,) = resources(template, "AWS::Events::Rule").values()
+        assert rule["Properties"]["ScheduleExpression"] == rate
+        (target,) = rule["Properties"]["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [function_ids(template)["sweeper"], "Arn"]}
+
+
+def test_callback_secret_is_generated(orch: Template) -> None:
+    orch.resource_count_is("AWS::SecretsManager::Secret", 1)
+    orch.has_resource_properties(
+        "AWS::SecretsManager::Secret",
+        {"GenerateSecretString": {"ExcludePunctuation": True, "PasswordLength": 64, "IncludeSpace": False}},
+    )
+
+
+# --- API --------------------------------------------------------------------------------
+
+
+def test_a_method_for_every_route(orchestrator_tpl) -> None:
+    assert api_routes(orchestrator_tpl) == {(r.method, r.path, r.handler) for r in topology.ROUTES}
+
+
+def test_stage_throttling_logging_and_tracing(orchestrator_tpl, planner_tpl) -> None:
+    for template, (rate, burst) in ((orchestrator_tpl, (50, 100)), (planner_tpl, (7, 9))):
+        (stage,) = resources(template, "AWS::ApiGateway::Stage").values()
+        p = stage["Properties"]
+        (settings,) = p["MethodSettings"]
+        assert settings["HttpMethod"] == "*" and settings["ResourcePath"] == "/*"
+        assert (settings["ThrottlingRateLimit"], settings["ThrottlingBurstLimit"]) == (rate, burst)
+        assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
+        assert p["TracingEnabled"] is True
+        (log_group,) = referenced_ids(p["AccessLogSetting"]["DestinationArn"])
+        assert template["Resources"][log_group]["Type"] == "AWS::Logs::LogGroup"
+        assert "$context.status" in p["AccessLogSetting"]["Format"]
+
+
+def test_request_validation(orchestrator_tpl) -> None:
+    (validator_id,) = resources(orchestrator_tpl, "AWS::ApiGateway::RequestValidator")
+    validator = orchestrator_tpl["Resources"][validator_id]["Properties"]
+    assert validator["ValidateRequestBody"] is True and validator["ValidateRequestParameters"] is True
+    models = resources(orchestrator_tpl, "AWS::ApiGateway::Model")
+    methods = [m["Properties"] for m in resources(orchestrator_tpl, "AWS::ApiGateway::Method").values()]
+    for p in methods:
+        assert p["RequestValidatorId"] == {"Ref": validator_id}
+        if p["HttpMethod"] == "POST":
+            # JSON syntax only: any JSON value passes, the functions check the shape (422)
+            (model,) = referenced_ids(p["RequestModels"]["application/json"])
+            schema = models[model]["Properties"]["Schema"]
+            assert set(schema["type"]) == {"object", "array", "string", "number", "boolean", "null"}
+    assert any(p.get("RequestParameters") == {"method.request.path.session_id": True} for p in methods)
+
+
+def test_gateway_errors_use_the_functions_error_shape(orchestrator_tpl) -> None:
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in resources(orchestrator_tpl, "AWS::ApiGateway::GatewayResponse").values()
+    }
+    expected = {
+        "BAD_REQUEST_BODY": ("400", "malformed_json"),
+        "REQUEST_TOO_LARGE": ("413", "payload_too_large"),
+        "THROTTLED": ("429", "throttled"),
+        "MISSING_AUTHENTICATION_TOKEN": ("404", "not_found"),
+    }
+    for kind, (status, code) in expected.items():
+        assert responses[kind]["StatusCode"] == status
+        assert f'{{"error":{{"code":"{code}","message":' in responses[kind]["ResponseTemplates"]["application/json"]
+    assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
+
+
+def test_outputs(orchestrator_tpl) -> None:
+    outputs = orchestrator_tpl["Outputs"]
+    url = outputs["ApiUrl"]["Value"]["Fn::Join"][1]
+    card = outputs["AgentCardUrl"]["Value"]["Fn::Join"][1]
+    assert url[0] == "https://" and url[-1] == "/"
+    assert card[:-1] == url[:-1] and card[-1] == "/.well-known/agent-card.json"

@@ -1,0 +1,139 @@
+"""Pure pieces of infra/: no synthesis needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from flightdeck import config_file, topology
+
+from infra import bundling
+from infra.access import ACCESS, bedrock_resources
+from infra.api import AUTHENTICATION
+from infra.environment import MANAGED_VARIABLES, agent_environment, host_mapping
+from infra.schedule import sweep_rate_minutes
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
+RESOURCES = {
+    "STATE_TABLE": "flightdeck-worker-state",
+    "TURNS_QUEUE_URL": "u1",
+    "DISPATCH_QUEUE_URL": "u2",
+    "DELIVERY_QUEUE_URL": "u3",
+    "DELIVERY_DLQ_URL": "u4",
+    "TIMERS_QUEUE_URL": "u5",
+    "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:x",
+}
+
+
+@pytest.mark.parametrize(
+    ("interval_ms", "minutes"),
+    [(1, 1), (1000, 1), (15_000, 1), (60_000, 1), (60_001, 2), (150_000, 3), (300_000, 5)],
+)
+def test_sweep_rate_rounds_up_to_whole_minutes(interval_ms: int, minutes: int) -> None:
+    assert sweep_rate_minutes(interval_ms) == minutes
+
+
+def test_every_handler_has_permissions_and_an_authentication_story() -> None:
+    assert set(topology.HANDLERS) <= set(ACCESS)
+    assert {r.handler for r in topology.ROUTES} <= set(AUTHENTICATION)
+
+
+def test_host_mapping_leaves_unknown_peers_out() -> None:
+    deployment = config_file.load(EXAMPLE)
+    spec = deployment.agents["orchestrator"]
+    mapping = host_mapping(spec)
+    assert (mapping.value, mapping.missing) == ("", ("worker",))
+    spec.deploy.peer_urls["worker"] = "https://w.example.com/prod/"
+    mapping = host_mapping(spec)
+    assert (mapping.value, mapping.missing) == ("worker:https://w.example.com/prod/", ())
+
+
+def test_malformed_peer_url_fails_synth() -> None:
+    deployment = config_file.load(EXAMPLE)
+    deployment.agents["orchestrator"].deploy.peer_urls["worker"] = "ftp://w.example.com"
+    with pytest.raises(ValueError, match="worker"):
+        host_mapping(deployment.agents["orchestrator"])
+
+
+def test_environment_is_validated_with_settings() -> None:
+    deployment = config_file.load(EXAMPLE)
+    env = agent_environment(deployment, "worker", RESOURCES)
+    assert env.settings.agent_name == "worker"
+    assert env.settings.tool_agg_punctuate_interval_ms == 1000
+    assert set(MANAGED_VARIABLES) <= set(env.variables)
+    deployment.defaults["ASYNC_TOOL_TIMEOUT_MS"] = "soon"
+    with pytest.raises(ValueError, match="ASYNC_TOOL_TIMEOUT_MS"):
+        agent_environment(deployment, "worker", RESOURCES)
+
+
+def test_oversized_environment_is_refused() -> None:
+    deployment = config_file.load(EXAMPLE)
+    deployment.agents["worker"].system_prompt = "x" * 5000
+    with pytest.raises(ValueError, match="4096"):
+        agent_environment(deployment, "worker", RESOURCES)
+
+
+def test_bedrock_resources() -> None:
+    plain = bedrock_resources("anthropic.claude-3-haiku-20240307-v1:0")
+    assert len(plain) == 1 and plain[0].endswith("::foundation-model/anthropic.claude-3-haiku-20240307-v1:0")
+    profile = bedrock_resources("eu.anthropic.claude-3-haiku-20240307-v1:0")
+    assert profile[0].endswith(":inference-profile/eu.anthropic.claude-3-haiku-20240307-v1:0")
+    assert profile[1].endswith(":bedrock:*::foundation-model/anthropic.claude-3-haiku-20240307-v1:0")
+    arn = "arn:aws:bedrock:eu-west-1:123456789012:application-inference-profile/abc"
+    assert bedrock_resources(arn) == [arn]
+    with pytest.raises(ValueError, match="model_id"):
+        bedrock_resources("")
+
+
+def test_runtime_requirements_come_from_pyproject_without_the_sdk() -> None:
+    reqs = bundling.runtime_requirements()
+    names = {bundling._requirement_name(r) for r in reqs}
+    assert {"aws-lambda-powertools", "pydantic", "requests"} <= names
+    assert not names & {"boto3", "botocore", "s3transfer"}
+
+
+def test_bundle_settings_from_context_and_environment() -> None:
+    class Node:
+        def __init__(self, ctx):
+            self.ctx = ctx
+
+        def try_get_context(self, key):
+            return self.ctx.get(key)
+
+    default = bundling.BundleSettings.from_context(Node({}), {})
+    assert default.deps and default.platform == "lambda" and default.deployable
+    off = bundling.BundleSettings.from_context(Node({}), {"FLIGHTDECK_BUNDLE_DEPS": "0"})
+    assert not off.deps and not off.deployable
+    # context wins over the environment
+    on = bundling.BundleSettings.from_context(Node({"bundleDeps": "true"}), {"FLIGHTDECK_BUNDLE_DEPS": "0"})
+    assert on.deps
+    host = bundling.BundleSettings.from_context(Node({"bundlePlatform": "host"}), {"FLIGHTDECK_BUNDLE_CACHE": "/x"})
+    assert not host.deployable and host.cache_dir == Path("/x") and host.pip_target_args() == []
+    assert "--only-binary=:all:" in default.pip_target_args()
+    assert default.describe() != host.describe()
+    with pytest.raises(ValueError):
+        bundling.BundleSettings.from_context(Node({"bundlePlatform": "windows"}), {})
+
+
+def test_asset_hash_follows_package_content_and_settings(tmp_path: Path) -> None:
+    on, off = bundling.BundleSettings(deps=True), bundling.BundleSettings(deps=False)
+    assert bundling.asset_hash(on) != bundling.asset_hash(off)
+    assert bundling.asset_hash(on) == bundling.asset_hash(on)
+    pkg = tmp_path / "flightdeck"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    before = bundling.package_fingerprint(pkg)
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    assert bundling.package_fingerprint(pkg) == before
+    (pkg / "new.py").write_text("x = 1\n")
+    assert bundling.package_fingerprint(pkg) != before
+
+
+def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
+    bundler = bundling.LocalBundler(bundling.BundleSettings(deps=False))
+    assert bundler.try_bundle(str(tmp_path)) is True
+    assert (tmp_path / "flightdeck" / "__init__.py").is_file()
+    assert (tmp_path / "flightdeck" / "topology.py").is_file()
+    assert not list(tmp_path.rglob("__pycache__"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flightdeck"]
