@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
+from flightdeck.observability import logger, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
 router = Router()
@@ -42,6 +43,9 @@ def _bearer_token() -> str:
     422: {"description": "Body does not match the schema"},
 })
 def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
+    traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
+    if traceparent:
+        logger.append_keys(trace_id=trace_id_of(traceparent))
     outcome = accept_callback(deps(), _bearer_token(), body.result)
     return _single_response(outcome)
 

@@ -44,6 +44,7 @@ def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome
         count("CallbacksRefused")
         return CallbackOutcome(CallbackStatus.UNAUTHORIZED)
     ids = {"session_id": claims.session_id, "tool_use_id": claims.tool_use_id, "turn": claims.turn}
+    logger.append_keys(**ids)
     if len(result_text.encode("utf-8")) > s.max_result_bytes:
         logger.warning("callback refused: result too large", extra=ids)
         count("CallbacksRefused")

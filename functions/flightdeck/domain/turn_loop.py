@@ -14,7 +14,7 @@ from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.model import ModelReply, ToolSpec, delegate_tool_spec
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ResultSource, ToolResult, error_result
-from flightdeck.observability import child_traceparent, count, logger, timeline
+from flightdeck.observability import child_traceparent, count, logger, timeline, trace_id_of
 
 MAX_TOOLS_PER_TURN = 50  # one TransactWriteItems (100 items) must hold a turn's timeouts
 
@@ -32,6 +32,10 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> s
     if session is None or session.turn != turn:
         logger.info("turn message is stale or unknown; ignoring", extra={"session_id": session_id, "turn": turn})
         return "skipped"
+    # Later turns carry no header: the session keeps the trace it was started in.
+    traceparent = traceparent or session.parent.get("traceparent", "")
+    if traceparent:
+        logger.append_keys(trace_id=trace_id_of(traceparent))
     iteration = store.get_iteration(session_id, turn)
     if iteration is not None and iteration.effects_done:
         return "skipped"
