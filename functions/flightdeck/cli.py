@@ -186,7 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         getattr(args, "parser", parser).print_help(sys.stderr)
         return EXIT_USAGE
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:  # before a command installed its own handling
+        _complain("interrupted")
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
-from local_fake_handlers._http_echo import handler
+from ._http_echo import handler
 
 __all__ = ["handler"]

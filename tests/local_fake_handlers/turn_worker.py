@@ -1,3 +1,3 @@
-from local_fake_handlers._queue_recorder import handler
+from ._queue_recorder import handler
 
 __all__ = ["handler"]

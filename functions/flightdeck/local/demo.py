@@ -32,6 +32,7 @@ TIMEOUT_SCENARIO_THINK_MS = 8000
 # Timeline events that close the timeout scenario: the worker's answer arriving too late.
 LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
 
+
 class DemoError(RuntimeError):
     pass
 
@@ -252,7 +253,9 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()
                 # The delegate thinks TIMEOUT_SCENARIO_THINK_MS in all; give it that plus delivery time.
-                timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10)
+                if timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10):
+                    # ...and let its own report of the delivery reach the timeline.
+                    timeline.wait_for({"answer_delivered"}, 1.0)
         out.write(f"\nfinal answer from {chosen.delegator}:\n")
         out.write("".join(f"  {line}\n" for line in answer.splitlines() or [""]))
         out.flush()

@@ -1,49 +1,111 @@
-"""moto's WSGI app with one request at a time.
+"""moto's server application on a socket we bound ourselves, one request at a time.
 
-DynamoDB applies each request atomically; moto's in-memory backend does not
-(TransactWriteItems deep-copies tables that concurrent writes mutate). Serving
-requests one at a time restores per-request atomicity, so conditional writes and
-transactions race as they would on AWS, while clients stay truly concurrent.
+moto's ThreadedMotoServer binds inside its thread and waits forever when the
+port is taken; here the caller binds first (flightdeck.local.net.listen), so a
+clash raises PortInUseError at once, and the same code serves an in-process
+thread (tests) or a child process (flightdeck.local.moto_host).
+
+moto's backends are not thread-safe: TransactWriteItems deep-copies the tables
+it touches and, when a condition fails, puts the copies back, wiping writes
+that other request threads made meanwhile; concurrent conditional updates can
+both succeed. DynamoDB makes each request atomic, so this server runs one
+request at a time. The one exception is SQS ReceiveMessage: a long poll waits
+inside moto on the queue's own lock, and holding ours through it would stall
+every other caller.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from flightdeck.local.net import base_url, listen
 
 
-def serialized_moto_app() -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+_UNSERIALIZED_TARGETS = {"AmazonSQS.ReceiveMessage"}
+
+
+class SerializedApp:
+    """A WSGI wrapper that lets one request at a time into moto (long polls excepted)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _is_long_poll(environ: dict[str, Any]) -> bool:
+        # SQS's JSON protocol names the action in X-Amz-Target; the query protocol in the query string.
+        return (environ.get("HTTP_X_AMZ_TARGET") in _UNSERIALIZED_TARGETS
+                or "Action=ReceiveMessage" in environ.get("QUERY_STRING", ""))
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if self._is_long_poll(environ):
+            return self.app(environ, start_response)
+        with self._lock:
+            # Produce the whole body inside the lock: a lazy iterable would run moto after it.
+            return list(self.app(environ, start_response))
+
+
+def serialized_moto_app() -> SerializedApp:
+    """moto's WSGI application (every service), one request at a time."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    app = DomainDispatcherApplication(create_backend_app)
-    lock = threading.Lock()
+    return SerializedApp(DomainDispatcherApplication(create_backend_app))
 
-    def serialized(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        with lock:
-            return list(app(environ, start_response))
 
-    return serialized
+def make_wsgi_server(listening: socket.socket) -> Any:
+    """A threaded werkzeug server running moto on an already listening socket (which it takes over)."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    # werkzeug logs every request; only problems are worth showing.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    host, port = listening.getsockname()[:2]
+    # werkzeug wraps the descriptor itself; host and port then only pick the address family.
+    fd = listening.detach()
+    app = serialized_moto_app()
+    try:
+        return make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler, fd=fd)
+    finally:
+        os.close(fd)  # werkzeug serves on its own duplicate of it
 
 
 class MotoServerThread:
-    """A serialized moto server in a background thread (tests and in-process tools)."""
+    """A moto server in a daemon thread of this process, on loopback."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
-        from moto.moto_server.werkzeug_app import MotoRequestHandler
-        from werkzeug.serving import make_server
-
-        self._server = make_server(host, port, serialized_moto_app(), threaded=True,
-                                   request_handler=MotoRequestHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
+        self.host = host
+        self.port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self._server.host}:{self._server.port}"
+        if self._server is None:
+            raise RuntimeError("the moto server is not started")
+        return base_url(self.host, self.port)
 
     def start(self) -> "MotoServerThread":
+        sock = listen(self.host, self.port, "the moto server")
+        self.port = sock.getsockname()[1]
+        self._server = make_wsgi_server(sock)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=5)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> "MotoServerThread":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TextIO
+from typing import Any, Callable, Literal, Mapping, TextIO
 
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
@@ -51,6 +51,7 @@ STOP_GRACE_S = 5.0
 TAIL_LINES = 40
 POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
 
 @dataclass
 class _Child:
@@ -95,7 +96,10 @@ class LocalStack:
     url_overrides: agent -> the base URL the *other* agents use to reach it
     (their ALLOWED_HOST_MAPPING), e.g. a fault-injecting proxy in front of it.
     relay: where children's output goes, each line prefixed with its process
-    name (None: discarded). extra_env: added to every agent's environment.
+    name (default: this process's stderr at construction; None: discarded).
+    extra_env: settings added to every agent's environment, over the file's.
+    handlers_package: where the handler modules live (tests use stand-ins).
+    Every JSON line a child writes is also offered to the listeners (add_listener).
     """
 
     def __init__(
@@ -106,7 +110,7 @@ class LocalStack:
         port: int = 0,
         moto_port: int = 0,
         url_overrides: Mapping[str, str] | None = None,
-        relay: TextIO | None = sys.stderr,
+        relay: TextIO | None | Literal["stderr"] = "stderr",
         extra_env: Mapping[str, str] | None = None,
         handlers_package: str = HANDLERS_PACKAGE,
         startup_timeout_s: float = 60.0,
@@ -123,7 +127,7 @@ class LocalStack:
         self.first_port = port
         self.moto_port = moto_port
         self.url_overrides = dict(url_overrides or {})
-        self.relay = relay
+        self.relay = sys.stderr if relay == "stderr" else relay
         self.extra_env = dict(extra_env or {})
         self.handlers_package = handlers_package
         self.startup_timeout_s = startup_timeout_s
@@ -165,7 +169,7 @@ class LocalStack:
         return {**self.urls, **self.url_overrides}
 
     def env(self, agent: str) -> dict[str, str]:
-        """The agent's function environment, as its Lambda functions would have it."""
+        """The agent's function environment, as its Lambda functions would have it (once started)."""
         spec = self.deployment.agents[agent]
         aws = {
             "AWS_ENDPOINT_URL": self._moto_endpoint,
@@ -251,8 +255,11 @@ class LocalStack:
         with self._lifecycle_lock:
             if name not in self.deployment.agents:
                 raise StackError(f"no agent {name!r} in the deployment")
-            if name in self._children:
-                raise StackError(f"agent {name!r} is already running")
+            previous = self._children.get(name)
+            if previous is not None:
+                if not previous.exited():
+                    raise StackError(f"agent {name!r} is already running")
+                self._terminate([self._children.pop(name)])  # it crashed: reap it first
             self._spawn_agent(name, listen(self.host, self._ports[name], f"agent {name!r}"))
             self._wait_until_answering(name)
 

@@ -1,0 +1,105 @@
+"""The pieces of `flightdeck local demo` and the CLI's argument handling that need no running stack."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from flightdeck import cli, config_file
+from flightdeck.local import demo
+
+
+@pytest.fixture
+def deployment() -> config_file.DeploymentFile:
+    return config_file.load(config_file.DEFAULT_CONFIG)
+
+
+def test_plan_picks_the_first_agent_with_delegates(deployment):
+    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", "worker", "@worker task one @worker task two")
+    assert demo.plan(deployment, "delegate").task.startswith("@worker ")
+    assert demo.plan(deployment, "delegate").task.count("@worker") == 1
+
+
+def test_plan_refuses_a_deployment_without_delegates(deployment):
+    lonely = deployment.model_copy(deep=True)
+    for spec in lonely.agents.values():
+        spec.delegates = []
+    with pytest.raises(demo.DemoError):
+        demo.plan(lonely, "delegate")
+
+
+def test_timeout_variant_is_written_and_read_back_exactly(deployment, tmp_path):
+    variant = demo.timeout_variant(deployment, demo.plan(deployment, "timeout"))
+    assert variant.agents["orchestrator"].env["ASYNC_TOOL_TIMEOUT_MS"] == "3000"
+    assert variant.agents["worker"].model.think_delay_ms == 8000
+    assert deployment.agents["worker"].model.think_delay_ms == 200  # the original is untouched
+    path = demo.write_deployment(variant, tmp_path)
+    assert config_file.load(path) == variant
+
+
+def test_toml_writer_escapes_strings(deployment, tmp_path):
+    odd = deployment.model_copy(deep=True)
+    odd.agents["worker"].system_prompt = 'quotes " and \\ back\nslash\ttab \x7f del é 😀'
+    odd.defaults["WEIRD"] = "a=b, c"
+    assert config_file.load(demo.write_deployment(odd, tmp_path)) == odd
+
+
+def test_timeline_prints_one_line_per_timeline_record_after_start():
+    out = io.StringIO()
+    timeline = demo.Timeline(out)
+    timeline.on_record("worker", {"timeline": "answer_ready", "message": "too early"})
+    timeline.start()
+    timeline.on_record("worker", {"level": "INFO", "message": "not a timeline record"})
+    timeline.on_record("worker", {"timeline": "answer_delivered", "agent": "worker",
+                                  "message": "answer delivered to orchestrator"})
+    timeline.on_record("orchestrator", {"timeline": "dispatched", "tool_use_id": "tooluse_abcdefgh12345678"})
+    timeline.on_record("orchestrator", {"timeline": "final_answer", "message": "line one\nline two"})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("  +0.") and lines[0].endswith("s  worker        answer delivered to orchestrator")
+    assert "orchestrator  dispatched  [12345678]" in lines[1]
+    assert lines[2].endswith("orchestrator  line one …")
+    assert timeline.wait_for({"dispatched"}, 0)
+    assert not timeline.wait_for({"callback_late"}, 0.01)
+
+
+@pytest.mark.parametrize("session, answer", [
+    ({"status": "idle", "messages": [{"role": "user", "content": [{"text": "q"}]},
+                                     {"role": "assistant", "content": [{"text": "done"}]}]}, "done"),
+    ({"status": "running", "messages": [{"role": "assistant", "content": [{"text": "x"}]}]}, None),
+    ({"status": "idle", "messages": [{"role": "user", "content": [{"text": "q"}]}]}, None),
+    ({"status": "idle", "messages": [{"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "t", "name": "ask_worker", "input": {}}}]}]}, None),
+    ({"status": "idle", "messages": []}, None),
+    ("not a session", None),
+])
+def test_final_answer_needs_an_idle_session_ending_with_assistant_text(session, answer):
+    assert demo.final_answer(session) == answer
+
+
+def test_help_describes_the_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "local" in text and "flightdeck local up" in text
+    with pytest.raises(SystemExit):
+        cli.main(["local", "demo", "--help"])
+    text = capsys.readouterr().out
+    assert "--scenario {delegate,parallel,timeout}" in text and "(default)" in text
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    assert "local" in capsys.readouterr().err
+    assert cli.main(["local"]) == 2
+    assert "up" in capsys.readouterr().err
+
+
+def test_a_bad_config_file_is_a_usage_error(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[agents.x]\nunknown_key = 1\n")
+    assert cli.main(["local", "up", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flightdeck: invalid deployment file:") and "Traceback" not in err
