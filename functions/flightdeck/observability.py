@@ -6,18 +6,48 @@ Every log line carries agent, session_id and tool_use_id when known. Lines with 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
+from typing import Any, Callable
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.exceptions import SchemaValidationError
 
 _service = os.environ.get("POWERTOOLS_SERVICE_NAME") or os.environ.get("AGENT_NAME") or "flightdeck"
-logger = Logger(service=_service)
-logger.append_keys(agent=os.environ.get("AGENT_NAME", _service))
+# `agent` is a constructor key, so it survives clear_state on every invocation.
+logger = Logger(service=_service, agent=os.environ.get("AGENT_NAME", _service))
 tracer = Tracer(service=_service)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Flightdeck"), service=_service)
+
+
+def bind(**keys: object) -> None:
+    """Add keys (session_id, tool_use_id, trace_id...) to every later log line of this invocation.
+
+    Thread-local: the local runtime runs several functions of one agent in one
+    process, and one function's keys must not leak into another's lines.
+    """
+    logger.thread_safe_append_keys(**{k: v for k, v in keys.items() if v is not None})
+
+
+def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
+    """Every Lambda entry point: context on log lines, tracing, and metrics flushed once per invocation."""
+
+    @functools.wraps(handler)
+    def invocation(event: dict, context: Any) -> Any:
+        logger.thread_safe_clear_keys()
+        try:
+            return handler(event, context)
+        finally:
+            try:
+                metrics.flush_metrics()
+            except SchemaValidationError:
+                # Another function of this process (local runtime only) flushed our metrics first.
+                pass
+
+    return logger.inject_lambda_context(tracer.capture_lambda_handler(invocation))
 
 
 def timeline(event: str, message: str, **fields: object) -> None:

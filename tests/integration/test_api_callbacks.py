@@ -1,6 +1,5 @@
 """POST /api/tools/response(s) through the callback handler on moto: every status, and the races."""
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest

@@ -35,7 +35,7 @@ def session(agent, sid):
 
 
 def test_dispatch_posts_the_task_with_a_reply_route_and_writes_no_result(agent, peer):
-    sid = think(agent, "@worker count the moons")
+    think(agent, "@worker count the moons")
     resp = agent.run_queue("dispatch")
     assert resp == {"batchItemFailures": []}
     [req] = peer.requests

@@ -101,14 +101,12 @@ def http_handler(*routers: Router):
     """A Lambda entry point serving these routers, with logging, tracing and metrics."""
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from flightdeck.observability import metrics, tracer
+    from flightdeck.observability import lambda_entry
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
     app = build_resolver(*routers)
 
-    @logger.inject_lambda_context(clear_state=True)
-    @tracer.capture_lambda_handler
-    @metrics.log_metrics
+    @lambda_entry
     def handler(event: dict, context: LambdaContext) -> dict:
         return _too_large(event) or app.resolve(event, context)
 

@@ -9,7 +9,7 @@ from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
 from flightdeck.domain.tokens import CallbackClaims, TokenError, verify
-from flightdeck.observability import count, logger, timeline
+from flightdeck.observability import bind, count, logger, timeline
 
 
 class CallbackStatus(str, enum.Enum):
@@ -44,7 +44,7 @@ def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome
         count("CallbacksRefused")
         return CallbackOutcome(CallbackStatus.UNAUTHORIZED)
     ids = {"session_id": claims.session_id, "tool_use_id": claims.tool_use_id, "turn": claims.turn}
-    logger.append_keys(**ids)
+    bind(**ids)
     if len(result_text.encode("utf-8")) > s.max_result_bytes:
         logger.warning("callback refused: result too large", extra=ids)
         count("CallbacksRefused")

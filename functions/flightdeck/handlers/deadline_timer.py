@@ -1,10 +1,13 @@
-"""Lambda: the timers queue: a turn's deadline has come (or the timer chains on)."""
+"""Lambda: the timers queue: a turn's deadline has come (or the timer chains on), or an A2A poll."""
+
+import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from flightdeck.domain.a2a_client import POLL_KIND, PollMessage, poll_remote_task
 from flightdeck.domain.deadlines import TimerMessage, fire_timer
 from flightdeck.handlers._sqs import process_batch
-from flightdeck.observability import logger, metrics, tracer
+from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
@@ -12,13 +15,16 @@ get_settings()
 
 
 def _record(record: SQSRecord) -> str:
-    timer = TimerMessage.model_validate_json(record.body)
-    logger.append_keys(session_id=timer.session_id, turn=timer.turn)
+    body = json.loads(record.body)
+    if body.get("kind") == POLL_KIND:  # an A2A peer that does not push: poll its task
+        poll = PollMessage.model_validate(body)
+        bind(session_id=poll.session_id, turn=poll.turn, tool_use_id=poll.tool_use_id)
+        return poll_remote_task(deps(), poll)
+    timer = TimerMessage.model_validate(body)
+    bind(session_id=timer.session_id, turn=timer.turn)
     return fire_timer(deps(), timer)
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict, context) -> dict:
     return process_batch(event, context, _record)

@@ -4,7 +4,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.dispatch import DispatchMessage, DispatchStatus, dispatch_delegation
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
-from flightdeck.observability import logger, metrics, tracer
+from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
@@ -13,7 +13,7 @@ get_settings()
 
 def _record(record: SQSRecord) -> str:
     message = DispatchMessage.model_validate_json(record.body)
-    logger.append_keys(session_id=message.session_id, tool_use_id=message.tool_use_id)
+    bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
     d = deps()
     outcome = dispatch_delegation(d, message, attempt_of(record))
     if outcome.status is DispatchStatus.RETRY:
@@ -21,8 +21,6 @@ def _record(record: SQSRecord) -> str:
     return outcome.status.value
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict, context) -> dict:
     return process_batch(event, context, _record)

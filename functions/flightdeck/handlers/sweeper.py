@@ -1,16 +1,14 @@
 """Lambda: the EventBridge-scheduled backstop sweep over the deadline index."""
 
 from flightdeck.domain.deadlines import sweep
-from flightdeck.observability import logger, metrics, tracer
+from flightdeck.observability import lambda_entry, logger
 from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
 get_settings()
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict, context) -> dict:
     expired = sweep(deps())
     if expired:

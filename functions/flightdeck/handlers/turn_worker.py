@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.turn_loop import run_turn
 from flightdeck.handlers._sqs import process_batch
-from flightdeck.observability import logger, metrics, tracer
+from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
@@ -15,12 +15,10 @@ get_settings()
 
 def _record(record: SQSRecord) -> str:
     body = json.loads(record.body)
-    logger.append_keys(session_id=body["session_id"], turn=body["turn"])
+    bind(session_id=body["session_id"], turn=body["turn"])
     return run_turn(deps(), body["session_id"], int(body["turn"]), body.get("traceparent", ""))
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict, context) -> dict:
     return process_batch(event, context, _record, fifo=True)

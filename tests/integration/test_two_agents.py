@@ -1,0 +1,200 @@
+"""Two (and more) agents, each its own processes, handlers, tables and queues on moto, over loopback HTTP.
+
+The whole pipeline of DESIGN §1: chat -> think -> dispatch -> the peer thinks -> delivery ->
+callback -> aggregation -> next think, plus timeouts, dispatch failures and a callback
+endpoint that is down for a while.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+
+from flightdeck.local.stack import LocalStack
+from tests.support.proxy import FlakyProxy
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_MS = 4000
+CONFIG = f"""
+[defaults]
+TOOL_AGG_PUNCTUATE_INTERVAL_MS = 1000
+REPLY_RETRY_MAX_MS = 60000
+
+[agents.orchestrator]
+allow = ["worker", "sleeper"]
+allowed_hosts = {{ ghost = "http://127.0.0.1:9" }}
+callback_secret = "test-only-orchestrator-secret-0123456789abcdef"
+env = {{ ASYNC_TOOL_TIMEOUT_MS = "{TIMEOUT_MS}", DISPATCH_MAX_ATTEMPTS = "2" }}
+[[agents.orchestrator.delegates]]
+agent = "worker"
+[[agents.orchestrator.delegates]]
+agent = "sleeper"
+[[agents.orchestrator.delegates]]
+agent = "ghost"
+
+[agents.worker]
+allow = ["orchestrator"]
+callback_secret = "test-only-worker-secret-0123456789abcdef01234"
+
+[agents.sleeper]
+allow = ["orchestrator"]
+callback_secret = "test-only-sleeper-secret-0123456789abcdef0123"
+[agents.sleeper.model]
+think_delay_ms = {TIMEOUT_MS + 3000}
+"""
+
+
+class Records:
+    def __init__(self):
+        self.items: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, agent, record):
+        with self.lock:
+            self.items.append((agent, record))
+
+    def find(self, agent=None, **match):
+        with self.lock:
+            return [r for a, r in self.items if (agent is None or a == agent)
+                    and all(r.get(k) == v for k, v in match.items())]
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    p = FlakyProxy()
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, proxy):
+    path = Path(tmp_path_factory.mktemp("two-agents")) / "agents.toml"
+    path.write_text(CONFIG)
+    records = Records()
+    # Every agent reaches the orchestrator through the proxy, so a test can take it "down".
+    # INFO: the tests read the agents' timeline lines (tests/conftest.py quiets logs to WARNING).
+    local = LocalStack(path, url_overrides={"orchestrator": proxy.url}, relay=None,
+                       extra_env={"POWERTOOLS_LOG_LEVEL": "INFO"})
+    local.add_listener(records)
+    with local:
+        proxy.target = local.urls["orchestrator"]
+        local.records = records
+        yield local
+
+
+def chat(stack, content, agent="orchestrator"):
+    resp = requests.post(f"{stack.urls[agent]}/api/chat", json={"content": content}, timeout=10)
+    assert resp.status_code == 202, resp.text
+    return resp.json()["session_id"]
+
+
+def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", timeout=10).json()
+        if session["status"] == "idle":
+            return session
+        time.sleep(0.1)
+    raise AssertionError(f"session {sid} not idle after {timeout_s}s: {session}")
+
+
+def tool_results(session):
+    return [b["toolResult"] for m in session["messages"] for b in m["content"] if "toolResult" in b]
+
+
+def final_text(session):
+    return session["messages"][-1]["content"][0]["text"]
+
+
+def table_item(stack, agent, pk, sk):
+    ddb = boto3.client("dynamodb", endpoint_url=stack.moto_endpoint, region_name="us-east-1",
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    item = ddb.get_item(TableName=f"{agent}-state", Key={"pk": {"S": pk}, "sk": {"S": sk}})["Item"]
+    return {k: list(v.values())[0] for k, v in item.items()}
+
+
+def test_delegation_round_trip(stack):
+    sid = chat(stack, "@worker summarise the launch plan")
+    session = wait_idle(stack, sid)
+    [result] = tool_results(session)
+    assert result["status"] == "success"
+    assert "summarise the launch plan" in result["content"][0]["text"]
+    assert result["content"][0]["text"].startswith("[worker]")
+    assert result["content"][0]["text"] in final_text(session)  # quoted verbatim in the final answer
+
+
+def test_one_trace_follows_the_delegation_across_both_agents(stack):
+    sid = chat(stack, "@worker trace me")
+    wait_idle(stack, sid)
+    [dispatched] = stack.records.find("orchestrator", timeline="dispatched", session_id=sid)
+    trace_id = dispatched["traceparent"].split("-")[1]
+    worker_lines = [r for r in stack.records.find("worker") if r.get("trace_id") == trace_id]
+    assert {r.get("timeline") for r in worker_lines} >= {"chat_received", "answer_ready"}
+    assert stack.records.find("orchestrator", timeline="callback_accepted", session_id=sid, trace_id=trace_id)
+
+
+def test_two_mentions_are_two_parallel_delegations_in_one_turn(stack):
+    sid = chat(stack, "@worker first task @worker second task")
+    session = wait_idle(stack, sid)
+    uses = [b for b in session["messages"][1]["content"] if "toolUse" in b]
+    assert len(uses) == 2
+    results = tool_results(session)
+    assert len(results) == 2 and all(r["status"] == "success" for r in results)
+    assert len(session["messages"]) == 4  # task, two tool uses, two results, one answer
+    assert "2 of 2 delegations answered" in final_text(session)
+
+
+def test_a_worker_that_never_answers_times_out_on_time_and_its_late_answer_is_refused(stack):
+    sid = chat(stack, "@sleeper ponder the universe")
+    session = wait_idle(stack, sid, timeout_s=TIMEOUT_MS / 1000 + 10)
+    [result] = tool_results(session)
+    assert json.loads(result["content"][0]["text"]) == {"status": "error", "reason": "timeout"}
+    agg = table_item(stack, "orchestrator", f"S#{sid}", "TURN#000001")
+    tool_use_id = session["messages"][1]["content"][-1]["toolUse"]["toolUseId"]
+    res = table_item(stack, "orchestrator", f"S#{sid}", f"RESULT#000001#{tool_use_id}")
+    lateness_ms = int(res["recorded_at"]) - int(agg["deadline_ms"])
+    assert 0 <= lateness_ms <= 2000, lateness_ms
+    assert "timeout" in final_text(session)
+    # The sleeper answers eventually: the orchestrator refuses it (410) and changes nothing.
+    deadline = time.monotonic() + 15
+    while not stack.records.find("orchestrator", timeline="callback_late", session_id=sid):
+        assert time.monotonic() < deadline, "the sleeper's late answer never arrived"
+        time.sleep(0.2)
+    assert tool_results(wait_idle(stack, sid)) == [result]
+
+
+def test_an_unreachable_worker_is_dispatch_failed_without_waiting_for_the_timeout(stack):
+    started = time.monotonic()
+    sid = chat(stack, "@ghost are you there")
+    session = wait_idle(stack, sid)
+    elapsed = time.monotonic() - started
+    [result] = tool_results(session)
+    detail = json.loads(result["content"][0]["text"])
+    assert detail["reason"] == "dispatch_failed" and "unreachable" in detail["detail"]
+    assert elapsed < TIMEOUT_MS / 1000 + 1.5 and not stack.records.find("orchestrator", timeline="timeout_synthesized",
+                                                                        session_id=sid)
+
+
+def test_callback_endpoint_down_for_a_while_then_back_delivers_once(stack, proxy):
+    proxy.down = True
+    try:
+        sid = chat(stack, "@worker deliver me eventually")
+        deadline = time.monotonic() + 15
+        while not any(p.startswith("/api/tools/response") for p in proxy.refused):
+            assert time.monotonic() < deadline, "no delivery attempt reached the proxy"
+            time.sleep(0.1)
+        time.sleep(1.0)
+    finally:
+        proxy.down = False
+    session = wait_idle(stack, sid, timeout_s=45)
+    [result] = tool_results(session)
+    assert result["status"] == "success" and "deliver me eventually" in result["content"][0]["text"]
+    assert len(stack.records.find("orchestrator", timeline="callback_accepted", session_id=sid)) == 1
+    assert not stack.records.find("orchestrator", timeline="callback_duplicate", session_id=sid)
