@@ -13,7 +13,7 @@ from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session
 from flightdeck.domain.records import SessionBusyError, SessionNotFoundError
-from flightdeck.observability import logger, trace_id_of, valid_traceparent
+from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
 router = Router()
@@ -34,7 +34,7 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
     reply = ReplyRequest(request.reply.callbackService, request.reply.bearerToken) if request.reply else None
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
     if traceparent:
-        logger.append_keys(trace_id=trace_id_of(traceparent))
+        bind(trace_id=trace_id_of(traceparent))
     try:
         accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent)
     except UnknownServiceError as exc:
