@@ -41,15 +41,19 @@ ACCESS: dict[str, Access] = {
     # when the last one completes the turn, the turn worker itself enqueues the next think on turns.
     "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True),
     # Mints the token (secret) and POSTs the task to the peer; a failed dispatch resumes the turn.
-    "dispatch_worker": Access(table=True, send=("turns",), secret=True),
+    # An A2A peer that does not push is polled through the timers queue (kind "a2a_poll").
+    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
     "delivery_worker": Access(send_to_dlq=("delivery",)),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
+    # Also polls A2A peers that do not push (tasks/get over HTTP, the next poll on timers).
     "deadline_timer": Access(table=True, send=("timers", "turns")),
     # EventBridge backstop over the deadline index.
     "sweeper": Access(table=True, send=("turns",)),
-    # The A2A JSON-RPC endpoint (POST /a2a), once topology routes it to a handler of this name.
-    "a2a": Access(table=True, send=("turns",)),
+    # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (turns queue); a task that ends
+    # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
+    # push notifications to us (token check) are served by the callback function.
+    "a2a": Access(table=True, send=("turns", "delivery")),
 }
 
 # Cross-region inference profile ids start with a geography ("us.anthropic.claude-...").
