@@ -103,3 +103,23 @@ def test_a_bad_config_file_is_a_usage_error(tmp_path, capsys):
     assert cli.main(["local", "up", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("flightdeck: invalid deployment file:") and "Traceback" not in err
+
+
+def _session(*results):
+    return {"status": "idle", "messages": [{"role": "user", "content": [
+        {"toolResult": {"toolUseId": f"t{i}", "status": st, "content": [{"text": text}]}} for i, (st, text) in enumerate(results)]}]}
+
+
+def test_demo_outcome_fails_when_a_delegation_failed():
+    import pytest
+
+    from flightdeck.local.demo import DemoError, check_outcome
+
+    check_outcome("parallel", _session(("success", "a"), ("success", "b")))
+    with pytest.raises(DemoError, match="a delegation failed"):
+        check_outcome("parallel", _session(("success", "a"), ("error", '{"status": "error", "reason": "timeout"}')))
+    with pytest.raises(DemoError):
+        check_outcome("delegate", {"status": "idle", "messages": []})
+    check_outcome("timeout", _session(("error", '{"status": "error", "reason": "timeout"}')))
+    with pytest.raises(DemoError, match="timeout"):
+        check_outcome("timeout", _session(("success", "a")))

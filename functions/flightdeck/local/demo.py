@@ -207,7 +207,25 @@ def send_task(base_url: str, content: str) -> str:
     return str(body["session_id"])
 
 
-def wait_for_answer(base_url: str, session_id: str, bound_s: float) -> str:
+def tool_results(session: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b["toolResult"] for m in session.get("messages", []) for b in m.get("content", [])
+            if isinstance(b, dict) and "toolResult" in b]
+
+
+def check_outcome(scenario: str, session: dict[str, Any]) -> None:
+    """The demo succeeds only if the delegation did what its scenario shows."""
+    results = tool_results(session)
+    if not results:
+        raise DemoError("the final answer came without any delegated result")
+    texts = [" ".join(c.get("text", "") for c in r.get("content", [])) for r in results]
+    if scenario == "timeout":
+        if not any('"timeout"' in t for t in texts):
+            raise DemoError(f"expected a synthesized timeout result, got: {texts}")
+    elif any(r.get("status") != "success" for r in results):
+        raise DemoError(f"a delegation failed: {texts}")
+
+
+def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: str = "") -> str:
     deadline = time.monotonic() + bound_s
     last: Any = None
     while time.monotonic() < deadline:
@@ -215,6 +233,8 @@ def wait_for_answer(base_url: str, session_id: str, bound_s: float) -> str:
         if status == 200:
             answer = final_answer(last)
             if answer is not None:
+                if scenario:
+                    check_outcome(scenario, last)
                 return answer
         time.sleep(POLL_INTERVAL_S)
     state = last.get("status") if isinstance(last, dict) else last
@@ -248,7 +268,7 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             timeline.start()
             base_url = stack.urls[chosen.delegator]
             session_id = send_task(base_url, chosen.task)
-            answer = wait_for_answer(base_url, session_id, answer_bound_s)
+            answer = wait_for_answer(base_url, session_id, answer_bound_s, scenario)
             if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()
