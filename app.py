@@ -5,7 +5,7 @@
     npx aws-cdk deploy --all                       # the same through the CDK CLI (cdk.json runs this file)
     npx aws-cdk deploy -c config=my.toml -c agents=worker
 
-Needs no Docker and no AWS credentials to synthesize; see README.md ("Deploy to AWS").
+Needs no Docker and no AWS credentials to synthesize; see the README, Deploy to AWS.
 """
 
 import os

@@ -31,7 +31,7 @@ class CallbackSecret(Construct):
             Acknowledgment(
                 id="AwsSolutions-SMG4",
                 reason=(
-                    "No rotation Lambda: rotating is one put-secret-value (README.md ("Deploy to AWS")), and the functions "
+                    "No rotation Lambda: rotating is one put-secret-value (the README, Deploy to AWS), and the functions "
                     "accept tokens signed with AWSCURRENT or AWSPREVIOUS, so delegations in flight survive it. "
                     "A scheduled rotation would add a function and permissions for a key that signs only "
                     "short-lived tokens (exp bounded by ASYNC_TOOL_TIMEOUT_MS) and is never shown to anyone."

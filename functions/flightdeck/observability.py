@@ -27,9 +27,13 @@ def bind(**keys: object) -> None:
     """Add keys (session_id, tool_use_id, trace_id...) to every later log line of this invocation.
 
     Thread-local: the local runtime runs several functions of one agent in one
-    process, and one function's keys must not leak into another's lines.
+    process, and one function's keys must not leak into another's lines. A key
+    given None is removed (e.g. the next item of a batch has no trace).
     """
     logger.thread_safe_append_keys(**{k: v for k, v in keys.items() if v is not None})
+    gone = [k for k, v in keys.items() if v is None]
+    if gone:
+        logger.thread_safe_remove_keys(gone)
 
 
 def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:

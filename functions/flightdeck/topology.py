@@ -73,6 +73,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/tools/response", "callback"),
     Route("POST", "/api/tools/responses", "callback"),
     Route("GET", "/.well-known/agent-card.json", "agent_card"),
+    # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
+    # (served with the callbacks: same token check, same permissions).
+    Route("POST", "/a2a", "a2a"),
+    Route("POST", "/api/a2a/push", "callback"),
 )
 
 # The EventBridge-scheduled backstop sweep.

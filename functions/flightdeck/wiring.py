@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 
+from flightdeck.adapters.a2a_http import A2AHttp
+from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.secrets import signing_keys
 from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
 from flightdeck.settings import get_settings
 
@@ -22,9 +25,10 @@ def deps() -> Deps:
 
         return build_model(settings.agent)
 
+    store = StateStore(settings.state_table)
     return Deps(
         settings=settings,
-        store=StateStore(settings.state_table),
+        store=store,
         queues=Queues(
             turns_url=settings.turns_queue_url,
             dispatch_url=settings.dispatch_queue_url,
@@ -35,6 +39,8 @@ def deps() -> Deps:
         peers=Peers(timeout_s=settings.peer_timeout_ms / 1000),
         keys=lambda: signing_keys(settings),
         model=model,
+        # A2A (flightdeck.domain.a2a): task records in the same table, agent cards over HTTP.
+        a2a=A2APorts(store=A2AStore(store), http=A2AHttp(timeout_s=settings.peer_timeout_ms / 1000)),
     )
 
 

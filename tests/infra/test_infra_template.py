@@ -256,10 +256,13 @@ EXPECTED_REACH = {
     # + turns, beyond the list: local tools complete a turn inside the turn worker
     # (domain.turn_loop -> aggregation.record_and_advance -> queues.send_turn).
     "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"}),
-    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, send={"turns"}),
+    # + timers: an A2A peer that does not push is polled on the timers queue.
+    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, send={"turns", "timers"}),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}),
     "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}),
     "sweeper": dict(table=True, send={"turns"}),
+    # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
+    "a2a": dict(table=True, send={"turns", "delivery"}),
 }
 
 
@@ -360,12 +363,15 @@ def test_request_validation(orchestrator_tpl) -> None:
     methods = [m["Properties"] for m in resources(orchestrator_tpl, "AWS::ApiGateway::Method").values()]
     for p in methods:
         assert p["RequestValidatorId"] == {"Ref": validator_id}
-        if p["HttpMethod"] == "POST":
+        if p["HttpMethod"] == "POST" and p.get("OperationName") != "a2a_POST_a2a":
             # JSON syntax only: any JSON value passes, the functions check the shape (422)
             (model,) = referenced_ids(p["RequestModels"]["application/json"])
             schema = models[model]["Properties"]["Schema"]
             assert set(schema["type"]) == {"object", "array", "string", "number", "boolean", "null"}
     assert any(p.get("RequestParameters") == {"method.request.path.session_id": True} for p in methods)
+    # JSON-RPC answers malformed JSON itself (-32700 with HTTP 200): no gateway body check on POST /a2a.
+    (a2a,) = [p for p in methods if p.get("OperationName") == "a2a_POST_a2a"]
+    assert "RequestModels" not in a2a
 
 
 def test_gateway_errors_use_the_functions_error_shape(orchestrator_tpl) -> None:

@@ -95,6 +95,6 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     assert card["name"] == "orchestrator"
     assert card["preferredTransport"] == "JSONRPC"
     assert card["url"] == "https://abc123.execute-api.us-east-1.amazonaws.com/prod/a2a"
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False, "stateTransitionHistory": False}
+    assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
     assert card["defaultInputModes"] == ["text/plain"] and card["skills"]
     assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"

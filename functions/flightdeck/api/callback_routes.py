@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
-from flightdeck.observability import logger, trace_id_of, valid_traceparent
+from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
 router = Router()
@@ -45,7 +45,7 @@ def _bearer_token() -> str:
 def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
     if traceparent:
-        logger.append_keys(trace_id=trace_id_of(traceparent))
+        bind(trace_id=trace_id_of(traceparent))
     outcome = accept_callback(deps(), _bearer_token(), body.result)
     return _single_response(outcome)
 
@@ -75,6 +75,8 @@ def post_tool_responses(body: BatchRequest) -> BatchResponse:
             results.append(BatchItemResult(index=index, status="invalid", http_status=422,
                                            message=f"{'.'.join(map(str, first['loc'])) or 'item'}: {first['msg']}"))
             continue
+        traceparent = valid_traceparent(item.traceparent)
+        bind(trace_id=trace_id_of(traceparent) if traceparent else None)
         outcome = accept_callback(deps(), item.token, item.result)
         status, message = _HTTP[outcome.status]
         results.append(BatchItemResult(index=index, status=outcome.status.value, http_status=status, message=message))

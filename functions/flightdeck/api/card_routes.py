@@ -42,8 +42,9 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
         "url": f"{base_url}/a2a",
         "preferredTransport": "JSONRPC",
         "version": settings.agent_version or __version__,
-        # Only what is implemented: no streaming, no A2A push notifications yet.
-        "capabilities": {"streaming": False, "pushNotifications": False, "stateTransitionHistory": False},
+        # Only what is implemented (flightdeck.domain.a2a): push notifications yes; no SSE streaming
+        # (a Python Lambda behind API Gateway REST cannot stream), no state-transition history.
+        "capabilities": {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": skills,

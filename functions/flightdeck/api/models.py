@@ -47,6 +47,8 @@ class BatchItem(BaseModel):
 
     token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     result: str
+    # W3C trace context of this item's delegation (a header cannot carry one per item).
+    traceparent: str = Field("", max_length=128)
 
 
 class BatchRequest(BaseModel):

@@ -13,10 +13,11 @@ from flightdeck import __version__
 
 
 def document() -> dict[str, Any]:
-    from flightdeck.api import callback_routes, card_routes, chat_routes
+    from flightdeck.api import a2a_routes, callback_routes, card_routes, chat_routes
     from flightdeck.api.resolver import build_resolver
 
-    app = build_resolver(chat_routes.router, callback_routes.router, card_routes.router)
+    app = build_resolver(chat_routes.router, callback_routes.router, card_routes.router, a2a_routes.router,
+                         a2a_routes.push_router)
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",
         version=__version__,

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from botocore.exceptions import BotoCoreError, ClientError
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -87,6 +88,14 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
                                   f"{app.current_event.http_method} is not allowed on {path}",
                                   headers={"Allow": ", ".join(allowed)})
         return error_response(404, "not_found", f"no route for {path}")
+
+    @app.exception_handler([BotoCoreError, ClientError])
+    def _aws_unavailable(exc: Exception) -> Response:
+        # DynamoDB or SQS failed or throttled beyond the SDK's own retries: nothing
+        # half-done is lost (every write is conditional), so the caller should retry.
+        logger.exception("AWS dependency failed")
+        return error_response(503, "service_unavailable", "a dependency is unavailable; retry later",
+                              headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ModelConfig(BaseModel):
@@ -35,7 +35,16 @@ class DelegateTool(BaseModel):
     service: str = ""
     # Our own name in the peer's ALLOWED_HOST_MAPPING: where it sends the answer.
     callback_service: str = ""
-    protocol: Literal["flightdeck"] = "flightdeck"
+    # "a2a": any A2A v0.3 agent, found by its agent card (flightdeck.domain.a2a_client).
+    protocol: Literal["flightdeck", "a2a"] = "flightdeck"
+    # protocol "a2a": the peer's agent card URL; it must lie under an ALLOWED_HOST_MAPPING base URL.
+    card_url: str = Field("", max_length=2048)
+
+    @model_validator(mode="after")
+    def _a2a_needs_a_card(self) -> "DelegateTool":
+        if self.protocol == "a2a" and not self.card_url.startswith(("http://", "https://")):
+            raise ValueError(f"delegate {self.agent!r}: protocol 'a2a' needs an http(s) card_url")
+        return self
 
     @property
     def name(self) -> str:

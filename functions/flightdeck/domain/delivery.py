@@ -109,7 +109,8 @@ def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
 
 
 def _deliver_batch(deps: Deps, base: str, group: list[Pending]) -> dict[str, DeliveryOutcome]:
-    body = {"items": [{"token": i.message.bearer_token, "result": i.message.result} for i in group]}
+    body = {"items": [{"token": i.message.bearer_token, "result": i.message.result,
+                       **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
     if answer.status in (404, 405):
         # A peer without the batch endpoint: one request each.

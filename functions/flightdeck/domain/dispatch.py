@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.ports import Deps
@@ -67,22 +68,25 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
     now = store.now_ms()
     if now >= msg.deadline_ms:
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
+    agg = store.get_turn(msg.session_id, msg.turn)
+    if agg is not None and agg.status == "complete":
+        # Every id already has a result (timeout, cancel): the peer would work for nothing.
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
     if not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id, s.session_retention_ms):
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
     delegate = s.agent.delegate_for_tool(msg.tool_name)
     if delegate is None:
         return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
+    if delegate.protocol == "a2a":
+        # An A2A v0.3 peer: JSON-RPC message/send, answered by push notification or polled.
+        from flightdeck.domain.a2a_client import dispatch_a2a
+
+        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate, now), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError:
         return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
-    claims = CallbackClaims(
-        session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
-        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name, iat=now // 1000,
-        # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
-        exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,
-    )
-    token = mint(claims, deps.keys()[0])
+    token = callback_token(deps, msg, delegate, now)
     body = {
         "session_id": peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
         "content": msg.task,
@@ -105,6 +109,18 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
     if isinstance(answer.body, dict) and isinstance(answer.body.get("error"), dict):
         detail += f": {answer.body['error'].get('message', '')}"[:300]
     return _fail(deps, msg, detail)
+
+
+def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, now: int) -> str:
+    """The HMAC token the peer's answer must carry (callback bearer token, or A2A notification token)."""
+    s = deps.settings
+    claims = CallbackClaims(
+        session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
+        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name, iat=now // 1000,
+        # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
+        exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,
+    )
+    return mint(claims, deps.keys()[0])
 
 
 def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:

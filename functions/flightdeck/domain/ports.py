@@ -17,6 +17,7 @@ from flightdeck.domain.records import (
 from flightdeck.domain.tokens import SigningKey
 
 if TYPE_CHECKING:
+    from flightdeck.domain.a2a_ports import A2APorts
     from flightdeck.settings import Settings
 
 
@@ -74,3 +75,5 @@ class Deps:
     peers: PeerPort
     keys: Callable[[], list[SigningKey]]
     model: Callable[[], Model]
+    # A2A v0.3 task records and card fetching (flightdeck.domain.a2a); None: A2A hooks do nothing.
+    a2a: "A2APorts | None" = None

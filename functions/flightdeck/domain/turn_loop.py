@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from flightdeck.domain import a2a as a2a_tasks
 from flightdeck.domain import local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.model import ModelReply, ToolSpec, delegate_tool_spec
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ResultSource, ToolResult, error_result
-from flightdeck.observability import child_traceparent, count, logger, timeline, trace_id_of
+from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
 MAX_TOOLS_PER_TURN = 50  # one TransactWriteItems (100 items) must hold a turn's timeouts
 
@@ -26,7 +27,7 @@ def tool_specs(deps: Deps) -> list[ToolSpec]:
 
 
 def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> str:
-    """Returns what happened, for logs and tests: skipped | tool_use | end_turn."""
+    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled."""
     store, s = deps.store, deps.settings
     session = store.get_session(session_id)
     if session is None or session.turn != turn:
@@ -35,10 +36,12 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> s
     # Later turns carry no header: the session keeps the trace it was started in.
     traceparent = traceparent or session.parent.get("traceparent", "")
     if traceparent:
-        logger.append_keys(trace_id=trace_id_of(traceparent))
+        bind(trace_id=trace_id_of(traceparent))
     iteration = store.get_iteration(session_id, turn)
     if iteration is not None and iteration.effects_done:
         return "skipped"
+    if a2a_tasks.stop_if_canceled(deps, session_id, turn):  # its A2A task was canceled: think no more
+        return "canceled"
     if iteration is None:
         messages = _with_previous_results(deps, session_id, session.messages, turn)
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
@@ -47,7 +50,9 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> s
         iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
     reply = ModelReply.model_validate(iteration.reply)
     store.append_message(session_id, reply.message, turn, s.session_retention_ms)
-    if reply.stop_reason == "tool_use" and reply.tool_uses:
+    if reply.stop_reason == "tool_use" and reply.tool_uses and a2a_tasks.stop_if_canceled(deps, session_id, turn):
+        outcome = "canceled"  # canceled while the model thought: its tool calls are not started
+    elif reply.stop_reason == "tool_use" and reply.tool_uses:
         _start_tools(deps, session_id, turn, reply.tool_uses, traceparent)
         outcome = "tool_use"
     else:
@@ -123,3 +128,4 @@ def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: 
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     store.finish_session_turn(session_id, turn)
+    a2a_tasks.on_end_turn(deps, session_id, turn, answer)  # the session's A2A task (if any) completes

@@ -1,0 +1,322 @@
+"""DynamoDB adapter for A2A: tasks, push-notification configs, peer tasks (A side).
+
+Same table as flightdeck.adapters.dynamo_state, same partition as the session
+(pk "S#<session_id>"), new sort-key prefixes:
+
+  A2A#TASK#<key>                       one A2A task (task id "<session_id>~<key>")
+  A2A#CURRENT                          the session's latest A2A task: key, start turn, open?
+  A2A#PUSH#<key>#<config_id>           a push-notification config of a task
+  A2A#REMOTE#<turn>#<tool_use_id>      a task this agent gave to an A2A peer
+
+Invariants are conditions, as in the rest of the table: a context holds one open
+A2A task (the CURRENT put), a task leaves submitted/working exactly once (the
+winner alone sends its push notifications).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from flightdeck import topology
+from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
+META = "META"
+CURRENT = "A2A#CURRENT"
+OPEN_STATES = ("submitted", "working")
+
+
+def _pk(session_id: str) -> str:
+    return f"S#{session_id}"
+
+
+def _task_sk(key: str) -> str:
+    return f"A2A#TASK#{key}"
+
+
+def _push_prefix(key: str) -> str:
+    return f"A2A#PUSH#{key}#"
+
+
+def _remote_sk(turn: int, tool_use_id: str) -> str:
+    return f"A2A#REMOTE#{turn:06d}#{tool_use_id}"
+
+
+def _item(**attrs: Any) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in attrs.items() if v is not None}
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _de.deserialize(v) for k, v in item.items()}
+
+
+def _vals(**values: Any) -> dict[str, Any]:
+    return {f":{k}": _ser.serialize(v) for k, v in values.items()}
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class A2AStore:
+    """A2A records in the agent's table. Shares the StateStore's client, table and clock."""
+
+    def __init__(self, state: Any):
+        self._state = state
+
+    @property
+    def client(self) -> Any:
+        return self._state.client
+
+    @property
+    def table(self) -> str:
+        return self._state.table
+
+    def now_ms(self) -> int:
+        return self._state.now_ms()
+
+    def _expiry(self, ttl_ms: int) -> int:
+        return (self.now_ms() + ttl_ms) // 1000
+
+    def _alive(self, item: dict[str, Any]) -> bool:
+        exp = item.get(TTL)
+        return exp is None or int(exp) > self.now_ms() // 1000
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.table, Key=_item(**{PK: pk, SK: sk}), ConsistentRead=True)
+        item = resp.get("Item")
+        if not item:
+            return None
+        plain = _plain(item)
+        return plain if self._alive(plain) else None
+
+    def _query_prefix(self, pk: str, prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+            "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
+            "ExpressionAttributeValues": _vals(pk=pk, prefix=prefix),
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = self.client.query(**kwargs)
+            items.extend(p for p in map(_plain, resp.get("Items", [])) if self._alive(p))
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def _transact(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """None on success, else the cancellation reasons (conflicts are retried here)."""
+        for attempt in range(8):
+            try:
+                self.client.transact_write_items(TransactItems=ops)
+                return None
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                reasons = exc.response.get("CancellationReasons") or []
+                codes = {r.get("Code") for r in reasons}
+                if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
+                    return reasons or [{"Code": "ConditionalCheckFailed"}]
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        raise RuntimeError("transaction kept conflicting")
+
+    # --- tasks (server side) -------------------------------------------------------------
+    def create_task(self, task: TaskRecord, push: dict[str, Any] | None, retention_ms: int) -> bool:
+        """Store a submitted task as its context's open task; False if the context is busy."""
+        pk = _pk(task.session_id)
+        now_s = self.now_ms() // 1000
+        expires = self._expiry(retention_ms)
+        ops: list[dict[str, Any]] = [
+            {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: META}),
+                    "ConditionExpression": "attribute_not_exists(#pk) OR #status = :idle OR #ttl < :nows",
+                    "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL},
+                    "ExpressionAttributeValues": _vals(idle="idle", nows=now_s),
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _item(**{PK: pk, SK: _task_sk(task.key), "state": task.state,
+                                     "start_turn": task.start_turn, "user_message": json.dumps(task.user_message),
+                                     "created_ms": task.created_ms, "updated_ms": task.updated_ms,
+                                     "end_turn": 0, "answer": "", "status_text": "", "notified": False,
+                                     TTL: expires}),
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": PK},
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _item(**{PK: pk, SK: CURRENT, "key": task.key, "start_turn": task.start_turn,
+                                     "open": True, "state": task.state, "closed_turn": 0, TTL: expires}),
+                    "ConditionExpression": "attribute_not_exists(#pk) OR #open = :f OR #ttl < :nows",
+                    "ExpressionAttributeNames": {"#pk": PK, "#open": "open", "#ttl": TTL},
+                    "ExpressionAttributeValues": _vals(f=False, nows=now_s),
+                }
+            },
+        ]
+        if push is not None:
+            ops.append({"Put": {"TableName": self.table, "Item": self._push_item(pk, task.key, push, expires)}})
+        return self._transact(ops) is None
+
+    def start_task(self, session_id: str, key: str, start_turn: int) -> bool:
+        """submitted -> working at the turn the session gave it; False if it already finished."""
+        pk = _pk(session_id)
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "UpdateExpression": "SET #state = :working, start_turn = :turn, updated_ms = :now",
+                    "ConditionExpression": "#state = :submitted",
+                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeValues": _vals(working="working", submitted="submitted", turn=start_turn,
+                                                       now=self.now_ms()),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: CURRENT}),
+                    "UpdateExpression": "SET start_turn = :turn, #state = :working",
+                    "ConditionExpression": "#key = :key AND #open = :t",
+                    "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
+                    "ExpressionAttributeValues": _vals(turn=start_turn, key=key, t=True, working="working"),
+                }
+            },
+        ]
+        return self._transact(ops) is None
+
+    def get_task(self, session_id: str, key: str) -> TaskRecord | None:
+        item = self._get(_pk(session_id), _task_sk(key))
+        if item is None:
+            return None
+        return TaskRecord(
+            session_id=session_id, key=key, state=item["state"], start_turn=int(item["start_turn"]),
+            user_message=json.loads(item["user_message"]), created_ms=int(item["created_ms"]),
+            updated_ms=int(item["updated_ms"]), end_turn=int(item.get("end_turn", 0)),
+            answer=item.get("answer", ""), status_text=item.get("status_text", ""),
+            notified=bool(item.get("notified", False)),
+        )
+
+    def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",
+                    end_turn: int = 0) -> bool:
+        """submitted|working -> a terminal state, once; True only for the winner."""
+        pk = _pk(session_id)
+        task_op = {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
+                                    "end_turn = :end, updated_ms = :now",
+                "ConditionExpression": "#state IN (:submitted, :working)",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": _vals(state=state, answer=answer, text=status_text, end=end_turn,
+                                                   now=self.now_ms(), submitted="submitted", working="working"),
+            }
+        }
+        current_op = {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: CURRENT}),
+                "UpdateExpression": "SET #open = :f, #state = :state",
+                "ConditionExpression": "#key = :key",
+                "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
+                "ExpressionAttributeValues": _vals(f=False, state=state, key=key),
+            }
+        }
+        reasons = self._transact([task_op, current_op])
+        if reasons is None:
+            return True
+        if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            return False
+        # The context's pointer names another task (cannot happen while this one is open): the task alone.
+        return self._transact([task_op]) is None
+
+    def mark_notified(self, session_id: str, key: str) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key=_item(**{PK: _pk(session_id), SK: _task_sk(key)}),
+            UpdateExpression="SET notified = :t",
+            ExpressionAttributeValues=_vals(t=True),
+        )
+
+    def get_current(self, session_id: str) -> CurrentTask | None:
+        item = self._get(_pk(session_id), CURRENT)
+        if item is None:
+            return None
+        return CurrentTask(session_id, item["key"], int(item["start_turn"]), bool(item["open"]), item["state"],
+                           int(item.get("closed_turn", 0)))
+
+    def set_closed_turn(self, session_id: str, key: str, turn: int) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_item(**{PK: _pk(session_id), SK: CURRENT}),
+                UpdateExpression="SET closed_turn = :turn",
+                ConditionExpression="#key = :key AND (closed_turn = :zero OR closed_turn = :turn)",
+                ExpressionAttributeNames={"#key": "key"},
+                ExpressionAttributeValues=_vals(turn=turn, key=key, zero=0),
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+
+    # --- push-notification configs ---------------------------------------------------------
+    def _push_item(self, pk: str, key: str, config: dict[str, Any], expires: int) -> dict[str, Any]:
+        return _item(**{PK: pk, SK: _push_prefix(key) + config["id"], "config": json.dumps(config), TTL: expires})
+
+    def put_push(self, session_id: str, key: str, config: dict[str, Any], retention_ms: int) -> None:
+        self.client.put_item(TableName=self.table,
+                             Item=self._push_item(_pk(session_id), key, config, self._expiry(retention_ms)))
+
+    def get_push(self, session_id: str, key: str, config_id: str) -> dict[str, Any] | None:
+        item = self._get(_pk(session_id), _push_prefix(key) + config_id)
+        return json.loads(item["config"]) if item else None
+
+    def list_push(self, session_id: str, key: str) -> list[dict[str, Any]]:
+        return [json.loads(i["config"]) for i in self._query_prefix(_pk(session_id), _push_prefix(key))]
+
+    def delete_push(self, session_id: str, key: str, config_id: str) -> None:
+        self.client.delete_item(TableName=self.table,
+                                Key=_item(**{PK: _pk(session_id), SK: _push_prefix(key) + config_id}))
+
+    # --- the session's messages, with the turn each was stored at ---------------------------
+    def task_messages(self, session_id: str, start_turn: int, end_turn: int = 0) -> list[StoredMessage]:
+        out = []
+        for item in self._query_prefix(_pk(session_id), "MSG#"):
+            turn = int(item.get("turn", 0))
+            if turn >= start_turn and (not end_turn or turn <= end_turn):
+                out.append(StoredMessage(turn, json.loads(item["content"])))
+        return out
+
+    # --- tasks given to A2A peers (client side) --------------------------------------------
+    def put_remote(self, remote: RemoteTask, retention_ms: int) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item=_item(**{PK: _pk(remote.session_id), SK: _remote_sk(remote.turn, remote.tool_use_id),
+                          "agent": remote.agent, "rpc_url": remote.rpc_url, "remote_task_id": remote.remote_task_id,
+                          "mode": remote.mode, "deadline_ms": remote.deadline_ms, "extra": json.dumps(remote.extra),
+                          TTL: self._expiry(retention_ms)}),
+        )
+
+    def get_remote(self, session_id: str, turn: int, tool_use_id: str) -> RemoteTask | None:
+        item = self._get(_pk(session_id), _remote_sk(turn, tool_use_id))
+        if item is None:
+            return None
+        return RemoteTask(session_id, turn, tool_use_id, item["agent"], item["rpc_url"], item["remote_task_id"],
+                          item["mode"], int(item["deadline_ms"]), json.loads(item.get("extra", "{}")))

@@ -1,0 +1,245 @@
+"""POST /a2a: A2A v0.3 over JSON-RPC 2.0; POST /api/a2a/push: A2A peers' push notifications to us.
+
+JSON-RPC answers always go out with HTTP 200 and a JSON-RPC response object,
+errors included (never the REST error shape). The body is parsed here, not by
+the resolver's validation, so malformed JSON is -32700, not a REST 400.
+`message/stream` and `tasks/resubscribe` answer -32004: a Python Lambda behind
+API Gateway REST returns one buffered response, so there is no SSE stream to offer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Callable
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, ValidationError
+
+from flightdeck.api.models import ToolResponseStatus
+from flightdeck.api.resolver import ApiError
+from flightdeck.domain import a2a
+from flightdeck.domain.a2a_client import PushStatus, receive_push
+from flightdeck.domain.a2a_models import (
+    EXTENDED_CARD_NOT_CONFIGURED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_OPERATION,
+    A2AError,
+    DeleteTaskPushNotificationConfigParams,
+    GetTaskPushNotificationConfigParams,
+    JSONRPCRequest,
+    ListTaskPushNotificationConfigParams,
+    MessageSendParams,
+    TaskIdParams,
+    TaskPushNotificationConfig,
+    TaskQueryParams,
+)
+from flightdeck.domain.ports import Deps
+from flightdeck.observability import logger
+from flightdeck.wiring import deps
+
+router = Router()
+push_router = Router()
+
+NO_STREAMING = ("streaming is not offered: this agent runs as an AWS Lambda function behind API Gateway REST, "
+                "which returns one buffered response (no SSE); use message/send and tasks/get or push notifications")
+
+
+def _unsupported(message: str) -> Callable[..., Any]:
+    def method(deps: Deps, params: Any, remaining_ms: int | None) -> Any:
+        raise A2AError(UNSUPPORTED_OPERATION, message)
+
+    return method
+
+
+def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None) -> Any:
+    raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
+
+
+class _AnyParams(BaseModel):
+    pass
+
+
+# method -> (params model, implementation)
+METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None], Any]]] = {
+    "message/send": (MessageSendParams, a2a.send_message),
+    "message/stream": (_AnyParams, _unsupported(NO_STREAMING)),
+    "tasks/get": (TaskQueryParams, a2a.get_task),
+    "tasks/cancel": (TaskIdParams, a2a.cancel_task),
+    "tasks/resubscribe": (_AnyParams, _unsupported(NO_STREAMING)),
+    "tasks/pushNotificationConfig/set": (TaskPushNotificationConfig, a2a.set_push_config),
+    "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, a2a.get_push_config),
+    "tasks/pushNotificationConfig/list": (ListTaskPushNotificationConfigParams, a2a.list_push_configs),
+    "tasks/pushNotificationConfig/delete": (DeleteTaskPushNotificationConfigParams, a2a.delete_push_config),
+    "agent/getAuthenticatedExtendedCard": (_AnyParams, _no_extended_card),
+}
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _first_problem(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+    first = details[0] if details else {"loc": [], "msg": "invalid"}
+    return f"{'.'.join(map(str, first['loc'])) or 'params'}: {first['msg']}", details
+
+
+def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None) -> dict[str, Any]:
+    """One JSON-RPC request in, one JSON-RPC response out (as a dict)."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        return _error(None, PARSE_ERROR, f"Parse error: {exc}")
+    if isinstance(body, list):
+        return _error(None, INVALID_REQUEST, "Invalid Request: batch requests are not supported")
+    if not isinstance(body, dict):
+        return _error(None, INVALID_REQUEST, "Invalid Request: a request is a JSON object")
+    raw_id = body.get("id")
+    request_id = raw_id if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
+    try:
+        request = JSONRPCRequest.model_validate(body)
+    except ValidationError as exc:
+        message, details = _first_problem(exc)
+        return _error(request_id, INVALID_REQUEST, f"Invalid Request: {message}", details)
+    if "id" not in body:
+        return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
+                                             "not notifications)")
+    entry = METHODS.get(request.method)
+    if entry is None:
+        return _error(request.id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
+    params_model, method = entry
+    try:
+        params = params_model.model_validate(request.params or {})
+    except ValidationError as exc:
+        message, details = _first_problem(exc)
+        return _error(request.id, INVALID_PARAMS, f"Invalid params: {message}", details)
+    try:
+        result = method(d, params, remaining_ms)
+    except A2AError as exc:
+        return _error(request.id, exc.code, exc.message, exc.data)
+    except Exception:
+        logger.exception("A2A method failed", extra={"method": request.method})
+        return _error(request.id, INTERNAL_ERROR, "Internal error: the request could not be processed")
+    return {"jsonrpc": "2.0", "id": request.id, "result": result}
+
+
+# JSON-RPC 2.0 response object: exactly one of result and error.
+JSONRPC_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["jsonrpc", "id"],
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "integer", "null"]},
+        "result": {"description": "The method's result (a Task, a TaskPushNotificationConfig, a list, or null)"},
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+        },
+    },
+}
+
+
+def too_large(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A proxy response for a body over MAX_BODY_BYTES, in JSON-RPC terms; None if the size is fine."""
+    from flightdeck.settings import get_settings
+
+    body = event.get("body") or ""
+    limit = get_settings().max_body_bytes
+    if len(body) <= limit and len(body.encode("utf-8", "surrogatepass")) <= limit:
+        return None
+    payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large (over {limit} bytes)")
+    return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload),
+            "isBase64Encoded": False}
+
+
+def _raw_body() -> str:
+    event = router.current_event
+    body = event.body or ""
+    if event.is_base64_encoded:
+        body = base64.b64decode(body).decode("utf-8", "replace")
+    return body
+
+
+def _remaining_ms() -> int | None:
+    context = getattr(router, "lambda_context", None)
+    getter = getattr(context, "get_remaining_time_in_millis", None)
+    return int(getter()) if callable(getter) else None
+
+
+@router.post(
+    "/a2a",
+    summary="A2A v0.3 JSON-RPC endpoint",
+    description=(
+        "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, tasks/get, tasks/cancel, "
+        "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
+        "(no streaming). Every answer is HTTP 200 with a JSON-RPC response object, errors included."
+    ),
+    responses={200: {"description": "A JSON-RPC response: result or error",
+                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}}},
+)
+def post_a2a() -> Response[dict[str, Any]]:
+    payload = handle_rpc(deps(), _raw_body(), _remaining_ms())
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
+
+
+# --- push notifications from A2A peers (the callback function serves this route) -------------
+
+_PUSH_HTTP = {
+    PushStatus.ACCEPTED: 202,
+    PushStatus.DUPLICATE: 200,
+    PushStatus.IN_PROGRESS: 200,
+}
+_PUSH_ERRORS = {
+    PushStatus.LATE: (410, "late", "the turn is complete or unknown, or this result was not expected; do not retry"),
+    PushStatus.UNAUTHORIZED: (401, "unauthorized", "invalid or expired notification token"),
+    PushStatus.TOO_LARGE: (413, "too_large", "the answer exceeds the maximum size; recorded as an error"),
+}
+
+
+@push_router.post(
+    "/api/a2a/push",
+    summary="Push notification from an A2A peer (a task we delegated)",
+    description=(
+        "Body: the peer's A2A Task. Header X-A2A-Notification-Token: the token this agent gave with the task. "
+        "A terminal task records the delegation's result (completed: its artifact or message text; failed, "
+        "canceled, rejected, input-required: a structured error); other states are acknowledged only."
+    ),
+    status_code=202,
+    responses={
+        202: {"description": "Recorded", "content": {"application/json": {"model": ToolResponseStatus}}},
+        200: {"description": "Already recorded, or not terminal yet (nothing recorded)"},
+        400: {"description": "Body is not JSON"},
+        401: {"description": "Missing, bad, tampered or expired token"},
+        410: {"description": "Late: the turn is complete or unknown (do not retry)"},
+        413: {"description": "Answer too large (recorded as an error result)"},
+        422: {"description": "Body is not an A2A Task"},
+    },
+)
+def post_a2a_push() -> Response[dict[str, Any]]:
+    headers = push_router.current_event.headers
+    token = (headers.get("x-a2a-notification-token") or "").strip()
+    if not token:
+        raise ApiError(401, "unauthorized", "missing X-A2A-Notification-Token")
+    raw = push_router.current_event.body or ""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "malformed_json", "request body is not valid JSON") from None
+    outcome = receive_push(deps(), token, body)
+    if outcome.status is PushStatus.INVALID:
+        raise ApiError(422, "invalid_request", outcome.detail)
+    if outcome.status in _PUSH_ERRORS:
+        raise ApiError(*_PUSH_ERRORS[outcome.status])
+    status = "accepted" if outcome.status is PushStatus.ACCEPTED else outcome.status.value
+    return Response(status_code=_PUSH_HTTP[outcome.status], content_type=content_types.APPLICATION_JSON,
+                    body={"status": status, "completed_turn": outcome.completed})

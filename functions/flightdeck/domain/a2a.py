@@ -1,0 +1,462 @@
+"""This agent as an A2A v0.3 server: a task is one of our sessions' turns.
+
+* A task is the turns of one session (its context) from the turn its message
+  started until the session is idle again. `message/send` stores the task, then
+  hands the text to `domain.chat.ingest_chat`, so the same turn pipeline runs.
+* The turn loop calls `on_end_turn` when a turn ends with a final answer (the
+  task completes) and `stop_if_canceled` before it thinks (a canceled task
+  thinks no more).
+* Every terminal transition is one conditional write; its winner enqueues the
+  task's push notifications on the delivery queue (kind "a2a_push"), which the
+  delivery worker POSTs with retries, re-checking ALLOWED_HOST_MAPPING.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+from flightdeck.domain.a2a_models import (
+    CONTENT_TYPE_NOT_SUPPORTED,
+    INVALID_PARAMS,
+    TASK_NOT_CANCELABLE,
+    TASK_NOT_FOUND,
+    TERMINAL_STATES,
+    UNSUPPORTED_OPERATION,
+    A2AError,
+    DeleteTaskPushNotificationConfigParams,
+    GetTaskPushNotificationConfigParams,
+    ListTaskPushNotificationConfigParams,
+    MessageSendParams,
+    PushNotificationConfig,
+    TaskIdParams,
+    TaskPushNotificationConfig,
+    TaskQueryParams,
+    TextPart,
+    dump,
+)
+from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.chat import ingest_chat
+from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
+from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import ResultSource, SessionBusyError, error_result
+from flightdeck.observability import count, logger, timeline
+
+# `configuration.blocking`: wait at most this long, below the API function's 25 s
+# timeout and API Gateway's 29 s integration limit, then answer the task as it stands.
+BLOCKING_WAIT_MAX_S = 20.0
+# Time kept back from the function's remaining time for answering.
+BLOCKING_MARGIN_S = 3.0
+BLOCKING_POLL_FIRST_S = 0.1
+BLOCKING_POLL_MAX_S = 1.0
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+MAX_CONTENT_CHARS = 100_000
+# An SQS message holds 256 KB: a push whose task is larger goes without its history.
+MAX_PUSH_TASK_BYTES = 200_000
+PUSH_KIND = "a2a_push"
+SUPPORTED_PUSH_SCHEMES = ("bearer", "basic")
+CANCELED_TEXT = "The task was canceled by the client; no further work was done."
+_MESSAGE_NS = uuid.UUID("0b9f3f55-7a52-4d7e-9a43-1a2f4b2c7e10")
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _agent_message(task_id: str, context_id: str, text: str, salt: str) -> dict[str, Any]:
+    return {
+        "kind": "message", "role": "agent", "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{task_id}/{salt}")),
+        "parts": [{"kind": "text", "text": text}], "contextId": context_id, "taskId": task_id,
+    }
+
+
+def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
+    """The task's message, then what the agent said during its turns (tool traffic left out)."""
+    history = [rec.user_message]
+    stored = ports(deps).store.task_messages(rec.session_id, rec.start_turn, rec.end_turn)
+    skipped_own = False
+    for index, item in enumerate(stored):
+        role = item.message.get("role")
+        texts = [b["text"] for b in item.message.get("content", []) if isinstance(b.get("text"), str)]
+        if role == "user":
+            if not skipped_own and item.turn == rec.start_turn and texts:
+                skipped_own = True  # the session's copy of the task's own message
+            continue
+        if role == "assistant" and any(t.strip() for t in texts):
+            history.append(_agent_message(rec.task_id, rec.session_id, "".join(texts), f"h{item.turn}-{index}"))
+    return history
+
+
+def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+    """The A2A Task object. history_length: None for all of it, n for the last n messages."""
+    status: dict[str, Any] = {"state": rec.state, "timestamp": _iso(rec.updated_ms)}
+    task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status}
+    if rec.state == "completed":
+        status["message"] = _agent_message(rec.task_id, rec.session_id, rec.answer, "answer")
+        task["artifacts"] = [{"artifactId": f"{rec.key}-answer", "name": "answer",
+                              "parts": [{"kind": "text", "text": rec.answer}]}]
+    elif rec.status_text:
+        status["message"] = _agent_message(rec.task_id, rec.session_id, rec.status_text, f"status-{rec.state}")
+    if history_length != 0:
+        history = _history(deps, rec)
+        task["history"] = history[-history_length:] if history_length else history
+    else:
+        task["history"] = []
+    return task
+
+
+# --- lookups ---------------------------------------------------------------------------------
+
+
+def _task(deps: Deps, task_id: str) -> TaskRecord:
+    parsed = parse_task_id(task_id)
+    rec = ports(deps).store.get_task(*parsed) if parsed else None
+    if rec is None:
+        raise A2AError(TASK_NOT_FOUND, "Task not found", {"taskId": task_id})
+    return rec
+
+
+def _content(params: MessageSendParams) -> str:
+    message = params.message
+    if message.role != "user":
+        raise A2AError(INVALID_PARAMS, "message.role must be 'user'")
+    if not message.parts:
+        raise A2AError(INVALID_PARAMS, "message.parts must not be empty")
+    other = sorted({p.kind for p in message.parts if not isinstance(p, TextPart)})
+    if other:
+        raise A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"only text parts are supported, got: {', '.join(other)}",
+                       {"supportedInputModes": ["text/plain"]})
+    text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+    if not text.strip():
+        raise A2AError(INVALID_PARAMS, "message.parts hold no text")
+    if len(text) > MAX_CONTENT_CHARS:
+        raise A2AError(INVALID_PARAMS, f"message text exceeds {MAX_CONTENT_CHARS} characters")
+    return text
+
+
+def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: str) -> dict[str, Any]:
+    """A config we will POST to: its URL under an ALLOWED_HOST_MAPPING base URL, a scheme we can send."""
+    parts = urlsplit(config.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url must be an http(s) URL")
+    if not deps.settings.allowed_host_mapping.allows_url(config.url):
+        raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url is not under any base URL this agent is "
+                                       "allowed to call (ALLOWED_HOST_MAPPING)", {"url": config.url})
+    if config.authentication is not None:
+        schemes = [s for s in config.authentication.schemes if s.lower() in SUPPORTED_PUSH_SCHEMES]
+        if not schemes:
+            raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.schemes: supported are "
+                                           "Bearer and Basic")
+        if not config.authentication.credentials:
+            raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.credentials is required")
+    out = dump(config)
+    out["id"] = config.id or task_id
+    return out
+
+
+# --- message/send --------------------------------------------------------------------------
+
+
+def _context_busy(deps: Deps, session_id: str) -> A2AError:
+    current = ports(deps).store.get_current(session_id)
+    data: dict[str, Any] = {"contextId": session_id}
+    if current is not None and current.open:
+        data["taskId"] = task_id_of(session_id, current.key)
+    return A2AError(INVALID_PARAMS, "the context is working on another task; send again when it is done", data)
+
+
+def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None) -> dict[str, Any]:
+    s, store, a2a = deps.settings, deps.store, ports(deps).store
+    content = _content(params)
+    message = params.message
+    config = params.configuration
+    if message.taskId:
+        rec = _task(deps, message.taskId)
+        if message.contextId and message.contextId != rec.session_id:
+            raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
+        if rec.state in TERMINAL_STATES:
+            raise A2AError(INVALID_PARAMS, f"Task {rec.task_id} is in terminal state: {rec.state}",
+                           {"taskId": rec.task_id, "state": rec.state})
+        raise A2AError(UNSUPPORTED_OPERATION, "this agent never asks for input: a task takes no further messages "
+                                              "while it works; send a new message in its context when it is done",
+                       {"taskId": rec.task_id, "state": rec.state})
+    session_id = message.contextId or str(uuid.uuid4())
+    if not SESSION_ID_RE.match(session_id):
+        raise A2AError(INVALID_PARAMS, "message.contextId: 1-128 characters of A-Z a-z 0-9 _ . : -")
+    key = uuid.uuid4().hex
+    task_id = task_id_of(session_id, key)
+    push = validate_push_config(deps, config.pushNotificationConfig, task_id) \
+        if config and config.pushNotificationConfig else None
+    session = store.get_session(session_id)
+    if session is not None and session.status != "idle":
+        raise _context_busy(deps, session_id)
+    now = store.now_ms()
+    user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
+    rec = TaskRecord(session_id=session_id, key=key, state="submitted",
+                     start_turn=(session.turn + 1) if session else 1, user_message=user_message,
+                     created_ms=now, updated_ms=now)
+    if not a2a.create_task(rec, push, s.session_retention_ms):
+        raise _context_busy(deps, session_id)
+    try:
+        accepted = ingest_chat(deps, content, session_id)
+    except SessionBusyError:
+        a2a.finish_task(session_id, key, "failed", status_text="the context became busy before the task started")
+        raise _context_busy(deps, session_id) from None
+    a2a.start_task(session_id, key, accepted.turn)
+    count("A2ATasksStarted")
+    timeline("a2a_task_started", f"A2A task {task_id} started", session_id=session_id, turn=accepted.turn)
+    if config and config.blocking:
+        _wait_terminal(deps, session_id, key, remaining_ms)
+    current = a2a.get_task(session_id, key)
+    assert current is not None
+    return render_task(deps, current, config.historyLength if config else None)
+
+
+def _wait_terminal(deps: Deps, session_id: str, key: str, remaining_ms: int | None) -> None:
+    budget = BLOCKING_WAIT_MAX_S
+    if remaining_ms is not None:
+        budget = min(budget, remaining_ms / 1000 - BLOCKING_MARGIN_S)
+    deadline = time.monotonic() + budget
+    pause = BLOCKING_POLL_FIRST_S
+    while time.monotonic() < deadline:
+        rec = ports(deps).store.get_task(session_id, key)
+        if rec is None or rec.state in TERMINAL_STATES:
+            return
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(BLOCKING_POLL_MAX_S, pause * 1.5)
+
+
+# --- tasks/get, tasks/cancel ---------------------------------------------------------------
+
+
+def get_task(deps: Deps, params: TaskQueryParams, remaining_ms: int | None = None) -> dict[str, Any]:
+    return render_task(deps, _task(deps, params.id), params.historyLength)
+
+
+def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.id)
+    not_cancelable = A2AError(TASK_NOT_CANCELABLE, "Task cannot be canceled: it is in a terminal state",
+                              {"taskId": rec.task_id})
+    if rec.state in TERMINAL_STATES:
+        not_cancelable.data["state"] = rec.state
+        raise not_cancelable
+    session = deps.store.get_session(rec.session_id)
+    end_turn = session.turn if session else rec.start_turn
+    a2a = ports(deps).store
+    if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
+        latest = a2a.get_task(rec.session_id, rec.key)
+        not_cancelable.data["state"] = latest.state if latest else "unknown"
+        raise not_cancelable
+    count("A2ATasksCanceled")
+    timeline("a2a_task_canceled", f"A2A task {rec.task_id} canceled", session_id=rec.session_id)
+    _stop_delegations(deps, rec.session_id, rec.key)
+    latest = a2a.get_task(rec.session_id, rec.key)
+    assert latest is not None
+    notify(deps, latest)
+    return render_task(deps, latest)
+
+
+def _canceled(tool_use_id: str):
+    return error_result(tool_use_id, "canceled", ResultSource.TIMEOUT, "the A2A task was canceled by its client")
+
+
+def _stop_delegations(deps: Deps, session_id: str, key: str) -> None:
+    """Outstanding delegations stop counting: the waiting turn completes through the same conditional
+    transition as a timeout, with a `canceled` result for every missing id, and no next think."""
+    store, s = deps.store, deps.settings
+    session = store.get_session(session_id)
+    if session is None or session.status != "busy":
+        return
+    agg = store.get_turn(session_id, session.turn)
+    if agg is None or agg.status != "waiting":
+        return  # thinking: the turn loop stops at its next step (stop_if_canceled)
+    if store.complete_with_errors(session_id, session.turn, _canceled, "a2a_cancel", s.tool_agg_tombstone_ttl_ms,
+                                  s.session_retention_ms):
+        # The transaction moved the session to the next turn; nobody will think it.
+        close_canceled(deps, session_id, session.turn + 1, key)
+
+
+def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
+    """End a canceled task's session at `turn`: results for any open tool calls, a closing line, idle."""
+    store, retention = deps.store, deps.settings.session_retention_ms
+    session = store.get_session(session_id)
+    if session is None:
+        return
+    last = session.messages[-1] if session.messages else {}
+    uses = [b["toolUse"] for b in last.get("content", []) if "toolUse" in b] if last.get("role") == "assistant" else []
+    if uses:
+        # A conversation never leaves a tool call without its result (Converse requires one).
+        results = {r.tool_use_id: r for t in (turn - 1, turn) for r in store.get_results(session_id, t)}
+        blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
+        store.append_message(session_id, {"role": "user", "content": blocks}, turn, retention)
+    store.append_message(session_id, {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}, turn, retention)
+    store.finish_session_turn(session_id, turn)
+    ports(deps).store.set_closed_turn(session_id, key, turn)
+    timeline("a2a_session_stopped", f"canceled task: session stopped at turn {turn}", session_id=session_id,
+             turn=turn)
+
+
+# --- hooks the turn loop calls ---------------------------------------------------------------
+
+
+def stop_if_canceled(deps: Deps, session_id: str, turn: int) -> bool:
+    """True (and the session closed) when this turn belongs to an A2A task that was canceled."""
+    if getattr(deps, "a2a", None) is None:
+        return False
+    current = ports(deps).store.get_current(session_id)
+    if current is None or current.open or current.state != "canceled":
+        return False
+    if turn < current.start_turn or (current.closed_turn and turn > current.closed_turn):
+        return False
+    close_canceled(deps, session_id, turn, current.key)
+    return True
+
+
+def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str) -> None:
+    """The session's turn ended with a final answer: its open A2A task completes (once)."""
+    if getattr(deps, "a2a", None) is None:
+        return
+    a2a = ports(deps).store
+    current = a2a.get_current(session_id)
+    if current is None or turn < current.start_turn:
+        return
+    if current.open:
+        if a2a.finish_task(session_id, current.key, "completed", answer=answer, end_turn=turn):
+            count("A2ATasksCompleted")
+            timeline("a2a_task_completed", f"A2A task {task_id_of(session_id, current.key)} completed",
+                     session_id=session_id, turn=turn)
+    elif current.state == "canceled" and not current.closed_turn:
+        a2a.set_closed_turn(session_id, current.key, turn)  # a think that was under way when it was canceled
+    rec = a2a.get_task(session_id, current.key)
+    if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
+        notify(deps, rec)
+
+
+# --- push notifications (server side) --------------------------------------------------------
+
+
+def notify(deps: Deps, rec: TaskRecord) -> int:
+    """Enqueue the task for every push config it has (at least once), then mark it notified."""
+    a2a = ports(deps).store
+    configs = a2a.list_push(rec.session_id, rec.key)
+    if configs:
+        task = render_task(deps, rec)
+        if len(json.dumps(task)) > MAX_PUSH_TASK_BYTES:
+            task["history"] = []
+        for config in configs:
+            deps.queues.send_delivery({"kind": PUSH_KIND, "session_id": rec.session_id, "task_id": rec.task_id,
+                                       "config": config, "task": task, "created_ms": deps.store.now_ms()})
+        count("A2APushesQueued", len(configs))
+    a2a.mark_notified(rec.session_id, rec.key)
+    return len(configs)
+
+
+class PushDelivery(BaseModel):
+    kind: Literal["a2a_push"]
+    session_id: str
+    task_id: str
+    config: dict[str, Any]
+    task: dict[str, Any]
+    created_ms: int = 0
+
+
+def push_headers(config: dict[str, Any]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if config.get("token"):
+        headers["X-A2A-Notification-Token"] = str(config["token"])
+    auth = config.get("authentication") or {}
+    credentials = auth.get("credentials")
+    for scheme in auth.get("schemes") or []:
+        if credentials and scheme.lower() == "bearer":
+            headers["Authorization"] = f"Bearer {credentials}"
+            break
+        if credentials and scheme.lower() == "basic":
+            # Credentials given as user:password are encoded; anything else is taken as already encoded.
+            value = credentials
+            if ":" in credentials:
+                value = base64.b64encode(credentials.encode()).decode()
+            headers["Authorization"] = f"Basic {value}"
+            break
+    return headers
+
+
+def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: int) -> DeliveryOutcome:
+    """POST the task to one webhook; the URL is checked against the allowlist again, now."""
+    ids = {"session_id": item.session_id, "task_id": item.task_id}
+    url = str(item.config.get("url", ""))
+    if not deps.settings.allowed_host_mapping.allows_url(url):
+        count("A2APushesRefused")
+        logger.error("push notification refused: URL no longer allowed", extra=ids)
+        return DeliveryOutcome(DeliveryStatus.DEAD, detail="push URL is not under ALLOWED_HOST_MAPPING")
+    answer = deps.peers.post_json(url, item.task, push_headers(item.config))
+    detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
+    if 200 <= answer.status < 300:
+        count("A2APushesDelivered")
+        timeline("a2a_push_delivered", f"push notification delivered for {item.task_id}", **ids)
+        return DeliveryOutcome(DeliveryStatus.DELIVERED)
+    if answer.status in RETRYABLE_STATUSES:
+        spent = deps.store.now_ms() - (first_sent_ms or item.created_ms or deps.store.now_ms())
+        budget = deps.settings.reply_retry_max_ms
+        if spent < budget:
+            delay = min(backoff_s(attempt), max(1, (budget - spent) // 1000))
+            logger.warning("push notification will be retried", extra={**ids, "detail": detail, "retry_in_s": delay})
+            return DeliveryOutcome(DeliveryStatus.RETRY, delay, detail)
+        logger.error("push notification retry budget spent", extra={**ids, "detail": detail})
+        return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
+    logger.warning("push notification refused by the receiver; not retrying", extra={**ids, "detail": detail})
+    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=detail)
+
+
+# --- tasks/pushNotificationConfig/* -----------------------------------------------------------
+
+
+def _config_view(task_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {"taskId": task_id, "pushNotificationConfig": config}
+
+
+def set_push_config(deps: Deps, params: TaskPushNotificationConfig, remaining_ms: int | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.taskId)
+    config = validate_push_config(deps, params.pushNotificationConfig, rec.task_id)
+    ports(deps).store.put_push(rec.session_id, rec.key, config, deps.settings.session_retention_ms)
+    return _config_view(rec.task_id, config)
+
+
+def get_push_config(deps: Deps, params: GetTaskPushNotificationConfigParams,
+                    remaining_ms: int | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.id)
+    a2a = ports(deps).store
+    if params.pushNotificationConfigId:
+        config = a2a.get_push(rec.session_id, rec.key, params.pushNotificationConfigId)
+    else:
+        configs = a2a.list_push(rec.session_id, rec.key)
+        config = next((c for c in configs if c.get("id") == rec.task_id), configs[0] if configs else None)
+    if config is None:
+        raise A2AError(INVALID_PARAMS, "no such push notification config for this task",
+                       {"taskId": rec.task_id, "pushNotificationConfigId": params.pushNotificationConfigId})
+    return _config_view(rec.task_id, config)
+
+
+def list_push_configs(deps: Deps, params: ListTaskPushNotificationConfigParams,
+                      remaining_ms: int | None = None) -> list[dict[str, Any]]:
+    rec = _task(deps, params.id)
+    return [_config_view(rec.task_id, c) for c in ports(deps).store.list_push(rec.session_id, rec.key)]
+
+
+def delete_push_config(deps: Deps, params: DeleteTaskPushNotificationConfigParams,
+                       remaining_ms: int | None = None) -> None:
+    rec = _task(deps, params.id)
+    ports(deps).store.delete_push(rec.session_id, rec.key, params.pushNotificationConfigId)
+    return None

@@ -1,0 +1,356 @@
+"""A delegating tool whose peer is any A2A v0.3 agent, found by its card URL.
+
+Dispatch sends a non-blocking `message/send`. When the peer's card says it
+pushes, the request carries a pushNotificationConfig pointing at our
+POST /api/a2a/push with the callback token we mint for every delegation as its
+notification token; the receiver verifies it as /api/tools/response does. A peer
+that does not push is polled with `tasks/get` on the timers queue (kind
+"a2a_poll") until its task is terminal or the turn's deadline passes.
+Every failure becomes a structured error result, never a crash.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from flightdeck.domain.a2a_models import (
+    INTERRUPTED_STATES,
+    PUSH_NOT_SUPPORTED,
+    TERMINAL_STATES,
+    Task,
+    text_of_parts,
+)
+from flightdeck.domain.a2a_ports import RemoteTask, ports
+from flightdeck.domain.agent import DelegateTool
+from flightdeck.domain.aggregation import record_and_advance
+from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.callbacks import CallbackStatus, accept_callback
+from flightdeck.domain.dispatch import (
+    RETRYABLE_STATUSES,
+    DispatchMessage,
+    DispatchOutcome,
+    DispatchStatus,
+    _fail,
+    backoff_s,
+)
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
+from flightdeck.domain.tokens import TokenError, verify
+from flightdeck.observability import count, logger, timeline
+
+PUSH_PATH = "/api/a2a/push"
+POLL_KIND = "a2a_poll"
+POLL_FIRST_S = 1
+POLL_MAX_S = 30
+CARD_CACHE_TTL_S = 300.0
+_MESSAGE_NS = uuid.UUID("3c1e5d8a-93f4-4b0e-8f7e-5d7a9e0c2b61")
+
+_cards: dict[str, tuple[float, "PeerCard"]] = {}
+
+
+def clear_card_cache() -> None:
+    _cards.clear()
+
+
+@dataclass(frozen=True)
+class PeerCard:
+    name: str
+    rpc_url: str
+    push: bool
+
+
+class CardProblem(Exception):
+    def __init__(self, detail: str, retryable: bool):
+        super().__init__(detail)
+        self.detail, self.retryable = detail, retryable
+
+
+def fetch_card(deps: Deps, card_url: str) -> PeerCard:
+    """The peer's JSON-RPC endpoint and whether it pushes; raises CardProblem."""
+    cached = _cards.get(card_url)
+    if cached and cached[0] > time.monotonic():
+        return cached[1]
+    answer = ports(deps).http.get_json(card_url)
+    if answer.status != 200 or not isinstance(answer.body, dict):
+        detail = f"agent card: HTTP {answer.status}" if answer.status else f"agent card unreachable: {answer.error}"
+        raise CardProblem(detail, answer.status in RETRYABLE_STATUSES)
+    card = answer.body
+    transport = card.get("preferredTransport") or "JSONRPC"
+    rpc_url = card.get("url") if transport == "JSONRPC" else None
+    if rpc_url is None:
+        rpc_url = next((i.get("url") for i in card.get("additionalInterfaces") or []
+                        if isinstance(i, dict) and i.get("transport") == "JSONRPC"), None)
+    if not isinstance(rpc_url, str) or not rpc_url:
+        raise CardProblem("agent card offers no JSONRPC interface", retryable=False)
+    if not deps.settings.allowed_host_mapping.allows_url(rpc_url):
+        raise CardProblem(f"agent card points at {rpc_url}, which is not under ALLOWED_HOST_MAPPING", retryable=False)
+    capabilities = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
+    peer = PeerCard(name=str(card.get("name", "")), rpc_url=rpc_url, push=capabilities.get("pushNotifications") is True)
+    _cards[card_url] = (time.monotonic() + CARD_CACHE_TTL_S, peer)
+    return peer
+
+
+def push_receiver_url(deps: Deps, delegate: DelegateTool) -> str | None:
+    """Where peers push to: PUBLIC_BASE_URL, else our own entry in ALLOWED_HOST_MAPPING."""
+    s = deps.settings
+    base = s.public_base_url.rstrip("/") if s.public_base_url else ""
+    if not base:
+        try:
+            base = s.allowed_host_mapping.resolve(delegate.callback_service or s.agent_name)
+        except UnknownServiceError:
+            return None
+    return base + PUSH_PATH
+
+
+# --- what a peer's task means for our turn ------------------------------------------------
+
+
+def task_answer(task: Task) -> str:
+    """The text of a finished task: its artifacts, else its status message, else the last agent message."""
+    texts = [t for t in (text_of_parts(a.parts) for a in task.artifacts or []) if t]
+    if texts:
+        return "\n".join(texts)
+    if task.status.message is not None:
+        return text_of_parts(task.status.message.parts)
+    for message in reversed(task.history or []):
+        if message.role == "agent":
+            return text_of_parts(message.parts)
+    return ""
+
+
+def task_result(tool_use_id: str, task: Task) -> ToolResult:
+    """A terminal (or interrupted) peer task as our tool result."""
+    state = task.status.state
+    if state == "completed":
+        return ToolResult(tool_use_id, "success", task_answer(task), ResultSource.CALLBACK)
+    detail = task_answer(task) or f"A2A task {task.id} ended in state {state}"
+    return error_result(tool_use_id, f"peer_{state.replace('-', '_')}", ResultSource.CALLBACK, detail[:1000])
+
+
+def _finished(task: Task) -> bool:
+    return task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES
+
+
+def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str) -> RecordOutcome:
+    return record_and_advance(deps, session_id, turn, result, by=by).outcome
+
+
+def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any, str]:
+    """(HTTP status, result or None, problem). problem "" on a JSON-RPC result."""
+    body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+    answer = deps.peers.post_json(url, body, headers)
+    if not 200 <= answer.status < 300:
+        return answer.status, None, (f"HTTP {answer.status}" if answer.status else f"unreachable: {answer.error}")
+    if not isinstance(answer.body, dict):
+        return answer.status, None, "not a JSON-RPC response"
+    error = answer.body.get("error")
+    if isinstance(error, dict):
+        return answer.status, error, f"JSON-RPC error {error.get('code')}: {str(error.get('message', ''))[:200]}"
+    if "result" not in answer.body:
+        return answer.status, None, "not a JSON-RPC response"
+    return answer.status, answer.body["result"], ""
+
+
+# --- dispatch ---------------------------------------------------------------------------
+
+
+def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token: str, attempt: int) -> DispatchOutcome:
+    s, store = deps.settings, deps.store
+    ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
+
+    def retry_or_fail(detail: str, retryable: bool) -> DispatchOutcome:
+        if retryable and attempt < s.dispatch_max_attempts:
+            count("DispatchRetries")
+            delay = backoff_s(attempt)
+            logger.warning("A2A dispatch will be retried", extra={**ids, "detail": detail, "retry_in_s": delay})
+            return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
+        return _fail(deps, msg, detail)
+
+    if not delegate.card_url or not s.allowed_host_mapping.allows_url(delegate.card_url):
+        return _fail(deps, msg, f"A2A card URL {delegate.card_url!r} is not under ALLOWED_HOST_MAPPING")
+    try:
+        card = fetch_card(deps, delegate.card_url)
+    except CardProblem as exc:
+        return retry_or_fail(f"{delegate.agent}: {exc.detail}", exc.retryable)
+    push_url = push_receiver_url(deps, delegate) if card.push else None
+    message = {
+        "kind": "message", "role": "user", "parts": [{"kind": "text", "text": msg.task}],
+        # The same delegation always sends the same message id: a peer may recognise a re-send.
+        "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
+    }
+    configuration: dict[str, Any] = {"blocking": False, "acceptedOutputModes": ["text/plain"]}
+    if push_url:
+        configuration["pushNotificationConfig"] = {"url": push_url, "token": token}
+    headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
+    status, result, problem = _rpc(deps, card.rpc_url, "message/send",
+                                   {"message": message, "configuration": configuration}, headers)
+    if problem and push_url and isinstance(result, dict) and result.get("code") == PUSH_NOT_SUPPORTED:
+        # The card said it pushes, the peer says it does not: poll instead.
+        push_url = None
+        configuration.pop("pushNotificationConfig")
+        status, result, problem = _rpc(deps, card.rpc_url, "message/send",
+                                       {"message": message, "configuration": configuration}, headers)
+    if problem:
+        detail = f"{delegate.agent} (A2A message/send): {problem}"
+        return retry_or_fail(detail, result is None and status in RETRYABLE_STATUSES)
+    kind = result.get("kind") if isinstance(result, dict) else None
+    if kind == "message":
+        # A direct answer, no task: the result is in.
+        text = text_of_parts(result.get("parts") or [])
+        _record(deps, msg.session_id, msg.turn, ToolResult(msg.tool_use_id, "success", text, ResultSource.CALLBACK),
+                "a2a_dispatch")
+        store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+        timeline("dispatched", f"A2A task sent to {delegate.agent}: answered at once", **ids)
+        return DispatchOutcome(DispatchStatus.SENT)
+    try:
+        task = Task.model_validate(result)
+    except ValidationError as exc:
+        return _fail(deps, msg, f"{delegate.agent} (A2A message/send): not a Task or Message: "
+                                f"{exc.errors()[0].get('msg', '')}"[:300])
+    mode = "push" if push_url else "poll"
+    ports(deps).store.put_remote(RemoteTask(msg.session_id, msg.turn, msg.tool_use_id, delegate.agent, card.rpc_url,
+                                            task.id, mode, msg.deadline_ms), s.session_retention_ms)
+    store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+    count("DelegationsDispatched")
+    if _finished(task):
+        _record(deps, msg.session_id, msg.turn, task_result(msg.tool_use_id, task), "a2a_dispatch")
+    elif mode == "poll":
+        schedule_poll(deps, msg.session_id, msg.turn, msg.tool_use_id, msg.deadline_ms, 0)
+    timeline("dispatched", f"A2A task {task.id} sent to {delegate.agent} ({mode}, {task.status.state})",
+             traceparent=msg.traceparent or None, **ids)
+    return DispatchOutcome(DispatchStatus.SENT)
+
+
+# --- polling (the timers queue) -------------------------------------------------------------
+
+
+class PollMessage(BaseModel):
+    kind: Literal["a2a_poll"]
+    session_id: str
+    turn: int = Field(ge=1)
+    tool_use_id: str
+    deadline_ms: int
+    polls: int = Field(0, ge=0)
+
+
+def schedule_poll(deps: Deps, session_id: str, turn: int, tool_use_id: str, deadline_ms: int, polls: int) -> bool:
+    """Queue the next tasks/get, never past the deadline (the deadline timer covers that)."""
+    left_s = (deadline_ms - deps.store.now_ms()) / 1000
+    delay = min(POLL_MAX_S, POLL_FIRST_S * 2 ** min(polls, 10), int(left_s) - 1)
+    if delay < 1:
+        return False
+    deps.queues.send_timer({"kind": POLL_KIND, "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id,
+                            "deadline_ms": deadline_ms, "polls": polls + 1}, delay)
+    return True
+
+
+def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
+    """One tasks/get. Returns: recorded | pending | stopped | failed."""
+    ids = {"session_id": poll.session_id, "turn": poll.turn, "tool_use_id": poll.tool_use_id}
+    agg = deps.store.get_turn(poll.session_id, poll.turn)
+    if agg is None or agg.status != "waiting":
+        return "stopped"  # timed out, canceled, or answered otherwise
+    remote = ports(deps).store.get_remote(poll.session_id, poll.turn, poll.tool_use_id)
+    if remote is None or deps.store.now_ms() >= poll.deadline_ms:
+        return "stopped"
+    if not deps.settings.allowed_host_mapping.allows_url(remote.rpc_url):
+        result = error_result(poll.tool_use_id, "peer_not_allowed", ResultSource.CALLBACK,
+                              f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
+        _record(deps, poll.session_id, poll.turn, result, "a2a_poll")
+        return "failed"
+    status, result, problem = _rpc(deps, remote.rpc_url, "tasks/get", {"id": remote.remote_task_id}, {})
+    if problem:
+        if result is None and status in RETRYABLE_STATUSES:
+            logger.warning("A2A poll failed; polling on", extra={**ids, "detail": problem})
+            schedule_poll(deps, poll.session_id, poll.turn, poll.tool_use_id, poll.deadline_ms, poll.polls)
+            return "pending"
+        failure = error_result(poll.tool_use_id, "poll_failed", ResultSource.CALLBACK,
+                               f"{remote.agent} (A2A tasks/get): {problem}"[:1000])
+        _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
+        return "failed"
+    try:
+        task = Task.model_validate(result)
+    except ValidationError:
+        failure = error_result(poll.tool_use_id, "poll_failed", ResultSource.CALLBACK,
+                               f"{remote.agent} (A2A tasks/get): the result is not a Task")
+        _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
+        return "failed"
+    if _finished(task):
+        _record(deps, poll.session_id, poll.turn, task_result(poll.tool_use_id, task), "a2a_poll")
+        timeline("a2a_poll_done", f"A2A task {task.id} of {remote.agent}: {task.status.state}", **ids)
+        return "recorded"
+    schedule_poll(deps, poll.session_id, poll.turn, poll.tool_use_id, poll.deadline_ms, poll.polls)
+    return "pending"
+
+
+# --- the push receiver ----------------------------------------------------------------------
+
+
+class PushStatus(str, enum.Enum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    LATE = "late"
+    UNAUTHORIZED = "unauthorized"
+    TOO_LARGE = "too_large"
+    INVALID = "invalid"
+    IN_PROGRESS = "in_progress"  # a non-terminal update: noted, nothing recorded
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    status: PushStatus
+    completed: bool = False
+    detail: str = ""
+
+
+_FROM_CALLBACK = {
+    CallbackStatus.ACCEPTED: PushStatus.ACCEPTED,
+    CallbackStatus.DUPLICATE: PushStatus.DUPLICATE,
+    CallbackStatus.LATE: PushStatus.LATE,
+    CallbackStatus.UNAUTHORIZED: PushStatus.UNAUTHORIZED,
+    CallbackStatus.TOO_LARGE: PushStatus.TOO_LARGE,
+}
+_FROM_RECORD = {
+    RecordOutcome.ACCEPTED: PushStatus.ACCEPTED,
+    RecordOutcome.DUPLICATE: PushStatus.DUPLICATE,
+    RecordOutcome.LATE: PushStatus.LATE,
+}
+
+
+def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
+    """A peer's push notification: the token is our callback token, checked as for /api/tools/response."""
+    s = deps.settings
+    try:
+        claims = verify(token, deps.keys(), agent=s.agent_name, now=deps.store.now_ms() / 1000)
+    except TokenError as exc:
+        logger.warning("A2A push refused: bad token", extra={"token_check": exc.reason})
+        count("CallbacksRefused")
+        return PushOutcome(PushStatus.UNAUTHORIZED)
+    try:
+        task = Task.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return PushOutcome(PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
+    if not _finished(task):
+        return PushOutcome(PushStatus.IN_PROGRESS)
+    ids = {"session_id": claims.session_id, "turn": claims.turn, "tool_use_id": claims.tool_use_id}
+    result = task_result(claims.tool_use_id, task)
+    if result.status == "success":
+        outcome = accept_callback(deps, token, result.text)
+        if outcome.status is not CallbackStatus.TOO_LARGE:
+            return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed)
+        # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
+        result = error_result(claims.tool_use_id, "result_too_large", ResultSource.CALLBACK,
+                              f"the answer exceeds {s.max_result_bytes} bytes")
+        advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
+        return PushOutcome(PushStatus.TOO_LARGE, advance.completed)
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
+    status = _FROM_RECORD[advance.outcome]
+    timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
+    return PushOutcome(status, advance.completed)

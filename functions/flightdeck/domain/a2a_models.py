@@ -1,0 +1,211 @@
+"""A2A v0.3 wire objects and JSON-RPC 2.0 envelopes, as pydantic models.
+
+Field names are the wire names (camelCase), so `model_dump(exclude_none=True)`
+is the JSON the spec shows. Inbound objects ignore fields they do not know
+(extensions, metadata we do not use); outbound ones are built here only.
+The shapes follow the a2a-sdk 0.3 types (`a2a.types`), which the tests use to
+check them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+PROTOCOL_VERSION = "0.3.0"
+
+TaskState = Literal[
+    "submitted", "working", "input-required", "completed", "canceled", "failed", "rejected", "auth-required", "unknown"
+]
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "canceled", "failed", "rejected"})
+# States in which a task waits on its client: for a delegating agent, an answer it cannot give.
+INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required"})
+
+# --- JSON-RPC and A2A error codes ------------------------------------------------------
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
+UNSUPPORTED_OPERATION = -32004
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+EXTENDED_CARD_NOT_CONFIGURED = -32007
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_In):
+    kind: Literal["text"]
+    text: str
+    metadata: dict[str, Any] | None = None
+
+
+class FilePart(_In):
+    kind: Literal["file"]
+    file: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+
+
+class DataPart(_In):
+    kind: Literal["data"]
+    data: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+
+
+Part = Annotated[Union[TextPart, FilePart, DataPart], Field(discriminator="kind")]
+
+
+class Message(_In):
+    kind: Literal["message"] = "message"
+    role: Literal["user", "agent"]
+    parts: list[Part]
+    messageId: str = Field(min_length=1, max_length=256)
+    contextId: str | None = None
+    taskId: str | None = None
+    referenceTaskIds: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TaskStatus(_In):
+    state: TaskState
+    timestamp: str | None = None
+    message: Message | None = None
+
+
+class Artifact(_In):
+    artifactId: str
+    name: str | None = None
+    description: str | None = None
+    parts: list[Part]
+    metadata: dict[str, Any] | None = None
+
+
+class Task(_In):
+    kind: Literal["task"] = "task"
+    id: str
+    contextId: str
+    status: TaskStatus
+    history: list[Message] | None = None
+    artifacts: list[Artifact] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class PushNotificationAuthenticationInfo(_In):
+    schemes: list[str] = Field(min_length=1)
+    credentials: str | None = Field(None, max_length=4096)
+
+
+class PushNotificationConfig(_In):
+    url: str = Field(min_length=1, max_length=2048)
+    id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:~-]+$")
+    token: str | None = Field(None, max_length=4096)
+    authentication: PushNotificationAuthenticationInfo | None = None
+
+
+class TaskPushNotificationConfig(_In):
+    taskId: str
+    pushNotificationConfig: PushNotificationConfig
+
+
+class MessageSendConfiguration(_In):
+    acceptedOutputModes: list[str] | None = None
+    blocking: bool | None = None
+    historyLength: int | None = Field(None, ge=0)
+    pushNotificationConfig: PushNotificationConfig | None = None
+
+
+class MessageSendParams(_In):
+    message: Message
+    configuration: MessageSendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TaskQueryParams(_In):
+    id: str = Field(min_length=1)
+    historyLength: int | None = Field(None, ge=0)
+    metadata: dict[str, Any] | None = None
+
+
+class TaskIdParams(_In):
+    id: str = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+
+
+class GetTaskPushNotificationConfigParams(_In):
+    id: str = Field(min_length=1)
+    pushNotificationConfigId: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ListTaskPushNotificationConfigParams(_In):
+    id: str = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+
+
+class DeleteTaskPushNotificationConfigParams(_In):
+    id: str = Field(min_length=1)
+    pushNotificationConfigId: str = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+
+
+# --- JSON-RPC 2.0 ----------------------------------------------------------------------
+RequestId = Union[StrictStr, StrictInt, None]
+
+
+class JSONRPCRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    jsonrpc: Literal["2.0"]
+    method: StrictStr
+    id: RequestId = None
+    params: dict[str, Any] | None = None
+
+
+class JSONRPCError(BaseModel):
+    code: int
+    message: str
+    data: Any | None = None
+
+
+class JSONRPCErrorResponse(BaseModel):
+    jsonrpc: Literal["2.0"] = "2.0"
+    id: RequestId
+    error: JSONRPCError
+
+
+class JSONRPCSuccessResponse(BaseModel):
+    jsonrpc: Literal["2.0"] = "2.0"
+    id: RequestId
+    result: Any
+
+
+class A2AError(Exception):
+    """A JSON-RPC error a method answers with (HTTP 200, an `error` member)."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def to_error(self) -> JSONRPCError:
+        return JSONRPCError(code=self.code, message=self.message, data=self.data)
+
+
+def text_of_parts(parts: list[Any]) -> str:
+    """The text parts of a message or artifact, joined by newlines (plain dicts or models)."""
+    texts = []
+    for part in parts or []:
+        kind = part.get("kind") if isinstance(part, dict) else getattr(part, "kind", None)
+        text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+        if kind == "text" and isinstance(text, str):
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True)

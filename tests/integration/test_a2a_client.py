@@ -1,0 +1,333 @@
+"""A delegating tool whose peer is an A2A agent: failures become structured results, pushes are checked.
+
+The peer here is scripted (a loopback HTTP server answering GET card / POST JSON-RPC
+as each test says), to reach the paths a well-behaved a2a-sdk agent never takes;
+tests/integration/test_a2a_interop.py delegates to a real a2a-sdk agent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+import pytest
+
+from tests.support.harness import make_agent, new_session_id
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+class A2APeer:
+    """GET the card, POST JSON-RPC: `card` and `rpc` decide the answers; requests are recorded."""
+
+    def __init__(self):
+        self.requests: list[dict[str, Any]] = []
+        self.card_status = 200
+        self.push = True
+        self.rpc_url_override: str | None = None
+        self.rpc: Callable[[dict[str, Any]], tuple[int, Any]] = lambda body: (200, _result(body, _task("working")))
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, status: int, payload: Any):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                peer.requests.append({"method": "GET", "path": self.path})
+                self._send(peer.card_status, peer.card())
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                peer.requests.append({"method": "POST", "path": self.path, "body": body, "headers": dict(self.headers)})
+                status, payload = peer.rpc(body)
+                self._send(status, payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def card(self) -> dict[str, Any]:
+        return {"protocolVersion": "0.3.0", "name": "scripted", "description": "scripted", "version": "1",
+                "url": self.rpc_url_override or f"{self.url}/rpc", "preferredTransport": "JSONRPC",
+                "capabilities": {"pushNotifications": self.push}, "defaultInputModes": ["text/plain"],
+                "defaultOutputModes": ["text/plain"], "skills": []}
+
+    @property
+    def posts(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["method"] == "POST"]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _task(state: str, text: str = "", task_id: str = "peer-task-1") -> dict[str, Any]:
+    task: dict[str, Any] = {"kind": "task", "id": task_id, "contextId": "peer-ctx", "status": {"state": state}}
+    if state == "completed":
+        task["artifacts"] = [{"artifactId": "a", "parts": [{"kind": "text", "text": text}]}]
+    elif text:
+        task["status"]["message"] = {"kind": "message", "role": "agent", "messageId": "m",
+                                     "parts": [{"kind": "text", "text": text}]}
+    return task
+
+
+def _result(body: dict[str, Any], result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": body.get("id"), "result": result}
+
+
+def _error(body: dict[str, Any], code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": code, "message": message}}
+
+
+@pytest.fixture
+def peer():
+    p = A2APeer()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def agent(aws, monkeypatch, peer):
+    from flightdeck.domain.a2a_client import clear_card_cache
+
+    clear_card_cache()
+    config = {"name": "orchestrator", "model": {"provider": "local"},
+              "delegates": [{"agent": "peer", "protocol": "a2a", "card_url": f"{peer.url}{CARD_PATH}"},
+                            {"agent": "stranger", "protocol": "a2a", "card_url": "https://stranger.example.com/card"}]}
+    return make_agent(monkeypatch, delegates=[], allow=f"peer:{peer.url},orchestrator:http://127.0.0.1:9",
+                      extra_env={"AGENT_CONFIG": json.dumps(config), "DISPATCH_MAX_ATTEMPTS": "3"})
+
+
+def delegate(agent, content: str) -> str:
+    sid = new_session_id()
+    assert agent.api("chat_post", body={"session_id": sid, "content": content})[0] == 202
+    agent.run_queue("turns")
+    return sid
+
+
+def tool_result(agent, sid: str) -> dict[str, Any]:
+    agent.run_queue("turns")
+    s = agent.api("session_get", SESSION_ID=sid)[2]
+    assert s["status"] == "idle", s
+    return s["messages"][2]["content"][0]["toolResult"]
+
+
+def error_of(result: dict[str, Any]) -> dict[str, Any]:
+    assert result["status"] == "error", result
+    return json.loads(result["content"][0]["text"])
+
+
+# --- dispatch --------------------------------------------------------------------------------------
+
+
+def test_message_send_is_non_blocking_with_our_push_receiver_and_token(agent, peer):
+    sid = delegate(agent, "@peer find the answer")
+    assert agent.run_queue("dispatch") == {"batchItemFailures": []}
+    [card, post] = peer.requests
+    assert card == {"method": "GET", "path": CARD_PATH}
+    assert post["path"] == "/rpc" and post["body"]["method"] == "message/send"
+    params = post["body"]["params"]
+    assert params["message"]["parts"] == [{"kind": "text", "text": "find the answer"}]
+    assert params["configuration"]["blocking"] is False
+    push = params["configuration"]["pushNotificationConfig"]
+    assert push["url"] == "http://127.0.0.1:9/api/a2a/push"
+    # The notification token is the callback token: /api/tools/response accepts it too.
+    assert agent.api("tool_response", TOKEN=push["token"], RESULT="via the callback route")[0] == 202
+    assert tool_result(agent, sid)["content"][0]["text"] == "via the callback route"
+
+
+def test_card_url_outside_the_allowlist_is_a_dispatch_failure(agent, peer):
+    sid = delegate(agent, "@stranger hello")
+    agent.run_queue("dispatch")
+    assert peer.requests == []
+    detail = error_of(tool_result(agent, sid))
+    assert detail["reason"] == "dispatch_failed" and "ALLOWED_HOST_MAPPING" in detail["detail"]
+
+
+def test_card_pointing_outside_the_allowlist_is_refused(agent, peer):
+    peer.rpc_url_override = "https://elsewhere.example.com/rpc"
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert peer.posts == []
+    assert "not under ALLOWED_HOST_MAPPING" in error_of(tool_result(agent, sid))["detail"]
+
+
+def test_card_errors_retry_or_fail(agent, peer):
+    peer.card_status = 503
+    delegate(agent, "@peer hello")
+    assert len(agent.run_queue("dispatch")["batchItemFailures"]) == 1  # retried by visibility
+    peer.card_status = 404
+    sid = delegate(agent, "@peer again")
+    agent.run_queue("dispatch")
+    assert "agent card: HTTP 404" in error_of(tool_result(agent, sid))["detail"]
+
+
+def test_json_rpc_error_is_a_structured_failure(agent, peer):
+    peer.rpc = lambda body: (200, _error(body, -32601, "Method not found"))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    detail = error_of(tool_result(agent, sid))
+    assert detail["reason"] == "dispatch_failed" and "JSON-RPC error -32601" in detail["detail"]
+
+
+def test_garbage_answers_are_structured_failures(agent, peer):
+    peer.rpc = lambda body: (200, _result(body, {"kind": "task", "id": "x"}))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert "not a Task or Message" in error_of(tool_result(agent, sid))["detail"]
+    peer.rpc = lambda body: (200, "not json-rpc")
+    sid = delegate(agent, "@peer again")
+    agent.run_queue("dispatch")
+    assert "not a JSON-RPC response" in error_of(tool_result(agent, sid))["detail"]
+
+
+def test_push_not_supported_falls_back_to_polling(agent, peer):
+    def rpc(body):
+        if "pushNotificationConfig" in body["params"].get("configuration", {}):
+            return 200, _error(body, -32003, "Push Notification is not supported")
+        return 200, _result(body, _task("working"))
+
+    peer.rpc = rpc
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert [("pushNotificationConfig" in p["body"]["params"]["configuration"]) for p in peer.posts] == [True, False]
+    assert agent.item(f"S#{sid}", f"A2A#REMOTE#000001#{_tool_use_id(agent, sid)}")["mode"] == "poll"
+
+
+def _tool_use_id(agent, sid: str) -> str:
+    s = agent.api("session_get", SESSION_ID=sid)[2]
+    return s["messages"][1]["content"][1]["toolUse"]["toolUseId"]
+
+
+def test_a_direct_message_answer_is_the_result(agent, peer):
+    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
+                                                 "parts": [{"kind": "text", "text": "right away"}]}))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert tool_result(agent, sid) == {"toolUseId": _tool_use_id(agent, sid), "status": "success",
+                                       "content": [{"text": "right away"}]}
+
+
+def test_a_task_already_failed_in_the_answer_is_an_error_result(agent, peer):
+    peer.rpc = lambda body: (200, _result(body, _task("failed", "out of fuel")))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert error_of(tool_result(agent, sid)) == {"status": "error", "reason": "peer_failed", "detail": "out of fuel"}
+
+
+# --- polling -----------------------------------------------------------------------------------------
+
+
+def _poll(agent, sid: str, polls: int = 0) -> str:
+    from flightdeck.domain.a2a_client import PollMessage, poll_remote_task
+    from flightdeck.wiring import deps
+
+    agg = agent.item(f"S#{sid}", "TURN#000001")
+    return poll_remote_task(deps(), PollMessage(kind="a2a_poll", session_id=sid, turn=1,
+                                                tool_use_id=_tool_use_id(agent, sid),
+                                                deadline_ms=int(agg["deadline_ms"]), polls=polls))
+
+
+def test_polling_until_terminal(agent, peer):
+    peer.push = False
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert "pushNotificationConfig" not in peer.posts[0]["body"]["params"]["configuration"]
+    assert _poll(agent, sid) == "pending"  # still working: the next poll is queued, later
+    peer.rpc = lambda body: (200, _result(body, _task("completed", "polled answer")))
+    assert _poll(agent, sid, 1) == "recorded"
+    assert [p["body"]["method"] for p in peer.posts] == ["message/send", "tasks/get", "tasks/get"]
+    assert peer.posts[-1]["body"]["params"] == {"id": "peer-task-1"}
+    assert _poll(agent, sid, 2) == "stopped"  # the turn is complete: no more polls
+    assert tool_result(agent, sid)["content"][0]["text"] == "polled answer"
+
+
+def test_polling_failures(agent, peer):
+    peer.push = False
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    peer.rpc = lambda body: (502, {"oops": True})
+    assert _poll(agent, sid) == "pending"  # transient: keep polling
+    peer.rpc = lambda body: (200, _error(body, -32001, "Task not found"))
+    assert _poll(agent, sid) == "failed"
+    detail = error_of(tool_result(agent, sid))
+    assert detail["reason"] == "poll_failed" and "-32001" in detail["detail"]
+
+
+# --- the push receiver ---------------------------------------------------------------------------------
+
+
+def _push(agent, token: str | None, body: Any):
+    headers = {} if token is None else {"X-A2A-Notification-Token": token}
+    event_body = body if isinstance(body, str) else json.dumps(body)
+    from tests.support.harness import load_event
+
+    event = load_event("api/a2a_push.json", TOKEN=token or "", RESULT="")
+    event["body"] = event_body
+    if token is None:
+        event["headers"].pop("X-A2A-Notification-Token")
+        event["multiValueHeaders"].pop("X-A2A-Notification-Token")
+    else:
+        event["headers"].update(headers)
+    return agent.call(event)
+
+
+def _dispatched_token(agent, peer, content: str = "@peer hello") -> tuple[str, str]:
+    sid = delegate(agent, content)
+    agent.run_queue("dispatch")
+    return sid, peer.posts[-1]["body"]["params"]["configuration"]["pushNotificationConfig"]["token"]
+
+
+def test_push_receiver_checks_the_token_and_records_terminal_tasks_once(agent, peer):
+    sid, token = _dispatched_token(agent, peer)
+    assert _push(agent, None, _task("completed", "x"))[0] == 401
+    assert _push(agent, token[:-2] + "xx", _task("completed", "x"))[0] == 401
+    assert _push(agent, token, "{not json")[0] == 400
+    assert _push(agent, token, {"kind": "task", "id": "t"})[0] == 422
+    status, _, body = _push(agent, token, _task("working"))
+    assert (status, body["status"]) == (200, "in_progress")
+    assert agent.receive("turns") == []
+    status, _, body = _push(agent, token, _task("completed", "pushed answer"))
+    assert (status, body["status"], body["completed_turn"]) == (202, "accepted", True)
+    assert _push(agent, token, _task("completed", "pushed answer"))[0] == 200  # duplicate
+    assert tool_result(agent, sid)["content"][0]["text"] == "pushed answer"
+
+
+def test_a_push_after_the_timeout_is_late(agent, peer):
+    from flightdeck.domain.aggregation import expire_turn
+    from flightdeck.wiring import deps
+
+    sid, token = _dispatched_token(agent, peer)
+    assert expire_turn(deps(), sid, 1, by="timer")
+    assert _push(agent, token, _task("completed", "too late"))[0] == 410
+    assert _push(agent, token, _task("failed", "too late"))[0] == 410
+    assert error_of(tool_result(agent, sid))["reason"] == "timeout"
+
+
+@pytest.mark.parametrize("state,reason", [("failed", "peer_failed"), ("canceled", "peer_canceled"),
+                                          ("rejected", "peer_rejected"), ("input-required", "peer_input_required")])
+def test_pushed_failures_are_structured_error_results(agent, peer, state, reason):
+    sid, token = _dispatched_token(agent, peer)
+    assert _push(agent, token, _task(state, "could not do it"))[0] == 202
+    assert error_of(tool_result(agent, sid)) == {"status": "error", "reason": reason, "detail": "could not do it"}
+
+
+def test_a2a_delegate_needs_a_card_url(monkeypatch):
+    from flightdeck.domain.agent import DelegateTool
+
+    with pytest.raises(ValueError, match="card_url"):
+        DelegateTool(agent="peer", protocol="a2a")
+    assert DelegateTool(agent="peer", protocol="a2a", card_url="https://p.example.com/card").name == "ask_peer"

@@ -1,0 +1,88 @@
+"""Faults at the AWS edge: throttling is retried and loses nothing; an outage answers 503 and a retry succeeds."""
+
+import boto3
+
+from flightdeck import wiring
+from tests.integration.test_api_callbacks import post, result_items, start_turn
+
+
+class _Raw:
+    def __init__(self, body: bytes):
+        self.body = body
+
+    def stream(self, **_):
+        yield self.body
+
+
+def _throttle(times: int):
+    """A botocore `before-send` hook: the first `times` requests get DynamoDB's throttling answer.
+
+    before-send sits inside the SDK's retry loop, so the retries are the SDK's own.
+    """
+    from botocore.awsrequest import AWSResponse
+
+    remaining = {"n": times}
+    body = b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected"}'
+
+    def hook(request, **kwargs):
+        if remaining["n"] > 0:
+            remaining["n"] -= 1
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
+        return None
+
+    return hook, remaining
+
+
+def test_dynamodb_throttling_is_retried_and_nothing_is_lost(orchestrator_on_server):
+    # Over HTTP to the moto server: in-process moto answers inside botocore's send hooks too.
+    orchestrator = orchestrator_on_server
+    sid, turn, [tid] = start_turn(orchestrator)
+    client = wiring.deps().store.client
+    hook, remaining = _throttle(2)
+    client.meta.events.register("before-send.dynamodb.TransactWriteItems", hook)
+    try:
+        status, _, body = post(orchestrator, orchestrator.token(sid, turn, tid), "after throttling")
+    finally:
+        client.meta.events.unregister("before-send.dynamodb.TransactWriteItems", hook)
+    assert remaining["n"] == 0  # both throttles were hit and retried by the SDK
+    assert (status, body["status"]) == (202, "accepted")
+    assert [i["text"]["S"] for i in result_items(orchestrator, sid)] == ["after throttling"]
+    assert len(orchestrator.bodies("turns")) == 1
+
+
+def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestrator):
+    sid, turn, [tid] = start_turn(orchestrator)
+    token = orchestrator.token(sid, turn, tid)
+    store = wiring.deps().store
+    healthy = store.client
+    store._client = boto3.client("dynamodb", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
+                                 config=__import__("botocore.config", fromlist=["Config"]).Config(
+                                     retries={"max_attempts": 1}, connect_timeout=1))
+    try:
+        status, headers, body = post(orchestrator, token, "during outage")
+    finally:
+        store._client = healthy
+    assert status == 503 and body["error"]["code"] == "service_unavailable" and headers["retry-after"] == "1"
+    assert result_items(orchestrator, sid) == []
+    status, _, body = post(orchestrator, token, "during outage")
+    assert (status, body["status"]) == (202, "accepted")
+
+
+def test_sqs_outage_after_the_result_is_recorded_is_503_and_the_retry_enqueues_the_next_think(orchestrator):
+    sid, turn, [tid] = start_turn(orchestrator)
+    token = orchestrator.token(sid, turn, tid)
+    queues = wiring.deps().queues
+    healthy = queues.client
+    queues._client = boto3.client("sqs", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
+                                  config=__import__("botocore.config", fromlist=["Config"]).Config(
+                                      retries={"max_attempts": 1}, connect_timeout=1))
+    try:
+        status, _, _ = post(orchestrator, token, "recorded, but the next think was not sent")
+    finally:
+        queues._client = healthy
+    assert status == 503
+    assert len(result_items(orchestrator, sid)) == 1  # the result is in and the turn completed...
+    assert orchestrator.bodies("turns") == []  # ...but no next think went out
+    status, _, body = post(orchestrator, token, "recorded, but the next think was not sent")
+    assert (status, body["status"]) == (200, "duplicate")  # the retry is a duplicate...
+    assert [t["turn"] for t in orchestrator.bodies("turns")] == [turn + 1]  # ...that re-sends the next think
