@@ -21,14 +21,15 @@ from tests.support.proxy import FlakyProxy
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_MS = 4000
+TIMEOUT_MS = 6000
+DOWN_FOR_S = float(__import__("os").environ.get("FLIGHTDECK_TEST_DOWN_FOR_S", "60"))
 CONFIG = f"""
 [defaults]
 TOOL_AGG_PUNCTUATE_INTERVAL_MS = 1000
-REPLY_RETRY_MAX_MS = 60000
+REPLY_RETRY_MAX_MS = 180000
 
 [agents.orchestrator]
-allow = ["worker", "sleeper"]
+allow = ["worker", "sleeper", "slowpoke"]
 allowed_hosts = {{ ghost = "http://127.0.0.1:9" }}
 callback_secret = "test-only-orchestrator-secret-0123456789abcdef"
 env = {{ ASYNC_TOOL_TIMEOUT_MS = "{TIMEOUT_MS}", DISPATCH_MAX_ATTEMPTS = "2" }}
@@ -38,9 +39,19 @@ agent = "worker"
 agent = "sleeper"
 [[agents.orchestrator.delegates]]
 agent = "ghost"
+[[agents.orchestrator.delegates]]
+agent = "slowpoke"
+
+# Waits long for its delegations; the tests reach it through a proxy they can take down.
+[agents.patient]
+allow = ["worker"]
+callback_secret = "test-only-patient-secret-0123456789abcdef0123"
+env = {{ ASYNC_TOOL_TIMEOUT_MS = "240000" }}
+[[agents.patient.delegates]]
+agent = "worker"
 
 [agents.worker]
-allow = ["orchestrator"]
+allow = ["orchestrator", "patient"]
 callback_secret = "test-only-worker-secret-0123456789abcdef01234"
 
 [agents.sleeper]
@@ -48,6 +59,12 @@ allow = ["orchestrator"]
 callback_secret = "test-only-sleeper-secret-0123456789abcdef0123"
 [agents.sleeper.model]
 think_delay_ms = {TIMEOUT_MS + 3000}
+
+[agents.slowpoke]
+allow = ["orchestrator"]
+callback_secret = "test-only-slowpoke-secret-0123456789abcdef012"
+[agents.slowpoke.model]
+think_delay_ms = 3000
 """
 
 
@@ -78,13 +95,13 @@ def stack(tmp_path_factory, proxy):
     path = Path(tmp_path_factory.mktemp("two-agents")) / "agents.toml"
     path.write_text(CONFIG)
     records = Records()
-    # Every agent reaches the orchestrator through the proxy, so a test can take it "down".
+    # Every agent reaches `patient` through the proxy, so a test can take it "down".
     # INFO: the tests read the agents' timeline lines (tests/conftest.py quiets logs to WARNING).
-    local = LocalStack(path, url_overrides={"orchestrator": proxy.url}, relay=None,
+    local = LocalStack(path, url_overrides={"patient": proxy.url}, relay=None,
                        extra_env={"POWERTOOLS_LOG_LEVEL": "INFO"})
     local.add_listener(records)
     with local:
-        proxy.target = local.urls["orchestrator"]
+        proxy.target = local.urls["patient"]
         local.records = records
         yield local
 
@@ -182,19 +199,49 @@ def test_an_unreachable_worker_is_dispatch_failed_without_waiting_for_the_timeou
                                                                         session_id=sid)
 
 
+def wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_worker_killed_mid_task_ends_in_a_timeout_and_the_turn_completes(stack):
+    sid = chat(stack, "@sleeper you will not finish")
+    wait_for(lambda: stack.records.find("sleeper", timeline="turn_started"), 10, "the sleeper never started")
+    stack.stop_agent("sleeper")
+    try:
+        session = wait_idle(stack, sid, timeout_s=TIMEOUT_MS / 1000 + 10)
+    finally:
+        stack.start_agent("sleeper")
+    [result] = tool_results(session)
+    assert json.loads(result["content"][0]["text"])["reason"] == "timeout"
+    assert "timeout" in final_text(session)
+
+
+def test_tokens_minted_before_a_secret_rotation_still_deliver(stack):
+    sid = chat(stack, "@slowpoke answer across the rotation")
+    wait_for(lambda: stack.records.find("orchestrator", timeline="dispatched", session_id=sid), 10, "not dispatched")
+    stack.rotate_secret("orchestrator", "test-only-rotated-orchestrator-secret-9876543210")
+    session = wait_idle(stack, sid, timeout_s=TIMEOUT_MS / 1000 + 10)
+    [result] = tool_results(session)
+    assert result["status"] == "success", result  # signed with the old key, verified after the rotation
+    after = wait_idle(stack, chat(stack, "@worker signed with the new key"))
+    assert tool_results(after)[0]["status"] == "success"
+
+
 def test_callback_endpoint_down_for_a_while_then_back_delivers_once(stack, proxy):
     proxy.down = True
     try:
-        sid = chat(stack, "@worker deliver me eventually")
-        deadline = time.monotonic() + 15
-        while not any(p.startswith("/api/tools/response") for p in proxy.refused):
-            assert time.monotonic() < deadline, "no delivery attempt reached the proxy"
-            time.sleep(0.1)
-        time.sleep(1.0)
+        sid = chat(stack, "@worker deliver me eventually", agent="patient")
+        wait_for(lambda: any(p.startswith("/api/tools/response") for p in proxy.refused), 15,
+                 "no delivery attempt reached the proxy")
+        time.sleep(DOWN_FOR_S)
     finally:
         proxy.down = False
-    session = wait_idle(stack, sid, timeout_s=45)
+    session = wait_idle(stack, sid, agent="patient", timeout_s=DOWN_FOR_S + 60)
     [result] = tool_results(session)
     assert result["status"] == "success" and "deliver me eventually" in result["content"][0]["text"]
-    assert len(stack.records.find("orchestrator", timeline="callback_accepted", session_id=sid)) == 1
-    assert not stack.records.find("orchestrator", timeline="callback_duplicate", session_id=sid)
+    assert len(stack.records.find("patient", timeline="callback_accepted", session_id=sid)) == 1
+    assert not stack.records.find("patient", timeline="callback_duplicate", session_id=sid)
+    assert len(proxy.refused) >= 2  # it was retried while down

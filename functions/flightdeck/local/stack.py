@@ -129,6 +129,7 @@ class LocalStack:
         self.url_overrides = dict(url_overrides or {})
         self.relay = sys.stderr if relay == "stderr" else relay
         self.extra_env = dict(extra_env or {})
+        self._previous_secrets: dict[str, str] = {}
         self.handlers_package = handlers_package
         self.startup_timeout_s = startup_timeout_s
 
@@ -187,6 +188,8 @@ class LocalStack:
             setting_variable("agent_config"): spec.agent_config_json(),
             **self._resources[agent].environment(),
             setting_variable("tool_callback_secret"): self._secrets[agent],
+            **({setting_variable("tool_callback_secret_previous"): self._previous_secrets[agent]}
+               if agent in self._previous_secrets else {}),
             setting_variable("allowed_host_mapping"): spec.host_mapping(self.peer_urls()),
             "POWERTOOLS_SERVICE_NAME": agent,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
@@ -262,6 +265,17 @@ class LocalStack:
                 self._terminate([self._children.pop(name)])  # it crashed: reap it first
             self._spawn_agent(name, listen(self.host, self._ports[name], f"agent {name!r}"))
             self._wait_until_answering(name)
+
+    def rotate_secret(self, name: str, new_secret: str) -> None:
+        """Rotate an agent's callback secret as on AWS: the new one signs, the old one still verifies.
+
+        The agent is restarted with both (its functions read the secret at cold start).
+        """
+        with self._lifecycle_lock:
+            self._previous_secrets[name] = self._secrets[name]
+            self._secrets[name] = new_secret
+        self.stop_agent(name)
+        self.start_agent(name)
 
     def stop(self) -> None:
         """Stop every child and wait for them; safe to call more than once."""
