@@ -3,7 +3,7 @@
 #   ./dev.sh demo [--scenario parallel|delegate|timeout]   the two-agent demo, locally, no AWS account
 #   ./dev.sh up [--config FILE]                            every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests
-#   ./dev.sh bench                                         (see README) 
+#   ./dev.sh bench [--quick] [--json PATH]                 what a delegation costs (docs/PERFORMANCE.md)
 # It creates .venv and installs what the command needs on first use.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -27,5 +27,6 @@ case "$cmd" in
   demo) ensure local; exec "$VENV/bin/flightdeck" local demo "$@" ;;
   up)   ensure local; exec "$VENV/bin/flightdeck" local up "$@" ;;
   test) ensure dev; exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@" ;;
+  bench) ensure local; exec "$VENV/bin/flightdeck" bench "$@" ;;
   *)    sed -n '2,7p' "$0"; exit 2 ;;
 esac

@@ -16,7 +16,7 @@ from flightdeck.domain.agent import ModelConfig
 
 from .functions import Functions
 from .queues import Queues
-from .secret import CallbackSecret
+from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
 
 
@@ -26,6 +26,7 @@ class Access:
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
     secret: bool = False  # read the callback HMAC key
+    peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
 
 
@@ -40,14 +41,16 @@ ACCESS: dict[str, Access] = {
     # Local tools run inline and record their results like any other (aggregation.record_and_advance):
     # when the last one completes the turn, the turn worker itself enqueues the next think on turns.
     "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True),
-    # Mints the token (secret) and POSTs the task to the peer; a failed dispatch resumes the turn.
-    # An A2A peer that does not push is polled through the timers queue (kind "a2a_poll").
-    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True),
+    # Mints the token (secret) and POSTs the task to the peer with our bearer token for it (peer_tokens);
+    # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
+    # queue (kind "a2a_poll").
+    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True, peer_tokens=True),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
     "delivery_worker": Access(send_to_dlq=("delivery",)),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
-    # Also polls A2A peers that do not push (tasks/get over HTTP, the next poll on timers).
-    "deadline_timer": Access(table=True, send=("timers", "turns")),
+    # Also polls A2A peers that do not push (tasks/get over HTTP with our bearer token for the peer,
+    # the next poll on timers).
+    "deadline_timer": Access(table=True, send=("timers", "turns"), peer_tokens=True),
     # EventBridge backstop over the deadline index.
     "sweeper": Access(table=True, send=("turns",)),
     # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (turns queue); a task that ends
@@ -88,6 +91,7 @@ class Permissions(Construct):
         state: StateTable,
         queues: Queues,
         secret: CallbackSecret,
+        peer_tokens: PeerTokensSecret,
         model: ModelConfig,
     ) -> None:
         super().__init__(scope, id)
@@ -115,6 +119,8 @@ class Permissions(Construct):
                 queues[key].dlq.grant_send_messages(function)
             if access.secret:
                 secret.secret.grant_read(function)
+            if access.peer_tokens:
+                peer_tokens.secret.grant_read(function)
             if access.model and model.provider == "bedrock":
                 resources = bedrock_resources(model.model_id)
                 function.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))

@@ -26,6 +26,7 @@ RESOURCE_VARIABLES = (
     "DELIVERY_DLQ_URL",
     "TIMERS_QUEUE_URL",
     "TOOL_CALLBACK_SECRET_ARN",
+    "PEER_TOKENS_SECRET_ARN",
 )
 MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "AGENT_NAME",
@@ -35,8 +36,8 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
 )
-# Plain-text secrets are for `flightdeck local` only; on AWS the key lives in Secrets Manager.
-LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS")
+# Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
+LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
 
 # Lambda's limit on the whole environment (keys + values).
 LAMBDA_ENV_LIMIT_BYTES = 4096
@@ -90,10 +91,9 @@ def agent_environment(deployment: DeploymentFile, agent: str, resources: Mapping
     configured = deployment.environment(agent)
     for name in LOCAL_ONLY_VARIABLES:
         if name in configured:
-            warnings.append(
-                f"{name} is set in the deployment file but is not passed to Lambda: on AWS the key is "
-                "generated in Secrets Manager (TOOL_CALLBACK_SECRET_ARN)"
-            )
+            where = ("the tokens live in Secrets Manager (PEER_TOKENS_SECRET_ARN)" if name == "PEER_TOKENS"
+                     else "the key is generated in Secrets Manager (TOOL_CALLBACK_SECRET_ARN)")
+            warnings.append(f"{name} is set in the deployment file but is not passed to Lambda: on AWS {where}")
     overridden = sorted(set(configured) & set(MANAGED_VARIABLES))
     if overridden:
         warnings.append(f"ignored in the deployment file (set by the stack): {', '.join(overridden)}")

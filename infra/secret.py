@@ -1,10 +1,14 @@
-"""Secret: the HMAC key that signs and verifies callback tokens (DESIGN §3)."""
+"""Secrets: the HMAC key that signs and verifies callback tokens (DESIGN §3), and the bearer
+tokens this agent presents to the peers it calls (flightdeck.domain.peers)."""
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Validations
+from aws_cdk import Acknowledgment, SecretValue, Validations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+
+# The initial value of the peer tokens secret: no tokens (not a secret; the real ones are put later).
+EMPTY_TOKEN_MAP = "{}"
 
 
 class CallbackSecret(Construct):
@@ -38,3 +42,40 @@ class CallbackSecret(Construct):
                 ),
             )
         )
+
+
+class PeerTokensSecret(Construct):
+    """The bearer tokens this agent presents to the peers it calls: a JSON object
+    {"<service name>": "fdp_<our peer id>_<secret>"}, created empty ("{}").
+
+    Each token is issued by the called peer's operator (`flightdeck peers add --agent <peer> <us>`)
+    and put here by ours, without a redeploy:
+
+        aws secretsmanager put-secret-value --secret-id <PeerTokensSecretArn output> \\
+            --secret-string '{"worker": "fdp_orchestrator_..."}'
+
+    The stack never writes it again (its template value stays "{}"), so a redeploy keeps what was
+    put. Functions get its ARN in PEER_TOKENS_SECRET_ARN; only those that call peers may read it
+    (infra/access.py: dispatch_worker, and deadline_timer, which polls A2A peers).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, agent: str) -> None:
+        super().__init__(scope, id)
+        self.secret = secretsmanager.Secret(
+            self,
+            "Secret",
+            description=f"Flightdeck {agent}: bearer tokens it presents to the peers it calls (JSON service -> token)",
+            secret_string_value=SecretValue.unsafe_plain_text(EMPTY_TOKEN_MAP),
+        )
+        Validations.of(self.secret).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-SMG4",
+                reason=(
+                    "The values are issued by other agents' operators (`flightdeck peers rotate` on their side), "
+                    "not generated here, so a Secrets Manager rotation function could not produce them; "
+                    "rotation is the peer's `flightdeck peers rotate --grace-seconds N` followed by one "
+                    "put-secret-value here (README, Peers and authentication)."
+                ),
+            )
+        )
+

@@ -15,7 +15,7 @@ from .environment import agent_environment
 from .functions import Functions
 from .queues import Queues
 from .schedule import SweepSchedule
-from .secret import CallbackSecret
+from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
 
 
@@ -52,6 +52,7 @@ class FlightdeckStack(Stack):
         state = StateTable(self, "State", retain=retain)
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
         secret = CallbackSecret(self, "CallbackSecret", agent=agent)
+        peer_tokens = PeerTokensSecret(self, "PeerTokens", agent=agent)
 
         env = agent_environment(
             deployment,
@@ -64,6 +65,7 @@ class FlightdeckStack(Stack):
                 "DELIVERY_DLQ_URL": queues["delivery"].dlq.queue_url,
                 "TIMERS_QUEUE_URL": queues["timers"].queue.queue_url,
                 "TOOL_CALLBACK_SECRET_ARN": secret.secret.secret_arn,
+                "PEER_TOKENS_SECRET_ARN": peer_tokens.secret.secret_arn,
             },
         )
         for warning in env.warnings:
@@ -86,7 +88,8 @@ class FlightdeckStack(Stack):
         )
         functions.consume(queues)
         Permissions(
-            self, "Permissions", functions=functions, state=state, queues=queues, secret=secret, model=spec.model
+            self, "Permissions", functions=functions, state=state, queues=queues, secret=secret,
+            peer_tokens=peer_tokens, model=spec.model,
         )
         api = Api(
             self,
@@ -112,7 +115,10 @@ class FlightdeckStack(Stack):
             description=f"Base URL of {agent}: peers put it in their deploy.peer_urls.{agent}",
         )
         CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
-        CfnOutput(self, "StateTableName", value=state.table.table_name, description="DynamoDB table of sessions and turns")
+        CfnOutput(self, "StateTableName", value=state.table.table_name,
+                  description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")
+        CfnOutput(self, "PeerTokensSecretArn", value=peer_tokens.secret.secret_arn,
+                  description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)")
         self.api = api
         self.functions = functions
         self.environment_variables = env.variables

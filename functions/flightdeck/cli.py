@@ -122,6 +122,58 @@ def local_demo(args: argparse.Namespace) -> int:
             print(f"\nagent logs: {log_file.name}", file=sys.stderr)
 
 
+# --- flightdeck bench (flightdeck.bench) ---------------------------------------------------
+
+
+def bench(args: argparse.Namespace) -> int:
+    from flightdeck.bench import report, runner
+    from flightdeck.local.stack import StackError
+
+    try:
+        opts = runner.options(args.quick, iterations=args.iterations, callbacks=args.callbacks,
+                              timeout_turns=args.timeout_turns, open_turns=args.open_turns)
+        runner.validate(opts)
+    except ValueError as exc:
+        _complain(f"bench: {exc}")
+        return EXIT_USAGE
+    try:
+        result = runner.run(opts, progress=runner.progress_to(sys.stderr), logs=sys.stderr if args.show_logs else None)
+    except KeyboardInterrupt:
+        _complain("interrupted")
+        return EXIT_FAILURE
+    except (StackError, RuntimeError) as exc:
+        _complain(f"bench failed: {exc}")
+        return EXIT_FAILURE
+    print(report.render(result), flush=True)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"flightdeck: results written to {args.json}", file=sys.stderr)
+    return EXIT_OK
+
+
+def add_bench_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "bench",
+        help="measure cost per delegation, callback throughput, timeout precision, sweep cost, cold start",
+        description="Run the agents on the local stack (moto), count what a delegation asks of AWS and price "
+        "it, measure callback throughput, timeout lateness, sweep reads and handler import time; print one "
+        "table (Markdown). Local seconds are moto-bound: read counts and ratios. See docs/PERFORMANCE.md.",
+    )
+    sub.add_argument("--quick", action="store_true",
+                     help="few iterations, 1,000 open turns instead of 10,000 (what CI runs, ~1 min)")
+    sub.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
+    sub.add_argument("--iterations", type=int, metavar="N", help="one-delegation round trips to count")
+    sub.add_argument("--callbacks", type=int, metavar="N", help="callbacks per mode (single, batch)")
+    sub.add_argument("--timeout-turns", type=int, metavar="N", help="turns left to time out")
+    sub.add_argument("--open-turns", type=int, metavar="N", help="open turns seeded for the sweep")
+    sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
+    sub.set_defaults(run=bench)
+
+
+# --- end of flightdeck bench -----------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
     from flightdeck.local.demo import DEFAULT_SCENARIO, SCENARIOS
 
@@ -133,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local up                         # the bundled two-agent example on loopback\n"
             "  flightdeck local up --config my.toml --port 8080\n"
             "  flightdeck local demo                       # two parallel delegations, as a timeline\n"
-            "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late"
+            "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
+            "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -177,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--show-logs", action="store_true",
                       help="relay the agents' logs to stderr (default: written to a file)")
     demo.set_defaults(run=local_demo)
+    add_bench_command(commands)  # flightdeck bench
+    from flightdeck.peers_admin import add_peers_command
+
+    add_peers_command(commands)  # flightdeck peers
     return parser
 
 

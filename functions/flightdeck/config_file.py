@@ -12,9 +12,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flightdeck.domain.agent import DelegateTool, ModelConfig
+from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token
 
 
 class ConfigFileError(ValueError):
@@ -52,9 +53,38 @@ class AgentSpec(BaseModel):
     allowed_hosts: dict[str, str] = Field(default_factory=dict)
     # LOCAL ONLY: the HMAC secret used by `flightdeck local`; on AWS the secret is generated in Secrets Manager.
     callback_secret: str = ""
+    # LOCAL ONLY: who may call this agent (POST /api/chat, POST /a2a, GET /api/sessions/{id}):
+    # peer id -> its token "fdp_<peer_id>_<secret>". `flightdeck local up` stores their SHA-256 in the
+    # agent's peer registry; on AWS the registry is managed with `flightdeck peers add|rotate|revoke`.
+    peers: dict[str, str] = Field(default_factory=dict)
+    # LOCAL ONLY: the token this agent presents to a service it calls (service name -> token), for
+    # services outside this file. An agent of this file that lists us in its `peers` needs no entry:
+    # its token for us is taken from there. On AWS: the secret PEER_TOKENS_SECRET_ARN names.
+    peer_tokens: dict[str, str] = Field(default_factory=dict)
     # Extra environment (settings of DESIGN §4) for this agent.
     env: dict[str, str] = Field(default_factory=dict)
     deploy: DeploySection = Field(default_factory=DeploySection)
+
+    @field_validator("peers")
+    @classmethod
+    def _peers_name_themselves(cls, value: dict[str, str]) -> dict[str, str]:
+        for peer_id, token in value.items():
+            try:
+                check_peer_id(peer_id)
+                check_token(token, peer_id)
+            except PeerTokenError as exc:
+                raise ValueError(f"peers.{peer_id}: {exc}") from None
+        return value
+
+    @field_validator("peer_tokens")
+    @classmethod
+    def _peer_tokens_are_tokens(cls, value: dict[str, str]) -> dict[str, str]:
+        for service, token in value.items():
+            try:
+                check_token(token)
+            except PeerTokenError as exc:
+                raise ValueError(f"peer_tokens.{service}: {exc}") from None
+        return value
 
     def agent_config_json(self) -> str:
         from flightdeck.domain.agent import AgentDefinition
@@ -92,6 +122,21 @@ class DeploymentFile(BaseModel):
     def environment(self, agent: str) -> dict[str, str]:
         spec = self.agents[agent]
         return {**self.defaults, **spec.env}
+
+    def outbound_tokens(self, agent: str) -> dict[str, str]:
+        """LOCAL ONLY: service name -> the token `agent` presents when it calls that service (PEER_TOKENS).
+
+        Its own `peer_tokens`, plus, for each agent of this file it may call (allow), the token
+        that agent's `peers` lists for it.
+        """
+        spec = self.agents[agent]
+        tokens: dict[str, str] = {}
+        for name in spec.allow:
+            peer = self.agents.get(name)
+            if peer is not None and agent in peer.peers:
+                tokens[name] = peer.peers[agent]
+        tokens.update(spec.peer_tokens)
+        return tokens
 
 
 def load(path: str | Path) -> DeploymentFile:

@@ -7,6 +7,7 @@ Every log line carries agent, session_id and tool_use_id when known. Lines with 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import secrets
@@ -19,6 +20,11 @@ from aws_lambda_powertools.metrics.exceptions import SchemaValidationError
 _service = os.environ.get("POWERTOOLS_SERVICE_NAME") or os.environ.get("AGENT_NAME") or "flightdeck"
 # `agent` is a constructor key, so it survives clear_state on every invocation.
 logger = Logger(service=_service, agent=os.environ.get("AGENT_NAME", _service))
+# Audit lines have their own logger at INFO, so a quieter POWERTOOLS_LOG_LEVEL never drops them.
+# Its Python logger name is outside the main logger's hierarchy (no line is written twice);
+# the lines still say service = the agent, and carry the keys bound for the invocation.
+audit_logger = Logger(service=f"flightdeck-audit:{_service}", level="INFO", agent=os.environ.get("AGENT_NAME", _service))
+audit_logger.append_keys(service=_service)
 tracer = Tracer(service=_service)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Flightdeck"), service=_service)
 
@@ -57,6 +63,28 @@ def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], A
 def timeline(event: str, message: str, **fields: object) -> None:
     """Log one step of a delegation, for people following it across agents."""
     logger.info(message, extra={"timeline": event, **{k: v for k, v in fields.items() if v is not None}})
+
+
+def payload_sha256(data: bytes | str) -> str:
+    """Hex SHA-256 of a request body as sent or received (str: its UTF-8 bytes)."""
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data).hexdigest()
+
+
+def audit(direction: str, operation: str, peer: str | None, payload_sha256: str, outcome: str,
+          **fields: object) -> None:
+    """One audit line for one delegation call, inbound or outbound: `"audit": true`, timestamped by the logger.
+
+    direction: "inbound" | "outbound"; operation: chat, a2a:<method>, tool_response, tool_responses,
+    a2a_push (inbound) or dispatch, a2a:<method>, delivery, delivery_batch, push_notification (outbound);
+    peer: the authenticated caller (inbound) or the service called (outbound), "" when unknown;
+    outcome: a short word (accepted, forbidden, http_502, unreachable...). Extra fields as given.
+    """
+    audit_logger.info(
+        f"audit {direction} {operation}: {outcome}",
+        extra={"audit": True, "direction": direction, "operation": operation, "peer": peer or "",
+               "payload_sha256": payload_sha256, "outcome": outcome,
+               **{k: v for k, v in fields.items() if v is not None}},
+    )
 
 
 def count(name: str, value: float = 1) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.allowlist import Allowlist, AllowlistError
+from flightdeck.domain.peers import PeerTokenError, check_token
 
 
 class SettingsError(RuntimeError):
@@ -46,6 +47,14 @@ class Settings(BaseModel):
     tool_callback_secret_previous: str = Field("", alias="TOOL_CALLBACK_SECRET_PREVIOUS")
     tool_callback_secret_arn: str = Field("", alias="TOOL_CALLBACK_SECRET_ARN")
 
+    # Inbound peer authentication on POST /api/chat, POST /a2a, GET /api/sessions/{id} (flightdeck.domain.peers):
+    # "required" (default), or "off" for isolated test rigs only (anyone may call, sessions have no owner).
+    inbound_auth: Literal["required", "off"] = Field("required", alias="INBOUND_AUTH")
+    # Outbound: the bearer token this agent presents to each peer service it calls, as a JSON object
+    # {"<service name>": "fdp_<our id>_<secret>"}. LOCAL ONLY; on AWS it is the secret PEER_TOKENS_SECRET_ARN.
+    peer_tokens: dict[str, str] = Field(default_factory=dict, alias="PEER_TOKENS")
+    peer_tokens_secret_arn: str = Field("", alias="PEER_TOKENS_SECRET_ARN")
+
     async_tool_timeout_ms: PositiveMs = Field(300_000, alias="ASYNC_TOOL_TIMEOUT_MS")
     tool_agg_punctuate_interval_ms: PositiveMs = Field(15_000, alias="TOOL_AGG_PUNCTUATE_INTERVAL_MS")
     tool_agg_tombstone_ttl_ms: PositiveMs = Field(60_000, alias="TOOL_AGG_TOMBSTONE_TTL_MS")
@@ -60,6 +69,9 @@ class Settings(BaseModel):
     max_body_bytes: Annotated[int, Field(gt=0, le=10_000_000)] = Field(1_000_000, alias="MAX_BODY_BYTES")
     # Bound for HTTP calls to peers.
     peer_timeout_ms: PositiveMs = Field(10_000, alias="PEER_TIMEOUT_MS")
+    # Tool calls (delegations included) one turn may run; more get an error result.
+    # A session runs one turn at a time, so this also bounds its concurrent delegations.
+    max_tools_per_turn: Annotated[int, Field(gt=0, le=50)] = Field(20, alias="MAX_TOOLS_PER_TURN")
     # Attempts before a dispatch is given up and recorded as dispatch_failed.
     dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(6, alias="DISPATCH_MAX_ATTEMPTS")
 
@@ -72,6 +84,16 @@ class Settings(BaseModel):
             return Allowlist.parse(value or "")
         except AllowlistError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("peer_tokens", mode="before")
+    @classmethod
+    def _parse_peer_tokens(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"not JSON: {exc}") from None
+        return parse_peer_tokens(value)
 
     @field_validator("agent_config", mode="before")
     @classmethod
@@ -99,6 +121,24 @@ class Settings(BaseModel):
             return cls.model_validate(env)
         except ValidationError as exc:
             raise SettingsError(_describe(exc)) from None
+
+
+def parse_peer_tokens(value: Any) -> dict[str, str]:
+    """A map of service name -> peer token (PEER_TOKENS, or the secret PEER_TOKENS_SECRET_ARN names)."""
+    if not isinstance(value, dict):
+        raise ValueError('must be a JSON object {"<service>": "fdp_<peer_id>_<secret>", ...}')
+    tokens: dict[str, str] = {}
+    for service, token in value.items():
+        if not isinstance(service, str) or not service:
+            raise ValueError("service names must be non-empty strings")
+        if not isinstance(token, str):
+            raise ValueError(f"{service!r}: the token must be a string")
+        try:
+            check_token(token)
+        except PeerTokenError as exc:
+            raise ValueError(f"{service!r}: {exc}") from None  # never echo the token itself
+        tokens[service] = token
+    return tokens
 
 
 def _describe(exc: ValidationError) -> str:

@@ -59,25 +59,40 @@ def table_name(prefix: str) -> str:
     return f"{prefix}-state"
 
 
+# How a route's callers prove who they are (enforced by the functions: flightdeck.api.auth).
+PEER_AUTH = "peer"  # a peer bearer token from the agent's peer registry (flightdeck.domain.peers)
+CALLBACK_AUTH = "callback"  # the HMAC callback token this agent minted for one delegation
+PUBLIC = "public"  # nobody needs to
+
+
 @dataclass(frozen=True)
 class Route:
     method: str
     path: str  # API Gateway resource path, {param} for path parameters
     handler: str
+    auth: str = PEER_AUTH
+    # The audit log's operation for a delegation call on this route ("": not a delegation call, not audited).
+    audit: str = ""
 
 
 # Every HTTP route, and the Lambda handler module that serves it.
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/api/chat", "chat_ingest"),
-    Route("GET", "/api/sessions/{session_id}", "chat_ingest"),
-    Route("POST", "/api/tools/response", "callback"),
-    Route("POST", "/api/tools/responses", "callback"),
-    Route("GET", "/.well-known/agent-card.json", "agent_card"),
+    Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat"),
+    Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
+    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response"),
+    Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
+    Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
-    Route("POST", "/a2a", "a2a"),
-    Route("POST", "/api/a2a/push", "callback"),
+    Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a"),
+    Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push"),
 )
+_ROUTES_BY_KEY = {(r.method, r.path): r for r in ROUTES}
+
+
+def route_for(method: str | None, path: str | None) -> Route | None:
+    """The route of an API Gateway event (its httpMethod and resource), or None."""
+    return _ROUTES_BY_KEY.get((method or "", path or ""))
 
 # The EventBridge-scheduled backstop sweep.
 SWEEPER_HANDLER = "sweeper"

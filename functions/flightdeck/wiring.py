@@ -8,7 +8,8 @@ from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
-from flightdeck.adapters.secrets import signing_keys
+from flightdeck.adapters.peer_registry import PeerRegistry
+from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
@@ -41,6 +42,10 @@ def deps() -> Deps:
         model=model,
         # A2A (flightdeck.domain.a2a): task records in the same table, agent cards over HTTP.
         a2a=A2APorts(store=A2AStore(store), http=A2AHttp(timeout_s=settings.peer_timeout_ms / 1000)),
+        # Peers that may call us: hashes in the same table (flightdeck.domain.peers).
+        registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
+        # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
+        peer_tokens=lambda: outbound_peer_tokens(settings),
     )
 
 

@@ -36,6 +36,7 @@ PLANNER_TOML = """
 [defaults]
 TOOL_AGG_PUNCTUATE_INTERVAL_MS = 150000   # 2.5 min: the sweep runs every 3 minutes
 TOOL_CALLBACK_SECRET = "local-only-secret-that-must-not-reach-lambda-0123"
+PEER_TOKENS = '{"helper": "fdp_planner_LOCAL-ONLY-must-not-reach-lambda-0123456789"}'
 
 [agents.planner]
 description = "Plans with a Bedrock model."
@@ -49,6 +50,9 @@ model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 
 [[agents.planner.delegates]]
 agent = "helper"
+
+[agents.planner.peers]
+user = "fdp_user_LOCAL-ONLY-must-not-reach-aws-0123456789abcdef"
 
 [agents.planner.deploy]
 account = "123456789012"

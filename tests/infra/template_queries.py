@@ -101,7 +101,8 @@ class Reach:
     send_dlq: set[str] = field(default_factory=set)
     consume: set[str] = field(default_factory=set)
     table: bool = False
-    secret: bool = False
+    secret: bool = False  # the callback HMAC key
+    peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
     other: set[str] = field(default_factory=set)
 
@@ -127,7 +128,13 @@ def reach(template: Template, handler: str) -> Reach:
             elif service == "dynamodb":
                 result.table = True
             elif service == "secretsmanager":
-                result.secret = True
+                for lid in targets:
+                    if lid.startswith("PeerTokens"):
+                        result.peer_tokens = True
+                    elif lid.startswith("CallbackSecret"):
+                        result.secret = True
+                    else:
+                        result.other.add(f"{act} on {lid}")
             elif service == "bedrock":
                 result.bedrock = True
             elif service in ("sqs", "logs", "xray"):

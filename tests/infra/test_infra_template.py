@@ -193,7 +193,7 @@ def test_no_other_event_source_mappings(orchestrator_tpl) -> None:
 
 EXPECTED_VARIABLES = {
     "AGENT_NAME", "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
-    "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN",
+    "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN",
     "ALLOWED_HOST_MAPPING", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
 }  # fmt: skip
 
@@ -216,7 +216,9 @@ def test_environment_of_every_function(orchestrator_tpl) -> None:
     for key in ("turns", "dispatch", "delivery", "timers"):
         assert env[f"{key.upper()}_QUEUE_URL"] == {"Ref": queue_id(orchestrator_tpl, key)}
     assert env["DELIVERY_DLQ_URL"] == {"Ref": queue_id(orchestrator_tpl, "delivery", dlq=True)}
-    assert env["TOOL_CALLBACK_SECRET_ARN"] == {"Ref": next(iter(resources(orchestrator_tpl, "AWS::SecretsManager::Secret")))}
+    assert env["TOOL_CALLBACK_SECRET_ARN"] == {"Ref": secret_id(orchestrator_tpl, "CallbackSecret")}
+    assert env["PEER_TOKENS_SECRET_ARN"] == {"Ref": secret_id(orchestrator_tpl, "PeerTokens")}
+    assert env["INBOUND_AUTH"] == "required"
     # the worker's URL is not known before its first deploy: left out (fail closed)
     assert env["ALLOWED_HOST_MAPPING"] == ""
 
@@ -241,9 +243,15 @@ def test_stack_values_win_and_local_secrets_never_reach_lambda(synth, planner_tp
     assert env["ASYNC_TOOL_TIMEOUT_MS"] == "45000"  # agent env over defaults
     assert env["STATE_TABLE"] != "not-this-one"
     assert "TOOL_CALLBACK_SECRET" not in env
+    assert "PEER_TOKENS" not in env and env["PEER_TOKENS_SECRET_ARN"] == {"Ref": secret_id(planner_tpl, "PeerTokens")}
     for name, template in synth.templates.items():
         text = json.dumps(template)
         assert "local-only" not in text, f"a local-only secret leaked into {name}"
+
+
+def secret_id(template, prefix: str) -> str:
+    (lid,) = [lid for lid in resources(template, "AWS::SecretsManager::Secret") if lid.startswith(prefix)]
+    return lid
 
 
 # --- permissions ------------------------------------------------------------------------
@@ -257,9 +265,11 @@ EXPECTED_REACH = {
     # (domain.turn_loop -> aggregation.record_and_advance -> queues.send_turn).
     "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"}),
     # + timers: an A2A peer that does not push is polled on the timers queue.
-    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, send={"turns", "timers"}),
+    # peer_tokens: it presents our bearer token to the peer it dispatches to.
+    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"turns", "timers"}),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}),
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}),
+    # peer_tokens, beyond the "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}, peer_tokens=True),
     "sweeper": dict(table=True, send={"turns"}),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
     "a2a": dict(table=True, send={"turns", "delivery"}),
@@ -268,7 +278,8 @@ EXPECTED_REACH = {
 
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
-    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "secret": False, "bedrock": False}
+    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "secret": False,
+                "peer_tokens": False, "bedrock": False}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
     assert got.other == set()
@@ -295,6 +306,24 @@ def test_callback_cannot_send_to_dispatch(orchestrator_tpl) -> None:
 def test_secret_readable_only_by_callback_and_dispatch(orchestrator_tpl) -> None:
     readers = {h for h in topology.HANDLERS if reach(orchestrator_tpl, h).secret}
     assert readers == {"callback", "dispatch_worker"}
+
+
+def test_peer_tokens_readable_only_by_the_functions_that_call_peers(orchestrator_tpl, planner_tpl) -> None:
+    for template in (orchestrator_tpl, planner_tpl):
+        readers = {h for h in topology.HANDLERS if reach(template, h).peer_tokens}
+        assert readers == {"dispatch_worker", "deadline_timer"}
+
+
+def test_peer_tokens_secret_starts_empty_and_is_an_output(orch: Template, orchestrator_tpl) -> None:
+    orch.has_resource_properties("AWS::SecretsManager::Secret", {"SecretString": "{}"})
+    assert orchestrator_tpl["Outputs"]["PeerTokensSecretArn"]["Value"] == {"Ref": secret_id(orchestrator_tpl, "PeerTokens")}
+
+
+def test_peer_tokens_of_the_file_never_reach_aws(synth) -> None:
+    # [agents.NAME.peers] and peer_tokens are LOCAL ONLY: neither in AGENT_CONFIG nor anywhere in a template.
+    for name, template in synth.templates.items():
+        text = json.dumps(template)
+        assert "fdp_" not in text and "LOCAL-ONLY" not in text, f"a local-only peer token leaked into {name}"
 
 
 def test_wildcard_resource_only_for_xray(synth) -> None:
@@ -327,7 +356,7 @@ def test_sweep_schedule(orchestrator_tpl, planner_tpl) -> None:
 
 
 def test_callback_secret_is_generated(orch: Template) -> None:
-    orch.resource_count_is("AWS::SecretsManager::Secret", 1)
+    orch.resource_count_is("AWS::SecretsManager::Secret", 2)  # + the peer tokens
     orch.has_resource_properties(
         "AWS::SecretsManager::Secret",
         {"GenerateSecretString": {"ExcludePunctuation": True, "PasswordLength": 64, "IncludeSpace": False}},

@@ -22,6 +22,7 @@ RESOURCES = {
     "DELIVERY_DLQ_URL": "u4",
     "TIMERS_QUEUE_URL": "u5",
     "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:x",
+    "PEER_TOKENS_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:peers",
 }
 
 

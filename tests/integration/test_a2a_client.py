@@ -331,3 +331,18 @@ def test_a2a_delegate_needs_a_card_url(monkeypatch):
     with pytest.raises(ValueError, match="card_url"):
         DelegateTool(agent="peer", protocol="a2a")
     assert DelegateTool(agent="peer", protocol="a2a", card_url="https://p.example.com/card").name == "ask_peer"
+
+
+def test_our_peer_token_goes_with_message_send_and_tasks_get(agent, peer, monkeypatch):
+    from flightdeck import wiring
+    from flightdeck.domain.peers import new_token
+
+    ours = new_token("orchestrator")
+    monkeypatch.setenv("PEER_TOKENS", json.dumps({"peer": ours}))  # keyed by the delegate's service name
+    wiring.reset()
+    peer.push = False
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert _poll(agent, sid) == "pending"
+    assert [(p["body"]["method"], p["headers"].get("Authorization")) for p in peer.posts] == [
+        ("message/send", f"Bearer {ours}"), ("tasks/get", f"Bearer {ours}")]

@@ -164,7 +164,7 @@ def test_sdk_client_send_get_and_blocking_send(served):
     agent, url = served
 
     async def scenario():
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
             client = await _client(http, url, blocking=False)
             task = await _send(client, "how far is the moon")
             assert task.status.state == sdk.TaskState.working
@@ -186,7 +186,7 @@ def test_sdk_client_cancel_and_push_config_round_trip(served):
     agent, url = served
 
     async def scenario():
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
             client = await _client(http, url, blocking=False)
             task = await _send(client, "@worker a long job")
             await asyncio.to_thread(agent.run_queue, "turns")  # delegated; the worker is never reached

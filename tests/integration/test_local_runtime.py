@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from flightdeck import config_file
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,9 +35,14 @@ _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+# The example's LOCAL ONLY token of the orchestrator's `user` peer (examples/two-agents.toml).
+USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].peers["user"]
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = USER_TOKEN) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with _direct.open(request, timeout=15) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -158,6 +165,12 @@ def _final_session(base_url: str, session_id: str) -> dict[str, Any]:
                 return session
         time.sleep(0.25)
     raise AssertionError(f"session {session_id} not idle after {ANSWER_TIMEOUT_S} s: {session}")
+
+
+def test_chat_without_a_peer_token_is_refused(running):
+    _, urls = running
+    status, body = http("POST", urls["orchestrator"] + "/api/chat", {"content": "let me in"}, token=None)
+    assert status == 401 and json.loads(body)["error"]["code"] == "unauthorized"
 
 
 def test_delegation_round_trip_through_the_local_stack(running):

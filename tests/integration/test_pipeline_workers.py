@@ -218,3 +218,15 @@ def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):
     s = session(a, sid)
     assert s["status"] == "idle"
     assert s["messages"][2]["content"][0]["toolResult"]["status"] == "success"
+
+
+def test_tool_calls_past_the_limit_get_an_error_result_not_a_dispatch(aws, monkeypatch, peer):
+    a = make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}",
+                   extra_env={"MAX_TOOLS_PER_TURN": "2"})
+    sid = think(a, "@worker one @worker two @worker three")
+    assert len(a.bodies("dispatch")) == 2
+    results = [i for i in a.table_items() if i["sk"]["S"].startswith("RESULT#")]
+    [refused] = results
+    assert json.loads(refused["text"]["S"]) == {"status": "error", "reason": "too_many_tools",
+                                                "detail": "at most 2 tool calls per turn"}
+    assert a.item(f"S#{sid}", "TURN#000001")["received"] == 1

@@ -7,6 +7,7 @@ endpoint that is down for a while.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -23,6 +24,13 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT_MS = 6000
 DOWN_FOR_S = float(__import__("os").environ.get("FLIGHTDECK_TEST_DOWN_FOR_S", "60"))
+# LOCAL ONLY test tokens: who may call whom (each agent's [peers]; the caller's own token for an agent
+# of this file is taken from there).
+USER_TOKEN = "fdp_user_test-only-user-token-0123456789abcdef"
+ORCHESTRATOR_TOKEN = "fdp_orchestrator_test-only-orchestrator-token-0123456789"
+PATIENT_TOKEN = "fdp_patient_test-only-patient-token-0123456789abcdef"
+# The intruder claims to be the orchestrator, with a secret of its own making.
+FORGED_TOKEN = "fdp_orchestrator_forged-by-the-intruder-0123456789abcdef"
 CONFIG = f"""
 [defaults]
 TOOL_AGG_PUNCTUATE_INTERVAL_MS = 1000
@@ -41,6 +49,8 @@ agent = "sleeper"
 agent = "ghost"
 [[agents.orchestrator.delegates]]
 agent = "slowpoke"
+[agents.orchestrator.peers]
+user = "{USER_TOKEN}"
 
 # Waits long for its delegations; the tests reach it through a proxy they can take down.
 [agents.patient]
@@ -49,20 +59,39 @@ callback_secret = "test-only-patient-secret-0123456789abcdef0123"
 env = {{ ASYNC_TOOL_TIMEOUT_MS = "240000" }}
 [[agents.patient.delegates]]
 agent = "worker"
+[agents.patient.peers]
+user = "{USER_TOKEN}"
 
 [agents.worker]
-allow = ["orchestrator", "patient"]
+allow = ["orchestrator", "patient", "intruder"]
 callback_secret = "test-only-worker-secret-0123456789abcdef01234"
+[agents.worker.peers]
+orchestrator = "{ORCHESTRATOR_TOKEN}"
+patient = "{PATIENT_TOKEN}"
+
+# Delegates to the worker, which does not list it among its peers.
+[agents.intruder]
+allow = ["worker"]
+callback_secret = "test-only-intruder-secret-0123456789abcdef012"
+peer_tokens = {{ worker = "{FORGED_TOKEN}" }}
+[[agents.intruder.delegates]]
+agent = "worker"
+[agents.intruder.peers]
+user = "{USER_TOKEN}"
 
 [agents.sleeper]
 allow = ["orchestrator"]
 callback_secret = "test-only-sleeper-secret-0123456789abcdef0123"
+[agents.sleeper.peers]
+orchestrator = "{ORCHESTRATOR_TOKEN}"
 [agents.sleeper.model]
 think_delay_ms = {TIMEOUT_MS + 3000}
 
 [agents.slowpoke]
 allow = ["orchestrator"]
 callback_secret = "test-only-slowpoke-secret-0123456789abcdef012"
+[agents.slowpoke.peers]
+orchestrator = "{ORCHESTRATOR_TOKEN}"
 [agents.slowpoke.model]
 think_delay_ms = 3000
 """
@@ -106,8 +135,11 @@ def stack(tmp_path_factory, proxy):
         yield local
 
 
+AS_USER = {"Authorization": f"Bearer {USER_TOKEN}"}
+
+
 def chat(stack, content, agent="orchestrator"):
-    resp = requests.post(f"{stack.urls[agent]}/api/chat", json={"content": content}, timeout=10)
+    resp = requests.post(f"{stack.urls[agent]}/api/chat", json={"content": content}, headers=AS_USER, timeout=10)
     assert resp.status_code == 202, resp.text
     return resp.json()["session_id"]
 
@@ -115,7 +147,7 @@ def chat(stack, content, agent="orchestrator"):
 def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", timeout=10).json()
+        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", headers=AS_USER, timeout=10).json()
         if session["status"] == "idle":
             return session
         time.sleep(0.1)
@@ -245,3 +277,63 @@ def test_callback_endpoint_down_for_a_while_then_back_delivers_once(stack, proxy
     assert len(stack.records.find("patient", timeline="callback_accepted", session_id=sid)) == 1
     assert not stack.records.find("patient", timeline="callback_duplicate", session_id=sid)
     assert len(proxy.refused) >= 2  # it was retried while down
+
+
+# --- peer authentication and the audit log ------------------------------------------------------
+
+
+def test_the_worker_refuses_a_dispatch_without_the_orchestrators_token(stack):
+    # Nothing but a bearer token gets a task in: not even a well-formed reply descriptor.
+    body = {"content": "work for free", "reply": {"callbackService": "orchestrator", "bearerToken": "x" * 40}}
+    bare = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10)
+    assert bare.status_code == 401 and bare.headers["WWW-Authenticate"].startswith('Bearer realm="flightdeck"')
+    forged = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10,
+                           headers={"Authorization": f"Bearer {FORGED_TOKEN}"})
+    assert forged.status_code == 403 and forged.json()["error"]["code"] == "forbidden"
+    # A real dispatch from an agent the worker does not know (it presents a forged orchestrator token).
+    sid = chat(stack, "@worker hand over the launch plan", agent="intruder")
+    session = wait_idle(stack, sid, agent="intruder")
+    [result] = tool_results(session)
+    detail = json.loads(result["content"][0]["text"])
+    assert detail["reason"] == "dispatch_failed" and "HTTP 403 from worker" in detail["detail"], detail
+    [dispatch] = stack.records.find("intruder", audit=True, operation="dispatch", session_id=sid)
+    assert dispatch["outcome"] == "http_403"
+    [refused] = stack.records.find("worker", audit=True, payload_sha256=dispatch["payload_sha256"])
+    assert (refused["outcome"], refused["peer"], refused["claimed_peer"]) == ("forbidden", "", "orchestrator")
+    assert not [r for r in stack.records.find("worker", timeline="chat_received")
+                if "hand over the launch plan" in json.dumps(r)]
+
+
+def test_one_round_trip_is_one_audit_line_per_call_on_each_side(stack):
+    body = json.dumps({"content": "@worker audit this round trip"}).encode()
+    resp = requests.post(f"{stack.urls['orchestrator']}/api/chat", data=body, timeout=10,
+                         headers={**AS_USER, "Content-Type": "application/json"})
+    assert resp.status_code == 202
+    sid = resp.json()["session_id"]
+    wait_idle(stack, sid)
+
+    def audited(agent, sha256):
+        lines = stack.records.find(agent, audit=True, payload_sha256=sha256)
+        assert all(line.get("timestamp") for line in lines)
+        return lines
+
+    # 1. the user's task, into the orchestrator
+    [ingest] = audited("orchestrator", hashlib.sha256(body).hexdigest())
+    assert (ingest["direction"], ingest["operation"], ingest["peer"], ingest["outcome"]) == \
+        ("inbound", "chat", "user", "accepted")
+    # 2. the dispatch, out of the orchestrator and into the worker: the same bytes on both sides
+    [dispatch] = stack.records.find("orchestrator", audit=True, operation="dispatch", session_id=sid)
+    assert (dispatch["direction"], dispatch["peer"], dispatch["outcome"]) == ("outbound", "worker", "http_202")
+    assert audited("orchestrator", dispatch["payload_sha256"]) == [dispatch]
+    [received] = audited("worker", dispatch["payload_sha256"])
+    assert (received["direction"], received["operation"], received["peer"], received["outcome"]) == \
+        ("inbound", "chat", "orchestrator", "accepted")
+    # 3. the answer, out of the worker and into the orchestrator's callback endpoint
+    [dispatched] = stack.records.find("orchestrator", timeline="dispatched", session_id=sid)
+    [delivery] = stack.records.find("worker", audit=True, direction="outbound",
+                                    session_id=dispatched["peer_session_id"])
+    assert (delivery["operation"], delivery["peer"], delivery["outcome"]) == ("delivery", "orchestrator", "http_202")
+    assert audited("worker", delivery["payload_sha256"]) == [delivery]
+    [callback] = audited("orchestrator", delivery["payload_sha256"])
+    assert (callback["direction"], callback["operation"], callback["peer"], callback["outcome"]) == \
+        ("inbound", "tool_response", "worker", "accepted")

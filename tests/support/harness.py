@@ -13,6 +13,8 @@ from typing import Any
 import boto3
 
 from flightdeck import topology, wiring
+from flightdeck.adapters.peer_registry import PeerRegistry
+from flightdeck.domain.peers import new_token
 from flightdeck.domain.tokens import CallbackClaims, SigningKey, mint
 from flightdeck.local.invocation import LocalLambdaContext
 from flightdeck.local.resources import create_agent_resources
@@ -20,6 +22,9 @@ from flightdeck.local.resources import create_agent_resources
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET = "test-secret-orchestrator-0123456789abcdef"
 PREVIOUS_SECRET = "test-secret-orchestrator-previous-0123456789"
+# The peer every test calls as, unless it says otherwise (Agent.api(token=...)).
+TEST_PEER = "tester"
+_DEFAULT = object()
 
 
 def load_event(relative: str, **replacements: str) -> dict[str, Any]:
@@ -48,6 +53,23 @@ class Agent:
     table: str
     sqs: Any = field(repr=False)
     dynamodb: Any = field(repr=False)
+    # The bearer token of TEST_PEER, registered in the agent's peer registry by make_agent.
+    peer_token: str = field(default="", repr=False)
+
+    # --- peers (flightdeck.domain.peers) --------------------------------------------------
+    @property
+    def registry(self) -> PeerRegistry:
+        return PeerRegistry(self.table, self.dynamodb)
+
+    def add_peer(self, peer_id: str) -> str:
+        """Register another calling peer; returns its token."""
+        token = new_token(peer_id)
+        self.registry.add(peer_id, token, replace=True)
+        return token
+
+    def auth_headers(self, token: Any = _DEFAULT) -> dict[str, str]:
+        token = self.peer_token if token is _DEFAULT else token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     # --- HTTP through the real handlers ------------------------------------------------
     def call(self, event: dict[str, Any], handler: str | None = None) -> tuple[int, dict[str, str], Any]:
@@ -66,10 +88,18 @@ class Agent:
             headers.setdefault(k.lower(), v[0] if isinstance(v, list) and v else v)
         return resp["statusCode"], headers, parsed
 
-    def api(self, name: str, body: Any = ..., headers: dict[str, str] | None = None, **replacements: str):
+    def api(self, name: str, body: Any = ..., headers: dict[str, str] | None = None, *, token: Any = _DEFAULT,
+            **replacements: str):
+        """Send a sample event. On a route that needs a peer token, the test peer's goes along as
+        `Authorization: Bearer ...` unless headers carry one; token=None sends none, token="..." that one."""
         event = load_event(f"api/{name}.json", **replacements)
         if body is not ...:
             event["body"] = body if isinstance(body, str) else json.dumps(body)
+        route = topology.route_for(event.get("httpMethod"), event.get("resource"))
+        if route is not None and route.auth == topology.PEER_AUTH:
+            given = {k.lower() for k in (headers or {})}
+            if "authorization" not in given:
+                headers = {**self.auth_headers(token), **(headers or {})}
         for k, v in (headers or {}).items():
             event["headers"][k] = v
             event["multiValueHeaders"][k] = [v]
@@ -152,7 +182,9 @@ def make_agent(monkeypatch, name: str = "orchestrator", *, delegates: list[str] 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     wiring.reset()
-    return Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb)
+    agent = Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb)
+    agent.peer_token = agent.add_peer(TEST_PEER)
+    return agent
 
 
 def new_session_id() -> str:

@@ -16,7 +16,10 @@ def deployment() -> config_file.DeploymentFile:
 
 
 def test_plan_picks_the_first_agent_with_delegates(deployment):
-    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", "worker", "@worker task one @worker task two")
+    token = deployment.agents["orchestrator"].peers["user"]
+    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", "worker", "@worker task one @worker task two",
+                                                          token)
+    assert token.startswith("fdp_user_")  # the demo calls as the `user` peer of the example
     assert demo.plan(deployment, "delegate").task.startswith("@worker ")
     assert demo.plan(deployment, "delegate").task.count("@worker") == 1
 

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from flightdeck.settings import Settings, SettingsError
@@ -43,3 +45,31 @@ def test_missing_variable_is_named():
 def test_secret_arn_replaces_the_secret():
     env = {**BASE, "TOOL_CALLBACK_SECRET": "", "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:x"}
     assert Settings.from_env(env).tool_callback_secret_arn
+
+
+# --- peer authentication settings ----------------------------------------------------------------
+
+TOKEN = "fdp_orchestrator_" + "a" * 43
+
+
+def test_inbound_auth_is_required_by_default_and_peer_tokens_empty():
+    s = Settings.from_env(BASE)
+    assert s.inbound_auth == "required" and s.peer_tokens == {} and s.peer_tokens_secret_arn == ""
+    assert Settings.from_env({**BASE, "INBOUND_AUTH": "off"}).inbound_auth == "off"
+    assert Settings.from_env({**BASE, "PEER_TOKENS": json.dumps({"worker": TOKEN})}).peer_tokens == {"worker": TOKEN}
+
+
+@pytest.mark.parametrize("override", [
+    {"INBOUND_AUTH": "sometimes"},
+    {"PEER_TOKENS": "{not json"},
+    {"PEER_TOKENS": '["fdp_orchestrator_x"]'},
+    {"PEER_TOKENS": '{"worker": 5}'},
+    {"PEER_TOKENS": '{"worker": "plain-password-of-the-worker"}'},
+    {"PEER_TOKENS": '{"worker": "fdp_orchestrator_tooshort"}'},
+])
+def test_a_malformed_auth_setting_names_the_variable_and_never_echoes_a_token(override):
+    with pytest.raises(SettingsError) as exc:
+        Settings.from_env({**BASE, **override})
+    variable = next(iter(override))
+    assert variable in str(exc.value)
+    assert "plain-password" not in str(exc.value) and "tooshort" not in str(exc.value)

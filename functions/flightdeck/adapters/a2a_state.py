@@ -136,14 +136,22 @@ class A2AStore:
         pk = _pk(task.session_id)
         now_s = self.now_ms() // 1000
         expires = self._expiry(retention_ms)
+        # The context is new (or expired), or idle and, when the task has an owner, the owner's.
+        meta_condition = "attribute_not_exists(#pk) OR #status = :idle OR #ttl < :nows"
+        meta_names = {"#pk": PK, "#status": "status", "#ttl": TTL}
+        meta_values = _vals(idle="idle", nows=now_s)
+        if task.owner:
+            meta_condition = "attribute_not_exists(#pk) OR #ttl < :nows OR (#status = :idle AND #owner = :owner)"
+            meta_names["#owner"] = "owner"
+            meta_values.update(_vals(owner=task.owner))
         ops: list[dict[str, Any]] = [
             {
                 "ConditionCheck": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: META}),
-                    "ConditionExpression": "attribute_not_exists(#pk) OR #status = :idle OR #ttl < :nows",
-                    "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL},
-                    "ExpressionAttributeValues": _vals(idle="idle", nows=now_s),
+                    "ConditionExpression": meta_condition,
+                    "ExpressionAttributeNames": meta_names,
+                    "ExpressionAttributeValues": meta_values,
                 }
             },
             {
@@ -153,7 +161,7 @@ class A2AStore:
                                      "start_turn": task.start_turn, "user_message": json.dumps(task.user_message),
                                      "created_ms": task.created_ms, "updated_ms": task.updated_ms,
                                      "end_turn": 0, "answer": "", "status_text": "", "notified": False,
-                                     TTL: expires}),
+                                     "owner": task.owner or None, TTL: expires}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
                 }
@@ -210,7 +218,7 @@ class A2AStore:
             user_message=json.loads(item["user_message"]), created_ms=int(item["created_ms"]),
             updated_ms=int(item["updated_ms"]), end_turn=int(item.get("end_turn", 0)),
             answer=item.get("answer", ""), status_text=item.get("status_text", ""),
-            notified=bool(item.get("notified", False)),
+            notified=bool(item.get("notified", False)), owner=item.get("owner", ""),
         )
 
     def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",

@@ -30,6 +30,7 @@ from flightdeck.domain.records import (
     ResultSource,
     Session,
     SessionBusyError,
+    SessionNotFoundError,
     ToolResult,
     TurnAggregation,
 )
@@ -173,6 +174,7 @@ class StateStore:
             created_at=int(meta.get("created_at", 0)),
             updated_at=int(meta.get("updated_at", 0)),
             parent=json.loads(meta.get("parent", "{}")),
+            owner=meta.get("owner", ""),
         )
 
     def start_turn_with_message(
@@ -182,10 +184,14 @@ class StateStore:
         retention_ms: int,
         route: tuple[str, str, int] | None = None,
         parent: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> int:
         """Append a user message to an idle (or new) session and claim the next turn.
 
         route: (callback_service, bearer_token, ttl_ms) to store as the session's reply route.
+        owner: the authenticated peer; a new session is stored as theirs, an existing one
+        must be theirs (a condition of the write too), else SessionNotFoundError: another
+        peer's session does not exist for them. None: authentication is off, no owner.
         Returns the turn number to enqueue. Raises SessionBusyError when the session
         is busy (or another message won the race).
         """
@@ -201,24 +207,32 @@ class StateStore:
                     "TableName": self.table,
                     "Item": _item(**{PK: pk, SK: META, "status": "busy", "turn": 1, "msg_count": 1,
                                      "created_at": now, "updated_at": now, TTL: expires,
-                                     "parent": json.dumps(parent or {})}),
+                                     "parent": json.dumps(parent or {}), "owner": owner}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
                 }
             })
         else:
+            if owner is not None and meta.get("owner", "") != owner:
+                raise SessionNotFoundError(session_id)
             if meta["status"] != "idle":
                 raise SessionBusyError(session_id)
             turn, seq = int(meta["turn"]) + 1, int(meta["msg_count"]) + 1
+            condition = "#status = :idle AND msg_count = :prev"
+            names = {"#status": "status", "#ttl": TTL}
+            values = _vals(busy="busy", idle="idle", turn=turn, seq=seq, now=now, exp=expires, prev=seq - 1)
+            if owner is not None:
+                condition += " AND #owner = :owner"
+                names["#owner"] = "owner"
+                values.update(_vals(owner=owner))
             ops.append({
                 "Update": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: META}),
                     "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, #ttl = :exp",
-                    "ConditionExpression": "#status = :idle AND msg_count = :prev",
-                    "ExpressionAttributeNames": {"#status": "status", "#ttl": TTL},
-                    "ExpressionAttributeValues": _vals(busy="busy", idle="idle", turn=turn, seq=seq, now=now,
-                                                       exp=expires, prev=seq - 1),
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
                 }
             })
         ops.append(self._put_message_op(pk, seq, message, turn, expires))
@@ -236,6 +250,11 @@ class StateStore:
                 }
             })
         if self._transact(ops) is not None:
+            if owner is not None:
+                # Lost a race: to a message of the owner (busy), or to another peer creating this id.
+                current = self._get(pk, META)
+                if current is not None and current.get("owner", "") != owner:
+                    raise SessionNotFoundError(session_id)
             raise SessionBusyError(session_id)
         return turn
 

@@ -1,4 +1,8 @@
-"""Where the callback HMAC keys come from: the environment locally, Secrets Manager on AWS."""
+"""Where secrets come from: the environment locally, Secrets Manager on AWS.
+
+- the callback HMAC keys (TOOL_CALLBACK_SECRET / TOOL_CALLBACK_SECRET_ARN);
+- the bearer tokens this agent presents to the peers it calls (PEER_TOKENS / PEER_TOKENS_SECRET_ARN).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import functools
 from aws_lambda_powertools.utilities import parameters
 
 from flightdeck.domain.tokens import SigningKey
-from flightdeck.settings import Settings
+from flightdeck.settings import Settings, parse_peer_tokens
 
 # Cached by Powertools for this long; a rotation reaches warm functions within it.
 SECRET_CACHE_S = 300
@@ -34,3 +38,15 @@ def signing_keys(settings: Settings) -> list[SigningKey]:
     if settings.tool_callback_secret_previous:
         keys.append(SigningKey(settings.tool_callback_secret_previous.encode()))
     return keys
+
+
+def outbound_peer_tokens(settings: Settings) -> dict[str, str]:
+    """service name -> the bearer token we present to it. On AWS: the JSON secret PEER_TOKENS_SECRET_ARN
+    names, cached like the keys (a changed token reaches warm functions within SECRET_CACHE_S)."""
+    if settings.peer_tokens_secret_arn:
+        value = _provider("AWSCURRENT").get(settings.peer_tokens_secret_arn, max_age=SECRET_CACHE_S, transform="json")
+        try:
+            return parse_peer_tokens(value)
+        except ValueError as exc:
+            raise ValueError(f"the secret PEER_TOKENS_SECRET_ARN names: {exc}") from None
+    return dict(settings.peer_tokens)

@@ -17,7 +17,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
-from flightdeck.api.models import ToolResponseStatus
+from flightdeck.api.auth import current_peer, note
+from flightdeck.api.models import ErrorResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain import a2a
 from flightdeck.domain.a2a_client import PushStatus, receive_push
@@ -51,13 +52,13 @@ NO_STREAMING = ("streaming is not offered: this agent runs as an AWS Lambda func
 
 
 def _unsupported(message: str) -> Callable[..., Any]:
-    def method(deps: Deps, params: Any, remaining_ms: int | None) -> Any:
+    def method(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
         raise A2AError(UNSUPPORTED_OPERATION, message)
 
     return method
 
 
-def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None) -> Any:
+def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
     raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
@@ -65,8 +66,8 @@ class _AnyParams(BaseModel):
     pass
 
 
-# method -> (params model, implementation)
-METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None], Any]]] = {
+# method -> (params model, implementation(deps, params, remaining_ms, caller))
+METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str | None], Any]]] = {
     "message/send": (MessageSendParams, a2a.send_message),
     "message/stream": (_AnyParams, _unsupported(NO_STREAMING)),
     "tasks/get": (TaskQueryParams, a2a.get_task),
@@ -93,8 +94,11 @@ def _first_problem(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
     return f"{'.'.join(map(str, first['loc'])) or 'params'}: {first['msg']}", details
 
 
-def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None) -> dict[str, Any]:
-    """One JSON-RPC request in, one JSON-RPC response out (as a dict)."""
+def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+    """One JSON-RPC request in, one JSON-RPC response out (as a dict).
+
+    caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
+    """
     try:
         body = json.loads(raw)
     except ValueError as exc:
@@ -114,6 +118,7 @@ def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None) -> dict[str, 
         return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
                                              "not notifications)")
     entry = METHODS.get(request.method)
+    note(operation=f"a2a:{request.method}" if entry is not None else "a2a:unknown")
     if entry is None:
         return _error(request.id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
     params_model, method = entry
@@ -123,7 +128,7 @@ def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None) -> dict[str, 
         message, details = _first_problem(exc)
         return _error(request.id, INVALID_PARAMS, f"Invalid params: {message}", details)
     try:
-        result = method(d, params, remaining_ms)
+        result = method(d, params, remaining_ms, caller)
     except A2AError as exc:
         return _error(request.id, exc.code, exc.message, exc.data)
     except Exception:
@@ -182,13 +187,18 @@ def _remaining_ms() -> int | None:
     description=(
         "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, tasks/get, tasks/cancel, "
         "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
-        "(no streaming). Every answer is HTTP 200 with a JSON-RPC response object, errors included."
+        "(no streaming). Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
+        "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included."
     ),
     responses={200: {"description": "A JSON-RPC response: result or error",
-                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}}},
+                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}},
+               401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
+                     "content": {"application/json": {"model": ErrorResponse}}},
+               403: {"description": "The token is unknown, wrong or revoked",
+                     "content": {"application/json": {"model": ErrorResponse}}}},
 )
 def post_a2a() -> Response[dict[str, Any]]:
-    payload = handle_rpc(deps(), _raw_body(), _remaining_ms())
+    payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer())
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
 
 
@@ -236,6 +246,7 @@ def post_a2a_push() -> Response[dict[str, Any]]:
     except ValueError:
         raise ApiError(400, "malformed_json", "request body is not valid JSON") from None
     outcome = receive_push(deps(), token, body)
+    note(peer=outcome.peer)
     if outcome.status is PushStatus.INVALID:
         raise ApiError(422, "invalid_request", outcome.detail)
     if outcome.status in _PUSH_ERRORS:

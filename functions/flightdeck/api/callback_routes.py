@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
+from flightdeck.api.auth import note
 from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
@@ -47,6 +48,7 @@ def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     outcome = accept_callback(deps(), _bearer_token(), body.result)
+    note(peer=outcome.claims.name if outcome.claims else None)
     return _single_response(outcome)
 
 
@@ -67,6 +69,7 @@ def _single_response(outcome: CallbackOutcome) -> Response:
 })
 def post_tool_responses(body: BatchRequest) -> BatchResponse:
     results = []
+    peers: set[str] = set()
     for index, raw in enumerate(body.items):
         try:
             item = BatchItem.model_validate(raw)
@@ -78,6 +81,9 @@ def post_tool_responses(body: BatchRequest) -> BatchResponse:
         traceparent = valid_traceparent(item.traceparent)
         bind(trace_id=trace_id_of(traceparent) if traceparent else None)
         outcome = accept_callback(deps(), item.token, item.result)
+        if outcome.claims:
+            peers.add(outcome.claims.name)
         status, message = _HTTP[outcome.status]
         results.append(BatchItemResult(index=index, status=outcome.status.value, http_status=status, message=message))
+    note(peer=",".join(sorted(peers)) or None)
     return BatchResponse(results=results)

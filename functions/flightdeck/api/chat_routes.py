@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 
+from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ChatAccepted, ChatRequest, ErrorResponse, SessionView
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
@@ -18,8 +19,16 @@ from flightdeck.wiring import deps
 
 router = Router()
 
+_ERROR_BODY = {"application/json": {"model": ErrorResponse}}
+_AUTH_ERRORS = {
+    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
+    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+}
 _ERRORS = {
     400: {"description": "Malformed JSON, or a callbackService that is not allowed", "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
+    **_AUTH_ERRORS,
+    404: {"description": "session_id names a session of another peer (it does not exist for this caller)",
+          "content": _ERROR_BODY},
     409: {"description": "The session is busy with a turn"},
     413: {"description": "Body too large"},
     422: {"description": "Body does not match the schema"},
@@ -36,7 +45,9 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     try:
-        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent)
+        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer())
+    except SessionNotFoundError:
+        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}") from None
     except UnknownServiceError as exc:
         raise ApiError(400, "unknown_callback_service", str(exc)) from None
     except SessionBusyError:
@@ -48,11 +59,12 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
 
 @router.get("/api/sessions/<session_id>", summary="A session's status and messages", responses={
     200: {"description": "The session", "content": {"application/json": {"model": SessionView}}},
-    404: {"description": "No such session"},
+    **_AUTH_ERRORS,
+    404: {"description": "No such session, or one of another peer"},
 })
 def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) -> SessionView:
     try:
-        session = read_session(deps(), session_id)
+        session = read_session(deps(), session_id, caller=current_peer())
     except SessionNotFoundError:
         raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
     return SessionView(session_id=session.session_id, status=session.status, turn=session.turn,

@@ -9,7 +9,9 @@ import json
 import sys
 from typing import Any
 
-from flightdeck import __version__
+from flightdeck import __version__, topology
+
+PEER_TOKEN_SCHEME = "peerToken"
 
 
 def document() -> dict[str, Any]:
@@ -24,7 +26,19 @@ def document() -> dict[str, Any]:
         summary="Asynchronous, secure agent-to-agent delegation",
         description="Every agent serves these routes. Errors share one shape: {\"error\": {\"code\", \"message\"}}.",
     )
-    return json.loads(schema)
+    doc = json.loads(schema)
+    # Routes that need a peer bearer token (flightdeck.api.auth) say so.
+    doc.setdefault("components", {}).setdefault("securitySchemes", {})[PEER_TOKEN_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A peer token `fdp_<peer_id>_<secret>` issued by this agent's operator "
+                       "(`flightdeck peers add`). Missing or malformed: 401; unknown, wrong or revoked: 403.",
+    }
+    for route in topology.ROUTES:
+        operation = doc["paths"].get(route.path, {}).get(route.method.lower())
+        if operation is not None and route.auth == topology.PEER_AUTH:
+            operation["security"] = [{PEER_TOKEN_SCHEME: []}]
+    return doc
 
 
 def render() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from botocore.exceptions import BotoCoreError, ClientError
@@ -106,18 +106,32 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     return app
 
 
-def http_handler(*routers: Router):
-    """A Lambda entry point serving these routers, with logging, tracing and metrics."""
+def http_handler(*routers: Router, oversize: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None):
+    """A Lambda entry point serving these routers, with logging, tracing and metrics.
+
+    Per request, in this order: the caller is authenticated (routes whose topology auth is
+    "peer": 401/403 before anything else is looked at), the body size is checked
+    (`oversize`, default: 413 in the error shape), the route runs; then a delegation
+    call gets its one audit line (flightdeck.api.auth).
+    """
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from flightdeck.api import auth
     from flightdeck.observability import lambda_entry
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
     app = build_resolver(*routers)
+    too_large = oversize or _too_large
 
     @lambda_entry
     def handler(event: dict, context: LambdaContext) -> dict:
-        return _too_large(event) or app.resolve(event, context)
+        route = auth.begin(event)
+        response: Any = {"statusCode": 500}
+        try:
+            response = auth.authenticate(event, route) or too_large(event) or app.resolve(event, context)
+            return response
+        finally:
+            auth.audit_inbound(event, route, response)
 
     handler.app = app  # type: ignore[attr-defined]
     return handler

@@ -47,8 +47,9 @@ from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_i
 from flightdeck.domain.chat import ingest_chat
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
-from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import ResultSource, SessionBusyError, error_result
+from flightdeck.domain.peers import require_caller, visible_to
+from flightdeck.domain.ports import Deps, audit_post
+from flightdeck.domain.records import ResultSource, SessionBusyError, SessionNotFoundError, error_result
 from flightdeck.observability import count, logger, timeline
 
 # `configuration.blocking`: wait at most this long, below the API function's 25 s
@@ -121,10 +122,12 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
 # --- lookups ---------------------------------------------------------------------------------
 
 
-def _task(deps: Deps, task_id: str) -> TaskRecord:
+def _task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:
+    """The task, if it exists for the caller: another peer's task is "not found", like one that never was."""
+    require_caller(deps.settings.inbound_auth, caller)
     parsed = parse_task_id(task_id)
     rec = ports(deps).store.get_task(*parsed) if parsed else None
-    if rec is None:
+    if rec is None or not visible_to(rec.owner, caller):
         raise A2AError(TASK_NOT_FOUND, "Task not found", {"taskId": task_id})
     return rec
 
@@ -178,13 +181,15 @@ def _context_busy(deps: Deps, session_id: str) -> A2AError:
     return A2AError(INVALID_PARAMS, "the context is working on another task; send again when it is done", data)
 
 
-def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None) -> dict[str, Any]:
+def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None,
+                 caller: str | None = None) -> dict[str, Any]:
     s, store, a2a = deps.settings, deps.store, ports(deps).store
+    require_caller(s.inbound_auth, caller)
     content = _content(params)
     message = params.message
     config = params.configuration
     if message.taskId:
-        rec = _task(deps, message.taskId)
+        rec = _task(deps, message.taskId, caller)
         if message.contextId and message.contextId != rec.session_id:
             raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
         if rec.state in TERMINAL_STATES:
@@ -201,17 +206,23 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     push = validate_push_config(deps, config.pushNotificationConfig, task_id) \
         if config and config.pushNotificationConfig else None
     session = store.get_session(session_id)
+    if session is not None and not visible_to(session.owner, caller):
+        # Another peer's context: it does not exist for this caller, yet its id is taken.
+        raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id})
     if session is not None and session.status != "idle":
         raise _context_busy(deps, session_id)
     now = store.now_ms()
     user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
     rec = TaskRecord(session_id=session_id, key=key, state="submitted",
                      start_turn=(session.turn + 1) if session else 1, user_message=user_message,
-                     created_ms=now, updated_ms=now)
+                     created_ms=now, updated_ms=now, owner=caller or "")
     if not a2a.create_task(rec, push, s.session_retention_ms):
         raise _context_busy(deps, session_id)
     try:
-        accepted = ingest_chat(deps, content, session_id)
+        accepted = ingest_chat(deps, content, session_id, caller=caller)
+    except SessionNotFoundError:
+        a2a.finish_task(session_id, key, "failed", status_text="the context belongs to another client")
+        raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id}) from None
     except SessionBusyError:
         a2a.finish_task(session_id, key, "failed", status_text="the context became busy before the task started")
         raise _context_busy(deps, session_id) from None
@@ -242,12 +253,14 @@ def _wait_terminal(deps: Deps, session_id: str, key: str, remaining_ms: int | No
 # --- tasks/get, tasks/cancel ---------------------------------------------------------------
 
 
-def get_task(deps: Deps, params: TaskQueryParams, remaining_ms: int | None = None) -> dict[str, Any]:
-    return render_task(deps, _task(deps, params.id), params.historyLength)
+def get_task(deps: Deps, params: TaskQueryParams, remaining_ms: int | None = None,
+             caller: str | None = None) -> dict[str, Any]:
+    return render_task(deps, _task(deps, params.id, caller), params.historyLength)
 
 
-def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = None) -> dict[str, Any]:
-    rec = _task(deps, params.id)
+def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = None,
+                caller: str | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.id, caller)
     not_cancelable = A2AError(TASK_NOT_CANCELABLE, "Task cannot be canceled: it is in a terminal state",
                               {"taskId": rec.task_id})
     if rec.state in TERMINAL_STATES:
@@ -402,6 +415,7 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
         logger.error("push notification refused: URL no longer allowed", extra=ids)
         return DeliveryOutcome(DeliveryStatus.DEAD, detail="push URL is not under ALLOWED_HOST_MAPPING")
     answer = deps.peers.post_json(url, item.task, push_headers(item.config))
+    audit_post("push_notification", urlsplit(url).netloc or None, answer, **ids)
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
     if 200 <= answer.status < 300:
         count("A2APushesDelivered")
@@ -427,16 +441,17 @@ def _config_view(task_id: str, config: dict[str, Any]) -> dict[str, Any]:
     return {"taskId": task_id, "pushNotificationConfig": config}
 
 
-def set_push_config(deps: Deps, params: TaskPushNotificationConfig, remaining_ms: int | None = None) -> dict[str, Any]:
-    rec = _task(deps, params.taskId)
+def set_push_config(deps: Deps, params: TaskPushNotificationConfig, remaining_ms: int | None = None,
+                    caller: str | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.taskId, caller)
     config = validate_push_config(deps, params.pushNotificationConfig, rec.task_id)
     ports(deps).store.put_push(rec.session_id, rec.key, config, deps.settings.session_retention_ms)
     return _config_view(rec.task_id, config)
 
 
 def get_push_config(deps: Deps, params: GetTaskPushNotificationConfigParams,
-                    remaining_ms: int | None = None) -> dict[str, Any]:
-    rec = _task(deps, params.id)
+                    remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+    rec = _task(deps, params.id, caller)
     a2a = ports(deps).store
     if params.pushNotificationConfigId:
         config = a2a.get_push(rec.session_id, rec.key, params.pushNotificationConfigId)
@@ -450,13 +465,13 @@ def get_push_config(deps: Deps, params: GetTaskPushNotificationConfigParams,
 
 
 def list_push_configs(deps: Deps, params: ListTaskPushNotificationConfigParams,
-                      remaining_ms: int | None = None) -> list[dict[str, Any]]:
-    rec = _task(deps, params.id)
+                      remaining_ms: int | None = None, caller: str | None = None) -> list[dict[str, Any]]:
+    rec = _task(deps, params.id, caller)
     return [_config_view(rec.task_id, c) for c in ports(deps).store.list_push(rec.session_id, rec.key)]
 
 
 def delete_push_config(deps: Deps, params: DeleteTaskPushNotificationConfigParams,
-                       remaining_ms: int | None = None) -> None:
-    rec = _task(deps, params.id)
+                       remaining_ms: int | None = None, caller: str | None = None) -> None:
+    rec = _task(deps, params.id, caller)
     ports(deps).store.delete_push(rec.session_id, rec.key, params.pushNotificationConfigId)
     return None

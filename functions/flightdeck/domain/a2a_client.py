@@ -39,7 +39,7 @@ from flightdeck.domain.dispatch import (
     _fail,
     backoff_s,
 )
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
 from flightdeck.domain.tokens import TokenError, verify
 from flightdeck.observability import count, logger, timeline
@@ -141,10 +141,15 @@ def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str)
     return record_and_advance(deps, session_id, turn, result, by=by).outcome
 
 
-def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any, str]:
-    """(HTTP status, result or None, problem). problem "" on a JSON-RPC result."""
+def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str,
+         **ids: Any) -> tuple[int, Any, str]:
+    """(HTTP status, result or None, problem). problem "" on a JSON-RPC result.
+
+    service: the delegate's service name, whose peer token (if we have one) goes along as a bearer token.
+    """
     body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-    answer = deps.peers.post_json(url, body, headers)
+    answer = deps.peers.post_json(url, body, {**headers, **bearer(deps.token_for(service))})
+    audit_post(f"a2a:{method}", service, answer, **ids)
     if not 200 <= answer.status < 300:
         return answer.status, None, (f"HTTP {answer.status}" if answer.status else f"unreachable: {answer.error}")
     if not isinstance(answer.body, dict):
@@ -189,13 +194,15 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         configuration["pushNotificationConfig"] = {"url": push_url, "token": token}
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
     status, result, problem = _rpc(deps, card.rpc_url, "message/send",
-                                   {"message": message, "configuration": configuration}, headers)
+                                   {"message": message, "configuration": configuration}, headers,
+                                   delegate.peer_service, **ids)
     if problem and push_url and isinstance(result, dict) and result.get("code") == PUSH_NOT_SUPPORTED:
         # The card said it pushes, the peer says it does not: poll instead.
         push_url = None
         configuration.pop("pushNotificationConfig")
         status, result, problem = _rpc(deps, card.rpc_url, "message/send",
-                                       {"message": message, "configuration": configuration}, headers)
+                                       {"message": message, "configuration": configuration}, headers,
+                                       delegate.peer_service, **ids)
     if problem:
         detail = f"{delegate.agent} (A2A message/send): {problem}"
         return retry_or_fail(detail, result is None and status in RETRYABLE_STATUSES)
@@ -264,7 +271,10 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
                               f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
         _record(deps, poll.session_id, poll.turn, result, "a2a_poll")
         return "failed"
-    status, result, problem = _rpc(deps, remote.rpc_url, "tasks/get", {"id": remote.remote_task_id}, {})
+    delegate = deps.settings.agent.delegate_for_agent(remote.agent)
+    service = delegate.peer_service if delegate else remote.agent
+    status, result, problem = _rpc(deps, remote.rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service,
+                                   **ids)
     if problem:
         if result is None and status in RETRYABLE_STATUSES:
             logger.warning("A2A poll failed; polling on", extra={**ids, "detail": problem})
@@ -307,6 +317,7 @@ class PushOutcome:
     status: PushStatus
     completed: bool = False
     detail: str = ""
+    peer: str | None = None  # the delegate the verified token names (for the audit line)
 
 
 _FROM_CALLBACK = {
@@ -332,25 +343,27 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
         logger.warning("A2A push refused: bad token", extra={"token_check": exc.reason})
         count("CallbacksRefused")
         return PushOutcome(PushStatus.UNAUTHORIZED)
+    peer = claims.name
     try:
         task = Task.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return PushOutcome(PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
+        return PushOutcome(PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}",
+                           peer=peer)
     if not _finished(task):
-        return PushOutcome(PushStatus.IN_PROGRESS)
+        return PushOutcome(PushStatus.IN_PROGRESS, peer=peer)
     ids = {"session_id": claims.session_id, "turn": claims.turn, "tool_use_id": claims.tool_use_id}
     result = task_result(claims.tool_use_id, task)
     if result.status == "success":
         outcome = accept_callback(deps, token, result.text)
         if outcome.status is not CallbackStatus.TOO_LARGE:
-            return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed)
+            return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
         # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
         result = error_result(claims.tool_use_id, "result_too_large", ResultSource.CALLBACK,
                               f"the answer exceeds {s.max_result_bytes} bytes")
         advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
-        return PushOutcome(PushStatus.TOO_LARGE, advance.completed)
+        return PushOutcome(PushStatus.TOO_LARGE, advance.completed, peer=peer)
     advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
     status = _FROM_RECORD[advance.outcome]
     timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
-    return PushOutcome(status, advance.completed)
+    return PushOutcome(status, advance.completed, peer=peer)

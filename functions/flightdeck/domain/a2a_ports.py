@@ -41,6 +41,8 @@ class TaskRecord:
     answer: str = ""
     status_text: str = ""
     notified: bool = False
+    # The peer that sent the task (its context's owner); "" when made while authentication was off.
+    owner: str = ""
 
     @property
     def task_id(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
 from flightdeck.observability import timeline
@@ -24,9 +25,15 @@ class Accepted:
 
 
 def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: ReplyRequest | None = None,
-                traceparent: str = "") -> Accepted:
-    """Raises UnknownServiceError (callbackService not allowed) or SessionBusyError."""
+                traceparent: str = "", caller: str | None = None) -> Accepted:
+    """Raises UnknownServiceError (callbackService not allowed), SessionBusyError, or SessionNotFoundError
+    (the session belongs to another peer: for the caller it does not exist).
+
+    caller: the authenticated peer, who owns a session it creates and alone may continue it;
+    None only when inbound authentication is off.
+    """
     s = deps.settings
+    require_caller(s.inbound_auth, caller)
     route = None
     if reply is not None:
         # Fail closed before anything is stored: the answer can only go to a listed service.
@@ -38,18 +45,24 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
         if existing is not None and existing.bearer_token == reply.bearer_token:
             # A redelivered dispatch: the task is already under way (or answered).
             session = deps.store.get_session(sid)
+            if session is not None and not visible_to(session.owner, caller):
+                raise SessionNotFoundError(sid)
             return Accepted(sid, session.turn if session else 0, replayed=True)
     message = {"role": "user", "content": [{"text": content}]}
+    # The store enforces ownership in the same conditional write that claims the turn.
     turn = deps.store.start_turn_with_message(sid, message, s.session_retention_ms, route=route,
-                                              parent={"traceparent": traceparent} if traceparent else None)
+                                              parent={"traceparent": traceparent} if traceparent else None,
+                                              owner=caller)
     deps.queues.send_turn(sid, turn, traceparent)
     timeline("chat_received", "task received" + (f" (answer goes to {reply.callback_service})" if reply else ""),
              session_id=sid, turn=turn, traceparent=traceparent or None)
     return Accepted(sid, turn, replayed=False)
 
 
-def read_session(deps: Deps, session_id: str) -> Session:
+def read_session(deps: Deps, session_id: str, caller: str | None = None) -> Session:
+    """The session, if it exists for the caller (its owner; anyone when authentication is off)."""
+    require_caller(deps.settings.inbound_auth, caller)
     session = deps.store.get_session(session_id)
-    if session is None:
+    if session is None or not visible_to(session.owner, caller):
         raise SessionNotFoundError(session_id)
     return session

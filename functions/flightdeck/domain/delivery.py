@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, audit_post
 from flightdeck.observability import count, logger, timeline
 
 CALLBACK_PATH = "/api/tools/response"
@@ -104,6 +104,8 @@ def _headers(item: Pending) -> dict[str, str]:
 
 def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
     answer = deps.peers.post_json(base + CALLBACK_PATH, {"result": item.message.result}, _headers(item))
+    audit_post("delivery", item.message.callback_service, answer, session_id=item.message.session_id,
+               attempt=item.attempt)
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
     return _classify(deps, item, answer.status, detail)
 
@@ -112,6 +114,8 @@ def _deliver_batch(deps: Deps, base: str, group: list[Pending]) -> dict[str, Del
     body = {"items": [{"token": i.message.bearer_token, "result": i.message.result,
                        **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
+    audit_post("delivery_batch", group[0].message.callback_service, answer, items=len(group),
+               session_ids=[i.message.session_id for i in group])
     if answer.status in (404, 405):
         # A peer without the batch endpoint: one request each.
         return {i.key: _deliver_one(deps, base, i) for i in group}

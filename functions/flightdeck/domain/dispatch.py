@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import ResultSource, error_result
 from flightdeck.domain.tokens import CallbackClaims, mint
 from flightdeck.observability import count, logger, timeline
@@ -93,7 +93,11 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
         "reply": {"callbackService": delegate.callback_service or s.agent_name, "bearerToken": token},
     }
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
+    # Our bearer token for this peer (its registry holds the hash): without it, a peer that
+    # authenticates its callers answers 401 and the dispatch fails with that detail.
+    headers.update(bearer(deps.token_for(delegate.peer_service)))
     answer = deps.peers.post_json(f"{base_url}/api/chat", body, headers)
+    audit_post("dispatch", delegate.peer_service, answer, attempt=attempt, **ids)
     if 200 <= answer.status < 300:
         store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
         count("DelegationsDispatched")

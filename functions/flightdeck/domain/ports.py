@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from flightdeck.domain.model import Model
+from flightdeck.domain.peers import PeerRegistryPort
 from flightdeck.domain.records import (
     Iteration,
     RecordOutcome,
@@ -15,6 +16,7 @@ from flightdeck.domain.records import (
     TurnAggregation,
 )
 from flightdeck.domain.tokens import SigningKey
+from flightdeck.observability import audit
 
 if TYPE_CHECKING:
     from flightdeck.domain.a2a_ports import A2APorts
@@ -26,7 +28,7 @@ class StatePort(Protocol):
     def get_session(self, session_id: str) -> Session | None: ...
     def start_turn_with_message(self, session_id: str, message: dict[str, Any], retention_ms: int,
                                 route: tuple[str, str, int] | None = None,
-                                parent: dict[str, Any] | None = None) -> int: ...
+                                parent: dict[str, Any] | None = None, owner: str | None = None) -> int: ...
     def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int) -> bool: ...
     def finish_session_turn(self, session_id: str, turn: int) -> bool: ...
     def get_route(self, session_id: str) -> ReplyRoute | None: ...
@@ -59,6 +61,8 @@ class PeerAnswer(Protocol):
     status: int
     body: Any
     error: str
+    # Hex SHA-256 of the request body bytes as sent (the audit log's payload hash).
+    request_sha256: str
 
 
 class PeerPort(Protocol):
@@ -77,3 +81,22 @@ class Deps:
     model: Callable[[], Model]
     # A2A v0.3 task records and card fetching (flightdeck.domain.a2a); None: A2A hooks do nothing.
     a2a: "A2APorts | None" = None
+    # Inbound: the peers that may call us (hashes of their tokens; flightdeck.domain.peers).
+    registry: PeerRegistryPort | None = None
+    # Outbound: service name -> the bearer token we present to that peer (PEER_TOKENS / its secret).
+    peer_tokens: Callable[[], dict[str, str]] = dict
+
+    def token_for(self, service: str) -> str | None:
+        return self.peer_tokens().get(service)
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header that presents our peer token, or nothing when we have none for that peer."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def audit_post(operation: str, peer: str | None, answer: PeerAnswer, **fields: object) -> None:
+    """The audit line of one outbound POST, from its answer (the payload hash is what was sent)."""
+    outcome = f"http_{answer.status}" if answer.status else "unreachable"
+    audit("outbound", operation, peer, getattr(answer, "request_sha256", ""), outcome,
+          http_status=answer.status or None, **fields)

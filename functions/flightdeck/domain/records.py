@@ -56,6 +56,8 @@ class Session:
     created_at: int = 0
     updated_at: int = 0
     parent: dict[str, Any] = field(default_factory=dict)
+    # The peer that created the session (flightdeck.domain.peers); "" when made while authentication was off.
+    owner: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ResultSource, ToolResult, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
-MAX_TOOLS_PER_TURN = 50  # one TransactWriteItems (100 items) must hold a turn's timeouts
+# One TransactWriteItems (100 items) holds a turn's timeout results plus its completion
+# and the session's advance: no turn may expect more ids than this.
+HARD_MAX_TOOLS_PER_TURN = 98
 
 
 def tool_specs(deps: Deps) -> list[ToolSpec]:
@@ -81,8 +83,12 @@ def _with_previous_results(deps: Deps, session_id: str, messages: list[dict[str,
 
 def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, Any]], traceparent: str) -> None:
     s, store = deps.settings, deps.store
-    uses = uses[:MAX_TOOLS_PER_TURN]
+    uses = uses[:HARD_MAX_TOOLS_PER_TURN]
     ids = [u["toolUseId"] for u in uses]
+    # Past the configured limit a call gets an immediate error result instead of running:
+    # the model still hears about every call it made, and a session (one turn at a time)
+    # never has more than MAX_TOOLS_PER_TURN delegations in flight.
+    allowed, refused = uses[:s.max_tools_per_turn], uses[s.max_tools_per_turn:]
     now = store.now_ms()
     deadline_ms = now + s.async_tool_timeout_ms
     if store.seed_turn(session_id, turn, ids, deadline_ms, s.session_retention_ms):
@@ -92,7 +98,11 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         agg = store.get_turn(session_id, turn)
         deadline_ms = agg.deadline_ms if agg else deadline_ms
     agent = s.agent
-    for use in uses:
+    for use in refused:
+        record_and_advance(deps, session_id, turn, error_result(
+            use["toolUseId"], "too_many_tools", ResultSource.LOCAL,
+            f"at most {s.max_tools_per_turn} tool calls per turn"), by="limit")
+    for use in allowed:
         name, tool_use_id, args = use["name"], use["toolUseId"], use.get("input") or {}
         ids_log = {"session_id": session_id, "turn": turn, "tool_use_id": tool_use_id}
         delegate = agent.delegate_for_tool(name)

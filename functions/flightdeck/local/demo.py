@@ -31,6 +31,8 @@ TIMEOUT_SCENARIO_WAIT_MS = 3000
 TIMEOUT_SCENARIO_THINK_MS = 8000
 # Timeline events that close the timeout scenario: the worker's answer arriving too late.
 LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
+# The peer the demo calls the delegator as: its token is the delegator's [agents.NAME.peers] entry.
+DEMO_PEER = "user"
 
 
 class DemoError(RuntimeError):
@@ -44,6 +46,8 @@ class Plan:
     delegator: str
     delegate: str
     task: str
+    # The bearer token the demo presents (the delegator's `user` peer); "" if the file has none.
+    token: str = ""
 
 
 def plan(deployment: DeploymentFile, scenario: str) -> Plan:
@@ -56,7 +60,7 @@ def plan(deployment: DeploymentFile, scenario: str) -> Plan:
         "parallel": f"@{delegate} task one @{delegate} task two",
         "timeout": f"@{delegate} take your time with this one",
     }
-    return Plan(delegator, delegate, tasks[scenario])
+    return Plan(delegator, delegate, tasks[scenario], deployment.agents[delegator].peers.get(DEMO_PEER, ""))
 
 
 def timeout_variant(deployment: DeploymentFile, chosen: Plan) -> DeploymentFile:
@@ -172,9 +176,10 @@ class Timeline:
 # --- talking to an agent ------------------------------------------------------------------
 
 
-def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0) -> tuple[int, Any]:
+def http_json(method: str, url: str, body: Any = None, timeout_s: float = 10.0, token: str = "") -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with direct_opener.open(request, timeout=timeout_s) as response:
             status, raw = response.status, response.read()
@@ -200,8 +205,11 @@ def final_answer(session: Any) -> str | None:
     return text or None
 
 
-def send_task(base_url: str, content: str) -> str:
-    status, body = http_json("POST", base_url + "/api/chat", {"content": content})
+def send_task(base_url: str, content: str, token: str = "") -> str:
+    status, body = http_json("POST", base_url + "/api/chat", {"content": content}, token=token)
+    if status in (401, 403):
+        raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}; the demo calls as peer "
+                        f"{DEMO_PEER!r}: give the delegator a [agents.NAME.peers] {DEMO_PEER} = \"fdp_{DEMO_PEER}_...\" entry")
     if not 200 <= status < 300 or not isinstance(body, dict) or not body.get("session_id"):
         raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}")
     return str(body["session_id"])
@@ -225,11 +233,11 @@ def check_outcome(scenario: str, session: dict[str, Any]) -> None:
         raise DemoError(f"a delegation failed: {texts}")
 
 
-def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: str = "") -> str:
+def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: str = "", token: str = "") -> str:
     deadline = time.monotonic() + bound_s
     last: Any = None
     while time.monotonic() < deadline:
-        status, last = http_json("GET", f"{base_url}/api/sessions/{session_id}")
+        status, last = http_json("GET", f"{base_url}/api/sessions/{session_id}", token=token)
         if status == 200:
             answer = final_answer(last)
             if answer is not None:
@@ -267,8 +275,8 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             out.flush()
             timeline.start()
             base_url = stack.urls[chosen.delegator]
-            session_id = send_task(base_url, chosen.task)
-            answer = wait_for_answer(base_url, session_id, answer_bound_s, scenario)
+            session_id = send_task(base_url, chosen.task, chosen.token)
+            answer = wait_for_answer(base_url, session_id, answer_bound_s, scenario, chosen.token)
             if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()

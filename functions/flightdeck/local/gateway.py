@@ -389,7 +389,14 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(response.body)
 
+    # Every method, even one HTTP does not define, reaches the router, which answers
+    # 405 for what a path does not serve (http.server would say 501 itself).
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _serve
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)

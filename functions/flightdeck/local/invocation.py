@@ -33,6 +33,10 @@ log = logging.getLogger("flightdeck.local")
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
+# When set, every invocation goes through it: observer(function, event, call) runs call()
+# and returns its result (`flightdeck bench` counts invocations this way; see flightdeck.bench.counter).
+invocation_observer: Callable[["LocalFunction", dict[str, Any], Callable[[], Any]], Any] | None = None
+
 
 @dataclass
 class LocalLambdaContext:
@@ -110,6 +114,9 @@ class LocalFunction:
         """Run the handler on one event; its exceptions propagate (a failed invocation)."""
         with self._lock:
             entry = self._entry_point()
+            observer = invocation_observer
+            if observer is not None:
+                return observer(self, event, lambda: entry(event, context or self.new_context()))
             return entry(event, context or self.new_context())
 
 

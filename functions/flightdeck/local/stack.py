@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, TextIO
 
 from flightdeck import config_file
+from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.config_file import DeploymentFile
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.net import PortInUseError, StackError, answers_http, base_url, listen
@@ -191,6 +192,8 @@ class LocalStack:
             **({setting_variable("tool_callback_secret_previous"): self._previous_secrets[agent]}
                if agent in self._previous_secrets else {}),
             setting_variable("allowed_host_mapping"): spec.host_mapping(self.peer_urls()),
+            # LOCAL ONLY tokens for the peers it calls (on AWS: the secret PEER_TOKENS_SECRET_ARN names).
+            setting_variable("peer_tokens"): json.dumps(self.deployment.outbound_tokens(agent)),
             "POWERTOOLS_SERVICE_NAME": agent,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -320,6 +323,10 @@ class LocalStack:
         for name, spec in self.deployment.agents.items():
             # The resource prefix of an agent is its name.
             self._resources[name] = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
+            # Who may call it: the hashes of the file's LOCAL ONLY peer tokens, in its peer registry.
+            registry = PeerRegistry(self._resources[name].table_name, dynamodb)
+            for peer_id, token in spec.peers.items():
+                registry.add(peer_id, token, replace=True)
             # LOCAL ONLY secret from the file; without one, a random secret for this run
             # (only the agent itself mints and verifies its tokens).
             self._secrets[name] = spec.callback_secret or secrets.token_urlsafe(48)

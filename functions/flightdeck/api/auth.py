@@ -1,0 +1,147 @@
+"""Who is calling, and the audit line of each inbound delegation call.
+
+Every API function's entry point (flightdeck.api.resolver.http_handler) runs, per request:
+
+1. `authenticate`: on a route whose topology auth is "peer" (POST /api/chat, POST /a2a,
+   GET /api/sessions/{id}) the `Authorization: Bearer fdp_<peer>_<secret>` header is checked
+   against the peer registry before anything else (size, JSON, schema): missing or malformed
+   is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403.
+   The routes read the caller with `current_peer()` and hand it to the domain, which
+   enforces ownership. Callback routes check their HMAC token themselves and report the
+   token's peer with `note(peer=...)`.
+2. `audit_inbound`: one audit line per call on a route with an audit operation, whatever the
+   outcome (202, 401, 413, 500...), with the SHA-256 of the body bytes as received.
+
+State is per thread (the local runtime serves several functions of one agent in one process).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from flightdeck import topology
+from flightdeck.domain.peers import AuthStatus, authenticate as check_token, bearer_token, peer_of
+from flightdeck.observability import audit, count, logger, payload_sha256
+
+REALM = 'Bearer realm="flightdeck"'
+_state = threading.local()
+
+
+def _json_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
+            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
+
+
+def begin(event: dict[str, Any]) -> topology.Route | None:
+    """Start a request: forget the previous one's caller; the event's route (None: no such route)."""
+    _state.peer = None
+    _state.claimed = None
+    _state.operation = ""
+    return topology.route_for(event.get("httpMethod"), event.get("resource"))
+
+
+def current_peer() -> str | None:
+    """The authenticated peer of this request; None when INBOUND_AUTH is off."""
+    return getattr(_state, "peer", None)
+
+
+def note(*, peer: str | None = None, operation: str = "") -> None:
+    """What a route learned for the audit line: the verified peer (callbacks), a finer operation (a2a:<method>)."""
+    if peer:
+        _state.peer = peer
+    if operation:
+        _state.operation = operation
+
+
+def _headers(event: dict[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items() if v is not None}
+
+
+def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[str, Any] | None:
+    """None when the request may proceed (current_peer() then names the caller), else the 401/403/503 response."""
+    from flightdeck.wiring import deps
+
+    if route is None or route.auth != topology.PEER_AUTH:
+        return None
+    d = deps()
+    if d.settings.inbound_auth == "off":
+        return None
+    token = bearer_token(_headers(event).get("authorization"))
+    if token is None:
+        count("InboundAuthRefused")
+        logger.warning("inbound call refused: no bearer token", extra={"auth_check": "missing"})
+        return _json_response(401, "unauthorized", "a peer bearer token is required (Authorization: Bearer <token>)",
+                              {"WWW-Authenticate": REALM})
+    if d.registry is None:
+        raise RuntimeError("the peer registry is not wired (Deps.registry)")
+    try:
+        result = check_token(d.registry, token, d.store.now_ms())
+    except (BotoCoreError, ClientError):
+        logger.exception("peer registry unavailable")
+        return _json_response(503, "service_unavailable", "a dependency is unavailable; retry later",
+                              {"Retry-After": "1"})
+    if result.status is AuthStatus.MALFORMED:
+        count("InboundAuthRefused")
+        logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})
+        return _json_response(401, "unauthorized", "the bearer token is not a peer token",
+                              {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+    if not result.ok:
+        # Unknown peer, wrong secret, revoked: one answer; the log says which.
+        _state.claimed = result.peer_id
+        count("InboundAuthRefused")
+        logger.warning("inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id})
+        return _json_response(403, "forbidden", "this token is not accepted")
+    _state.peer = result.peer_id
+    if result.via_previous:
+        logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
+    return None
+
+
+def _body_bytes(event: dict[str, Any]) -> bytes:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        try:
+            return base64.b64decode(body)
+        except ValueError:
+            return body.encode("utf-8", "surrogatepass")
+    return body.encode("utf-8", "surrogatepass")
+
+
+def _outcome(response: Any) -> tuple[str, dict[str, Any]]:
+    """A short word for the audit line, from the proxy response, and any extra fields."""
+    status = int(response.get("statusCode", 0)) if isinstance(response, dict) else 0
+    extra: dict[str, Any] = {"http_status": status}
+    try:
+        body = json.loads(response.get("body") or "null") if isinstance(response, dict) else None
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("code"), str):
+            return error["code"], extra  # the REST error shape
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            extra["rpc_error"] = error["code"]  # JSON-RPC (HTTP 200)
+            return "rpc_error", extra
+        if isinstance(body.get("results"), list):  # a batch of callbacks: each item's own outcome
+            extra["items"] = [r.get("status") for r in body["results"] if isinstance(r, dict)]
+            return "batch", extra
+        if isinstance(body.get("status"), str):
+            return body["status"], extra
+    return ("ok" if 200 <= status < 300 else f"http_{status}"), extra
+
+
+def audit_inbound(event: dict[str, Any], route: topology.Route | None, response: Any) -> None:
+    if route is None or not route.audit:
+        return
+    outcome, extra = _outcome(response)
+    peer = getattr(_state, "peer", None)
+    claimed = getattr(_state, "claimed", None)
+    if peer is None and claimed is None and route.auth == topology.PEER_AUTH:
+        claimed = peer_of(bearer_token(_headers(event).get("authorization")) or "")
+    audit("inbound", getattr(_state, "operation", "") or route.audit, peer, payload_sha256(_body_bytes(event)),
+          outcome, claimed_peer=claimed if peer is None else None, **extra)

@@ -1,0 +1,171 @@
+"""Inbound peer authentication: who may call POST /api/chat, POST /a2a and GET /api/sessions/{id}.
+
+Each calling peer has its own bearer token. The token names its peer,
+
+    fdp_<peer_id>_<secret>          e.g. fdp_orchestrator_3q2-7bWc...   (secret: 32 random bytes, base64url)
+
+so one GetItem finds the peer's record, which holds only the token's SHA-256
+(never the token). The hash is compared in constant time (hmac.compare_digest).
+A rotation may keep the previous hash valid until a grace deadline, so a peer
+can switch tokens without a refused call. A revoked peer is refused at once:
+nothing is cached.
+
+Outcomes: a missing or malformed token is 401 (the caller must authenticate);
+a well-formed token that is unknown, wrong or revoked is 403, one answer for all
+three (the log says which). No AWS here: the registry is a port.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Protocol
+
+TOKEN_PREFIX = "fdp_"
+# Lowercase letters, digits and hyphens: no underscore, so the first "_" after the id ends it.
+PEER_ID_PATTERN = r"[a-z0-9][a-z0-9-]{0,62}"
+SECRET_PATTERN = r"[A-Za-z0-9_-]{32,256}"
+_TOKEN = re.compile(rf"^{TOKEN_PREFIX}({PEER_ID_PATTERN})_({SECRET_PATTERN})$")
+_PEER_ID = re.compile(rf"^{PEER_ID_PATTERN}$")
+SECRET_BYTES = 32
+MAX_TOKEN_CHARS = len(TOKEN_PREFIX) + 63 + 1 + 256
+
+ACTIVE = "active"
+REVOKED = "revoked"
+
+# Compared against when there is no record, so a refusal costs about the same either way.
+_NO_HASH = "0" * 64
+
+
+class PeerTokenError(ValueError):
+    """A token or peer id that does not have the documented shape."""
+
+
+def valid_peer_id(peer_id: str) -> bool:
+    return bool(_PEER_ID.match(peer_id or ""))
+
+
+def check_peer_id(peer_id: str) -> str:
+    if not valid_peer_id(peer_id):
+        raise PeerTokenError(f"peer id {peer_id!r}: 1-63 of a-z 0-9 and '-', starting with a letter or digit "
+                             "(no '_': it separates the id from the secret in a token)")
+    return peer_id
+
+
+def new_token(peer_id: str) -> str:
+    """A fresh token for peer_id (shown once; only its hash is stored)."""
+    check_peer_id(peer_id)
+    secret = base64.urlsafe_b64encode(secrets.token_bytes(SECRET_BYTES)).rstrip(b"=").decode()
+    return f"{TOKEN_PREFIX}{peer_id}_{secret}"
+
+
+def peer_of(token: str) -> str | None:
+    """The peer id a well-formed token names, or None."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return None
+    match = _TOKEN.match(token)
+    return match.group(1) if match else None
+
+
+def check_token(token: str, peer_id: str | None = None) -> str:
+    """The token's peer id; PeerTokenError unless well-formed (and naming peer_id, when given)."""
+    named = peer_of(token)
+    if named is None:
+        raise PeerTokenError(f"a peer token looks like {TOKEN_PREFIX}<peer_id>_<secret>: peer id of a-z 0-9 '-', "
+                             "secret of 32-256 characters A-Z a-z 0-9 '_' '-'")
+    if peer_id is not None and named != peer_id:
+        raise PeerTokenError(f"the token names peer {named!r}, not {peer_id!r}")
+    return named
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PeerRecord:
+    peer_id: str
+    token_sha256: str
+    status: str  # active | revoked
+    created_at: int  # epoch ms
+    rotated_at: int = 0
+    # After a rotation with a grace period: the previous token's hash, accepted until previous_valid_until (ms).
+    previous_sha256: str = ""
+    previous_valid_until: int = 0
+    revoked_at: int = 0
+
+
+class PeerRegistryPort(Protocol):
+    def get_peer(self, peer_id: str) -> PeerRecord | None: ...
+
+
+class AuthStatus(str, enum.Enum):
+    OK = "ok"
+    MALFORMED = "malformed"  # 401
+    UNKNOWN = "unknown"  # 403: no such peer, or the secret does not match
+    REVOKED = "revoked"  # 403
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    status: AuthStatus
+    # The authenticated peer (OK), else the id the token claims (None if malformed).
+    peer_id: str | None = None
+    via_previous: bool = False  # accepted with the previous token, during a rotation's grace period
+
+    @property
+    def ok(self) -> bool:
+        return self.status is AuthStatus.OK
+
+
+def authenticate(registry: PeerRegistryPort, token: str, now_ms: int) -> AuthResult:
+    peer_id = peer_of(token)
+    if peer_id is None:
+        return AuthResult(AuthStatus.MALFORMED)
+    record = registry.get_peer(peer_id)
+    presented = token_sha256(token)
+    current = hmac.compare_digest(presented, record.token_sha256 if record else _NO_HASH)
+    previous = bool(record and record.previous_sha256) and hmac.compare_digest(
+        presented, record.previous_sha256 if record else _NO_HASH)
+    if record is None:
+        return AuthResult(AuthStatus.UNKNOWN, peer_id)
+    if record.status != ACTIVE:
+        return AuthResult(AuthStatus.REVOKED, peer_id)
+    if current:
+        return AuthResult(AuthStatus.OK, peer_id)
+    if previous and now_ms < record.previous_valid_until:
+        return AuthResult(AuthStatus.OK, peer_id, via_previous=True)
+    return AuthResult(AuthStatus.UNKNOWN, peer_id)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None when absent or not Bearer."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    return token
+
+
+class CallerRequiredError(RuntimeError):
+    """A use case was asked to act for nobody while inbound authentication is required: a wiring bug.
+    Failing here keeps a route that forgot to pass its caller from serving everyone."""
+
+
+def require_caller(inbound_auth: str, caller: str | None) -> None:
+    if caller is None and inbound_auth != "off":
+        raise CallerRequiredError("no authenticated caller, and INBOUND_AUTH is not 'off'")
+
+
+def visible_to(owner: str, caller: str | None) -> bool:
+    """Whether a session or task owned by `owner` exists for `caller`.
+
+    caller None: inbound authentication is off (INBOUND_AUTH=off, isolated test rigs): no owners.
+    Anything owned by someone else, or by nobody (made while authentication was off), is not visible.
+    """
+    return caller is None or owner == caller
