@@ -98,3 +98,12 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
     assert card["defaultInputModes"] == ["text/plain"] and card["skills"]
     assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"
+
+
+def test_a_body_that_is_not_json_typed_is_415(orchestrator):
+    before = orchestrator.table_items()
+    for content_type in ("text/plain", "multipart/form-data", "application/x-www-form-urlencoded"):
+        status, _, body = orchestrator.api("chat_post", headers={"Content-Type": content_type})
+        assert status == 415, (content_type, body)
+    assert status == 415 and body["error"]["code"] == "unsupported_media_type"
+    assert orchestrator.table_items() == before

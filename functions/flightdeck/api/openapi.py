@@ -38,7 +38,41 @@ def document() -> dict[str, Any]:
         operation = doc["paths"].get(route.path, {}).get(route.method.lower())
         if operation is not None and route.auth == topology.PEER_AUTH:
             operation["security"] = [{PEER_TOKEN_SCHEME: []}]
+    _one_error_shape(doc)
     return doc
+
+
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+# Success answers the resolver would otherwise document with the route's main model.
+_SUCCESS_CONTENT = {
+    ("/api/tools/response", "post", "200"): "ToolResponseStatus",
+    ("/api/a2a/push", "post", "200"): "ToolResponseStatus",
+}
+
+
+def _one_error_shape(doc: dict[str, Any]) -> None:
+    """Every 4xx/5xx the resolver answers has the one error shape (flightdeck.api.resolver).
+
+    Powertools documents an error response without its own content with the route's
+    success model, and 422 with its own HTTPValidationError; neither is what is sent.
+    """
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            if method == "post":  # the checks every body goes through (flightdeck.api.resolver)
+                responses = operation.setdefault("responses", {})
+                responses.setdefault("400", {"description": "The body is not valid (UTF-8) JSON"})
+                responses.setdefault("413", {"description": "The body exceeds MAX_BODY_BYTES"})
+                responses.setdefault("415", {"description": "The body is declared as something other than JSON"})
+            for status, response in operation.get("responses", {}).items():
+                if (path, method, status) in _SUCCESS_CONTENT:
+                    response["content"] = {"application/json": {"schema": {
+                        "$ref": f"#/components/schemas/{_SUCCESS_CONTENT[(path, method, status)]}"}}}
+                elif status.isdigit() and int(status) >= 400:
+                    response["content"] = _ERROR_CONTENT
+    referenced = json.dumps(doc["paths"])
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f'/{unused}"' not in referenced:
+            doc["components"]["schemas"].pop(unused, None)
 
 
 def render() -> str:

@@ -6,6 +6,7 @@ so one OpenAPI document describes the whole API.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any, Callable
@@ -14,7 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from botocore.exceptions import BotoCoreError, ClientError
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
 from flightdeck import topology
 from flightdeck.observability import logger
@@ -47,6 +48,30 @@ _ROUTE_PATTERNS = [
 
 def _allowed_methods(path: str) -> list[str]:
     return sorted({method for pattern, method in _ROUTE_PATTERNS if pattern.match(path)})
+
+
+def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
+    """415 for a body declared as anything but JSON: every route here takes JSON only
+    (Powertools would otherwise try to parse forms and multipart itself)."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    content_type = (headers.get("content-type") or "").split(";")[0].strip().lower()
+    body = event.get("body")
+    if not body:
+        return None
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return _proxy_error(415, "unsupported_media_type", "send the body as application/json")
+    if event.get("isBase64Encoded"):
+        # Bytes that are not UTF-8 cannot be JSON: say so rather than fail decoding later.
+        try:
+            base64.b64decode(body, validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return _proxy_error(400, "malformed_json", "request body is not valid UTF-8 JSON")
+    return None
+
+
+def _proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
+            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
 
 
 def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -89,6 +114,10 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
                                   headers={"Allow": ", ".join(allowed)})
         return error_response(404, "not_found", f"no route for {path}")
 
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported_type(exc: RequestUnsupportedContentType) -> Response:
+        return error_response(415, "unsupported_media_type", "send the body as application/json")
+
     @app.exception_handler([BotoCoreError, ClientError])
     def _aws_unavailable(exc: Exception) -> Response:
         # DynamoDB or SQS failed or throttled beyond the SDK's own retries: nothing
@@ -128,7 +157,8 @@ def http_handler(*routers: Router, oversize: Callable[[dict[str, Any]], dict[str
         route = auth.begin(event)
         response: Any = {"statusCode": 500}
         try:
-            response = auth.authenticate(event, route) or too_large(event) or app.resolve(event, context)
+            response = (auth.authenticate(event, route) or too_large(event) or _not_json(event)
+                        or app.resolve(event, context))
             return response
         finally:
             auth.audit_inbound(event, route, response)
