@@ -16,8 +16,6 @@ winner alone sends its push notifications).
 from __future__ import annotations
 
 import json
-import random
-import time
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -83,52 +81,19 @@ class A2AStore:
     def now_ms(self) -> int:
         return self._state.now_ms()
 
+    # Reads and transactions go through the StateStore: one place filters expired
+    # items and retries transaction conflicts.
     def _expiry(self, ttl_ms: int) -> int:
-        return (self.now_ms() + ttl_ms) // 1000
-
-    def _alive(self, item: dict[str, Any]) -> bool:
-        exp = item.get(TTL)
-        return exp is None or int(exp) > self.now_ms() // 1000
+        return self._state._expiry(ttl_ms)
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        resp = self.client.get_item(TableName=self.table, Key=_item(**{PK: pk, SK: sk}), ConsistentRead=True)
-        item = resp.get("Item")
-        if not item:
-            return None
-        plain = _plain(item)
-        return plain if self._alive(plain) else None
+        return self._state._get(pk, sk)
 
     def _query_prefix(self, pk: str, prefix: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
-            "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
-            "ExpressionAttributeValues": _vals(pk=pk, prefix=prefix),
-            "ConsistentRead": True,
-        }
-        while True:
-            resp = self.client.query(**kwargs)
-            items.extend(p for p in map(_plain, resp.get("Items", [])) if self._alive(p))
-            if "LastEvaluatedKey" not in resp:
-                return items
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return self._state._query_prefix(pk, prefix)
 
     def _transact(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        """None on success, else the cancellation reasons (conflicts are retried here)."""
-        for attempt in range(8):
-            try:
-                self.client.transact_write_items(TransactItems=ops)
-                return None
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                    raise
-                reasons = exc.response.get("CancellationReasons") or []
-                codes = {r.get("Code") for r in reasons}
-                if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
-                    return reasons or [{"Code": "ConditionalCheckFailed"}]
-                time.sleep(random.uniform(0, 0.02 * 2**attempt))
-        raise RuntimeError("transaction kept conflicting")
+        return self._state._transact(ops)
 
     # --- tasks (server side) -------------------------------------------------------------
     def create_task(self, task: TaskRecord, push: dict[str, Any] | None, retention_ms: int) -> bool:

@@ -155,7 +155,7 @@ class StateStore:
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = {r.get("Code") for r in reasons}
                 if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
-                    return reasons
+                    return reasons or [{"Code": "ConditionalCheckFailed"}]
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
         raise RuntimeError("transaction kept conflicting")
 
