@@ -18,22 +18,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from flightdeck import topology
+# The same item codec and key layout as the StateStore: one table.
+from flightdeck.adapters.dynamo_state import META, PK, SK, TTL, _item, _pk, _vals
+from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
-_ser = TypeSerializer()
-_de = TypeDeserializer()
-PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
-META = "META"
+
 CURRENT = "A2A#CURRENT"
 OPEN_STATES = ("submitted", "working")
-
-
-def _pk(session_id: str) -> str:
-    return f"S#{session_id}"
 
 
 def _task_sk(key: str) -> str:
@@ -46,22 +40,6 @@ def _push_prefix(key: str) -> str:
 
 def _remote_sk(turn: int, tool_use_id: str) -> str:
     return f"A2A#REMOTE#{turn:06d}#{tool_use_id}"
-
-
-def _item(**attrs: Any) -> dict[str, Any]:
-    return {k: _ser.serialize(v) for k, v in attrs.items() if v is not None}
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _de.deserialize(v) for k, v in item.items()}
-
-
-def _vals(**values: Any) -> dict[str, Any]:
-    return {f":{k}": _ser.serialize(v) for k, v in values.items()}
-
-
-def _condition_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 class A2AStore:
