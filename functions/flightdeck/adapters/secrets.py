@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 from aws_lambda_powertools.utilities import parameters
 
@@ -15,6 +16,9 @@ from flightdeck.settings import Settings, parse_peer_tokens
 
 # Cached by Powertools for this long; a rotation reaches warm functions within it.
 SECRET_CACHE_S = 300
+
+
+_no_previous_until: dict[str, float] = {}
 
 
 @functools.lru_cache(maxsize=2)
@@ -28,11 +32,14 @@ def signing_keys(settings: Settings) -> list[SigningKey]:
     if settings.tool_callback_secret_arn:
         arn = settings.tool_callback_secret_arn
         keys = [SigningKey(str(_provider("AWSCURRENT").get(arn, max_age=SECRET_CACHE_S)).encode())]
-        try:
-            previous = _provider("AWSPREVIOUS").get(arn, max_age=SECRET_CACHE_S, VersionStage="AWSPREVIOUS")
-            keys.append(SigningKey(str(previous).encode()))
-        except parameters.exceptions.GetParameterError:
-            pass  # never rotated: there is no previous version
+        # Powertools caches values, not failures: remember "never rotated" for as long, so an
+        # unrotated secret does not cost a Secrets Manager call per request.
+        if time.monotonic() >= _no_previous_until.get(arn, 0.0):
+            try:
+                previous = _provider("AWSPREVIOUS").get(arn, max_age=SECRET_CACHE_S, VersionStage="AWSPREVIOUS")
+                keys.append(SigningKey(str(previous).encode()))
+            except parameters.exceptions.GetParameterError:
+                _no_previous_until[arn] = time.monotonic() + SECRET_CACHE_S
         return keys
     keys = [SigningKey(settings.tool_callback_secret.encode())]
     if settings.tool_callback_secret_previous:

@@ -1,0 +1,133 @@
+"""Cold start proxy: how long importing each handler module takes, against `import boto3`.
+
+Each measurement is a fresh interpreter (this one's executable) that times one
+import with time.perf_counter; the interpreter's own start-up is not included.
+Two modes:
+
+- `pyc`: byte-code caches as they are on this machine (every module compiled before);
+- `no_pyc`: what a Lambda cold start does with this repository's asset. The
+  asset is built with `pip install --no-compile` and without __pycache__
+  (infra/bundling.py) and /var/task is read-only, so everything the asset
+  bundles is compiled from source at every cold start, while the runtime's own
+  boto3/botocore/s3transfer and the standard library have their caches. The
+  child compiles from source every module outside the standard library and
+  those three packages (an import hook; nothing is written).
+
+The handler environment is a valid one (settings are read at import), with
+placeholder resource names; nothing is called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from flightdeck import topology
+from flightdeck.bench.stats import summary
+
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
+
+_CHILD = r"""
+import importlib, importlib.machinery as machinery, os, sys, sysconfig, time
+mode, module = sys.argv[1], sys.argv[2]
+if mode == "no_pyc":
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    provided = tuple(sys.argv[3].split(","))
+
+    class FromSource(machinery.SourceFileLoader):
+        def get_code(self, fullname):
+            return self.source_to_code(self.get_data(self.path), self.path)
+
+    class Finder:
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            spec = machinery.PathFinder.find_spec(name, path, target)
+            if (spec is not None and type(spec.loader) is machinery.SourceFileLoader
+                    and not os.path.realpath(spec.origin).startswith(stdlib)
+                    and name.partition(".")[0] not in provided):
+                spec.loader = FromSource(spec.loader.name, spec.loader.path)
+            return spec
+
+    sys.meta_path.insert(0, Finder)
+started = time.perf_counter()
+importlib.import_module(module)
+print(f"{time.perf_counter() - started:.6f}")
+"""
+
+
+def handler_environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "FLIGHTDECK_"))}
+    env.update({
+        "AGENT_NAME": "coldstart",
+        "STATE_TABLE": "coldstart-state",
+        "TURNS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-turns.fifo",
+        "DISPATCH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-dispatch",
+        "DELIVERY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-delivery",
+        "TIMERS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-timers",
+        "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:coldstart-AbCdEf",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "coldstart",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    })
+    return env
+
+
+def time_import(module: str, mode: str = "pyc", env: dict[str, str] | None = None) -> float:
+    """Seconds one fresh interpreter takes to import `module`."""
+    command = [sys.executable, "-c", _CHILD, mode, module, ",".join(RUNTIME_PROVIDED)]
+    done = subprocess.run(command, env=env or handler_environment(), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"importing {module} failed: {done.stderr.strip()[-500:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def import_breakdown(module: str, env: dict[str, str] | None = None, top: int = 5) -> list[tuple[str, float]]:
+    """Self import time by top-level package (python -X importtime), largest first, in ms."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                          env=env or handler_environment(), capture_output=True, text=True, timeout=120)
+    per_package: Counter = Counter()
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match:
+            per_package[match.group(2).partition(".")[0]] += int(match.group(1)) / 1000
+    return [(name, round(ms, 1)) for name, ms in per_package.most_common(top)]
+
+
+def measure(repeats: int, no_pyc_handlers: Sequence[str] | None, progress: Callable[[str], None],
+            handlers: Sequence[str] = topology.HANDLERS) -> dict[str, Any]:
+    """no_pyc_handlers: which handlers to also time without byte-code caches (None: all)."""
+    env = handler_environment()
+    no_pyc = list(handlers if no_pyc_handlers is None else no_pyc_handlers)
+    progress(f"cold start proxy: importing boto3 and {len(handlers)} handler modules, "
+             f"{repeats} fresh interpreter(s) each")
+    # Not counted: one interpreter imports everything, so every byte-code cache is up to date.
+    subprocess.run([sys.executable, "-c", "; ".join(f"import flightdeck.handlers.{h}" for h in handlers)],
+                   env=env, capture_output=True, timeout=120, check=False)
+    # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the median.
+    baseline = summary(time_import("boto3", "pyc", env) for _ in range(repeats))
+    out: dict[str, Any] = {"repeats": repeats, "statistic": "min", "boto3_import_ms": round(baseline["min"] * 1000, 1),
+                           "boto3_import_ms_p50": round(baseline["p50"] * 1000, 1), "handlers": {}}
+    for handler in handlers:
+        module = f"flightdeck.handlers.{handler}"
+        warm = summary(time_import(module, "pyc", env) for _ in range(repeats))
+        entry: dict[str, Any] = {"import_ms": round(warm["min"] * 1000, 1), "import_ms_p50": round(warm["p50"] * 1000, 1),
+                                 "ratio_to_boto3": round(warm["min"] / baseline["min"], 2)}
+        if handler in no_pyc:
+            cold = summary(time_import(module, "no_pyc", env) for _ in range(repeats))
+            entry["no_pyc_import_ms"] = round(cold["min"] * 1000, 1)
+            entry["no_pyc_import_ms_p50"] = round(cold["p50"] * 1000, 1)
+            entry["no_pyc_ratio_to_boto3"] = round(cold["min"] / baseline["min"], 2)
+        out["handlers"][handler] = entry
+    slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
+    out["slowest"] = slowest
+    out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env)
+    ratios = [h["ratio_to_boto3"] for h in out["handlers"].values()]
+    out["ratio_range"] = [min(ratios), max(ratios)]
+    no_pyc_ratios = [h["no_pyc_ratio_to_boto3"] for h in out["handlers"].values() if "no_pyc_ratio_to_boto3" in h]
+    out["no_pyc_ratio_range"] = [min(no_pyc_ratios), max(no_pyc_ratios)] if no_pyc_ratios else None
+    return out

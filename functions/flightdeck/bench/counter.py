@@ -1,0 +1,247 @@
+"""Counts one process's AWS requests and Lambda invocations, for `flightdeck bench`.
+
+The agents of a local stack are separate processes, so the counting lives in
+them: with FLIGHTDECK_COUNT_AWS_CALLS=<dir> in its environment, an agent host
+calls `install(<dir>, agent)` at start. From then on
+
+- every botocore client created in the process (any session: the adapters',
+  Powertools' SecretsProvider's, the pollers') reports each API call
+  (`before-parameter-build` and `after-call` events), and
+- every local Lambda invocation goes through `flightdeck.local.invocation.invocation_observer`,
+
+and each becomes one JSON line in <dir>/<agent>-<pid>.jsonl. An AWS call made
+while a handler runs names that handler ("fn"); one made outside any handler
+(the pollers standing in for Lambda's event source mappings) has fn null.
+Nothing here changes a request or a response.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from flightdeck.bench.dynamo_units import item_size
+
+ENV = "FLIGHTDECK_COUNT_AWS_CALLS"
+_CONTEXT_KEY = "flightdeck_bench"
+_current = threading.local()
+
+
+class FileSink:
+    """Appends one JSON line per record; safe to share between threads."""
+
+    def __init__(self, path: Path, agent: str):
+        self.path = path
+        self.agent = agent
+        self._lock = threading.Lock()
+        self._file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps({"agent": self.agent, **record}, separators=(",", ":"))
+        with self._lock:
+            self._file.write(line + "\n")
+
+
+class ListSink:
+    """Keeps records in memory (in-process measurements)."""
+
+    def __init__(self, agent: str = ""):
+        self.agent = agent
+        self.records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.records.append({"agent": self.agent, **record})
+
+
+Sink = Any  # anything with .write(record)
+
+
+def install(directory: str | os.PathLike[str], agent: str) -> FileSink:
+    """Count every AWS call and local invocation of this process into <directory>/<agent>-<pid>.jsonl."""
+    from flightdeck.local import invocation
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    sink = FileSink(Path(directory) / f"{agent}-{os.getpid()}.jsonl", agent)
+    _patch_client_creation(sink)
+    invocation.invocation_observer = functools.partial(observe_invocation, sink)
+    return sink
+
+
+def _patch_client_creation(sink: Sink) -> None:
+    import botocore.session
+
+    original = botocore.session.Session.create_client
+    if getattr(original, "_flightdeck_bench", False):
+        return
+
+    @functools.wraps(original)
+    def create_client(self: Any, *args: Any, **kwargs: Any) -> Any:
+        client = original(self, *args, **kwargs)
+        attach(client, sink)
+        return client
+
+    create_client._flightdeck_bench = True  # type: ignore[attr-defined]
+    botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+
+
+def attach(client: Any, sink: Sink) -> Any:
+    """Report every API call of one botocore client to sink; returns the client."""
+    client.meta.events.register("before-parameter-build", _before_call)
+    client.meta.events.register("after-call", functools.partial(_after_call, sink))
+    return client
+
+
+# --- invocations ------------------------------------------------------------------------
+
+
+def event_source(event: Any) -> tuple[str, int, str]:
+    """(kind, records, route) of a Lambda event: http (API Gateway proxy), sqs, schedule or other."""
+    if isinstance(event, dict):
+        if "httpMethod" in event:
+            return "http", 1, f"{event.get('httpMethod')} {event.get('resource')}"
+        records = event.get("Records")
+        if isinstance(records, list) and records and records[0].get("eventSource") == "aws:sqs":
+            return "sqs", len(records), records[0].get("eventSourceARN", "").rsplit(":", 1)[-1]
+        if event.get("source") == "aws.events":
+            return "schedule", 1, ""
+    return "other", 1, ""
+
+
+def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: Callable[[], Any]) -> Any:
+    fn = function.module_name.rsplit(".", 1)[-1]
+    kind, records, route = event_source(event)
+    previous = getattr(_current, "fn", None)
+    _current.fn = fn
+    started = time.perf_counter()
+    status: int | None = None
+    ok = False
+    try:
+        result = call()
+        ok = True
+        if kind == "http" and isinstance(result, dict):
+            status = result.get("statusCode")
+        return result
+    finally:
+        _current.fn = previous
+        record = {"k": "inv", "t": time.time(), "fn": fn, "src": kind, "n": records, "route": route,
+                  "ms": round((time.perf_counter() - started) * 1000, 3), "ok": ok, "status": status}
+        if kind == "sqs" and route.endswith("-timers"):
+            record["timers"] = _timer_messages(event)
+        sink.write(record)
+
+
+def _timer_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """When each deadline-timer message was sent and first received (timeout lateness is read from them)."""
+    out = []
+    for message in event.get("Records", []):
+        try:
+            body = json.loads(message.get("body") or "{}")
+        except ValueError:
+            body = {}
+        attributes = message.get("attributes") or {}
+        out.append({"session_id": body.get("session_id"), "turn": body.get("turn"), "deadline_ms": body.get("deadline_ms"),
+                    "sent_ms": int(attributes.get("SentTimestamp") or 0),
+                    "first_received_ms": int(attributes.get("ApproximateFirstReceiveTimestamp") or 0)})
+    return out
+
+
+# --- AWS calls --------------------------------------------------------------------------
+
+
+def _key_of(key: dict[str, Any] | None) -> tuple[str, str]:
+    key = key or {}
+    pk = next(iter(key.get("pk", {}).values()), "")
+    sk = next(iter(key.get("sk", {}).values()), "")
+    return str(pk), str(sk)
+
+
+def _kind(sk: str) -> str:
+    return sk.split("#", 1)[0] or "?"
+
+
+def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[str, Any]:
+    from flightdeck import topology
+
+    item = body.get("Item")
+    pk, sk = _key_of(item if item is not None else body.get("Key"))
+    entry: dict[str, Any] = {"op": op, "table": body.get("TableName"), "pk": pk, "sk": sk, "kind": _kind(sk),
+                             "txn": transactional}
+    if item is not None:
+        entry["size"] = item_size(item)
+        entry["in_index"] = topology.DEADLINE_AT_ATTRIBUTE in item
+    if op == "Update":
+        expression = body.get("UpdateExpression", "")
+        removes = expression.partition("REMOVE")[2]
+        entry["leaves_index"] = topology.DEADLINE_AT_ATTRIBUTE in removes
+        # The turn conditions that require an open turn: an item with these is in the deadline index.
+        entry["requires_open"] = ":waiting" in (body.get("ConditionExpression") or "")
+    return entry
+
+
+def summarize_request(service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What the accounting needs to know about one request, from its API parameters."""
+    if service == "dynamodb":
+        if operation == "TransactWriteItems":
+            writes = []
+            for entry in params.get("TransactItems", []):
+                (op, body), = entry.items()
+                writes.append(_dynamodb_write(op, body, transactional=True))
+            return {"writes": writes}
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            return {"writes": [_dynamodb_write(operation[:-4], params, transactional=False)]}
+        if operation in ("GetItem", "Query", "Scan"):
+            pk, sk = _key_of(params.get("Key"))
+            return {"table": params.get("TableName"), "index": params.get("IndexName"),
+                    "consistent": bool(params.get("ConsistentRead")), "kind": _kind(sk) if sk else None}
+        return {}
+    if service == "sqs":
+        summary: dict[str, Any] = {"queue": str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]}
+        if "Entries" in params:
+            summary["entries"] = len(params["Entries"])
+        if "MessageBody" in params:
+            summary["bytes"] = len(str(params["MessageBody"]).encode("utf-8"))
+        return summary
+    return {}
+
+
+def _before_call(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+    started = time.perf_counter()
+    try:
+        context[_CONTEXT_KEY] = summarize_request(model.service_model.service_name, model.name, params)
+    except Exception as exc:  # counting must never break a request
+        context[_CONTEXT_KEY] = {"summary_error": repr(exc)}
+    context[_CONTEXT_KEY + "_t0"] = started
+
+
+def _after_call(sink: Sink, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any],
+                **_: Any) -> None:
+    try:
+        service, operation = model.service_model.service_name, model.name
+        record: dict[str, Any] = {
+            "k": "aws", "t": time.time(), "fn": getattr(_current, "fn", None), "svc": service, "op": operation,
+            "status": getattr(http_response, "status_code", None),
+            "err": (parsed.get("Error") or {}).get("Code"),
+            "ms": round((time.perf_counter() - context.get(_CONTEXT_KEY + "_t0", time.perf_counter())) * 1000, 3),
+            **context.get(_CONTEXT_KEY, {}),
+        }
+        if service == "dynamodb":
+            if operation == "GetItem":
+                record["bytes"] = item_size(parsed.get("Item"))
+            elif operation in ("Query", "Scan"):
+                record["bytes"] = sum(item_size(i) for i in parsed.get("Items", []))
+                record["count"] = parsed.get("Count")
+                record["scanned"] = parsed.get("ScannedCount")
+            if record["err"] == "TransactionCanceledException":
+                record["reasons"] = [r.get("Code") for r in parsed.get("CancellationReasons", [])]
+        elif service == "sqs" and operation == "ReceiveMessage":
+            record["n"] = len(parsed.get("Messages", []))
+        sink.write(record)
+    except Exception as exc:  # counting must never break a request
+        sink.write({"k": "error", "t": time.time(), "detail": repr(exc)})

@@ -1,0 +1,185 @@
+"""The benchmark's one table: rows built from a result, rendered as Markdown (pastes into docs)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+HOP_DESCRIPTIONS = {
+    "ingest_and_think": "delegator: POST /api/chat -> turns queue (FIFO) -> think -> tool_use",
+    "dispatch_to_peer": "dispatch queue -> dispatch fn -> HTTP -> worker's /api/chat",
+    "peer_turn": "worker: turns queue -> think -> answer_ready",
+    "delivery_and_callback": "delivery queue -> delivery fn -> HTTP -> delegator's callback recorded",
+    "resume_and_answer": "turn complete -> turns queue -> think -> final_answer",
+    "total_logged": "delegator chat_received -> final_answer (log timestamps)",
+}
+COST_LABELS = (
+    ("api_gateway", "API GW"), ("dynamodb_writes", "DynamoDB writes"), ("dynamodb_reads", "DynamoDB reads"),
+    ("lambda_requests", "Lambda requests"), ("lambda_duration", "Lambda GB-s (local proxy)"), ("sqs", "SQS"),
+    ("secrets_manager", "Secrets Manager"), ("cloudwatch_logs", "CloudWatch Logs"), ("step_functions", "Step Functions"),
+)
+
+
+def num(value: float, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if abs(value - round(value)) < 1e-9:
+        return f"{int(round(value)):,}"
+    return f"{value:,.{digits}f}"
+
+
+def money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _ops(counts: dict[str, float], service: str) -> str:
+    items = [(name.split(".", 1)[1], n) for name, n in counts.items() if name.startswith(service + ".")]
+    return ", ".join(f"{op} {num(n)}" for op, n in items) or "none"
+
+
+def _named(counts: dict[str, float]) -> str:
+    return ", ".join(f"{name} {num(n)}" for name, n in counts.items()) or "none"
+
+
+def _costs(costs: dict[str, float]) -> str:
+    return " + ".join(f"{label} {money(costs[key])}" for key, label in COST_LABELS if costs.get(key))
+
+
+def _round_trip_rows(rt: dict[str, Any]) -> list[list[str]]:
+    k = rt["delegations_per_turn"]
+    per = rt["per_turn"]
+    label = "1 delegation/turn" if k == 1 else f"{k} delegations/turn"
+    per_delegation = (lambda v: f" ({num(v / k)} per delegation)") if k > 1 else (lambda v: "")
+    services = per["aws_requests_by_service"]
+    sqs = per["sqs_billed_requests"]
+    units = per["dynamodb_request_units"]
+    excluded = per["excluded_from_cost"]
+    basis = f"counted, mean of {rt['round_trips']} turns, both agents"
+    if rt.get("turns_that_timed_out"):
+        basis += f"; WARNING: {rt['turns_that_timed_out']} of them timed out (their counts include the timeout path)"
+    return [
+        [f"{label}: AWS requests per turn", f"{num(per['aws_requests_total'])}{per_delegation(per['aws_requests_total'])}",
+         ", ".join(f"{s} {num(n)}" for s, n in services.items()) + f"; {basis}"],
+        [f"{label}: DynamoDB requests", _ops(per["aws_requests_by_operation"], "dynamodb"),
+         "by item: " + _named(dict(list(per["dynamodb_requests_by_item_kind"].items())[:8]))],
+        [f"{label}: DynamoDB request units", f"{num(units.get('wru', 0))} WRU + {num(units.get('gsi_wru', 0))} index WRU, "
+         f"{num(units.get('rru', 0))} RRU", "from item sizes; WRU by item: " + _named(per["dynamodb_wru_by_item_kind"])],
+        [f"{label}: SQS requests", _ops(per["aws_requests_by_operation"], "sqs"),
+         f"billed: {num(sqs.get('standard', 0))} standard + {num(sqs.get('fifo', 0))} FIFO; receives that returned messages only"],
+        [f"{label}: Secrets Manager requests", _ops(per["aws_requests_by_operation"], "secretsmanager"),
+         f"after caching; {num(per['secrets_manager_failed_calls'])} of them the uncached AWSPREVIOUS miss"],
+        [f"{label}: Lambda invocations", f"{num(per['lambda_invocations_total'])}{per_delegation(per['lambda_invocations_total'])}",
+         _named(per["lambda_invocations"])],
+        [f"{label}: API Gateway requests", f"{num(per['api_gateway_requests_total'])}"
+         f"{per_delegation(per['api_gateway_requests_total'])}", _named(per["api_gateway_requests"])],
+        [f"{label}: not per delegation (excluded)", _named(excluded),
+         "local pollers' empty receives, poller set-up, the scheduled sweeper: time-based"],
+    ]
+
+
+def _cost_rows(rt: dict[str, Any]) -> list[list[str]]:
+    k = rt["delegations_per_turn"]
+    label = "1 delegation/turn" if k == 1 else f"{k} delegations/turn"
+    ours = rt["cost_per_million_delegations_usd"]
+    sfn = rt["step_functions_variant"]
+    sfn_costs = sfn["cost_per_million_delegations_usd"]
+    transitions = sfn["state_transitions_per_turn"]
+    return [
+        [f"Cost per 1M delegations, {label}", money(ours["total"]), _costs(ours)],
+        ["... same, Step Functions .waitForTaskToken", money(sfn_costs["total"]),
+         f"model: {transitions} state transitions/turn ({num(transitions / k)} per delegation); " + _costs(sfn_costs)],
+    ]
+
+
+def table_rows(result: dict[str, Any]) -> list[list[str]]:
+    one, fan = result["round_trip_one"], result["round_trip_fan_out"]
+    rows: list[list[str]] = [["Measure", "Result", "Basis / breakdown"]]
+    rows += _round_trip_rows(one)
+    rows += _round_trip_rows(fan)
+    rows += _cost_rows(one)
+    rows += _cost_rows(fan)
+
+    cb = result["callback_throughput"]
+    single, batch = cb["single"], cb["batch"]
+    rows += [
+        ["Callback throughput, one per request (/api/tools/response)", f"{num(single['results_per_s'])} results/s",
+         f"{single['callbacks']} callbacks of real turns, {single['http_requests']} requests, {num(single['wall_s'], 2)} s; "
+         f"per callback {num(single['per_callback']['aws_requests_total'])} AWS requests"],
+        [f"Callback throughput, batches of {result['options']['stack']['batch_size']} (/api/tools/responses)",
+         f"{num(batch['results_per_s'])} results/s",
+         f"{batch['callbacks']} callbacks, {batch['http_requests']} requests, {num(batch['wall_s'], 2)} s; "
+         f"per callback {num(batch['per_callback']['aws_requests_total'])} AWS requests"],
+        ["Callback throughput, batch : single", f"{num(cb['ratio_batch_to_single_results_per_s'], 2)}x results/s",
+         f"{num(cb['ratio_requests_single_to_batch'])}x fewer API Gateway requests and Lambda invocations; "
+         "same stack, moto-bound (moto serves one request at a time)"],
+    ]
+
+    to = result["timeouts"]
+    late = to["lateness_ms"]
+    rows.append(["Timeout lateness, deadline -> synthesized result", f"p50 {num(late['p50'])} ms, max {num(late['max'])} ms",
+                 f"{to['turns']} turns, ASYNC_TOOL_TIMEOUT_MS={to['timeout_ms']}, completed by "
+                 + _named(to["completed_by"]) + "; timer message received p50 "
+                 f"{num(to['timer_received_after_deadline_ms']['p50'])} ms after the deadline (SQS delay, then moto "
+                 f"wakes a long poll for a delayed message within 1 s), result written p50 "
+                 f"{num(to['received_to_result_ms']['p50'])} ms later"])
+
+    sw = result["sweep"]
+    listed, scan = sw["list_overdue"], sw["scan_comparison"]
+    rows += [
+        [f"Sweep: items read with {sw['open_turns']:,} open / {sw['overdue']} overdue turns",
+         f"{num(listed['items_scanned'])} items ({listed['queries']} index queries, {num(listed['read_request_units'])} RRU)",
+         f"a table Scan would read {scan['items_scanned']:,} items ({num(scan['read_request_units'])} RRU): "
+         f"{num(sw['items_read_ratio_scan_to_index'])}x more"],
+        ["Sweep: whole sweep, expiring the overdue turns", f"{num(sw['sweep']['requests'])} requests",
+         f"{num(sw['sweep']['read_request_units'])} RRU, {num(sw['sweep']['write_request_units'])} WRU; "
+         + _named(sw["sweep"]["requests_by_operation"])],
+    ]
+
+    cs = result["cold_start"]
+    handlers = cs["handlers"]
+    slow = cs["slowest"]
+    rows.append(["Cold start proxy: handler import / import boto3",
+                 f"{num(cs['ratio_range'][0], 2)}x - {num(cs['ratio_range'][1], 2)}x",
+                 f"boto3 {num(cs['boto3_import_ms'])} ms; " + ", ".join(f"{h} {num(v['import_ms'])} ms" for h, v in
+                                                                   handlers.items())
+                 + f" (.pyc present, fresh interpreter, best of {cs['repeats']})"])
+    if cs.get("no_pyc_ratio_range"):
+        measured = [h for h, v in handlers.items() if "no_pyc_import_ms" in v]
+        rows.append(["... without .pyc for bundled code (as the asset ships)",
+                     f"{num(cs['no_pyc_ratio_range'][0], 2)}x - {num(cs['no_pyc_ratio_range'][1], 2)}x",
+                     ", ".join(f"{h} {num(handlers[h]['no_pyc_import_ms'])} ms" for h in measured)])
+    rows.append([f"... {slow} import time by package (self time)",
+                 ", ".join(f"{name} {num(ms)} ms" for name, ms in cs["slowest_breakdown_ms"][:4]), "-X importtime"])
+
+    lat = result["latency_one_delegation_ms"]
+    client = lat["client_round_trip"]
+    rows.append(["Local round trip, 1 delegation (moto, 0 ms think)", f"p50 {num(client['p50'])} ms, p95 {num(client['p95'])} ms",
+                 f"client POST -> final answer seen, {client['n']} turns; local only, moto-bound"])
+    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "resume_and_answer"):
+        if hop in lat:
+            rows.append([f"... hop {hop}", f"p50 {num(lat[hop]['p50'])} ms, p95 {num(lat[hop]['p95'])} ms",
+                         HOP_DESCRIPTIONS[hop]])
+    fan_total = result["latency_fan_out_ms"]["client_round_trip"]
+    rows.append([f"Local round trip, {fan['delegations_per_turn']} delegations", f"p50 {num(fan_total['p50'])} ms, "
+                 f"p95 {num(fan_total['p95'])} ms", f"{fan_total['n']} turns"])
+    return rows
+
+
+def markdown(rows: list[list[str]]) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    header, *body = rows
+    lines = ["| " + " | ".join(cell(c) for c in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def render(result: dict[str, Any]) -> str:
+    m = result["machine"]
+    head = (f"Flightdeck bench ({result['mode']}), {result['date']}, {m['cpus']} x {m['cpu']}, Python {m['python']}, "
+            f"moto {m['moto']}; prices {result['prices']['region']} recorded {result['prices']['recorded']}; "
+            f"took {result.get('duration_s', '?')} s; load average {m.get('load_average_at_start')} at start")
+    return head + "\n\n" + markdown(result["table"]) + "\n"

@@ -1,0 +1,170 @@
+"""`flightdeck bench`: every measurement, in order, into one result (a dict, written as JSON)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any, Callable, TextIO
+
+from flightdeck import topology
+from flightdeck.bench import coldstart, scenario, sweep
+from flightdeck.bench.prices import PriceTable, load
+from flightdeck.bench.scenario import StackOptions
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    quick: bool = False
+    stack: StackOptions = field(default_factory=StackOptions)
+    open_turns: int = 10_000
+    overdue_turns: int = 10
+    coldstart_repeats: int = 5
+    # Handlers also imported without byte-code caches (None: all of them).
+    coldstart_no_pyc: tuple[str, ...] | None = None
+    # Handlers whose import is timed (None: every handler of flightdeck.topology).
+    coldstart_handlers: tuple[str, ...] | None = None
+
+
+def options(quick: bool = False, **overrides: Any) -> BenchOptions:
+    """The full benchmark, or the quick one CI runs; overrides: iterations, callbacks, open_turns, ..."""
+    if quick:
+        base = BenchOptions(
+            quick=True,
+            stack=StackOptions(iterations=3, parallel_iterations=1, callbacks=10, timeout_turns=5, warmup=1,
+                               stagger_s=0.1, delegator_timeout_ms=5000),
+            open_turns=1_000,
+            coldstart_repeats=1,
+            coldstart_no_pyc=("turn_worker",),
+        )
+    else:
+        base = BenchOptions()
+    stack_fields = {k: v for k, v in overrides.items() if k in StackOptions.__dataclass_fields__ and v is not None}
+    top_fields = {k: v for k, v in overrides.items() if k in BenchOptions.__dataclass_fields__ and v is not None}
+    return replace(base, stack=replace(base.stack, **stack_fields), **top_fields)
+
+
+def validate(opts: BenchOptions) -> None:
+    s = opts.stack
+    if min(s.iterations, s.parallel_iterations, s.callbacks, s.timeout_turns, s.fan_out, s.batch_size) < 1:
+        raise ValueError("iterations, callbacks, timeout turns, fan-out and batch size must be at least 1")
+    if s.batch_size > 100:
+        raise ValueError("the batch endpoint takes at most 100 results a request")
+    if not 1 <= opts.overdue_turns <= opts.open_turns:
+        raise ValueError("overdue turns must be between 1 and the number of open turns")
+    if opts.coldstart_repeats < 1:
+        raise ValueError("cold start repeats must be at least 1")
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "")
+    except OSError:
+        pass
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    return {
+        "platform": platform.platform(),
+        "cpu": model or platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "moto": version("moto"),
+        "boto3": version("boto3"),
+        "aws_lambda_powertools": version("aws-lambda-powertools"),
+    }
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+ASSUMPTIONS = {
+    "lambda": "512 MB arm64 (infra/functions.py); GB-s use the handlers' local durations on moto as a rough "
+              "proxy (moto is slower than DynamoDB for some calls and faster for others; the dispatch and delivery "
+              "functions wait for the peer's HTTP answer in both); the local model thinks in 0 ms, a real model's "
+              "latency is billed as Lambda duration on top (each second of model time per think = "
+              "0.5 GB-s = $6.67 per million thinks at the recorded price)",
+    "dynamodb": "request units computed from the sizes of the items each request wrote or read (1 KB per WRU, "
+                "2x in a transaction; 4 KB per RRU, half when eventually consistent); an update is sized by "
+                "the item as read back after the run; a write whose condition fails is billed; the deadline "
+                "index (projection ALL) costs one more write whenever a write puts a turn in it, changes it "
+                "there or takes it out",
+    "sqs": "one request per API call and 64 KB chunk; batches count once; empty ReceiveMessage calls by the "
+           "local pollers are excluded (on AWS the event source mapping long-polls around the clock and SQS "
+           "bills those polls too, but that cost grows with time and queue count, not with delegations)",
+    "secrets_manager": "counted: calls made after Powertools' cache (300 s) on the delegating agents; a "
+                       "never-rotated secret has no AWSPREVIOUS version, and that failed lookup is not cached, "
+                       "so every signing_keys() call makes one (assumed billed like any API call)",
+    "cloudwatch_logs": "bytes of the JSON log lines the handlers write at INFO (the deployed default), re-serialized; "
+                       "Lambda's own START/END/REPORT lines are not included",
+    "not_included": "the model (Bedrock tokens), data transfer, storage, CloudWatch metrics and alarms, the "
+                    "EventBridge schedule (one sweep a minute whatever the load), free tiers",
+}
+
+
+def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs: TextIO | None = None,
+        prices: PriceTable | None = None) -> dict[str, Any]:
+    validate(opts)
+    say = progress or (lambda message: None)
+    prices = prices or load()
+    began = time.monotonic()
+    load_at_start = _load_average()
+    result: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "mode": "quick" if opts.quick else "full",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "command": "flightdeck bench" + (" --quick" if opts.quick else ""),
+        "options": asdict(opts),
+        "prices": {"region": prices.region, "recorded": prices.recorded, "prices": prices.prices},
+        "assumptions": ASSUMPTIONS,
+    }
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+    result.update(scenario.run(opts.stack, prices, say, logs))
+    phases["local_stack"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    result["sweep"] = sweep.measure(opts.open_turns, opts.overdue_turns, prices, say)
+    phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    result["cold_start"] = coldstart.measure(opts.coldstart_repeats, opts.coldstart_no_pyc, say,
+                                             handlers=opts.coldstart_handlers or topology.HANDLERS)
+    phases["cold_start"] = round(time.monotonic() - mark, 1)
+    result["phase_s"] = phases
+    result["duration_s"] = round(time.monotonic() - began, 1)
+    # Other work on the machine slows moto and the agents: say how busy it was.
+    result["machine"]["load_average_at_start"] = load_at_start
+    result["machine"]["load_average_at_end"] = _load_average()
+    from flightdeck.bench.report import table_rows
+
+    result["table"] = table_rows(result)
+    return result
+
+
+def progress_to(stream: TextIO) -> Callable[[str], None]:
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"bench [{time.monotonic() - started:5.1f} s]: {message}", file=stream, flush=True)
+
+    return say
+
+
+if __name__ == "__main__":  # pragma: no cover - use `flightdeck bench`
+    from flightdeck.cli import main
+
+    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -1,0 +1,651 @@
+"""The measurements that need agents running: one local stack, four agents, one stub peer.
+
+    delegator  --@worker-->  worker        counted round trips (1 and 5 delegations per turn),
+                                           local latency by hop
+    collector  --@blackhole-->             callback throughput: the bench posts the answers
+    timekeeper --@blackhole-->             timeout lateness (the blackhole never answers)
+
+`blackhole` is a stub peer served by this process: it accepts every task (202)
+and keeps the callback token it carries, so the bench can answer real turns
+itself (collector) or never (timekeeper). Every agent counts its AWS requests
+and invocations (flightdeck.bench.counter) into one directory; the bench reads
+them per time window and per agent. The delegating agents read their callback
+key from Secrets Manager (moto), as deployed functions do, so its calls are
+counted too.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import math
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import requests
+
+from flightdeck.bench import stepfunctions
+from flightdeck.bench.accounting import Tally, between, category, update_keys
+from flightdeck.bench.counter import ENV as COUNT_ENV
+from flightdeck.bench.dynamo_units import item_size
+from flightdeck.bench.prices import PriceTable
+from flightdeck.bench.stats import ratio, summary
+from flightdeck.config_file import DeploymentFile
+
+DELEGATOR, WORKER, COLLECTOR, TIMEKEEPER, BLACKHOLE = "delegator", "worker", "collector", "timekeeper", "blackhole"
+MEMORY_MB = 512
+RESULT_TEXT = "[blackhole] Task answered: the figures add up; nothing else to report."
+HTTP_TIMEOUT_S = 30.0
+BATCH_TIMEOUT_S = 300.0
+SETTLE_QUIET_S = 0.8
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be completed (an agent did not answer in time, a request failed)."""
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    iterations: int = 30  # one-delegation round trips
+    parallel_iterations: int = 10  # turns with `fan_out` delegations
+    fan_out: int = 5
+    callbacks: int = 150  # per mode (single, batch)
+    batch_size: int = 50
+    timeout_turns: int = 30
+    warmup: int = 2
+    # Short, so each counted turn's deadline timer fires within the run; long enough that no counted
+    # turn times out on a busy machine (a turn that did is reported: its counts include the timeout path).
+    delegator_timeout_ms: int = 8000
+    timekeeper_timeout_ms: int = 2000
+    # The backstop sweep's schedule, as on AWS (EventBridge fires at most once a minute): the
+    # deadline timer is what ends a timed-out turn, and moto (whose index queries read the whole
+    # table, one request at a time) is not kept busy by four agents sweeping every second.
+    sweep_interval_ms: int = 60_000
+    stagger_s: float = 0.25  # between timeout turns, so deadlines are spread out rather than a burst
+
+
+# --- the stub peer ------------------------------------------------------------------------
+
+
+class Blackhole:
+    """An HTTP peer that accepts every task and never answers; keeps the callback tokens."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, list[str]] = defaultdict(list)
+        self._cond = threading.Condition()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    body = {}
+                reply = body.get("reply") or {}
+                with owner._cond:
+                    owner.tokens[str(reply.get("callbackService", ""))].append(str(reply.get("bearerToken", "")))
+                    owner._cond.notify_all()
+                data = json.dumps({"session_id": body.get("session_id", ""), "status": "accepted"}).encode()
+                self.send_response(202)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, name="blackhole", daemon=True)
+
+    def start(self) -> "Blackhole":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def take(self, service: str, n: int, timeout_s: float) -> list[str]:
+        """Wait for n tokens from `service` and hand them out (oldest first)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while len(self.tokens[service]) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchError(f"{service} dispatched {len(self.tokens[service])} of {n} tasks in {timeout_s:.0f} s")
+                self._cond.wait(min(left, 0.5))
+            taken, self.tokens[service] = self.tokens[service][:n], self.tokens[service][n:]
+            return taken
+
+
+def token_session(token: str) -> str:
+    """The session a callback token belongs to (its payload, read without verifying)."""
+    payload = token.split(".", 1)[0]
+    return str(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))).get("session_id", ""))
+
+
+# --- what the agents log ------------------------------------------------------------------
+
+
+def parse_timestamp(value: str) -> float:
+    """Powertools' "2026-11-29 19:49:26,793+0000" -> epoch seconds."""
+    return datetime.strptime(value, "%Y-%m-%d %H:%M:%S,%f%z").timestamp()
+
+
+class Timeline:
+    """Listener for the agents' JSON log lines: timeline records, and the bytes every line costs."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict[str, Any]]] = []
+        self.log_lines: list[tuple[float, str, int]] = []  # (received at, agent, bytes)
+        self._cond = threading.Condition()
+
+    def __call__(self, agent: str, record: dict[str, Any]) -> None:
+        size = len(json.dumps(record, ensure_ascii=False).encode("utf-8")) + 1
+        with self._cond:
+            self.log_lines.append((time.time(), agent, size))
+            if "timeline" in record:
+                self.records.append((agent, record))
+                self._cond.notify_all()
+
+    def find(self, agent: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        with self._cond:
+            return [r for a, r in self.records if (agent is None or a == agent)
+                    and all(r.get(k) == v for k, v in match.items())]
+
+    def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+                self._cond.wait(min(left, 0.25))
+
+    def wait_for(self, agent: str, event: str, session_id: str, timeout_s: float) -> dict[str, Any]:
+        self.wait(lambda: bool(self._unlocked_find(agent, event, session_id)), timeout_s,
+                  f"{event} from {agent} for session {session_id}")
+        return self._unlocked_find(agent, event, session_id)[0]
+
+    def _unlocked_find(self, agent: str, event: str, session_id: str) -> list[dict[str, Any]]:
+        return [r for a, r in self.records if a == agent and r.get("timeline") == event
+                and r.get("session_id") == session_id]
+
+    def log_bytes(self, agents: set[str], start: float, end: float) -> int:
+        with self._cond:
+            return sum(n for t, a, n in self.log_lines if a in agents and start <= t <= end)
+
+
+# --- the deployment -----------------------------------------------------------------------
+
+
+def secret_name(agent: str) -> str:
+    return f"flightdeck-bench/{agent}-callback-key"
+
+
+def peer_tokens_secret_name(agent: str) -> str:
+    return f"flightdeck-bench/{agent}-peer-tokens"
+
+
+BENCH_PEER = "bench"  # this process, calling the delegating agents' /api/chat
+
+
+def new_peer_tokens() -> dict[str, str]:
+    """Bearer tokens for inbound peer authentication (peer id -> token); empty if this code base has none."""
+    try:
+        from flightdeck.domain.peers import new_token
+    except ImportError:
+        return {}
+    return {BENCH_PEER: new_token(BENCH_PEER), DELEGATOR: new_token(DELEGATOR)}
+
+
+def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
+    def delegating(timeout_ms: int, **extra: Any) -> dict[str, Any]:
+        return {"model": {"provider": "local", "think_delay_ms": 0},
+                "env": {"ASYNC_TOOL_TIMEOUT_MS": str(timeout_ms)}, **extra}
+
+    agents: dict[str, dict[str, Any]] = {
+        DELEGATOR: delegating(opts.delegator_timeout_ms, allow=[WORKER], delegates=[{"agent": WORKER}]),
+        WORKER: {"model": {"provider": "local", "think_delay_ms": 0}, "allow": [DELEGATOR]},
+        COLLECTOR: delegating(3_600_000, allowed_hosts={BLACKHOLE: blackhole_url}, delegates=[{"agent": BLACKHOLE}]),
+        TIMEKEEPER: delegating(opts.timekeeper_timeout_ms, allowed_hosts={BLACKHOLE: blackhole_url},
+                               delegates=[{"agent": BLACKHOLE}]),
+    }
+    for name, spec in agents.items():
+        spec["name"] = name
+        spec["callback_secret"] = f"bench-only-{name}-callback-secret-0123456789abcdef"
+        if name != WORKER:
+            # Read from Secrets Manager (moto) like a deployed function; counted.
+            spec["env"]["TOOL_CALLBACK_SECRET_ARN"] = secret_name(name)
+    # The delegator presents its peer token to the worker, read from Secrets Manager like on AWS.
+    agents[DELEGATOR]["env"]["PEER_TOKENS_SECRET_ARN"] = peer_tokens_secret_name(DELEGATOR)
+    return DeploymentFile.model_validate({
+        "defaults": {
+            "TOOL_AGG_PUNCTUATE_INTERVAL_MS": str(opts.sweep_interval_ms),
+            "TOOL_AGG_TOMBSTONE_TTL_MS": "60000",
+            "REPLY_RETRY_MAX_MS": "60000",
+        },
+        "agents": agents,
+    })
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+class StackRun:
+    def __init__(self, opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
+                 workdir: Path, logs: TextIO | None):
+        from flightdeck.local.stack import LocalStack
+
+        self.opts = opts
+        self.prices = prices
+        self.say = progress
+        self.counts_dir = workdir / "counts"
+        self.counts_dir.mkdir(parents=True, exist_ok=True)
+        self.blackhole = Blackhole().start()
+        self.timeline = Timeline()
+        self.stack = LocalStack(
+            build_deployment(self.blackhole.url, opts),
+            relay=logs,
+            extra_env={COUNT_ENV: str(self.counts_dir), "POWERTOOLS_LOG_LEVEL": "INFO",
+                       "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"},
+        )
+        self.stack.add_listener(self.timeline)
+        self.http = requests.Session()
+        self.http.trust_env = False  # loopback: never through a proxy
+        self.size_cache: dict[tuple[str, str, str], int] = {}
+        self.peer_tokens = new_peer_tokens()
+        self._records: list[dict[str, Any]] = []
+        self._offsets: dict[Path, int] = {}
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def __enter__(self) -> "StackRun":
+        started = time.monotonic()
+        self.stack.start()
+        from flightdeck.local.resources import local_client
+
+        self.dynamodb = local_client("dynamodb", self.stack.moto_endpoint)
+        secrets = local_client("secretsmanager", self.stack.moto_endpoint)
+        for name, spec in self.stack.deployment.agents.items():
+            if "TOOL_CALLBACK_SECRET_ARN" in spec.env:
+                secrets.create_secret(Name=secret_name(name), SecretString=spec.callback_secret)
+        secrets.create_secret(Name=peer_tokens_secret_name(DELEGATOR),
+                              SecretString=json.dumps({WORKER: self.peer_tokens[DELEGATOR]} if self.peer_tokens else {}))
+        self._register_peers()
+        self.startup_s = time.monotonic() - started
+        return self
+
+    def _register_peers(self) -> None:
+        """Inbound peer authentication: the worker knows the delegator, the delegating agents know the bench."""
+        if not self.peer_tokens:
+            return
+        from flightdeck.adapters.peer_registry import PeerRegistry
+
+        PeerRegistry(f"{WORKER}-state", client=self.dynamodb).add(DELEGATOR, self.peer_tokens[DELEGATOR], replace=True)
+        for agent in (DELEGATOR, COLLECTOR, TIMEKEEPER):
+            PeerRegistry(f"{agent}-state", client=self.dynamodb).add(BENCH_PEER, self.peer_tokens[BENCH_PEER], replace=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.stack.stop()
+        finally:
+            self.blackhole.close()
+            self.http.close()
+
+    def chat(self, agent: str, content: str) -> str:
+        headers = {"Authorization": f"Bearer {self.peer_tokens[BENCH_PEER]}"} if self.peer_tokens else {}
+        resp = self.post(f"{self.stack.urls[agent]}/api/chat", json={"content": content}, headers=headers)
+        if resp.status_code != 202:
+            raise BenchError(f"POST /api/chat to {agent} answered {resp.status_code}: {resp.text[:300]}")
+        return str(resp.json()["session_id"])
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record the agents wrote so far (read incrementally: the files only grow)."""
+        for path in sorted(self.counts_dir.glob("*.jsonl")):
+            with open(path, "rb") as handle:
+                handle.seek(self._offsets.get(path, 0))
+                data = handle.read()
+            complete = data.rfind(b"\n") + 1  # a line being written is read next time
+            self._offsets[path] = self._offsets.get(path, 0) + complete
+            for line in data[:complete].splitlines():
+                try:
+                    self._records.append(json.loads(line))
+                except ValueError:
+                    pass
+        self._records.sort(key=lambda r: r.get("t", 0.0))
+        return self._records
+
+    def settle(self, agents: set[str], start: float, timers: int, not_before: float, timeout_s: float = 60.0) -> float:
+        """Wait until `timers` deadline-timer messages of the window ran and the agents went quiet; returns now."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = time.time()
+            window = [r for r in between(self.records(), start, now) if r.get("agent") in agents]
+            fired = sum(int(r.get("n") or 1) for r in window if r.get("k") == "inv" and r.get("fn") == "deadline_timer")
+            busy = [r["t"] for r in window if category(r) in ("handler", "event_source_mapping")]
+            if fired >= timers and now >= not_before and (not busy or now - max(busy) >= SETTLE_QUIET_S):
+                return now
+            if time.monotonic() > deadline:
+                raise BenchError(f"{sorted(agents)} did not settle: {fired} of {timers} deadline timers ran")
+            time.sleep(0.3)
+
+    def item_sizes(self, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], int]:
+        """Sizes of updated items, read back from moto (as they are now: after their last update)."""
+        wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for table, pk, sk in keys - set(self.size_cache):
+            wanted[table].append((pk, sk))
+        for table, pairs in wanted.items():
+            for start in range(0, len(pairs), 100):
+                request = {table: {"Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in pairs[start:start + 100]]}}
+                while request:
+                    resp = self.dynamodb.batch_get_item(RequestItems=request)
+                    for item in resp.get("Responses", {}).get(table, []):
+                        self.size_cache[(table, item["pk"]["S"], item["sk"]["S"])] = item_size(item)
+                    request = resp.get("UnprocessedKeys") or {}
+        return self.size_cache
+
+    def table_item(self, agent: str, pk: str, sk: str) -> dict[str, Any]:
+        item = self.dynamodb.get_item(TableName=f"{agent}-state", Key={"pk": {"S": pk}, "sk": {"S": sk}},
+                                      ConsistentRead=True).get("Item") or {}
+        return {k: next(iter(v.values())) for k, v in item.items()}
+
+    def table_query(self, agent: str, pk: str, prefix: str) -> list[dict[str, Any]]:
+        resp = self.dynamodb.query(TableName=f"{agent}-state", KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                                   ExpressionAttributeValues={":pk": {"S": pk}, ":p": {"S": prefix}}, ConsistentRead=True)
+        return [{k: next(iter(v.values())) for k, v in item.items()} for item in resp.get("Items", [])]
+
+    # --- phases -----------------------------------------------------------------------
+
+    def round_trip(self, content: str, timeout_s: float = 60.0) -> tuple[str, float, float]:
+        """One turn on the delegator, to its final answer; returns (session id, sent at, answer seen at)."""
+        sent = time.time()
+        sid = self.chat(DELEGATOR, content)
+        self.timeline.wait_for(DELEGATOR, "final_answer", sid, timeout_s)
+        return sid, sent, time.time()
+
+    def fan_out_task(self, i: int) -> str:
+        return " ".join(f"@{WORKER} part {j + 1} of task {i}: check the figures" for j in range(self.opts.fan_out))
+
+    def warm_up(self) -> None:
+        """Import every handler once (cold starts are measured separately) and learn the queue ARNs."""
+        self.say("warming up (first invocations import the handlers)")
+        start = time.time()
+        for i in range(self.opts.warmup):
+            self.round_trip(f"@{WORKER} warm-up task {i}")
+        # The other agents warm up while the delegator's deadline timers are pending.
+        keeper = self.chat(TIMEKEEPER, f"@{BLACKHOLE} warm-up task that nobody answers")
+        [[one, two]] = self.collector_turns(1, 2, "warm-up task")
+        self.post_single(one)
+        self.post_batch([two])
+        self.timeline.wait_for(COLLECTOR, "final_answer", token_session(one), 60)
+        self.timeline.wait_for(TIMEKEEPER, "final_answer", keeper, 60)
+        self.settle({DELEGATOR, WORKER}, start, self.opts.warmup, not_before=time.time())
+
+    def counted_round_trips(self, n: int, content: Callable[[int], str], label: str,
+                            meanwhile: Callable[[], None] | None = None) -> dict[str, Any]:
+        """n turns on the delegator, one after the other; then (meanwhile: other agents' work) wait for their timers."""
+        self.say(f"counting {n} round trip(s) with {label}")
+        start = time.time()
+        trips = [self.round_trip(content(i)) for i in range(n)]
+        if meanwhile is not None:
+            meanwhile()  # other agents: their records are not in this window's count
+        last_deadline = trips[-1][1] + self.opts.delegator_timeout_ms / 1000
+        end = self.settle({DELEGATOR, WORKER}, start, n, not_before=last_deadline + 0.5)
+        window = [r for r in between(self.records(), start, end) if r.get("agent") in (DELEGATOR, WORKER)]
+        sizes = self.item_sizes(update_keys(window))
+        total = Tally.of(window, sizes=sizes, memory_mb=MEMORY_MB)
+        total.log_bytes = self.timeline.log_bytes({DELEGATOR, WORKER}, start, end)
+        # A counted turn must not time out (its deadline is short so that its timer fires within the window).
+        timed_out = [sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized",
+                                                                      session_id=sid)]
+        return {"round_trips": n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
+                "timed_out": len(timed_out),
+                "sessions": [t[0] for t in trips], "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
+                "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)}}
+
+    def post(self, url: str, timeout_s: float = HTTP_TIMEOUT_S, **kwargs: Any) -> requests.Response:
+        try:
+            return self.http.post(url, timeout=timeout_s, **kwargs)
+        except requests.RequestException as exc:
+            raise BenchError(f"POST {url} failed: {exc}") from exc
+
+    def post_single(self, token: str) -> int:
+        resp = self.post(f"{self.stack.urls[COLLECTOR]}/api/tools/response", json={"result": RESULT_TEXT},
+                         headers={"Authorization": f"Bearer {token}"})
+        return resp.status_code
+
+    def post_batch(self, tokens: list[str]) -> list[str]:
+        # moto serves a batch's transactions one at a time, slower as tables grow: a generous timeout.
+        resp = self.post(f"{self.stack.urls[COLLECTOR]}/api/tools/responses", timeout_s=BATCH_TIMEOUT_S,
+                         json={"items": [{"token": t, "result": RESULT_TEXT} for t in tokens]})
+        if resp.status_code != 200:
+            raise BenchError(f"batch callback answered {resp.status_code}: {resp.text[:300]}")
+        return [str(r.get("status")) for r in resp.json().get("results", [])]
+
+    def start_collector_turns(self, turns: int, per_turn: int, label: str) -> None:
+        for i in range(turns):
+            self.chat(COLLECTOR, " ".join(f"@{BLACKHOLE} {label} {i}.{j}: check the figures" for j in range(per_turn)))
+
+    def collector_turns(self, turns: int, per_turn: int, label: str, started: bool = False) -> list[list[str]]:
+        """Start (unless started) `turns` collector turns of `per_turn` delegations; their tokens, grouped by turn."""
+        if not started:
+            self.start_collector_turns(turns, per_turn, label)
+        tokens = self.blackhole.take(COLLECTOR, turns * per_turn, timeout_s=60 + 2 * turns)
+        by_turn: dict[str, list[str]] = defaultdict(list)
+        for token in tokens:
+            by_turn[token_session(token)].append(token)
+        return list(by_turn.values())
+
+    @property
+    def throughput_turns(self) -> int:
+        """Turns per mode: whole turns of fan_out delegations, at least `callbacks` answers."""
+        return max(1, math.ceil(self.opts.callbacks / self.opts.fan_out))
+
+    def prepare_throughput(self) -> None:
+        """Start the collector's turns (they wait on the blackhole until the bench answers them)."""
+        self.say(f"callback throughput: starting {2 * self.throughput_turns} real turns of {self.opts.fan_out} "
+                 "delegations that wait on the blackhole")
+        self.start_collector_turns(2 * self.throughput_turns, self.opts.fan_out, "throughput task")
+
+    def throughput_ready(self) -> None:
+        """Wait until every throughput turn has dispatched (its tokens are in), so the stack is idle again."""
+        self._throughput_tokens = self.collector_turns(2 * self.throughput_turns, self.opts.fan_out,
+                                                       "throughput task", started=True)
+
+    def callback_throughput(self) -> dict[str, Any]:
+        """The same real turns answered one result per request and in batches, in alternating rounds.
+
+        moto copies a whole table for every item of a transaction, so it slows down as the
+        collector's table grows: rounds of `batch_size` answers alternate between the modes
+        (and which goes first), so both see the same table sizes. Between chunks the bench waits
+        (untimed) for the turns a chunk completed to think again, so each chunk starts on a quiet stack.
+        """
+        size, k = self.opts.batch_size, self.opts.fan_out
+        turns = self._throughput_tokens
+        per_mode_turns = self.throughput_turns
+        turns_per_round = max(1, size // k)
+        self.say(f"callback throughput: {per_mode_turns * k} answers posted one per request, {per_mode_turns * k} "
+                 f"in batches of up to {size}, alternating rounds")
+        single_turns, batch_turns = turns[:per_mode_turns], turns[per_mode_turns:2 * per_mode_turns]
+        stats = {mode: {"callbacks": 0, "turns": 0, "http_requests": 0, "wall_s": 0.0, "function_ms": 0.0,
+                        "outcomes": Counter(), "records": []} for mode in ("single", "batch")}
+        finals = len(self.timeline.find(COLLECTOR, timeline="final_answer"))
+        for index, at in enumerate(range(0, per_mode_turns, turns_per_round)):
+            order = ("single", "batch") if index % 2 == 0 else ("batch", "single")
+            for mode in order:
+                group = (single_turns if mode == "single" else batch_turns)[at:at + turns_per_round]
+                chunk = [token for turn in group for token in turn]
+                st = stats[mode]
+                start, began = time.time(), time.perf_counter()
+                if mode == "single":
+                    for token in chunk:
+                        st["outcomes"][str(self.post_single(token))] += 1
+                        st["http_requests"] += 1
+                else:
+                    st["outcomes"].update(self.post_batch(chunk))
+                    st["http_requests"] += 1
+                st["wall_s"] += time.perf_counter() - began
+                end = time.time()
+                st["callbacks"] += len(chunk)
+                st["turns"] += len(group)
+                st["records"] += [r for r in between(self.records(), start, end)
+                                  if r.get("agent") == COLLECTOR and r.get("fn") == "callback"]
+                finals += len(group)
+                self.timeline.wait(lambda: len(self.timeline.find(COLLECTOR, timeline="final_answer")) >= finals,
+                                   60 + 5 * len(group), "the collector's final answers")
+        modes: dict[str, Any] = {}
+        for mode, st in stats.items():
+            window = st.pop("records")
+            tally = Tally.of(window, sizes=self.item_sizes(update_keys(window)), memory_mb=MEMORY_MB)
+            function_ms = sum(float(r.get("ms") or 0) for r in window if r.get("k") == "inv")
+            wall = st["wall_s"]
+            modes[mode] = {
+                "callbacks": st["callbacks"], "turns": st["turns"], "http_requests": st["http_requests"],
+                "wall_s": round(wall, 3), "results_per_s": round(st["callbacks"] / wall, 2) if wall else math.inf,
+                "callback_function_ms_per_result": round(function_ms / st["callbacks"], 2),
+                "outcomes": dict(st["outcomes"]), "per_callback": tally.divided(st["callbacks"]).to_dict(self.prices),
+            }
+        modes["ratio_batch_to_single_results_per_s"] = round(ratio(modes["batch"]["results_per_s"],
+                                                                   modes["single"]["results_per_s"]), 2)
+        modes["ratio_requests_single_to_batch"] = round(ratio(modes["single"]["http_requests"],
+                                                              modes["batch"]["http_requests"]), 2)
+        return modes
+
+    def timeout_lateness(self) -> dict[str, Any]:
+        m = self.opts.timeout_turns
+        self.say(f"timeout lateness: {m} turns whose delegate never answers "
+                 f"(ASYNC_TOOL_TIMEOUT_MS={self.opts.timekeeper_timeout_ms}, started {self.opts.stagger_s}s apart)")
+        sids = []
+        for i in range(m):
+            sids.append(self.chat(TIMEKEEPER, f"@{BLACKHOLE} task {i} that is never answered"))
+            time.sleep(self.opts.stagger_s)
+        self.timeline.wait(lambda: all(self.timeline.find(TIMEKEEPER, timeline="final_answer", session_id=s) for s in sids),
+                           self.opts.timekeeper_timeout_ms / 1000 + 30 + m * 0.5, "the timekeeper's timeouts")
+        # When each turn's timer message was received (the last receive, if it was chained or redelivered).
+        received: dict[str, int] = {}
+        for r in self.records():
+            for timer in r.get("timers", ()) if r.get("agent") == TIMEKEEPER else ():
+                received[str(timer.get("session_id"))] = int(timer.get("first_received_ms") or 0)
+        lateness, fired, expired, by = [], [], [], Counter()
+        for sid in sids:
+            turn = self.table_item(TIMEKEEPER, f"S#{sid}", "TURN#000001")
+            by[str(turn.get("completed_by", "?"))] += 1
+            for result in self.table_query(TIMEKEEPER, f"S#{sid}", "RESULT#000001#"):
+                if result.get("source") == "timeout":
+                    deadline, recorded = int(turn["deadline_ms"]), int(result["recorded_at"])
+                    lateness.append(recorded - deadline)
+                    if received.get(sid) and turn.get("completed_by") == "timer":
+                        fired.append(received[sid] - deadline)
+                        expired.append(recorded - received[sid])
+        return {"turns": m, "timeout_ms": self.opts.timekeeper_timeout_ms, "sweep_interval_ms": self.opts.sweep_interval_ms,
+                "lateness_ms": {k: round(v, 1) for k, v in summary(lateness).items()}, "completed_by": dict(by),
+                # deadline -> the timer message is received (SQS delay + pickup) and -> the result is written
+                "timer_received_after_deadline_ms": {k: round(v, 1) for k, v in summary(fired).items()},
+                "received_to_result_ms": {k: round(v, 1) for k, v in summary(expired).items()},
+                "samples_ms": lateness}
+
+
+# --- latency by hop -----------------------------------------------------------------------
+
+HOPS = (
+    ("ingest_and_think", (DELEGATOR, "chat_received"), (DELEGATOR, "tool_use")),
+    ("dispatch_to_peer", (DELEGATOR, "tool_use"), (WORKER, "chat_received")),
+    ("peer_turn", (WORKER, "chat_received"), (WORKER, "answer_ready")),
+    ("delivery_and_callback", (WORKER, "answer_ready"), (DELEGATOR, "callback_accepted")),
+    ("resume_and_answer", (DELEGATOR, "callback_accepted"), (DELEGATOR, "final_answer")),
+)
+
+
+def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
+    """Per hop, from the agents' timeline timestamps (millisecond resolution, one clock)."""
+    per_hop: dict[str, list[float]] = defaultdict(list)
+    for sid in sessions:
+        [dispatched] = timeline.find(DELEGATOR, timeline="dispatched", session_id=sid)[:1] or [None]
+        if dispatched is None:
+            continue
+        ids = {DELEGATOR: sid, WORKER: dispatched.get("peer_session_id")}
+
+        def at(agent: str, event: str) -> float | None:
+            found = timeline.find(agent, timeline=event, session_id=ids[agent])
+            return parse_timestamp(found[0]["timestamp"]) if found else None
+
+        for name, a, b in HOPS:
+            ta, tb = at(*a), at(*b)
+            if ta is not None and tb is not None:
+                per_hop[name].append((tb - ta) * 1000)
+        first, last = at(DELEGATOR, "chat_received"), at(DELEGATOR, "final_answer")
+        if first is not None and last is not None:
+            per_hop["total_logged"].append((last - first) * 1000)
+        acked = parse_timestamp(dispatched["timestamp"])
+        peer_in = at(WORKER, "chat_received")
+        if peer_in is not None:
+            per_hop["dispatch_ack_after_peer_accepted"].append((acked - peer_in) * 1000)
+    return {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+
+
+def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
+        logs: TextIO | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="flightdeck-bench-") as tmp:
+        progress("starting the local stack (moto + 4 agents)")
+        with StackRun(opts, prices, progress, Path(tmp), logs) as bench:
+            bench.warm_up()
+            one = bench.counted_round_trips(opts.iterations, lambda i: f"@{WORKER} check the figures of report {i}",
+                                            "1 delegation", meanwhile=bench.prepare_throughput)
+            bench.throughput_ready()
+            throughput = bench.callback_throughput()
+            # The timeout turns run while the fan-out turns' deadline timers are pending (one timer
+            # message per turn, on another agent): it saves a wait and perturbs little.
+            timeouts: dict[str, Any] = {}
+            fan = bench.counted_round_trips(opts.parallel_iterations, bench.fan_out_task,
+                                            f"{opts.fan_out} parallel delegations",
+                                            meanwhile=lambda: timeouts.update(bench.timeout_lateness()))
+            startup_s = bench.startup_s
+            latency = hop_latencies(bench.timeline, one["sessions"])
+            latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(one["client_ms"]).items()}
+            fan_latency = hop_latencies(bench.timeline, fan["sessions"])
+            fan_latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(fan["client_ms"]).items()}
+        return {
+            "stack_startup_s": round(startup_s, 2),
+            "round_trip_one": _round_trip_report(one, prices, 1),
+            "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out),
+            "latency_one_delegation_ms": latency,
+            "latency_fan_out_ms": {"total_logged": fan_latency.get("total_logged"),
+                                   "client_round_trip": fan_latency["client_round_trip"]},
+            "callback_throughput": throughput,
+            "timeouts": timeouts,
+        }
+
+
+def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: int) -> dict[str, Any]:
+    n = run_["round_trips"]
+    per = run_["tally"].divided(n)
+    peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=MEMORY_MB, agents=[WORKER])
+    peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
+    sfn = stepfunctions.model(
+        delegator=DELEGATOR, records=run_["records"], peer_tally=peer.divided(n), delegations=delegations,
+        round_trips=n, sizes=run_["sizes"], memory_mb=MEMORY_MB,
+        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices,
+    )
+    costs = per.cost(prices)
+    return {
+        "round_trips": n,
+        "delegations_per_turn": delegations,
+        "turns_that_timed_out": run_["timed_out"],
+        "per_turn": per.to_dict(prices),
+        "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
+        "step_functions_variant": sfn,
+    }

@@ -1,0 +1,135 @@
+"""Sweep cost: what one backstop sweep reads with many open turns and a few overdue ones.
+
+Seeds a table (moto, in this process, created from flightdeck.topology like the
+local stack's) through StateStore.seed_turn, then runs the real
+StateStore.list_overdue and domain.deadlines.sweep against it and counts what
+their requests read: Count and ScannedCount of every Query, the bytes of the
+items returned (-> read request units). For comparison, it counts what one
+full-table Scan (the design the sparse index replaces) would read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from flightdeck.bench.accounting import Tally
+from flightdeck.bench.counter import ListSink, attach
+from flightdeck.bench.dynamo_units import item_size, read_units
+from flightdeck.bench.prices import PriceTable
+
+RETENTION_MS = 7 * 86_400_000
+SWEEPS_PER_MONTH_AT_ONE_A_MINUTE = 30 * 24 * 60
+
+
+class _Queues:
+    """Stands in for the SQS adapter: the sweep's only queue effect is the next think."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[str, int]] = []
+
+    def send_turn(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        self.turns.append((session_id, turn))
+
+
+def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
+    queries = [r for r in records if r.get("op") == "Query"]
+    return {
+        "queries": len(queries),
+        "items_returned": sum(int(r.get("count") or 0) for r in queries),
+        "items_scanned": sum(int(r.get("scanned") or 0) for r in queries),
+        "bytes_read": sum(int(r.get("bytes") or 0) for r in queries),
+        "read_request_units": sum(read_units(int(r.get("bytes") or 0),
+                                             consistent=bool(r.get("consistent")) and not r.get("index"))
+                                  for r in queries),
+    }
+
+
+def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callable[[str], None]) -> dict[str, Any]:
+    import boto3
+    from moto import mock_aws
+
+    from flightdeck.adapters.dynamo_state import StateStore
+    from flightdeck.domain import deadlines
+    from flightdeck.local.resources import create_table
+    from flightdeck.observability import logger
+
+    if overdue > open_turns:
+        raise ValueError("more overdue turns than open turns")
+    progress(f"sweep cost: seeding {open_turns:,} open turns ({overdue} overdue) through StateStore.seed_turn")
+    saved_endpoint = os.environ.pop("AWS_ENDPOINT_URL", None)  # the in-process moto, never a server
+    saved_level = logger.log_level
+    try:
+        with mock_aws():
+            ddb = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="bench",
+                               aws_secret_access_key="bench")
+            table = create_table(ddb, "bench-sweep")
+            store = StateStore(table, client=ddb)
+            now = store.now_ms()
+            started = time.perf_counter()
+            for i in range(overdue):
+                sid = f"overdue-{i:05d}"
+                # An overdue turn has its session (the sweep advances it) and a deadline in the past.
+                store.start_turn_with_message(sid, {"role": "user", "content": [{"text": f"task {i}"}]}, RETENTION_MS)
+                store.seed_turn(sid, 1, [f"tooluse_overdue_{i:05d}"], now - 5_000, RETENTION_MS)
+            for i in range(open_turns - overdue):
+                store.seed_turn(f"open-{i:06d}", 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
+            seed_s = time.perf_counter() - started
+
+            sink = ListSink("sweep")
+            attach(ddb, sink)
+            found = store.list_overdue(store.now_ms())
+            listed = _queries(sink.records)
+            listed["overdue_found"] = len(found)
+
+            sink.records.clear()
+            logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
+            deps = SimpleNamespace(store=store, queues=_Queues(), settings=SimpleNamespace(
+                tool_agg_tombstone_ttl_ms=60_000, session_retention_ms=RETENTION_MS))
+            expired = deadlines.sweep(deps)  # type: ignore[arg-type]
+            sweep_records = list(sink.records)
+            swept = Tally.of(sweep_records)
+            full_sweep = {
+                "expired": expired,
+                "requests": round(swept.total_aws_requests),
+                "requests_by_operation": dict(swept.aws_requests),
+                "read_request_units": swept.dynamodb["rru"],
+                "write_request_units": swept.dynamodb["wru"] + swept.dynamodb["gsi_wru"],
+                **{f"index_{k}": v for k, v in _queries([r for r in sweep_records if r.get("index")]).items()},
+            }
+
+            sink.records.clear()
+            scanned = scanned_bytes = pages = 0
+            scan_rru = 0.0
+            kwargs: dict[str, Any] = {"TableName": table}
+            while True:
+                resp = ddb.scan(**kwargs)
+                pages += 1
+                page_bytes = sum(item_size(i) for i in resp.get("Items", []))
+                scanned += int(resp.get("ScannedCount", 0))
+                scanned_bytes += page_bytes
+                scan_rru += read_units(page_bytes, consistent=False)
+                if "LastEvaluatedKey" not in resp:
+                    break
+                kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+    finally:
+        logger.setLevel(saved_level)
+        if saved_endpoint is not None:
+            os.environ["AWS_ENDPOINT_URL"] = saved_endpoint
+
+    per_sweep_usd = listed["read_request_units"] * prices.dynamodb_rru
+    return {
+        "open_turns": open_turns,
+        "overdue": overdue,
+        "seed_s": round(seed_s, 2),
+        "list_overdue": listed,
+        "sweep": full_sweep,
+        "scan_comparison": {"items_scanned": scanned, "bytes": scanned_bytes, "pages_of_1mb": pages,
+                            "read_request_units": scan_rru},
+        "items_read_ratio_scan_to_index": round(scanned / listed["items_scanned"], 1) if listed["items_scanned"] else None,
+        "index_read_usd_per_month_at_one_sweep_a_minute": round(per_sweep_usd * SWEEPS_PER_MONTH_AT_ONE_A_MINUTE, 4),
+        "scan_read_usd_per_month_at_one_sweep_a_minute": round(scan_rru * prices.dynamodb_rru
+                                                               * SWEEPS_PER_MONTH_AT_ONE_A_MINUTE, 4),
+    }

@@ -1,0 +1,94 @@
+"""`flightdeck bench --quick` keeps working: it runs end to end and its figures have the right shape.
+
+Never a timed test: nothing here compares a duration with a threshold. It checks
+that every figure is there, counts are positive, ratios are finite, and a few
+facts the design fixes (three API Gateway requests per one-delegation round trip,
+a sweep that reads only the overdue turns, 6 + k state transitions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def finite_positive(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "flightdeck.cli", "bench", "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    data["_stdout"] = done.stdout
+    return data
+
+
+def test_prints_one_markdown_table_with_every_measure(result):
+    table = [line for line in result["_stdout"].splitlines() if line.startswith("|")]
+    assert table[0] == "| Measure | Result | Basis / breakdown |"
+    assert len(table) == len(result["table"]) + 1  # header separator
+    text = result["_stdout"]
+    for measure in ("AWS requests per turn", "Cost per 1M delegations", "Step Functions", "Callback throughput",
+                    "Timeout lateness", "Sweep: items read", "Cold start proxy", "Local round trip"):
+        assert measure in text
+
+
+def test_round_trips_are_counted_by_service_and_priced(result):
+    for key, k in (("round_trip_one", 1), ("round_trip_fan_out", 5)):
+        rt = result[key]
+        per = rt["per_turn"]
+        assert rt["delegations_per_turn"] == k and rt["turns_that_timed_out"] >= 0
+        assert {"dynamodb", "sqs", "secretsmanager"} <= set(per["aws_requests_by_service"])
+        assert all(finite_positive(v) for v in per["aws_requests_by_operation"].values())
+        assert finite_positive(per["lambda_invocations_total"]) and finite_positive(per["api_gateway_requests_total"])
+        assert finite_positive(per["dynamodb_request_units"]["wru"]) and finite_positive(per["dynamodb_request_units"]["rru"])
+        assert finite_positive(per["log_bytes"]) and finite_positive(per["lambda_gb_seconds_local_proxy"])
+        assert "empty_receive" in per["excluded_from_cost"]  # polling overhead, counted apart
+        costs = rt["cost_per_million_delegations_usd"]
+        assert all(math.isfinite(v) and v >= 0 for v in costs.values()) and finite_positive(costs["total"])
+        sfn = rt["step_functions_variant"]
+        assert sfn["state_transitions_per_turn"] == 6 + k
+        assert finite_positive(sfn["cost_per_million_delegations_usd"]["step_functions"])
+    # chat to the delegator, the task to the worker, the answer back: always three requests
+    assert result["round_trip_one"]["per_turn"]["api_gateway_requests_total"] == 3
+
+
+def test_callback_throughput_compares_single_and_batch_requests(result):
+    cb = result["callback_throughput"]
+    for mode in ("single", "batch"):
+        assert finite_positive(cb[mode]["results_per_s"]) and finite_positive(cb[mode]["wall_s"])
+        assert finite_positive(cb[mode]["per_callback"]["aws_requests_total"])
+    assert set(cb["single"]["outcomes"]) == {"202"} and set(cb["batch"]["outcomes"]) == {"accepted"}
+    assert cb["single"]["http_requests"] == cb["single"]["callbacks"]
+    assert cb["batch"]["http_requests"] < cb["single"]["http_requests"]
+    assert finite_positive(cb["ratio_batch_to_single_results_per_s"]) and cb["ratio_requests_single_to_batch"] > 1
+
+
+def test_timeouts_sweep_and_cold_start_have_their_figures(result):
+    late = result["timeouts"]["lateness_ms"]
+    assert late["n"] == result["timeouts"]["turns"] and all(math.isfinite(late[k]) for k in ("p50", "max"))
+    sweep = result["sweep"]
+    assert sweep["list_overdue"]["items_scanned"] == sweep["overdue"]  # the sparse index: only what is overdue
+    assert sweep["scan_comparison"]["items_scanned"] >= sweep["open_turns"]
+    assert sweep["sweep"]["expired"] == sweep["overdue"]
+    cold = result["cold_start"]
+    assert finite_positive(cold["boto3_import_ms"])
+    assert all(finite_positive(h["ratio_to_boto3"]) for h in cold["handlers"].values())
+    assert cold["slowest_breakdown_ms"]
+
+
+def test_local_latency_is_broken_down_by_hop(result):
+    lat = result["latency_one_delegation_ms"]
+    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "resume_and_answer",
+                "client_round_trip"):
+        assert lat[hop]["n"] >= 1 and math.isfinite(lat[hop]["p50"]) and math.isfinite(lat[hop]["p95"])

@@ -1,0 +1,135 @@
+"""From counted records to billed requests, request units and dollars; the price table; the Step Functions model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flightdeck.bench import prices, stepfunctions
+from flightdeck.bench.accounting import Tally, category, update_keys
+
+
+def aws(op, svc="dynamodb", fn="turn_worker", agent="a", status=200, **extra):
+    return {"k": "aws", "t": 1.0, "agent": agent, "fn": fn, "svc": svc, "op": op, "status": status, **extra}
+
+
+def inv(fn, agent="a", src="sqs", ms=10.4, route=""):
+    return {"k": "inv", "t": 1.0, "agent": agent, "fn": fn, "src": src, "ms": ms, "route": route, "n": 1}
+
+
+def test_categories_separate_what_is_billed_per_delegation_from_time_based_overhead():
+    assert category(aws("Query")) == "handler"
+    assert category(aws("ReceiveMessage", svc="sqs", fn=None, n=2)) == "event_source_mapping"
+    assert category(aws("DeleteMessageBatch", svc="sqs", fn=None)) == "event_source_mapping"
+    assert category(aws("ReceiveMessage", svc="sqs", fn=None, n=0)) == "empty_receive"
+    assert category(aws("GetQueueAttributes", svc="sqs", fn=None)) == "setup"
+    assert category(aws("Query", fn="sweeper")) == "schedule"
+    assert category(inv("sweeper", src="schedule")) == "schedule"
+
+
+def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():
+    records = [
+        inv("chat_ingest", src="http", route="POST /api/chat", ms=3.2),
+        inv("turn_worker", ms=10.0),
+        inv("sweeper", src="schedule"),
+        aws("SendMessage", svc="sqs", queue="a-turns.fifo", bytes=100),
+        aws("SendMessage", svc="sqs", queue="a-dispatch", bytes=70_000),  # two 64 KB chunks
+        aws("ReceiveMessage", svc="sqs", fn=None, queue="a-dispatch", n=1),
+        aws("ReceiveMessage", svc="sqs", fn=None, queue="a-dispatch", n=0),
+        aws("Query", fn="sweeper", index="deadline-index", bytes=0),
+        aws("GetSecretValue", svc="secretsmanager", fn="callback", status=400),
+    ]
+    t = Tally.of(records)
+    assert t.aws_requests == {"sqs.SendMessage": 2, "sqs.ReceiveMessage": 1, "secretsmanager.GetSecretValue": 1}
+    assert t.sqs_requests == {"fifo": 1, "standard": 3}
+    assert t.invocations == {"a/chat_ingest": 1, "a/turn_worker": 1}
+    assert t.gateway == {"a POST /api/chat": 1}
+    assert t.excluded == {"schedule_invocations": 1, "empty_receive": 1, "schedule_calls": 1}
+    assert t.secrets_calls == 1 and t.secrets_failed == 1
+    # 4 ms and 10 ms billed at 512 MB
+    assert t.gb_seconds == pytest.approx((4 + 10) / 1000 * 0.5)
+    half = t.divided(2)
+    assert half.total_aws_requests == 2 and half.per == 2 and half.gb_seconds == pytest.approx(t.gb_seconds / 2)
+
+
+def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own_writes():
+    seed = aws("PutItem", writes=[{"op": "Put", "table": "t", "pk": "S#1", "sk": "TURN#1", "kind": "TURN", "txn": False,
+                                   "size": 300, "in_index": True}])
+    record = aws("TransactWriteItems", writes=[
+        {"op": "Put", "table": "t", "pk": "S#1", "sk": "RESULT#1#x", "kind": "RESULT", "txn": True, "size": 1500,
+         "in_index": False},
+        {"op": "Update", "table": "t", "pk": "S#1", "sk": "TURN#1", "kind": "TURN", "txn": True,
+         "leaves_index": False, "requires_open": True},
+    ])
+    failed = aws("UpdateItem", status=400, writes=[{"op": "Update", "table": "t", "pk": "S#1", "sk": "META",
+                                                    "kind": "META", "txn": False, "leaves_index": False,
+                                                    "requires_open": True}])
+    reads = [aws("GetItem", consistent=True, bytes=5000), aws("Query", consistent=False, index="deadline-index", bytes=10),
+             aws("Query", consistent=True, bytes=100)]
+    sizes = {("t", "S#1", "TURN#1"): 2048}
+    t = Tally.of([seed, record, failed, *reads], sizes=sizes)
+    # seed 1; result 2x2; turn update 2x2 (2 KB); failed update still billed, 1 (unknown size: 1 KB)
+    assert t.dynamodb["wru"] == 1 + 4 + 4 + 1
+    # the seed enters the index (1), the update of an open turn changes it there (2 KB: 2); a failed write does not
+    assert t.dynamodb["gsi_wru"] == 1 + 2
+    assert t.dynamodb["rru"] == 2 + 0.5 + 1
+    assert update_keys([seed, record, failed]) == {("t", "S#1", "TURN#1"), ("t", "S#1", "META")}
+    assert t.wru_by_item["TURN"] == 1 + 4 + 3
+
+
+def test_cost_is_count_times_list_price():
+    table = prices.load()
+    records = [inv("callback", src="http", route="POST /api/tools/response", ms=1.0),
+               aws("SendMessage", svc="sqs", fn="callback", queue="a-turns.fifo")]
+    t = Tally.of(records)
+    t.log_bytes = 1024**3
+    cost = t.cost(table)
+    assert cost["api_gateway"] == pytest.approx(3.5e-6)
+    assert cost["lambda_requests"] == pytest.approx(0.2e-6)
+    assert cost["lambda_duration"] == pytest.approx(0.0005 * table.lambda_gb_second)
+    assert cost["sqs"] == pytest.approx(0.5e-6)
+    assert cost["cloudwatch_logs"] == pytest.approx(0.5)
+    assert cost["total"] == pytest.approx(sum(v for k, v in cost.items() if k != "total"))
+    data = t.to_dict(table)
+    assert data["cost_per_million_round_trips_usd"]["api_gateway"] == 3.5
+    json.dumps(data)  # JSON-ready
+
+
+def test_the_price_table_is_dated_complete_and_validated():
+    table = prices.load()
+    assert table.region == "us-east-1" and table.recorded
+    assert all(table[name] > 0 for name in prices.REQUIRED)
+    raw = dict(table.raw)
+    raw["prices"] = {k: v for k, v in raw["prices"].items() if k != "lambda_arm64_per_gb_second"}
+    with pytest.raises(ValueError, match="lambda_arm64_per_gb_second"):
+        prices.parse(raw)
+    with pytest.raises(ValueError, match="recorded"):
+        prices.parse({**table.raw, "recorded": ""})
+
+
+def test_the_step_functions_model_counts_transitions_and_keeps_only_what_the_variant_keeps():
+    assert stepfunctions.transitions(1) == 7
+    assert stepfunctions.transitions(5) == 11
+    assert stepfunctions.transitions(2, timed_out=1) == 9
+    table = prices.load()
+    records = [
+        inv("chat_ingest", agent="A", src="http", route="POST /api/chat"),
+        inv("turn_worker", agent="A"), inv("turn_worker", agent="A"), inv("dispatch_worker", agent="A"),
+        inv("callback", agent="A", src="http", route="POST /api/tools/response"), inv("deadline_timer", agent="A"),
+        aws("TransactWriteItems", agent="A", fn="chat_ingest", writes=[]),
+        aws("SendMessage", svc="sqs", agent="A", fn="chat_ingest", queue="A-turns.fifo"),  # -> StartExecution
+        aws("Query", agent="A", fn="turn_worker", consistent=True, bytes=10),
+        aws("SendMessage", svc="sqs", agent="A", fn="turn_worker", queue="A-dispatch"),
+        aws("GetSecretValue", svc="secretsmanager", agent="A", fn="dispatch_worker"),
+    ]
+    out = stepfunctions.model(delegator="A", records=records, peer_tally=Tally(), delegations=1, round_trips=1,
+                              sizes={}, memory_mb=512, log_bytes_delegator=0, prices=table)
+    side = out["delegator_side"]
+    assert side["lambda_invocations"] == {"A/turn_worker": 2, "A/callback": 1, "A/chat_ingest": 1, "A/dispatch_worker": 1}
+    assert side["aws_requests_by_operation"] == {"dynamodb.TransactWriteItems": 1, "dynamodb.UpdateItem": 1,
+                                                 "secretsmanager.GetSecretValue": 1, "states.SendTaskSuccess": 1,
+                                                 "states.StartExecution": 1}
+    assert out["state_transitions_per_turn"] == 7
+    assert out["cost_per_turn_usd"]["step_functions"] == pytest.approx(7 * 0.025 / 1000)
+    assert out["cost_per_million_delegations_usd"]["step_functions"] == 175.0

@@ -1,0 +1,102 @@
+"""The in-process counter: what it records about AWS calls and invocations (moto in-process, no stack)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import boto3
+import pytest
+
+from flightdeck.bench import counter
+from flightdeck.bench.accounting import Tally, load_records
+from flightdeck.local import invocation
+from flightdeck.local.resources import create_table
+
+
+@pytest.fixture
+def ddb(aws):
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    create_table(client, "count")
+    return client
+
+
+def test_dynamodb_calls_are_recorded_with_what_request_units_need(ddb):
+    sink = counter.ListSink("a")
+    counter.attach(ddb, sink)
+    item = {"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}, "due_at": {"N": "5"}, "due_shard": {"S": "open#0"}}
+    ddb.put_item(TableName="count-state", Item=item)
+    ddb.update_item(TableName="count-state", Key={"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
+                    UpdateExpression="SET x = :x REMOVE due_shard, due_at", ExpressionAttributeValues={":x": {"N": "1"}})
+    ddb.get_item(TableName="count-state", Key={"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}}, ConsistentRead=True)
+    ddb.query(TableName="count-state", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "S#1"}})
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "count-state", "Item": {"pk": {"S": "S#1"}, "sk": {"S": "RESULT#1"}}}},
+            {"Update": {"TableName": "count-state", "Key": {"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
+                        "UpdateExpression": "ADD received :one", "ConditionExpression": "#s = :waiting",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":waiting": {"S": "waiting"}}}},
+        ])
+    put, update, get, query, txn = sink.records
+    assert (put["svc"], put["op"], put["fn"], put["status"]) == ("dynamodb", "PutItem", None, 200)
+    assert put["writes"] == [{"op": "Put", "table": "count-state", "pk": "S#1", "sk": "TURN#000001", "kind": "TURN",
+                              "txn": False, "size": counter.item_size(item), "in_index": True}]
+    assert update["writes"][0]["leaves_index"] is True and "size" not in update["writes"][0]
+    assert get["consistent"] is True and get["bytes"] > 0
+    assert query["count"] == 1 and query["scanned"] == 1 and query["bytes"] == get["bytes"]
+    assert txn["err"] == "TransactionCanceledException" and txn["status"] == 400
+    assert [w["txn"] for w in txn["writes"]] == [True, True] and txn["writes"][1]["requires_open"] is True
+    assert txn["reasons"][1] == "ConditionalCheckFailed"
+    assert all(r["ms"] >= 0 for r in sink.records)
+
+
+def test_sqs_calls_name_their_queue_and_how_many_messages_came_back(aws):
+    sqs = counter.attach(boto3.client("sqs", region_name="us-east-1"), sink := counter.ListSink("a"))
+    url = sqs.create_queue(QueueName="a-turns.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x" * 100, MessageGroupId="g", MessageDeduplicationId="d")
+    sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    _, send, got, empty = sink.records
+    assert send["queue"] == "a-turns.fifo" and send["bytes"] == 100
+    assert got["n"] == 1 and empty["n"] == 0
+
+
+def test_invocations_are_timed_attributed_and_classified():
+    sink = counter.ListSink("agent")
+    function = SimpleNamespace(module_name="flightdeck.handlers.callback")
+    seen = []
+
+    def call():
+        seen.append(counter._current.fn)  # AWS calls made now are attributed to the handler
+        return {"statusCode": 202}
+
+    http = {"httpMethod": "POST", "resource": "/api/tools/response"}
+    assert counter.observe_invocation(sink, function, http, call) == {"statusCode": 202}
+    timers = {"Records": [{"eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:a-timers",
+                           "body": json.dumps({"session_id": "s", "turn": 1, "deadline_ms": 10}),
+                           "attributes": {"SentTimestamp": "5", "ApproximateFirstReceiveTimestamp": "12"}}]}
+    with pytest.raises(KeyError):
+        counter.observe_invocation(sink, function, timers, lambda: {}["boom"])
+    assert seen == ["callback"] and getattr(counter._current, "fn", None) is None
+    first, second = sink.records
+    assert (first["src"], first["route"], first["status"], first["ok"]) == ("http", "POST /api/tools/response", 202, True)
+    assert (second["src"], second["n"], second["ok"]) == ("sqs", 1, False)
+    assert second["timers"] == [{"session_id": "s", "turn": 1, "deadline_ms": 10, "sent_ms": 5, "first_received_ms": 12}]
+    assert counter.event_source({"source": "aws.events"})[0] == "schedule"
+
+
+def test_install_writes_one_file_per_process_and_hooks_new_clients(tmp_path, aws, monkeypatch):
+    import botocore.session
+
+    monkeypatch.setattr(botocore.session.Session, "create_client", botocore.session.Session.create_client)
+    monkeypatch.setattr(invocation, "invocation_observer", None)
+    counter.install(tmp_path, "agent-x")
+    boto3.client("sqs", region_name="us-east-1").list_queues()
+    function = invocation.LocalFunction("json", "agent-x-json")  # any importable module with no handler...
+    function._module = SimpleNamespace(handler=lambda event, context: {"ok": True})
+    assert function.invoke({"httpMethod": "GET", "resource": "/x"}) == {"ok": True}
+    records = load_records(tmp_path)
+    assert [r["k"] for r in records] == ["aws", "inv"]
+    assert all(r["agent"] == "agent-x" for r in records)
+    assert Tally.of(records).total_gateway == 1
