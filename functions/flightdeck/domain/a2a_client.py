@@ -30,7 +30,7 @@ from flightdeck.domain.a2a_ports import RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
-from flightdeck.domain.callbacks import CallbackStatus, accept_callback
+from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
     DispatchMessage,
@@ -41,7 +41,6 @@ from flightdeck.domain.dispatch import (
 )
 from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
-from flightdeck.domain.tokens import TokenError, verify
 from flightdeck.observability import count, logger, timeline
 
 PUSH_PATH = "/api/a2a/push"
@@ -337,11 +336,8 @@ _FROM_RECORD = {
 def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     """A peer's push notification: the token is our callback token, checked as for /api/tools/response."""
     s = deps.settings
-    try:
-        claims = verify(token, deps.keys(), agent=s.agent_name, now=deps.store.now_ms() / 1000)
-    except TokenError as exc:
-        logger.warning("A2A push refused: bad token", extra={"token_check": exc.reason})
-        count("CallbacksRefused")
+    claims = verified_claims(deps, token, "A2A push")
+    if claims is None:
         return PushOutcome(PushStatus.UNAUTHORIZED)
     peer = claims.name
     try:

@@ -34,14 +34,21 @@ _FROM_RECORD = {
 }
 
 
-def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome:
-    s = deps.settings
+def verified_claims(deps: Deps, token: str, what: str = "callback") -> CallbackClaims | None:
+    """The claims of a callback token this agent minted, or None (the caller answers one 401)."""
     try:
-        claims = verify(token, deps.keys(), agent=s.agent_name, now=deps.store.now_ms() / 1000)
+        return verify(token, deps.keys(), agent=deps.settings.agent_name, now=deps.store.now_ms() / 1000)
     except TokenError as exc:
         # The caller learns only "unauthorized"; the log says which check failed.
-        logger.warning("callback refused: bad token", extra={"token_check": exc.reason})
+        logger.warning(f"{what} refused: bad token", extra={"token_check": exc.reason})
         count("CallbacksRefused")
+        return None
+
+
+def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome:
+    s = deps.settings
+    claims = verified_claims(deps, token)
+    if claims is None:
         return CallbackOutcome(CallbackStatus.UNAUTHORIZED)
     ids = {"session_id": claims.session_id, "tool_use_id": claims.tool_use_id, "turn": claims.turn}
     bind(**ids)
