@@ -48,7 +48,8 @@ def test_round_trips_are_counted_by_service_and_priced(result):
         rt = result[key]
         per = rt["per_turn"]
         assert rt["delegations_per_turn"] == k and rt["turns_that_timed_out"] >= 0
-        assert {"dynamodb", "sqs", "secretsmanager"} <= set(per["aws_requests_by_service"])
+        # Secrets Manager answers are cached per warm function, so it may not appear per turn at all.
+        assert {"dynamodb", "sqs"} <= set(per["aws_requests_by_service"])
         assert all(finite_positive(v) for v in per["aws_requests_by_operation"].values())
         assert finite_positive(per["lambda_invocations_total"]) and finite_positive(per["api_gateway_requests_total"])
         assert finite_positive(per["dynamodb_request_units"]["wru"]) and finite_positive(per["dynamodb_request_units"]["rru"])
