@@ -1,6 +1,9 @@
 """Faults at the AWS edge: throttling is retried and loses nothing; an outage answers 503 and a retry succeeds."""
 
+import contextlib
+
 import boto3
+from botocore.config import Config
 
 from flightdeck import wiring
 from tests.integration.test_api_callbacks import post, result_items, start_turn
@@ -50,18 +53,23 @@ def test_dynamodb_throttling_is_retried_and_nothing_is_lost(orchestrator_on_serv
     assert len(orchestrator.bodies("turns")) == 1
 
 
+@contextlib.contextmanager
+def _outage(adapter, service: str):
+    """Point an adapter's client at a closed port for the duration: the AWS service is down."""
+    healthy = adapter.client
+    adapter._client = boto3.client(service, endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
+                                   config=Config(retries={"max_attempts": 1}, connect_timeout=1))
+    try:
+        yield
+    finally:
+        adapter._client = healthy
+
+
 def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestrator):
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
-    store = wiring.deps().store
-    healthy = store.client
-    store._client = boto3.client("dynamodb", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
-                                 config=__import__("botocore.config", fromlist=["Config"]).Config(
-                                     retries={"max_attempts": 1}, connect_timeout=1))
-    try:
+    with _outage(wiring.deps().store, "dynamodb"):
         status, headers, body = post(orchestrator, token, "during outage")
-    finally:
-        store._client = healthy
     assert status == 503 and body["error"]["code"] == "service_unavailable" and headers["retry-after"] == "1"
     assert result_items(orchestrator, sid) == []
     status, _, body = post(orchestrator, token, "during outage")
@@ -71,15 +79,8 @@ def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestra
 def test_sqs_outage_after_the_result_is_recorded_is_503_and_the_retry_enqueues_the_next_think(orchestrator):
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
-    queues = wiring.deps().queues
-    healthy = queues.client
-    queues._client = boto3.client("sqs", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
-                                  config=__import__("botocore.config", fromlist=["Config"]).Config(
-                                      retries={"max_attempts": 1}, connect_timeout=1))
-    try:
+    with _outage(wiring.deps().queues, "sqs"):
         status, _, _ = post(orchestrator, token, "recorded, but the next think was not sent")
-    finally:
-        queues._client = healthy
     assert status == 503
     assert len(result_items(orchestrator, sid)) == 1  # the result is in and the turn completed...
     assert orchestrator.bodies("turns") == []  # ...but no next think went out
