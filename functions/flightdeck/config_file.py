@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flightdeck.domain.agent import DelegateTool, ModelConfig
+from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
 from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token
 
 
@@ -35,6 +36,48 @@ class DeploySection(BaseModel):
     throttle_rate: int = Field(50, gt=0)
     throttle_burst: int = Field(100, gt=0)
     retain_data: bool = True
+
+
+class PeerLimitsSection(BaseModel):
+    """One peer's usage plan limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate_limit: float = Field(gt=0, le=10_000)  # requests per second
+    burst_limit: int = Field(gt=0, le=5_000)
+    quota_per_day: int = Field(0, ge=0)  # 0: no daily quota
+
+    def limits(self) -> PeerLimits:
+        return PeerLimits(self.rate_limit, self.burst_limit, self.quota_per_day)
+
+
+class GatewaySection(BaseModel):
+    """API Gateway in front of the agent's peer routes: per-peer usage plans and the authorizer's cache.
+    Enforced by API Gateway on AWS and by the local gateway of `flightdeck local up` alike."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Each calling peer's limits unless peer_limits names it (a plan's limits apply per peer).
+    peer_rate_limit: float = Field(20, gt=0, le=10_000)
+    peer_burst_limit: int = Field(40, gt=0, le=5_000)
+    peer_quota_per_day: int = Field(0, ge=0)
+    peer_limits: dict[str, PeerLimitsSection] = Field(default_factory=dict)
+    # How long API Gateway reuses the authorizer's answer for one Authorization header (0: ask every time).
+    # Revocation does not wait for it: the functions check the token on every request.
+    authorizer_cache_s: int = Field(300, ge=0, le=3600)
+
+    @field_validator("peer_limits")
+    @classmethod
+    def _peer_ids(cls, value: dict[str, PeerLimitsSection]) -> dict[str, PeerLimitsSection]:
+        for peer_id in value:
+            try:
+                check_peer_id(peer_id)
+            except PeerTokenError as exc:
+                raise ValueError(f"peer_limits.{peer_id}: {exc}") from None
+        return value
+
+    def default_limits(self) -> PeerLimits:
+        return PeerLimits(self.peer_rate_limit, self.peer_burst_limit, self.peer_quota_per_day)
 
 
 class AgentSpec(BaseModel):
@@ -64,6 +107,7 @@ class AgentSpec(BaseModel):
     # Extra environment (settings of DESIGN §4) for this agent.
     env: dict[str, str] = Field(default_factory=dict)
     deploy: DeploySection = Field(default_factory=DeploySection)
+    gateway: GatewaySection = Field(default_factory=GatewaySection)
 
     @field_validator("peers")
     @classmethod
@@ -85,6 +129,11 @@ class AgentSpec(BaseModel):
             except PeerTokenError as exc:
                 raise ValueError(f"peer_tokens.{service}: {exc}") from None
         return value
+
+    def usage_plans(self) -> list[UsagePlanSpec]:
+        """Per-peer usage plans: the default one, and one for each peer this file names (peers, peer_limits)."""
+        overrides = {p: section.limits() for p, section in self.gateway.peer_limits.items()}
+        return usage_plans(self.name, self.gateway.default_limits(), self.peers, overrides)
 
     def agent_config_json(self) -> str:
         from flightdeck.domain.agent import AgentDefinition

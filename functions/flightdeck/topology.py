@@ -96,5 +96,9 @@ def route_for(method: str | None, path: str | None) -> Route | None:
 
 # The EventBridge-scheduled backstop sweep.
 SWEEPER_HANDLER = "sweeper"
+# API Gateway's REQUEST authorizer in front of every PEER_AUTH route: it names the caller's
+# usage-plan API key (flightdeck.domain.peer_usage).
+PEER_AUTHORIZER_HANDLER = "peer_authorizer"
 
-HANDLERS = tuple(sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES} | {SWEEPER_HANDLER}))
+HANDLERS = tuple(sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES}
+                        | {SWEEPER_HANDLER, PEER_AUTHORIZER_HANDLER}))

@@ -24,7 +24,9 @@ from typing import Sequence
 import boto3
 
 from flightdeck import topology
+from flightdeck.adapters.usage_plans import CachedKeyLookup, UsagePlans
 from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
+from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
 from flightdeck.local.resources import queue_url_variable
@@ -69,6 +71,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="the functions' memory_limit_in_mb")
     parser.add_argument("--handlers-package", default=HANDLERS_PACKAGE,
                         help=f"package holding the handler modules (default {HANDLERS_PACKAGE})")
+    parser.add_argument("--authorizer-cache-s", type=float, default=300.0,
+                        help="how long the peer authorizer's answer is reused per Authorization header (default 300)")
+    parser.add_argument("--no-peer-gate", action="store_true",
+                        help="no authorizer or usage plans in front of the peer routes (the functions still "
+                             "check tokens); on by default unless INBOUND_AUTH is off")
     return parser.parse_args(argv)
 
 
@@ -96,7 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     functions = FunctionRegistry(agent, package=args.handlers_package, memory_mb=args.memory_mb, region=region)
     # A stable, API Gateway-looking id per agent.
     identity = GatewayIdentity(api_id=hashlib.sha256(agent.encode()).hexdigest()[:10])
-    gateway = ApiGateway(functions, identity=identity)
+    peer_gate = None
+    if settings.inbound_auth == "required" and not args.no_peer_gate:
+        # API Gateway's authorizer and per-peer usage plans (keys and plans in moto's API Gateway).
+        peer_gate = PeerGate(functions.function(topology.PEER_AUTHORIZER_HANDLER),
+                             CachedKeyLookup(UsagePlans(boto3.client("apigateway", region_name=region))),
+                             cache_ttl_s=args.authorizer_cache_s, region=region)
+    gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate)
     if args.listen_fd is not None:
         server = GatewayServer(gateway, listening_socket=socket.socket(fileno=args.listen_fd))
     else:

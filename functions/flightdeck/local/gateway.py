@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, FunctionRegistry, LocalFunction
+from flightdeck.local.peer_gate import PeerGate
 
 log = logging.getLogger("flightdeck.local")
 
@@ -300,10 +301,12 @@ class ApiGateway:
     """Routes requests to the agent's functions; independent of the HTTP server for testing."""
 
     def __init__(self, functions: FunctionRegistry, *, routes: Iterable[topology.Route] = topology.ROUTES,
-                 identity: GatewayIdentity | None = None):
+                 identity: GatewayIdentity | None = None, peer_gate: PeerGate | None = None):
         self.functions = functions
         self.router = Router(routes)
         self.identity = identity or GatewayIdentity()
+        # The authorizer and usage plans in front of PEER_AUTH routes (None: straight to the function).
+        self.peer_gate = peer_gate
 
     def handle(self, *, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes,
                source_ip: str, local_port: int) -> HttpResponse:
@@ -319,6 +322,10 @@ class ApiGateway:
         event = build_proxy_event(method=method, raw_path=path, query_string=parts.query, headers=headers,
                                   body=body, match=match, source_ip=source_ip, identity=self.identity,
                                   local_port=local_port)
+        if self.peer_gate is not None and match.route.auth == topology.PEER_AUTH:
+            refusal = self.peer_gate.admit(event)
+            if refusal is not None:
+                return error_response(refusal.status, refusal.code, refusal.message, list(refusal.headers.items()))
         function: LocalFunction = self.functions.function(match.route.handler)
         try:
             result = function.invoke(event)

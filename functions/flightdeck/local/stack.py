@@ -30,6 +30,7 @@ from typing import Any, Callable, Literal, Mapping, TextIO
 
 from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
+from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.net import PortInUseError, StackError, answers_http, base_url, listen
@@ -320,6 +321,7 @@ class LocalStack:
     def _create_resources(self) -> None:
         dynamodb = local_client("dynamodb", self._moto_endpoint)
         sqs = local_client("sqs", self._moto_endpoint)
+        usage = UsagePlans(local_client("apigateway", self._moto_endpoint))
         for name, spec in self.deployment.agents.items():
             # The resource prefix of an agent is its name.
             self._resources[name] = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
@@ -327,6 +329,8 @@ class LocalStack:
             registry = PeerRegistry(self._resources[name].table_name, dynamodb)
             for peer_id, token in spec.peers.items():
                 registry.add(peer_id, token, replace=True)
+            # Their usage plans and keys, as the stack creates them (infra/usage_plans.py).
+            usage.create_for(name, spec.usage_plans())
             # LOCAL ONLY secret from the file; without one, a random secret for this run
             # (only the agent itself mints and verifies its tokens).
             self._secrets[name] = spec.callback_secret or secrets.token_urlsafe(48)
@@ -335,7 +339,8 @@ class LocalStack:
         spec = self.deployment.agents[name]
         env = {**_child_base_environment(), **self.env(name)}
         args = ["flightdeck.local.agent_host", "--memory-mb", str(spec.deploy.memory_mb),
-                "--handlers-package", self.handlers_package]
+                "--handlers-package", self.handlers_package,
+                "--authorizer-cache-s", str(spec.gateway.authorizer_cache_s)]
         self._spawn(name, args, sock, env)
 
     def _spawn(self, name: str, module_args: list[str], sock: socket.socket, env: dict[str, str]) -> None:

@@ -1,0 +1,93 @@
+"""Per-peer usage plans: the API key each calling peer is metered under, and its limits.
+
+On AWS the peer routes (POST /api/chat, POST /a2a, GET /api/sessions/{id}) require an
+API key whose source is the Lambda authorizer (API Gateway's `apiKeySource: AUTHORIZER`):
+the authorizer checks the peer's bearer token and answers with `usageIdentifierKey`, the
+API key of that peer. API Gateway then throttles and counts the request under the usage
+plan holding that key; limits of a plan apply to each of its keys separately.
+
+A peer never sees or sends its API key: with the AUTHORIZER source API Gateway ignores
+any `x-api-key` header, so the key is an identifier for metering, not a credential. That
+is why it can be derived from (agent, peer) and written in the CloudFormation template:
+the stack, the local runtime and `flightdeck peers add` all arrive at the same value.
+
+Plans: each peer named in the configuration has its own plan (its limits, or the
+agent's defaults); peers added later with `flightdeck peers add` get a key in the
+agent's default plan (the default limits, per peer). No AWS here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from flightdeck.domain.peers import AuthResult, AuthStatus, PeerRegistryPort, authenticate, bearer_token
+
+USAGE_KEY_PREFIX = "fdu-"
+
+
+def usage_key(agent: str, peer_id: str) -> str:
+    """The API key value `peer_id` is metered under when calling `agent` (44 characters: API Gateway wants 20-128)."""
+    digest = hashlib.sha256(f"flightdeck/{agent}/{peer_id}".encode()).hexdigest()
+    return USAGE_KEY_PREFIX + digest[:40]
+
+
+def usage_key_name(agent: str, peer_id: str) -> str:
+    """The API key's name, for people reading the console."""
+    return f"flightdeck-{agent}-{peer_id}"
+
+
+def default_plan_name(agent: str) -> str:
+    return f"flightdeck-{agent}-peers"
+
+
+def peer_plan_name(agent: str, peer_id: str) -> str:
+    return f"flightdeck-{agent}-peer-{peer_id}"
+
+
+@dataclass(frozen=True)
+class PeerLimits:
+    rate_per_s: float  # steady requests per second (token bucket refill)
+    burst: int  # bucket size
+    quota_per_day: int = 0  # requests per UTC day; 0: no quota
+
+
+@dataclass(frozen=True)
+class UsagePlanSpec:
+    name: str
+    limits: PeerLimits
+    peers: tuple[str, ...]  # peers whose API keys the plan holds (the default plan: none at deploy time)
+    default: bool = False  # where `flightdeck peers add` puts the keys of peers added later
+
+
+def usage_plans(agent: str, defaults: PeerLimits, known_peers: Iterable[str],
+                overrides: Mapping[str, PeerLimits]) -> list[UsagePlanSpec]:
+    """The default plan, then one plan per known peer (its override, else the defaults), sorted by peer."""
+    plans = [UsagePlanSpec(default_plan_name(agent), defaults, (), default=True)]
+    for peer_id in sorted(set(known_peers) | set(overrides)):
+        plans.append(UsagePlanSpec(peer_plan_name(agent, peer_id), overrides.get(peer_id, defaults), (peer_id,)))
+    return plans
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """The authorizer's answer: 401 (no usable token), 403 (refused), or allowed under a usage key."""
+
+    result: AuthResult
+    usage_key: str | None = None
+
+    @property
+    def unauthenticated(self) -> bool:
+        return self.result.status is AuthStatus.MALFORMED
+
+
+def authorize(registry: PeerRegistryPort, agent: str, authorization_header: str | None, now_ms: int) -> Authorization:
+    """The peer routes' gate: the bearer token against the registry; an allowed peer's usage key."""
+    token = bearer_token(authorization_header)
+    if token is None:
+        return Authorization(AuthResult(AuthStatus.MALFORMED))
+    result = authenticate(registry, token, now_ms)
+    if not result.ok or result.peer_id is None:
+        return Authorization(result)
+    return Authorization(result, usage_key(agent, result.peer_id))
