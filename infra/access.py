@@ -23,6 +23,7 @@ from .state import StateTable
 @dataclass(frozen=True)
 class Access:
     table: bool = False  # read/write the state table (and its deadline index)
+    read_peers: bool = False  # dynamodb:GetItem on the state table alone: look up one peer registry entry
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
     secret: bool = False  # read the callback HMAC key
@@ -57,6 +58,9 @@ ACCESS: dict[str, Access] = {
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
     "a2a": Access(table=True, send=("turns", "delivery")),
+    # API Gateway's REQUEST authorizer of the peer routes: looks the bearer token's peer up in the
+    # registry (one GetItem) and names the peer's usage-plan API key. No queue, no secret, no writes.
+    "peer_authorizer": Access(read_peers=True),
 }
 
 # Cross-region inference profile ids start with a geography ("us.anthropic.claude-...").
@@ -112,6 +116,12 @@ class Permissions(Construct):
                             "one, the sparse deadline index the sweep queries; no other table is reachable."
                         ),
                     )
+                )
+            if access.read_peers:
+                # Table.grant would add the index ARN (<table>/index/*) too; GetItem never reads an
+                # index, so the statement names the table alone (and needs no IAM5 acknowledgement).
+                function.add_to_role_policy(
+                    iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[state.table.table_arn])
                 )
             for key in access.send:
                 queues[key].queue.grant_send_messages(function)

@@ -2,7 +2,18 @@
 
 Adding a route is adding a `Route` to topology.ROUTES. A route served by a new
 handler module also needs that handler's permissions (infra/access.py ACCESS) and
-the reason why it needs no gateway authorizer (AUTHENTICATION below).
+its authentication story (AUTHENTICATION below: why no Cognito authorizer, and for
+routes that are not PEER_AUTH why no gateway authorizer at all).
+
+Peer routes (topology.PEER_AUTH: POST /api/chat, GET /api/sessions/{id}, POST /a2a)
+go through one Lambda REQUEST authorizer (the peer_authorizer function, keyed on the
+Authorization header, its answer cached `gateway.authorizer_cache_s`) and require an
+API key whose source is that authorizer (apiKeySource AUTHORIZER): the authorizer
+names the usage-plan key the caller is metered under (flightdeck.domain.peer_usage),
+so API Gateway throttles and counts each peer under its own usage plan
+(infra/usage_plans.py). The functions still verify the token on every request.
+Callback and public routes have no authorizer and no API key: callbacks carry a
+token this agent minted, and the agent card is public.
 
 Validation and limits, with the same answers as the functions give (and as the
 local runtime gives, which has no API Gateway in front):
@@ -16,15 +27,19 @@ local runtime gives, which has no API Gateway in front):
   schema would answer the same mistake differently on AWS than locally.
 - Errors API Gateway produces itself use the functions' shape
   {"error": {"code", "message"}}; an unknown route is 404, not REST's 403
-  "Missing Authentication Token".
+  "Missing Authentication Token"; the authorizer's and the usage plans' refusals
+  answer as the functions do (401 with WWW-Authenticate, 403, 429) and a failing
+  authorizer is 503 with Retry-After.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Mapping
+from collections.abc import Mapping
+from typing import NamedTuple
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -36,7 +51,9 @@ from .functions import LOG_RETENTION
 STAGE_NAME = "prod"
 AGENT_CARD_PATH = ".well-known/agent-card.json"
 
-# Why each handler's routes have no API Gateway authorizer (cdk-nag APIG4/COG4).
+# How each handler's routes authenticate their callers: the reason given to cdk-nag for what it
+# reports on their methods. PEER_AUTH routes have the peer authorizer (APIG4 is satisfied) but it
+# is not a Cognito user pool authorizer (COG4); other routes have no gateway authorizer (APIG4, COG4).
 AUTHENTICATION: dict[str, str] = {
     "callback": (
         "Authenticated in the function: every call must carry 'Authorization: Bearer <token>', an "
@@ -49,19 +66,29 @@ AUTHENTICATION: dict[str, str] = {
         "It holds only what the agent advertises, and its function can reach no table, queue or secret."
     ),
     "chat_ingest": (
-        "Authenticated in the function: POST /api/chat and GET /api/sessions/{id} require 'Authorization: "
-        "Bearer fdp_<peer>_<secret>', a per-peer token whose SHA-256 is in this agent's peer registry "
-        "(its DynamoDB table), compared in constant time; missing or malformed is 401, unknown or revoked "
-        "403. A session is visible only to the peer that created it (404 to others). Peers are other "
-        "agents, not principals of this account, so IAM or Cognito authorizers do not apply; tokens are "
-        "added, rotated and revoked with `flightdeck peers` without a redeploy."
+        "A Lambda REQUEST authorizer, not a Cognito user pool: peers are other agents, not Cognito users "
+        "or principals of this account. POST /api/chat and GET /api/sessions/{id} require 'Authorization: "
+        "Bearer fdp_<peer>_<secret>' (without the header API Gateway answers 401). The peer authorizer "
+        "looks the token up in this agent's peer registry (its DynamoDB table) and names the usage-plan "
+        "API key the request is metered under; the function verifies the token on every request with a "
+        "consistent read, in constant time (401 malformed, 403 unknown or revoked), so a revocation applies "
+        "at once, cache or not. A session is visible only to the peer that created it (404 to others); "
+        "tokens are added, rotated and revoked with `flightdeck peers` without a redeploy."
     ),
     "a2a": (
-        "Authenticated in the function like POST /api/chat: a peer bearer token checked against the peer "
-        "registry (401/403 before the JSON-RPC body is read); tasks and contexts are visible only to the "
-        "peer that created them (-32001 to others). Push notifications go only to URLs under an "
+        "A Lambda REQUEST authorizer, not a Cognito user pool, as for POST /api/chat: the peer authorizer "
+        "names the usage-plan API key of the bearer token's peer, and the function verifies the token "
+        "against the peer registry before the JSON-RPC body is read. Tasks and contexts are visible only "
+        "to the peer that created them (-32001 to others). Push notifications go only to URLs under an "
         "ALLOWED_HOST_MAPPING base URL, checked when set and again when sent."
     ),
+}
+
+# cdk-nag rules each kind of route fires, acknowledged on its method with the reason above.
+_NAG_RULES: dict[str, tuple[str, ...]] = {
+    topology.PEER_AUTH: ("AwsSolutions-COG4",),  # CUSTOM authorizer: APIG4 passes
+    topology.CALLBACK_AUTH: ("AwsSolutions-APIG4", "AwsSolutions-COG4"),
+    topology.PUBLIC: ("AwsSolutions-APIG4", "AwsSolutions-COG4"),
 }
 
 # Routes whose story differs from their handler's.
@@ -94,15 +121,39 @@ def _error(code: str, message: str) -> str:
     return '{"error":{"code":"%s","message":%s}}' % (code, message)
 
 
-# Responses API Gateway generates itself: (type, status or None to keep it, code, message VTL).
-_GATEWAY_RESPONSES = (
-    (apigateway.ResponseType.BAD_REQUEST_BODY, "400", "malformed_json", '"request body is not valid JSON"'),
-    (apigateway.ResponseType.BAD_REQUEST_PARAMETERS, "400", "invalid_request", "$context.error.messageString"),
-    (apigateway.ResponseType.REQUEST_TOO_LARGE, "413", "payload_too_large", '"request body exceeds 10 MB"'),
-    (apigateway.ResponseType.THROTTLED, "429", "throttled", '"too many requests, retry later"'),
-    (apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, "404", "not_found", '"no route for $context.httpMethod $context.path"'),
-    (apigateway.ResponseType.DEFAULT_4_XX, None, "gateway_error", "$context.error.messageString"),
-    (apigateway.ResponseType.DEFAULT_5_XX, None, "gateway_error", "$context.error.messageString"),
+class GatewayAnswer(NamedTuple):
+    """A response API Gateway generates itself, in the functions' error shape."""
+
+    type: apigateway.ResponseType
+    status: str | None  # None: keep API Gateway's status
+    code: str
+    message: str  # VTL: a quoted JSON string or a $context variable
+    headers: Mapping[str, str] = {}  # gateway response header values are static strings in single quotes
+
+
+_UNAVAILABLE = ("503", "service_unavailable", '"a dependency is unavailable; retry later"', {"Retry-After": "'1'"})
+
+_GATEWAY_RESPONSES: tuple[GatewayAnswer, ...] = (
+    GatewayAnswer(apigateway.ResponseType.BAD_REQUEST_BODY, "400", "malformed_json", '"request body is not valid JSON"'),
+    GatewayAnswer(apigateway.ResponseType.BAD_REQUEST_PARAMETERS, "400", "invalid_request", "$context.error.messageString"),
+    GatewayAnswer(apigateway.ResponseType.REQUEST_TOO_LARGE, "413", "payload_too_large", '"request body exceeds 10 MB"'),
+    GatewayAnswer(apigateway.ResponseType.THROTTLED, "429", "throttled", '"too many requests, retry later"'),
+    GatewayAnswer(apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, "404", "not_found", '"no route for $context.httpMethod $context.path"'),
+    # Peer routes: no Authorization header (API Gateway's 401, worded as the functions word theirs), or
+    # a Deny from the authorizer (403).
+    GatewayAnswer(apigateway.ResponseType.UNAUTHORIZED, "401", "unauthorized",
+                  '"a peer bearer token is required (Authorization: Bearer <token>)"',
+                  {"WWW-Authenticate": "'Bearer realm=\"flightdeck\"'"}),
+    GatewayAnswer(apigateway.ResponseType.ACCESS_DENIED, "403", "forbidden", '"this token is not accepted"'),
+    # The usage plans: the authorizer named a key in no plan of this stage (or a disabled one), or the
+    # peer's daily quota is spent.
+    GatewayAnswer(apigateway.ResponseType.INVALID_API_KEY, "403", "forbidden", '"this peer has no usage plan on this agent"'),
+    GatewayAnswer(apigateway.ResponseType.QUOTA_EXCEEDED, "429", "quota_exceeded", "\"this peer's daily quota is used up\""),
+    # The authorizer failed (the registry unreachable) or answered something API Gateway cannot use.
+    GatewayAnswer(apigateway.ResponseType.AUTHORIZER_FAILURE, *_UNAVAILABLE),
+    GatewayAnswer(apigateway.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, *_UNAVAILABLE),
+    GatewayAnswer(apigateway.ResponseType.DEFAULT_4_XX, None, "gateway_error", "$context.error.messageString"),
+    GatewayAnswer(apigateway.ResponseType.DEFAULT_5_XX, None, "gateway_error", "$context.error.messageString"),
 )
 
 
@@ -116,6 +167,7 @@ class Api(Construct):
         functions: Mapping[str, lambda_.IFunction],
         throttle_rate: int,
         throttle_burst: int,
+        authorizer_cache_s: int,
         log_removal_policy: RemovalPolicy,
         account_cloudwatch_role: bool = True,
     ) -> None:
@@ -127,6 +179,9 @@ class Api(Construct):
             rest_api_name=f"flightdeck-{agent}",
             description=f"Flightdeck agent {agent}",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
+            # Peer routes require an API key, and the peer authorizer names it (usageIdentifierKey):
+            # API Gateway ignores any x-api-key header, so the key meters a peer but proves nothing.
+            api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
             # Execution logging (ERROR level) needs the account's API Gateway CloudWatch role:
             # created here unless context apigwCloudWatchRole=false (the account has one already).
             cloud_watch_role=account_cloudwatch_role,
@@ -136,17 +191,24 @@ class Api(Construct):
                 throttling_rate_limit=throttle_rate,
                 throttling_burst_limit=throttle_burst,
                 access_log_destination=apigateway.LogGroupLogDestination(access_logs),
-                access_log_format=apigateway.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
+                # The standard fields plus who the authorizer said called (peer, usage key) and why API
+                # Gateway answered itself: the record of calls refused before a function (and its audit
+                # line) ran, such as a missing token (401), a throttle or quota (429), a disabled key (403).
+                access_log_format=apigateway.AccessLogFormat.custom(json.dumps({
+                    "requestId": apigateway.AccessLogField.context_request_id(),
+                    "ip": apigateway.AccessLogField.context_identity_source_ip(),
+                    "caller": apigateway.AccessLogField.context_identity_caller(),
+                    "user": apigateway.AccessLogField.context_identity_user(),
+                    "requestTime": apigateway.AccessLogField.context_request_time(),
+                    "httpMethod": apigateway.AccessLogField.context_http_method(),
+                    "resourcePath": apigateway.AccessLogField.context_resource_path(),
+                    "status": apigateway.AccessLogField.context_status(),
+                    "protocol": apigateway.AccessLogField.context_protocol(),
+                    "responseLength": apigateway.AccessLogField.context_response_length(),
+                    "peer": apigateway.AccessLogField.context_authorizer_principal_id(),
+                    "apiKeyId": apigateway.AccessLogField.context_identity_api_key_id(),
+                    "errorType": apigateway.AccessLogField.context_error_response_type(),
+                })),
                 logging_level=apigateway.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,  # would log bodies and bearer tokens
                 metrics_enabled=True,
@@ -178,13 +240,24 @@ class Api(Construct):
         validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
-        for response_type, status, code, message in _GATEWAY_RESPONSES:
+        for answer in _GATEWAY_RESPONSES:
             self.rest_api.add_gateway_response(
-                f"{code}{response_type.response_type}".replace("_", ""),
-                type=response_type,
-                status_code=status,
-                templates={"application/json": _error(code, message)},
+                f"{answer.code}{answer.type.response_type}".replace("_", ""),
+                type=answer.type,
+                status_code=answer.status,
+                response_headers=dict(answer.headers) or None,
+                templates={"application/json": _error(answer.code, answer.message)},
             )
+        # One authorizer for every peer route: its (cached) Allow covers them all.
+        self.authorizer = apigateway.RequestAuthorizer(
+            self,
+            "PeerAuthorizer",
+            authorizer_name="peer-token",
+            handler=functions[topology.PEER_AUTHORIZER_HANDLER],
+            # Without this header API Gateway answers 401 itself; the cache is keyed on it.
+            identity_sources=[apigateway.IdentitySource.header("Authorization")],
+            results_cache_ttl=Duration.seconds(authorizer_cache_s),  # 0: no cache, ask every time
+        )
         json_body = self.rest_api.add_model(
             "AnyJson",
             content_type="application/json",
@@ -210,19 +283,31 @@ class Api(Construct):
                 options["request_parameters"] = {f"method.request.path.{p}": True for p in params}
             if route.method in ("POST", "PUT", "PATCH") and (route.method, route.path) not in RAW_BODY_ROUTES:
                 options["request_models"] = {"application/json": json_body}
+            if route.auth not in _NAG_RULES:
+                raise ValueError(f"route {route.method} {route.path}: unknown auth {route.auth!r}")
+            if route.auth == topology.PEER_AUTH:
+                options["authorization_type"] = apigateway.AuthorizationType.CUSTOM
+                options["authorizer"] = self.authorizer
+                options["api_key_required"] = True
+            else:
+                options["authorization_type"] = apigateway.AuthorizationType.NONE
             resource = self.rest_api.root.resource_for_path(route.path)
             method = resource.add_method(
                 route.method,
                 integrations[route.handler],
-                authorization_type=apigateway.AuthorizationType.NONE,
                 request_validator=validator,
                 operation_name=re.sub(r"[^A-Za-z0-9]+", "_", f"{route.handler} {route.method} {route.path}").strip("_"),
                 **options,
             )
             reason = ROUTE_AUTHENTICATION.get((route.method, route.path)) or AUTHENTICATION[route.handler]
-            for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
+            for rule in _NAG_RULES[route.auth]:
                 Validations.of(method).acknowledge(Acknowledgment(id=rule, reason=reason))
             self.methods.append(method)
+
+    @property
+    def stage(self) -> apigateway.Stage:
+        """The deployment stage: the one the usage plans meter."""
+        return self.rest_api.deployment_stage
 
     @property
     def url(self) -> str:

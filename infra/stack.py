@@ -17,6 +17,7 @@ from .queues import Queues
 from .schedule import SweepSchedule
 from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
+from .usage_plans import PeerUsagePlans
 
 
 def stack_name(agent: str) -> str:
@@ -29,7 +30,7 @@ def resource_prefix(agent: str) -> str:
 
 
 class FlightdeckStack(Stack):
-    """Flightdeck agent `agent` of `deployment`: API, state, queues, functions, schedule, secret."""
+    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, functions, schedule, secret."""
 
     def __init__(
         self,
@@ -98,8 +99,12 @@ class FlightdeckStack(Stack):
             functions=functions.functions,
             throttle_rate=spec.deploy.throttle_rate,
             throttle_burst=spec.deploy.throttle_burst,
+            authorizer_cache_s=spec.gateway.authorizer_cache_s,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
             account_cloudwatch_role=account_cloudwatch_role,
+        )
+        usage_plans = PeerUsagePlans(
+            self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
         )
         SweepSchedule(
             self,
@@ -119,6 +124,10 @@ class FlightdeckStack(Stack):
                   description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")
         CfnOutput(self, "PeerTokensSecretArn", value=peer_tokens.secret.secret_arn,
                   description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)")
+        CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,
+                  description=("Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
+                               "after deploy in it (the peers of the config file have their own plans)"))
         self.api = api
         self.functions = functions
+        self.usage_plans = usage_plans
         self.environment_variables = env.variables

@@ -62,6 +62,9 @@ class GatewaySection(BaseModel):
     peer_burst_limit: int = Field(40, gt=0, le=5_000)
     peer_quota_per_day: int = Field(0, ge=0)
     peer_limits: dict[str, PeerLimitsSection] = Field(default_factory=dict)
+    # Callers without a valid token, all together: let through to be refused and audited, but bounded.
+    unidentified_rate_limit: float = Field(5, gt=0, le=10_000)
+    unidentified_burst_limit: int = Field(10, gt=0, le=5_000)
     # How long API Gateway reuses the authorizer's answer for one Authorization header (0: ask every time).
     # Revocation does not wait for it: the functions check the token on every request.
     authorizer_cache_s: int = Field(300, ge=0, le=3600)
@@ -131,9 +134,10 @@ class AgentSpec(BaseModel):
         return value
 
     def usage_plans(self) -> list[UsagePlanSpec]:
-        """Per-peer usage plans: the default one, and one for each peer this file names (peers, peer_limits)."""
+        """Usage plans: the default one, the unidentified callers' one, one per peer this file names (peers, peer_limits)."""
         overrides = {p: section.limits() for p, section in self.gateway.peer_limits.items()}
-        return usage_plans(self.name, self.gateway.default_limits(), self.peers, overrides)
+        unidentified = PeerLimits(self.gateway.unidentified_rate_limit, self.gateway.unidentified_burst_limit)
+        return usage_plans(self.name, self.gateway.default_limits(), self.peers, overrides, unidentified)
 
     def agent_config_json(self) -> str:
         from flightdeck.domain.agent import AgentDefinition

@@ -67,6 +67,11 @@ def queue_id(template: Template, key: str, dlq: bool = False) -> str:
     return matches[0]
 
 
+def table_id(template: Template) -> str:
+    (lid,) = resources(template, "AWS::DynamoDB::Table")
+    return lid
+
+
 def statements_of_role(template: Template, role_id: str) -> list[dict[str, Any]]:
     statements = []
     for policy in resources(template, "AWS::IAM::Policy").values():
@@ -101,6 +106,7 @@ class Reach:
     send_dlq: set[str] = field(default_factory=set)
     consume: set[str] = field(default_factory=set)
     table: bool = False
+    read_peers: bool = False  # dynamodb:GetItem alone, on the table alone (the peer authorizer's lookup)
     secret: bool = False  # the callback HMAC key
     peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
@@ -114,6 +120,9 @@ def reach(template: Template, handler: str) -> Reach:
         assert st["Effect"] == "Allow"
         acts = actions(st)
         targets = set().union(*(referenced_ids(r) for r in statement_resources(st)))
+        if acts == ["dynamodb:GetItem"] and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}]:
+            result.read_peers = True
+            continue
         for act in acts:
             service = act.split(":")[0]
             if act == "sqs:SendMessage":
@@ -146,25 +155,58 @@ def reach(template: Template, handler: str) -> Reach:
 
 def api_routes(template: Template) -> set[tuple[str, str, str]]:
     """(method, path, handler) of every API Gateway method."""
-    rest_apis = resources(template, "AWS::ApiGateway::RestApi")
-    assert len(rest_apis) == 1
-    api_id = next(iter(rest_apis))
-    res = resources(template, "AWS::ApiGateway::Resource")
     by_function = {lid: name for name, lid in function_ids(template).items()}
-
-    def path_of(resource_id: Any) -> str:
-        if resource_id == {"Fn::GetAtt": [api_id, "RootResourceId"]}:
-            return ""
-        lid = resource_id["Ref"]
-        props = res[lid]["Properties"]
-        return path_of(props["ParentId"]) + "/" + props["PathPart"]
-
     routes = set()
-    for method in resources(template, "AWS::ApiGateway::Method").values():
-        p = method["Properties"]
+    for (http_method, path), p in methods_by_route(template).items():
         integration = p["Integration"]
         assert integration["Type"] == "AWS_PROXY"
         fns = referenced_ids(integration["Uri"]) & set(by_function)
         assert len(fns) == 1
-        routes.add((p["HttpMethod"], path_of(p["ResourceId"]) or "/", by_function[fns.pop()]))
+        routes.add((http_method, path, by_function[fns.pop()]))
     return routes
+
+
+def methods_by_route(template: Template) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, path) -> properties of its AWS::ApiGateway::Method."""
+    rest_apis = resources(template, "AWS::ApiGateway::RestApi")
+    assert len(rest_apis) == 1
+    api_id = next(iter(rest_apis))
+    res = resources(template, "AWS::ApiGateway::Resource")
+
+    def path_of(resource_id: Any) -> str:
+        if resource_id == {"Fn::GetAtt": [api_id, "RootResourceId"]}:
+            return ""
+        props = res[resource_id["Ref"]]["Properties"]
+        return path_of(props["ParentId"]) + "/" + props["PathPart"]
+
+    out = {}
+    for method in resources(template, "AWS::ApiGateway::Method").values():
+        p = method["Properties"]
+        key = (p["HttpMethod"], path_of(p["ResourceId"]) or "/")
+        assert key not in out, f"two methods for {key}"
+        out[key] = p
+    return out
+
+
+def usage_plans_by_name(template: Template) -> dict[str, tuple[str, dict[str, Any]]]:
+    """UsagePlanName -> (logical id, properties) of every AWS::ApiGateway::UsagePlan."""
+    return {
+        r["Properties"]["UsagePlanName"]: (lid, r["Properties"])
+        for lid, r in resources(template, "AWS::ApiGateway::UsagePlan").items()
+    }
+
+
+def api_keys_by_name(template: Template) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Name -> (logical id, properties) of every AWS::ApiGateway::ApiKey."""
+    return {r["Properties"]["Name"]: (lid, r["Properties"]) for lid, r in resources(template, "AWS::ApiGateway::ApiKey").items()}
+
+
+def plan_of_key(template: Template, key_id: str) -> str:
+    """The logical id of the one usage plan an API key (logical id) is attached to."""
+    plans = [
+        referenced_ids(r["Properties"]["UsagePlanId"])
+        for r in resources(template, "AWS::ApiGateway::UsagePlanKey").values()
+        if r["Properties"]["KeyId"] == {"Ref": key_id}
+    ]
+    assert len(plans) == 1 and len(plans[0]) == 1, (key_id, plans)
+    return plans[0].pop()

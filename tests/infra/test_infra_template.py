@@ -273,13 +273,16 @@ EXPECTED_REACH = {
     "sweeper": dict(table=True, send={"turns"}),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
     "a2a": dict(table=True, send={"turns", "delivery"}),
+    # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
+    # itself (not its index), nothing else.
+    "peer_authorizer": dict(read_peers=True),
 }
 
 
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
-    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "secret": False,
-                "peer_tokens": False, "bedrock": False}
+    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_peers": False,
+                "secret": False, "peer_tokens": False, "bedrock": False}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
     assert got.other == set()
@@ -294,6 +297,15 @@ def test_agent_card_touches_no_data(orchestrator_tpl) -> None:
     for st in statements_of(orchestrator_tpl, "agent_card"):
         for act in actions(st):
             assert act.split(":")[0] in ("logs", "xray"), act
+
+
+def test_peer_authorizer_only_gets_items_from_the_table(orchestrator_tpl, planner_tpl) -> None:
+    for template in (orchestrator_tpl, planner_tpl):
+        table = next(iter(resources(template, "AWS::DynamoDB::Table")))
+        statements = statements_of(template, "peer_authorizer")
+        data = [st for st in statements if not {a.split(":")[0] for a in actions(st)} <= {"logs", "xray"}]
+        # no index, no other action: a GetItem reads the table alone
+        assert data == [{"Action": "dynamodb:GetItem", "Effect": "Allow", "Resource": {"Fn::GetAtt": [table, "Arn"]}}]
 
 
 def test_callback_cannot_send_to_dispatch(orchestrator_tpl) -> None:
@@ -382,6 +394,9 @@ def test_stage_throttling_logging_and_tracing(orchestrator_tpl, planner_tpl) -> 
         (log_group,) = referenced_ids(p["AccessLogSetting"]["DestinationArn"])
         assert template["Resources"][log_group]["Type"] == "AWS::Logs::LogGroup"
         assert "$context.status" in p["AccessLogSetting"]["Format"]
+        # Calls API Gateway answers itself (401, 429, disabled key) are recorded with who and why.
+        for field in ("$context.authorizer.principalId", "$context.identity.apiKeyId", "$context.error.responseType"):
+            assert field in p["AccessLogSetting"]["Format"]
 
 
 def test_request_validation(orchestrator_tpl) -> None:
@@ -418,6 +433,39 @@ def test_gateway_errors_use_the_functions_error_shape(orchestrator_tpl) -> None:
         assert responses[kind]["StatusCode"] == status
         assert f'{{"error":{{"code":"{code}","message":' in responses[kind]["ResponseTemplates"]["application/json"]
     assert {"DEFAULT_4XX", "DEFAULT_5XX"} <= set(responses)
+
+
+def _error_body(code: str, message: str) -> dict:
+    return {"application/json": json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":"))}
+
+
+# The peer authorizer's and the usage plans' refusals, answered as the functions answer them.
+EXPECTED_AUTH_RESPONSES = {
+    "UNAUTHORIZED": ("401", "unauthorized", "a peer bearer token is required (Authorization: Bearer <token>)",
+                     {"gatewayresponse.header.WWW-Authenticate": "'Bearer realm=\"flightdeck\"'"}),
+    "ACCESS_DENIED": ("403", "forbidden", "this token is not accepted", None),
+    "INVALID_API_KEY": ("403", "forbidden", "this peer has no usage plan on this agent", None),
+    "QUOTA_EXCEEDED": ("429", "quota_exceeded", "this peer's daily quota is used up", None),
+    "AUTHORIZER_FAILURE": ("503", "service_unavailable", "a dependency is unavailable; retry later",
+                           {"gatewayresponse.header.Retry-After": "'1'"}),
+    "AUTHORIZER_CONFIGURATION_ERROR": ("503", "service_unavailable", "a dependency is unavailable; retry later",
+                                       {"gatewayresponse.header.Retry-After": "'1'"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED_AUTH_RESPONSES))
+def test_authorizer_and_usage_plan_refusals(orchestrator_tpl, kind: str) -> None:
+    responses = [
+        r["Properties"]
+        for r in resources(orchestrator_tpl, "AWS::ApiGateway::GatewayResponse").values()
+        if r["Properties"]["ResponseType"] == kind
+    ]
+    assert len(responses) == 1, kind
+    (got,) = responses
+    status, code, message, headers = EXPECTED_AUTH_RESPONSES[kind]
+    assert got["StatusCode"] == status
+    assert got["ResponseTemplates"] == _error_body(code, message)
+    assert got.get("ResponseParameters") == headers
 
 
 def test_outputs(orchestrator_tpl) -> None:

@@ -138,3 +138,20 @@ def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
     assert (tmp_path / "flightdeck" / "topology.py").is_file()
     assert not list(tmp_path.rglob("__pycache__"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["flightdeck"]
+
+
+def test_usage_plan_key_logical_ids_are_fixed_by_the_peer_alone() -> None:
+    import re
+
+    from infra.usage_plans import plan_key_logical_id
+
+    ids = {peer: plan_key_logical_id(peer) for peer in ("user", "a-b", "ab", "_ab", "orchestrator", "x" * 63)}
+    assert len(set(ids.values())) == len(ids)  # "a-b", "_ab" and "ab" stay apart
+    assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,254}", lid) for lid in ids.values())
+    assert plan_key_logical_id("user") == ids["user"] and ids["user"].startswith("PeerUsagePlanKeyUser")
+
+
+def test_peer_authorizer_reads_the_peer_registry_and_nothing_else() -> None:
+    access = ACCESS[topology.PEER_AUTHORIZER_HANDLER]
+    assert access.read_peers
+    assert not (access.table or access.send or access.send_to_dlq or access.secret or access.peer_tokens or access.model)

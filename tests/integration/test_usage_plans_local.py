@@ -1,8 +1,9 @@
 """Per-peer usage plans end to end on the local stack: the authorizer in front of the peer routes,
 each peer's API key in moto's API Gateway, its limits enforced by the local gateway as API Gateway does.
 
-One agent; four peers with their own plans: alice (defaults), bob (1 request/s, burst 2),
-carol (daily quota 2); dave is registered later, as `flightdeck peers add` would.
+One agent; peers with their own plans: alice (defaults), bob (1 request/s, burst 2),
+carol (daily quota 2); dave and erin are registered later, as `flightdeck peers add` would.
+Callers without a valid token share the "unidentified" plan (1 request/s, burst 3).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import requests
 
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.usage_plans import UsagePlans
-from flightdeck.domain.peer_usage import default_plan_name, peer_plan_name, usage_key
+from flightdeck.domain.peer_usage import (
+    UNIDENTIFIED,
+    default_plan_name,
+    peer_plan_name,
+    unidentified_plan_name,
+    usage_key,
+)
 from flightdeck.domain.peers import new_token
 from flightdeck.local.resources import local_client
 from flightdeck.local.stack import LocalStack
@@ -32,6 +39,8 @@ carol = "{TOKENS['carol']}"
 peer_rate_limit = 50
 peer_burst_limit = 100
 authorizer_cache_s = 300
+unidentified_rate_limit = 1
+unidentified_burst_limit = 3
 [agents.desk.gateway.peer_limits.bob]
 rate_limit = 1
 burst_limit = 2
@@ -75,6 +84,8 @@ def test_the_stack_creates_a_plan_per_named_peer_with_its_key(stack, usage):
     assert usage.lookup(usage_key("desk", "bob")).limits.rate_per_s == 1
     assert usage.lookup(usage_key("desk", "carol")).limits.quota_per_day == 2
     assert usage.plan_id(default_plan_name("desk"))
+    unidentified = usage.lookup(usage_key("desk", UNIDENTIFIED))
+    assert unidentified.plan_id == usage.plan_id(unidentified_plan_name("desk"))
 
 
 def test_a_peer_within_its_plan_is_served(stack):
@@ -84,12 +95,22 @@ def test_a_peer_within_its_plan_is_served(stack):
     assert session_get(stack, TOKENS["alice"], sid).status_code == 200
 
 
-def test_no_token_is_401_and_a_forged_one_403_at_the_gateway(stack):
+def test_no_token_is_401_and_a_forged_one_403(stack):
     bare = session_get(stack, None)
     assert bare.status_code == 401 and bare.headers["WWW-Authenticate"].startswith('Bearer realm="flightdeck"')
     assert bare.json()["error"]["code"] == "unauthorized"
+    time.sleep(1.0)  # the unidentified plan's bucket (shared with the next test) refills
     forged = session_get(stack, new_token("alice"))
     assert forged.status_code == 403 and forged.json()["error"]["code"] == "forbidden"
+
+
+def test_callers_without_a_valid_token_share_one_small_plan_and_cannot_crowd_out_peers(stack):
+    time.sleep(3.0)  # a full bucket
+    forged = [session_get(stack, new_token("mallory")) for _ in range(6)]
+    codes = [r.json()["error"]["code"] for r in forged]
+    assert codes[:3] == ["forbidden"] * 3  # the burst reaches the function, which refuses and audits them
+    assert "throttled" in codes[3:] and {r.status_code for r in forged[3:]} <= {403, 429}
+    assert session_get(stack, TOKENS["alice"]).status_code == 404  # alice is untouched
 
 
 def test_a_peer_over_its_rate_is_throttled_and_others_are_not(stack):

@@ -8,7 +8,16 @@ import pytest
 
 from flightdeck import config_file
 from flightdeck.adapters.usage_plans import KeyPlan
-from flightdeck.domain.peer_usage import PeerLimits, default_plan_name, peer_plan_name, usage_key, usage_plans
+from flightdeck.domain.peer_usage import (
+    UNIDENTIFIED,
+    PeerLimits,
+    default_plan_name,
+    peer_plan_name,
+    unidentified_plan_name,
+    usage_key,
+    usage_plans,
+)
+from flightdeck.domain.peers import check_peer_id, PeerTokenError
 from flightdeck.local.peer_gate import PeerGate, TokenBucket, allows
 
 
@@ -31,14 +40,22 @@ def test_usage_keys_are_stable_distinct_and_within_api_gateway_bounds():
     assert usage_key("a" * 64, "b" * 63) != usage_key("a" * 64, "b" * 62)
 
 
+def test_no_real_peer_can_share_the_unidentified_callers_key():
+    with pytest.raises(PeerTokenError):
+        check_peer_id(UNIDENTIFIED)
+
+
 def test_every_named_peer_has_its_own_plan_and_later_peers_share_the_default_limits():
     defaults = PeerLimits(20, 40)
-    plans = usage_plans("worker", defaults, ["orchestrator", "user"], {"batch": PeerLimits(1, 2, 100)})
-    assert [p.name for p in plans] == [default_plan_name("worker"), peer_plan_name("worker", "batch"),
-                                       peer_plan_name("worker", "orchestrator"), peer_plan_name("worker", "user")]
+    plans = usage_plans("worker", defaults, ["orchestrator", "user"], {"batch": PeerLimits(1, 2, 100)},
+                        unidentified=PeerLimits(5, 10))
+    assert [p.name for p in plans] == [default_plan_name("worker"), unidentified_plan_name("worker"),
+                                       peer_plan_name("worker", "batch"), peer_plan_name("worker", "orchestrator"),
+                                       peer_plan_name("worker", "user")]
     assert plans[0].default and plans[0].peers == () and plans[0].limits == defaults
-    assert plans[1].peers == ("batch",) and plans[1].limits == PeerLimits(1, 2, 100)
-    assert plans[2].limits == defaults
+    assert plans[1].peers == (UNIDENTIFIED,) and plans[1].limits == PeerLimits(5, 10)
+    assert plans[2].peers == ("batch",) and plans[2].limits == PeerLimits(1, 2, 100)
+    assert plans[3].limits == defaults
 
 
 def _deployment(tmp_path, gateway: str):
@@ -58,6 +75,8 @@ def test_the_gateway_section_sets_defaults_and_per_peer_limits(tmp_path):
         peer_rate_limit = 5
         peer_burst_limit = 10
         authorizer_cache_s = 0
+        unidentified_rate_limit = 1
+        unidentified_burst_limit = 3
         [agents.worker.gateway.peer_limits.orchestrator]
         rate_limit = 50
         burst_limit = 100
@@ -67,6 +86,7 @@ def test_the_gateway_section_sets_defaults_and_per_peer_limits(tmp_path):
     plans = {p.name: p for p in spec.usage_plans()}
     assert plans[default_plan_name("worker")].limits == PeerLimits(5, 10, 0)
     assert plans[peer_plan_name("worker", "orchestrator")].limits == PeerLimits(50, 100, 100000)
+    assert plans[unidentified_plan_name("worker")].limits == PeerLimits(1, 3, 0)
     assert spec.gateway.authorizer_cache_s == 0
 
 

@@ -226,6 +226,8 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
     }
     for name, spec in agents.items():
         spec["name"] = name
+        # The bench measures the system, not its throttles: each peer's usage plan is far above the load.
+        spec["gateway"] = {"peer_rate_limit": 10_000, "peer_burst_limit": 5_000}
         spec["callback_secret"] = f"bench-only-{name}-callback-secret-0123456789abcdef"
         if name != WORKER:
             # Read from Secrets Manager (moto) like a deployed function; counted.
@@ -294,10 +296,16 @@ class StackRun:
         if not self.peer_tokens:
             return
         from flightdeck.adapters.peer_registry import PeerRegistry
+        from flightdeck.adapters.usage_plans import UsagePlans
+        from flightdeck.domain.peer_usage import default_plan_name
+        from flightdeck.local.resources import local_client
 
-        PeerRegistry(f"{WORKER}-state", client=self.dynamodb).add(DELEGATOR, self.peer_tokens[DELEGATOR], replace=True)
-        for agent in (DELEGATOR, COLLECTOR, TIMEKEEPER):
-            PeerRegistry(f"{agent}-state", client=self.dynamodb).add(BENCH_PEER, self.peer_tokens[BENCH_PEER], replace=True)
+        usage = UsagePlans(local_client("apigateway", self.stack.moto_endpoint))
+        callers = [(WORKER, DELEGATOR)] + [(agent, BENCH_PEER) for agent in (DELEGATOR, COLLECTOR, TIMEKEEPER)]
+        for agent, peer in callers:
+            # As `flightdeck peers add` does: the token's hash, and a key in the agent's default usage plan.
+            PeerRegistry(f"{agent}-state", client=self.dynamodb).add(peer, self.peer_tokens[peer], replace=True)
+            usage.ensure_peer_key(agent, peer, usage.plan_id(default_plan_name(agent)))
 
     def __exit__(self, *exc: Any) -> None:
         try:

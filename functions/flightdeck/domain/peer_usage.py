@@ -13,7 +13,11 @@ the stack, the local runtime and `flightdeck peers add` all arrive at the same v
 
 Plans: each peer named in the configuration has its own plan (its limits, or the
 agent's defaults); peers added later with `flightdeck peers add` get a key in the
-agent's default plan (the default limits, per peer). No AWS here.
+agent's default plan (the default limits, per peer). Callers without a valid token
+(unknown, forged, revoked, malformed) share one more plan, "unidentified", with low
+limits: the authorizer lets them through to the function, which refuses them (401/403)
+and writes their audit line with the payload's hash, while their volume stays bounded
+and cannot use up what the peers may send. No AWS here.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from typing import Iterable, Mapping
 from flightdeck.domain.peers import AuthResult, AuthStatus, PeerRegistryPort, authenticate, bearer_token
 
 USAGE_KEY_PREFIX = "fdu-"
+# The pseudo-peer every caller without a valid token is metered as. "_" is not allowed in
+# peer ids (flightdeck.domain.peers), so no real peer can share its key.
+UNIDENTIFIED = "_unidentified"
 
 
 def usage_key(agent: str, peer_id: str) -> str:
@@ -46,6 +53,10 @@ def peer_plan_name(agent: str, peer_id: str) -> str:
     return f"flightdeck-{agent}-peer-{peer_id}"
 
 
+def unidentified_plan_name(agent: str) -> str:
+    return f"flightdeck-{agent}-unidentified"
+
+
 @dataclass(frozen=True)
 class PeerLimits:
     rate_per_s: float  # steady requests per second (token bucket refill)
@@ -62,9 +73,11 @@ class UsagePlanSpec:
 
 
 def usage_plans(agent: str, defaults: PeerLimits, known_peers: Iterable[str],
-                overrides: Mapping[str, PeerLimits]) -> list[UsagePlanSpec]:
-    """The default plan, then one plan per known peer (its override, else the defaults), sorted by peer."""
-    plans = [UsagePlanSpec(default_plan_name(agent), defaults, (), default=True)]
+                overrides: Mapping[str, PeerLimits], unidentified: PeerLimits) -> list[UsagePlanSpec]:
+    """The default plan, the unidentified callers' plan, then one plan per known peer (its override,
+    else the defaults), sorted by peer."""
+    plans = [UsagePlanSpec(default_plan_name(agent), defaults, (), default=True),
+             UsagePlanSpec(unidentified_plan_name(agent), unidentified, (UNIDENTIFIED,))]
     for peer_id in sorted(set(known_peers) | set(overrides)):
         plans.append(UsagePlanSpec(peer_plan_name(agent, peer_id), overrides.get(peer_id, defaults), (peer_id,)))
     return plans
@@ -72,22 +85,25 @@ def usage_plans(agent: str, defaults: PeerLimits, known_peers: Iterable[str],
 
 @dataclass(frozen=True)
 class Authorization:
-    """The authorizer's answer: 401 (no usable token), 403 (refused), or allowed under a usage key."""
+    """The authorizer's answer: the usage key the request is metered under, and who the caller is."""
 
     result: AuthResult
-    usage_key: str | None = None
+    usage_key: str
 
     @property
-    def unauthenticated(self) -> bool:
-        return self.result.status is AuthStatus.MALFORMED
+    def peer_id(self) -> str | None:
+        """The authenticated peer; None for an unidentified caller (the function will refuse it)."""
+        return self.result.peer_id if self.result.ok else None
 
 
 def authorize(registry: PeerRegistryPort, agent: str, authorization_header: str | None, now_ms: int) -> Authorization:
-    """The peer routes' gate: the bearer token against the registry; an allowed peer's usage key."""
+    """Meter the request: an authenticated peer under its own key, anyone else under the unidentified key.
+
+    It refuses nobody: the route's function checks the token on every request (a consistent
+    read) and answers 401/403 with an audit line holding the payload's hash, which a refusal
+    here could not write (an authorizer never sees the body)."""
     token = bearer_token(authorization_header)
-    if token is None:
-        return Authorization(AuthResult(AuthStatus.MALFORMED))
-    result = authenticate(registry, token, now_ms)
-    if not result.ok or result.peer_id is None:
-        return Authorization(result)
-    return Authorization(result, usage_key(agent, result.peer_id))
+    result = authenticate(registry, token, now_ms) if token is not None else AuthResult(AuthStatus.MALFORMED)
+    if result.ok and result.peer_id is not None:
+        return Authorization(result, usage_key(agent, result.peer_id))
+    return Authorization(result, usage_key(agent, UNIDENTIFIED))
