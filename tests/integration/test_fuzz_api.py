@@ -22,7 +22,12 @@ OUTCOMES: collections.Counter[str] = collections.Counter()
 
 @pytest.fixture(scope="module")
 def orchestrator_url():
-    with LocalStack(config_file.DEFAULT_CONFIG, relay=None) as stack:
+    deployment = config_file.load(config_file.DEFAULT_CONFIG)
+    # The fuzzer probes the functions faster than the example's usage plans allow (it would meet
+    # 429 where it expects 401/403); the plans themselves are tested in test_usage_plans_local.py.
+    deployment.agents["orchestrator"].gateway = config_file.GatewaySection(
+        peer_rate_limit=10_000, peer_burst_limit=5_000, unidentified_rate_limit=10_000, unidentified_burst_limit=5_000)
+    with LocalStack(deployment, relay=None) as stack:
         yield stack.urls["orchestrator"]
     print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items())))
 

@@ -36,8 +36,19 @@ def document() -> dict[str, Any]:
     }
     for route in topology.ROUTES:
         operation = doc["paths"].get(route.path, {}).get(route.method.lower())
-        if operation is not None and route.auth == topology.PEER_AUTH:
+        if operation is None:
+            continue
+        responses = operation.setdefault("responses", {})
+        if route.auth == topology.PEER_AUTH:
             operation["security"] = [{PEER_TOKEN_SCHEME: []}]
+            responses.setdefault("429", {"description": "Over the stage's throttle (`throttled`), or over the calling "
+                                                        "peer's usage plan: its rate (`throttled`) or daily quota "
+                                                        "(`quota_exceeded`)"})
+        else:
+            responses.setdefault("429", {"description": "Over the stage's throttle (`throttled`)"})
+        if route.auth != topology.PUBLIC:
+            responses.setdefault("503", {"description": "A dependency is unavailable (`service_unavailable`); "
+                                                        "retry after `Retry-After` seconds"})
     _one_error_shape(doc)
     return doc
 
