@@ -93,7 +93,7 @@ callback_secret = "test-only-slowpoke-secret-0123456789abcdef012"
 [agents.slowpoke.peers]
 orchestrator = "{ORCHESTRATOR_TOKEN}"
 [agents.slowpoke.model]
-think_delay_ms = 3000
+think_delay_ms = 2000     # answers while the orchestrator restarts: delivery retries until it is back
 """
 
 
@@ -252,6 +252,10 @@ def test_a_worker_killed_mid_task_ends_in_a_timeout_and_the_turn_completes(stack
 
 
 def test_tokens_minted_before_a_secret_rotation_still_deliver(stack):
+    # Warm the slowpoke's gateway (authorizer) and API function first: their cold imports on a
+    # loaded 2-core machine would otherwise eat into the orchestrator's 6 s deadline.
+    requests.get(f"{stack.urls['slowpoke']}/api/sessions/warm-up", timeout=10,
+                 headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
     sid = chat(stack, "@slowpoke answer across the rotation")
     wait_for(lambda: stack.records.find("orchestrator", timeline="dispatched", session_id=sid), 10, "not dispatched")
     stack.rotate_secret("orchestrator", "test-only-rotated-orchestrator-secret-9876543210")

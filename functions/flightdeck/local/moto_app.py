@@ -12,28 +12,42 @@ both succeed. DynamoDB makes each request atomic, so this server runs one
 request at a time. The one exception is SQS ReceiveMessage: a long poll waits
 inside moto on the queue's own lock, and holding ours through it would stall
 every other caller.
+
+It also gives TransactWriteItems DynamoDB's idempotency, which moto lacks: botocore
+fills ClientRequestToken once per call, so an SDK retry of a transaction that did
+commit (its answer lost on the way) is answered with the first success, as DynamoDB
+answers within 10 minutes, instead of failing its conditions against its own writes.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from flightdeck.local.net import base_url, listen
 
 
 _UNSERIALIZED_TARGETS = {"AmazonSQS.ReceiveMessage"}
+_TRANSACT_WRITE = "DynamoDB_20120810.TransactWriteItems"
+# How long DynamoDB remembers a ClientRequestToken.
+IDEMPOTENCY_WINDOW_S = 600.0
 
 
 class SerializedApp:
     """A WSGI wrapper that lets one request at a time into moto (long polls excepted)."""
 
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, clock: Any = time.monotonic):
         self.app = app
+        self.clock = clock
         self._lock = threading.Lock()
+        # ClientRequestToken -> (when, status, headers, body) of a committed TransactWriteItems.
+        self._committed: dict[str, tuple[float, str, list[tuple[str, str]], list[bytes]]] = {}
 
     @staticmethod
     def _is_long_poll(environ: dict[str, Any]) -> bool:
@@ -44,9 +58,44 @@ class SerializedApp:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if self._is_long_poll(environ):
             return self.app(environ, start_response)
+        token = self._transaction_token(environ)
         with self._lock:
+            if token is not None:
+                return self._idempotent(token, environ, start_response)
             # Produce the whole body inside the lock: a lazy iterable would run moto after it.
             return list(self.app(environ, start_response))
+
+    @staticmethod
+    def _transaction_token(environ: dict[str, Any]) -> str | None:
+        """A TransactWriteItems' ClientRequestToken (its body is read, and put back for moto)."""
+        if environ.get("HTTP_X_AMZ_TARGET") != _TRANSACT_WRITE:
+            return None
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            token = json.loads(body or b"{}").get("ClientRequestToken")
+        except (ValueError, AttributeError):
+            return None
+        return token if isinstance(token, str) and token else None
+
+    def _idempotent(self, token: str, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        now = self.clock()
+        self._committed = {t: c for t, c in self._committed.items() if now - c[0] < IDEMPOTENCY_WINDOW_S}
+        if token in self._committed:
+            _, status, headers, body = self._committed[token]
+            start_response(status, headers)
+            return body
+        seen: dict[str, Any] = {}
+
+        def recording_start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            seen.update(status=status, headers=list(headers))
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+        body = list(self.app(environ, recording_start_response))
+        if str(seen.get("status", "")).startswith("200"):
+            self._committed[token] = (now, seen["status"], seen["headers"], body)
+        return body
 
 
 def serialized_moto_app() -> SerializedApp:
