@@ -9,6 +9,7 @@ from constructs import Construct
 from flightdeck.config_file import DeploymentFile
 
 from .access import Permissions
+from .alarms import AlarmTopic
 from .api import Api
 from .bundling import BundleSettings, lambda_code
 from .environment import agent_environment
@@ -30,7 +31,7 @@ def resource_prefix(agent: str) -> str:
 
 
 class FlightdeckStack(Stack):
-    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, functions, schedule, secret."""
+    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, alarm topic, functions, schedule, secret."""
 
     def __init__(
         self,
@@ -52,6 +53,9 @@ class FlightdeckStack(Stack):
 
         state = StateTable(self, "State", retain=retain)
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
+        alarms = AlarmTopic(self, "Alarms", agent=agent, alarm_prefix=prefix, emails=spec.deploy.alarm_emails)
+        for pair in queues.pairs.values():
+            alarms.notify(pair.dlq_alarm)
         secret = CallbackSecret(self, "CallbackSecret", agent=agent)
         peer_tokens = PeerTokensSecret(self, "PeerTokens", agent=agent)
 
@@ -127,6 +131,9 @@ class FlightdeckStack(Stack):
         CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,
                   description=("Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
                                "after deploy in it (the peers of the config file have their own plans)"))
+        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
+                  description=(f"SNS topic the alarms of {agent} notify (ALARM and OK): subscribe with "
+                               "deploy.alarm_emails or `aws sns subscribe`"))
         self.api = api
         self.functions = functions
         self.usage_plans = usage_plans

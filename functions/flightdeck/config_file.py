@@ -8,6 +8,7 @@ agent's URL (its local URL locally, its `deploy.peer_urls` entry on AWS).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,21 @@ class DeploySection(BaseModel):
     throttle_rate: int = Field(50, gt=0)
     throttle_burst: int = Field(100, gt=0)
     retain_data: bool = True
+    # E-mail addresses subscribed to the agent's alarm topic (each must confirm the subscription).
+    alarm_emails: list[str] = Field(default_factory=list)
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _alarm_emails(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for email in value:
+            # local@domain.tld: no spaces, one @, a dot in the domain (SNS sends the confirmation)
+            if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s.]+", email):
+                raise ValueError(f"alarm_emails: {email!r} is not an e-mail address")
+            if email.lower() in seen:
+                raise ValueError(f"alarm_emails: {email!r} is listed twice")
+            seen.add(email.lower())
+        return value
 
 
 class PeerLimitsSection(BaseModel):

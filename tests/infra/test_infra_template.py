@@ -127,6 +127,87 @@ def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
     assert watched == dlqs and len(dlqs) == len(topology.QUEUES)
 
 
+
+# --- alarm notifications ---------------------------------------------------------------
+
+
+ACCOUNT = {"orchestrator": {"Ref": "AWS::AccountId"}, "planner": "123456789012"}  # planner: deploy.account
+
+
+def _from_our_alarms(statement: dict, agent: str) -> bool:
+    """Conditions admitting only this account's alarms named flightdeck-<agent>-*."""
+    condition = statement["Condition"]
+    arn = condition["ArnLike"]["aws:SourceArn"]
+    arn = arn if isinstance(arn, str) else arn["Fn::Join"][1][-1]
+    return condition["StringEquals"] == {"aws:SourceAccount": ACCOUNT[agent]} and arn.endswith(
+        f":alarm:flightdeck-{agent}-*"
+    )
+
+
+def _alarm_topic(template) -> tuple[str, dict]:
+    (lid,) = resources(template, "AWS::SNS::Topic")
+    return lid, template["Resources"][lid]["Properties"]
+
+
+@pytest.mark.parametrize("agent", ["orchestrator", "planner"])
+def test_alarm_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synth, agent: str) -> None:
+    template = synth.templates[f"Flightdeck-{agent}"]
+    _, topic = _alarm_topic(template)
+    assert topic["TopicName"] == f"flightdeck-{agent}-alarms"
+    (key_id,) = referenced_ids(topic["KmsMasterKeyId"])
+    key = template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    # the AWS managed alias/aws/sns would not do: CloudWatch cannot be allowed to use it
+    (grant,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
+                if st.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert grant["Effect"] == "Allow"
+    assert sorted(actions(grant)) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert _from_our_alarms(grant, agent), grant["Condition"]
+
+
+@pytest.mark.parametrize("agent", ["orchestrator", "planner"])
+def test_alarm_topic_policy_refuses_plain_http_and_admits_only_our_alarms(synth, agent: str) -> None:
+    template = synth.templates[f"Flightdeck-{agent}"]
+    topic_id, _ = _alarm_topic(template)
+    (policy,) = resources(template, "AWS::SNS::TopicPolicy").values()
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    deny = [st for st in statements if st["Effect"] == "Deny"]
+    assert len(deny) == 1
+    assert deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} and deny[0]["Principal"] == "*"
+    allow = [st for st in statements if st["Effect"] == "Allow"]
+    assert len(allow) == 1
+    assert allow[0]["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and actions(allow[0]) == ["sns:Publish"]
+    assert allow[0]["Resource"] == {"Ref": topic_id}
+    assert _from_our_alarms(allow[0], agent), allow[0]["Condition"]
+
+
+@pytest.mark.parametrize("agent", ["orchestrator", "planner"])
+def test_every_dlq_alarm_notifies_the_topic(synth, agent: str) -> None:
+    template = synth.templates[f"Flightdeck-{agent}"]
+    topic_id, _ = _alarm_topic(template)
+    alarms = resources(template, "AWS::CloudWatch::Alarm").values()
+    names = set()
+    for alarm in alarms:
+        p = alarm["Properties"]
+        names.add(p["AlarmName"])
+        assert p["AlarmActions"] == [{"Ref": topic_id}], p["AlarmName"]
+        assert p["OKActions"] == [{"Ref": topic_id}], p["AlarmName"]  # "the DLQ is empty again"
+        assert p.get("ActionsEnabled", True) is True
+    assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES}
+
+
+def test_no_alarm_emails_no_subscriptions(orchestrator_tpl) -> None:
+    assert resources(orchestrator_tpl, "AWS::SNS::Subscription") == {}
+
+
+@pytest.mark.parametrize("agent", ["orchestrator", "planner"])
+def test_alarm_topic_arn_output(synth, agent: str) -> None:
+    template = synth.templates[f"Flightdeck-{agent}"]
+    topic_id, _ = _alarm_topic(template)
+    assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
+
+
 def test_visibility_timeout_is_six_times_the_consumer_timeout(orchestrator_tpl) -> None:
     for spec in topology.QUEUES:
         timeout = function(orchestrator_tpl, spec.handler)["Timeout"]

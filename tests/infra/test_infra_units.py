@@ -155,3 +155,25 @@ def test_peer_authorizer_reads_the_peer_registry_and_nothing_else() -> None:
     access = ACCESS[topology.PEER_AUTHORIZER_HANDLER]
     assert access.read_peers
     assert not (access.table or access.send or access.send_to_dlq or access.secret or access.peer_tokens or access.model)
+
+
+def test_alarm_emails_default_to_none() -> None:
+    assert config_file.DeploySection().alarm_emails == []
+
+
+def test_alarm_emails_accept_addresses() -> None:
+    emails = ["ops@example.com", "on.call+flightdeck@mail.example.co.uk"]
+    assert config_file.DeploySection(alarm_emails=emails).alarm_emails == emails
+
+
+@pytest.mark.parametrize(
+    "bad", ["ops", "ops@example", "ops@@example.com", "o ps@example.com", "ops@example.com ", "", "ops@example."]
+)
+def test_alarm_emails_refuse_what_is_not_an_address(bad: str) -> None:
+    with pytest.raises(ValueError, match="alarm_emails"):
+        config_file.DeploySection(alarm_emails=[bad])
+
+
+def test_alarm_emails_refuse_duplicates() -> None:
+    with pytest.raises(ValueError, match="listed twice"):
+        config_file.DeploySection(alarm_emails=["ops@example.com", "OPS@example.com"])
