@@ -12,8 +12,6 @@ stack must create exactly those, whatever else the domain adds to them.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from template_queries import (
     resources,
     usage_plans_by_name,
 )
+from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
 
 pytestmark = pytest.mark.slow
 
@@ -193,52 +192,18 @@ def test_peer_usage_plan_id_output(synth, agent: str) -> None:
 
 @pytest.fixture(scope="module")
 def limits_synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import aws_cdk as cdk
-
-    from infra.bundling import BundleSettings
-    from infra.deployment import add_nag
-    from infra.stack import FlightdeckStack
-
     deployment = config_file.load(EXAMPLE)
     deployment.agents["worker"].gateway = config_file.GatewaySection.model_validate(GATEWAY)
-    outdir = tmp_path_factory.mktemp("cdk.out.gateway")
-    app = cdk.App(outdir=str(outdir), context={"bundleDeps": False})
-    FlightdeckStack(
-        app, "Flightdeck-worker", deployment=deployment, agent="worker", bundle=BundleSettings.from_context(app.node)
-    )
-    add_nag(app)
-    error = None
-    try:
-        app.synth()
-    except Exception as exc:  # noqa: BLE001 - reported by the test below
-        error = str(exc)
-    report = outdir / "validation-report.json"
-    return {
-        "spec": deployment.agents["worker"],
-        "template": json.loads((outdir / "Flightdeck-worker.template.json").read_text()),
-        "file": outdir / "Flightdeck-worker.template.json",
-        "error": error,
-        "report": json.loads(report.read_text()) if report.is_file() else None,
-    }
+    return synth_with_nag(deployment, "worker", tmp_path_factory.mktemp("cdk.out.gateway"))
 
 
 def test_gateway_section_passes_cdk_nag(limits_synth) -> None:
-    report = limits_synth["report"] or {}
-    violations = [
-        f"{v['ruleName']} at {[c['constructPath'] for c in v['violatingConstructs']]}"
-        for plugin in report.get("pluginReports", [])
-        if plugin["pluginName"].startswith("AwsSolutions")
-        for v in plugin.get("violations", [])
-    ]
+    violations = nag_violations(limits_synth)
     assert limits_synth["error"] is None and violations == [], "\n".join(violations) or limits_synth["error"]
 
 
 def test_gateway_section_passes_cfn_lint(limits_synth) -> None:
-    from test_infra_cfn_lint import _cfn_lint
-
-    result = subprocess.run([*_cfn_lint(), "--format", "json", str(limits_synth["file"])],
-                            capture_output=True, text=True, timeout=300, check=False)
-    errors = [m for m in json.loads(result.stdout or "[]") if m["Level"] == "Error"]
+    errors = cfn_lint_errors(limits_synth["file"])
     assert errors == [], errors
 
 

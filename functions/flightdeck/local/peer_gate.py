@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import json
 import logging
 import threading
 import time
@@ -209,7 +208,3 @@ class PeerGate:
                     return QUOTA_EXCEEDED, key
                 self._used_today[day] = self._used_today.get(day, 0) + 1
         return None, key
-
-
-def refusal_body(refusal: Refusal) -> bytes:
-    return json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
