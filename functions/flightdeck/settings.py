@@ -74,6 +74,9 @@ class Settings(BaseModel):
     max_tools_per_turn: Annotated[int, Field(gt=0, le=50)] = Field(20, alias="MAX_TOOLS_PER_TURN")
     # Attempts before a dispatch is given up and recorded as dispatch_failed.
     dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(6, alias="DISPATCH_MAX_ATTEMPTS")
+    # Think attempts on a retryable model error (throttling, 5xx), with backoff, before the turn
+    # ends with an error answer. Below the turns queue's receive limit (topology), so it ends first.
+    model_max_attempts: Annotated[int, Field(gt=0, le=4)] = Field(3, alias="MODEL_MAX_ATTEMPTS")
 
     @field_validator("allowed_host_mapping", mode="before")
     @classmethod

@@ -25,6 +25,8 @@ from botocore.exceptions import ClientError
 from flightdeck import topology
 from flightdeck.domain.records import (
     Iteration,
+    ItemTooLargeError,
+    MessageSlot,
     RecordOutcome,
     ReplyRoute,
     ResultSource,
@@ -34,6 +36,7 @@ from flightdeck.domain.records import (
     ToolResult,
     TurnAggregation,
 )
+from flightdeck.domain.liveness import Overdue
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -42,6 +45,12 @@ SHARD, DUE = topology.DEADLINE_SHARD_ATTRIBUTE, topology.DEADLINE_AT_ATTRIBUTE
 
 META = "META"
 ROUTE = "ROUTE"
+# A committed write that makes a think due (a new message, a completed turn) also marks it
+# owed on the session, in the deadline index, due this long after: the sweep re-sends an
+# owed think still unstarted by then (flightdeck.domain.liveness). The think's first write
+# clears the mark, so on the happy path the recovery costs no request.
+OWED_THINK_GRACE_MS = 5_000
+OWED = "owed_think"
 
 
 def _pk(session_id: str) -> str:
@@ -56,8 +65,16 @@ def _result_sk(turn: int, tool_use_id: str) -> str:
     return f"RESULT#{turn:06d}#{tool_use_id}"
 
 
-def _msg_sk(seq: int) -> str:
-    return f"MSG#{seq:06d}"
+def _msg_sk(turn: int, slot: int) -> str:
+    # Ordered by think iteration, then by its place in it (flightdeck.domain.records.MessageSlot):
+    # a message's key is known before it is written, so an append is one conditional put.
+    return f"MSG#{turn:06d}#{int(slot)}"
+
+
+def _dumps(value: Any) -> str:
+    # Stored as UTF-8 without escaping: the stored size is the text's own size (an escaped
+    # non-ASCII character would take up to 6 bytes against DynamoDB's 400 KB item limit).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _iter_sk(turn: int) -> str:
@@ -88,13 +105,54 @@ def _is_condition_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
+def _too_large(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    return error.get("Code") == "ValidationException" and "size" in str(error.get("Message", "")).lower()
+
+
+def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[str, Any]]:
+    """The Converse messages, rebuilt from what is stored once: the message items in key order,
+    and after an assistant message that called tools in a turn that has completed, the user
+    message of their results, built from the turn's result items in call order."""
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    for i in items:
+        if i[SK].startswith("RESULT#"):
+            results.setdefault(int(i[SK].split("#")[1]), {})[i["tool_use_id"]] = i
+    stored = sorted((i for i in items if i[SK].startswith("MSG#")), key=lambda i: i[SK])
+    messages: list[dict[str, Any]] = []
+    for index, item in enumerate(stored):
+        message = json.loads(item["content"])
+        messages.append(message)
+        turn = int(item.get("turn", 0))
+        uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
+        if message.get("role") != "assistant" or not uses or turn >= current_turn:
+            continue
+        following = json.loads(stored[index + 1]["content"]) if index + 1 < len(stored) else {}
+        if any("toolResult" in b for b in following.get("content", [])):
+            continue  # the results were stored with the message (a canceled turn's closing)
+        got = results.get(turn, {})
+        messages.append({"role": "user", "content": [
+            _result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]})
+    return messages
+
+
+def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
+    if item is None:
+        # Every completion writes a result for each expected id: this is an id past the hard limit.
+        return ToolResult(tool_use_id, "error", json.dumps({"status": "error", "reason": "missing"}),
+                          ResultSource.TIMEOUT)
+    return ToolResult(item["tool_use_id"], item["result_status"], item["text"], ResultSource(item["source"]))
+
+
 class StateStore:
     """All of one agent's DynamoDB state. `clock` returns epoch milliseconds."""
 
-    def __init__(self, table_name: str, client: Any = None, clock: Callable[[], int] | None = None):
+    def __init__(self, table_name: str, client: Any = None, clock: Callable[[], int] | None = None,
+                 owed_think_grace_ms: int = OWED_THINK_GRACE_MS):
         self.table = table_name
         self._client = client
         self._clock = clock or (lambda: int(time.time() * 1000))
+        self.owed_think_grace_ms = owed_think_grace_ms
 
     @property
     def client(self) -> Any:
@@ -150,10 +208,16 @@ class StateStore:
                 self.client.transact_write_items(TransactItems=items)
                 return None
             except ClientError as exc:
+                if _too_large(exc):
+                    raise ItemTooLargeError(str(exc.response.get("Error", {}).get("Message", ""))) from exc
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = {r.get("Code") for r in reasons}
+                if any(r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower()
+                       for r in reasons):
+                    raise ItemTooLargeError(next(str(r.get("Message")) for r in reasons
+                                                 if r.get("Code") == "ValidationError")) from exc
                 if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
                     return reasons or [{"Code": "ConditionalCheckFailed"}]
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -165,17 +229,21 @@ class StateStore:
         meta = next((i for i in items if i[SK] == META), None)
         if meta is None:
             return None
-        messages = [json.loads(i["content"]) for i in items if i[SK].startswith("MSG#")]
+        turn = int(meta["turn"])
         return Session(
             session_id=session_id,
             status=meta["status"],
-            turn=int(meta["turn"]),
-            messages=messages,
+            turn=turn,
+            messages=_conversation(items, turn),
             created_at=int(meta.get("created_at", 0)),
             updated_at=int(meta.get("updated_at", 0)),
             parent=json.loads(meta.get("parent", "{}")),
             owner=meta.get("owner", ""),
+            user_messages=int(meta.get("msg_count", 0)),
         )
+
+    def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
+        return _vals(owed=turn, shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms)
 
     def start_turn_with_message(
         self,
@@ -207,7 +275,9 @@ class StateStore:
                     "TableName": self.table,
                     "Item": _item(**{PK: pk, SK: META, "status": "busy", "turn": 1, "msg_count": 1,
                                      "created_at": now, "updated_at": now, TTL: expires,
-                                     "parent": json.dumps(parent or {}), "owner": owner}),
+                                     "parent": json.dumps(parent or {}), "owner": owner,
+                                     OWED: 1, SHARD: deadline_shard(session_id),
+                                     DUE: now + self.owed_think_grace_ms}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
                 }
@@ -217,10 +287,11 @@ class StateStore:
                 raise SessionNotFoundError(session_id)
             if meta["status"] != "idle":
                 raise SessionBusyError(session_id)
-            turn, seq = int(meta["turn"]) + 1, int(meta["msg_count"]) + 1
-            condition = "#status = :idle AND msg_count = :prev"
-            names = {"#status": "status", "#ttl": TTL}
-            values = _vals(busy="busy", idle="idle", turn=turn, seq=seq, now=now, exp=expires, prev=seq - 1)
+            turn, seq = int(meta["turn"]) + 1, int(meta.get("msg_count", 0)) + 1
+            condition = "#status = :idle AND turn = :prevturn"
+            names = {"#status": "status", "#ttl": TTL, "#owed": OWED, "#shard": SHARD, "#due": DUE}
+            values = _vals(busy="busy", idle="idle", turn=turn, seq=seq, now=now, exp=expires, prevturn=turn - 1)
+            values.update(self._owed_values(session_id, turn, now))
             if owner is not None:
                 condition += " AND #owner = :owner"
                 names["#owner"] = "owner"
@@ -229,13 +300,14 @@ class StateStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, #ttl = :exp",
+                    "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, "
+                                        "#ttl = :exp, #owed = :owed, #shard = :shard, #due = :due",
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,
                 }
             })
-        ops.append(self._put_message_op(pk, seq, message, turn, expires))
+        ops.append(self._put_message_op(pk, turn, MessageSlot.INPUT, message, expires))
         if route is not None:
             service, token, ttl_ms = route
             ops.append({
@@ -258,46 +330,44 @@ class StateStore:
             raise SessionBusyError(session_id)
         return turn
 
-    def _put_message_op(self, pk: str, seq: int, message: dict[str, Any], turn: int, expires: int) -> dict[str, Any]:
+    def _put_message_op(self, pk: str, turn: int, slot: int, message: dict[str, Any], expires: int) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: pk, SK: _msg_sk(seq), "content": json.dumps(message), "turn": turn, TTL: expires}),
+                "Item": _item(**{PK: pk, SK: _msg_sk(turn, slot), "content": _dumps(message), "turn": turn,
+                                 TTL: expires}),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
             }
         }
 
-    def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int) -> bool:
-        """Append a message at the next sequence number; idempotent for the same (turn, message).
+    def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int,
+                       slot: int = MessageSlot.REPLY) -> bool:
+        """Store a message at its place in think iteration `turn`; False if that place is taken (a redelivery).
 
-        Only the turn worker appends while a session is busy (the FIFO group
-        serialises it), so the next sequence number is the message count + 1; the
-        conditions refuse anything else.
+        One transaction and no read, whatever the conversation's length: the message's key is
+        (turn, slot), and the same write clears the session's owed-think mark (the think has started).
         """
         pk = _pk(session_id)
-        meta = self._get(pk, META)
-        if meta is None:
-            raise LookupError(session_id)
-        existing = [json.loads(i["content"]) for i in self._query_prefix(pk, "MSG#") if int(i.get("turn", 0)) == turn]
-        if message in existing:
-            return False
-        seq = int(meta["msg_count"]) + 1
         ops = [
+            self._put_message_op(pk, turn, slot, message, self._expiry(retention_ms)),
             {
                 "Update": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET msg_count = :seq, updated_at = :now",
-                    "ConditionExpression": "msg_count = :prev",
-                    "ExpressionAttributeValues": _vals(seq=seq, prev=seq - 1, now=self.now_ms()),
+                    "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
+                    "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
+                    "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
+                    "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
                 }
             },
-            self._put_message_op(pk, seq, message, turn, self._expiry(retention_ms)),
         ]
-        if self._transact(ops) is not None:
-            raise RuntimeError(f"concurrent append to session {session_id}")
-        return True
+        reasons = self._transact(ops)
+        if reasons is None:
+            return True
+        if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            return False
+        raise LookupError(f"session {session_id} is not at turn {turn}")
 
     def finish_session_turn(self, session_id: str, turn: int) -> bool:
         """busy -> idle at the end of turn `turn`; False if already done."""
@@ -352,7 +422,7 @@ class StateStore:
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=_item(**{PK: _pk(session_id), SK: _iter_sk(turn), "reply": json.dumps(reply),
+                Item=_item(**{PK: _pk(session_id), SK: _iter_sk(turn), "reply": _dumps(reply),
                               "effects_done": False, TTL: self._expiry(retention_ms)}),
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PK},
@@ -405,10 +475,7 @@ class StateStore:
         )
 
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]:
-        return [
-            ToolResult(i["tool_use_id"], i["result_status"], i["text"], ResultSource(i["source"]))
-            for i in self._query_prefix(_pk(session_id), f"RESULT#{turn:06d}#")
-        ]
+        return [_result_of(i, i["tool_use_id"]) for i in self._query_prefix(_pk(session_id), f"RESULT#{turn:06d}#")]
 
     def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int) -> RecordOutcome:
         """Write one result at most once and count it toward its waiting turn, atomically."""
@@ -486,9 +553,12 @@ class StateStore:
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: _pk(session_id), SK: META}),
-                "UpdateExpression": "SET turn = :next, updated_at = :now",
+                # The next think is owed from this commit on: the sweep re-sends it if it never starts.
+                "UpdateExpression": "SET turn = :next, updated_at = :now, #owed = :owed, #shard = :shard, #due = :due",
                 "ConditionExpression": "turn = :turn",
-                "ExpressionAttributeValues": _vals(next=turn + 1, turn=turn, now=now),
+                "ExpressionAttributeNames": {"#owed": OWED, "#shard": SHARD, "#due": DUE},
+                "ExpressionAttributeValues": {**_vals(next=turn + 1, turn=turn, now=now),
+                                              **self._owed_values(session_id, turn + 1, now)},
             }
         }
 
@@ -529,9 +599,10 @@ class StateStore:
                 return False  # someone else completed it
         return False
 
-    def list_overdue(self, now_ms: int, limit: int = 100) -> list[tuple[str, int]]:
-        """(session_id, turn) of waiting turns past their deadline, from the sparse index only."""
-        overdue: list[tuple[str, int]] = []
+    def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]:
+        """What the sparse index says is due: waiting turns past their deadline, and owed thinks
+        past their grace (on the session's META item). Reads only those items, never the table."""
+        overdue: list[Overdue] = []
         for shard in range(topology.DEADLINE_SHARDS):
             kwargs: dict[str, Any] = {
                 "TableName": self.table,
@@ -543,8 +614,31 @@ class StateStore:
             }
             resp = self.client.query(**kwargs)
             for item in map(_plain, resp.get("Items", [])):
-                overdue.append((item[PK][2:], int(item[SK].split("#")[1])))
+                sid = item[PK][2:]
+                if item[SK] == META:
+                    overdue.append(Overdue(sid, int(item.get(OWED, item.get("turn", 0))), "think", int(item[DUE])))
+                elif item[SK].startswith("TURN#"):
+                    overdue.append(Overdue(sid, int(item[SK].split("#")[1]), "deadline", int(item[DUE])))
         return overdue
+
+    def owed_think(self, session_id: str) -> int | None:
+        """The think iteration a session is owed (committed as due, not yet started), or None."""
+        meta = self._get(_pk(session_id), META)
+        if meta is None or meta.get("status") != "busy" or OWED not in meta:
+            return None
+        return int(meta[OWED]) if int(meta[OWED]) == int(meta["turn"]) else None
+
+    def clear_owed_think(self, session_id: str, turn: int) -> None:
+        """Drop a stale owed mark (the session moved on without clearing it)."""
+        try:
+            self.client.update_item(
+                TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: META}),
+                UpdateExpression="REMOVE #owed, #shard, #due", ConditionExpression="#owed = :turn",
+                ExpressionAttributeNames={"#owed": OWED, "#shard": SHARD, "#due": DUE},
+                ExpressionAttributeValues=_vals(turn=turn))
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
 
     # --- dispatch claims (A side) ----------------------------------------------------------
     def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:

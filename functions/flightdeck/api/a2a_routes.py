@@ -41,6 +41,7 @@ from flightdeck.domain.a2a_models import (
     TaskQueryParams,
 )
 from flightdeck.domain.ports import Deps
+from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
 from flightdeck.wiring import deps
 
@@ -131,6 +132,8 @@ def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str |
         result = method(d, params, remaining_ms, caller)
     except A2AError as exc:
         return _error(request.id, exc.code, exc.message, exc.data)
+    except ItemTooLargeError as exc:
+        return _error(request.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})")
     except Exception:
         logger.exception("A2A method failed", extra={"method": request.method})
         return _error(request.id, INTERNAL_ERROR, "Internal error: the request could not be processed")

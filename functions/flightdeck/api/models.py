@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 MAX_TOKEN_CHARS = 2048
+# A message is stored in one DynamoDB item (400 KB): its content is bounded by its UTF-8 size.
+MAX_CONTENT_BYTES = 200_000
 
 
 class ReplyTo(BaseModel):
@@ -21,8 +23,18 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)
-    content: str = Field(min_length=1, max_length=100_000)
+    content: str = Field(min_length=1, max_length=100_000,
+                         description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
     reply: ReplyTo | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _stored_size(cls, value: str) -> str:
+        # The limit is on what is stored (UTF-8), so it holds whatever the characters are.
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_CONTENT_BYTES:
+            raise ValueError(f"content is {size:,} bytes as UTF-8; at most {MAX_CONTENT_BYTES:,} are accepted")
+        return value
 
 
 class ChatAccepted(BaseModel):
@@ -35,6 +47,8 @@ class ToolResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     result: str = Field(description="The peer's answer, as a string.")
+    status: Literal["success", "error"] = Field(
+        "success", description="`error`: the peer could not do the task, and `result` says why.")
 
 
 class ToolResponseStatus(BaseModel):
@@ -47,6 +61,7 @@ class BatchItem(BaseModel):
 
     token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     result: str
+    status: Literal["success", "error"] = "success"
     # W3C trace context of this item's delegation (a header cannot carry one per item).
     traceparent: str = Field("", max_length=128)
 

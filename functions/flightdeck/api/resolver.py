@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
 from flightdeck import topology
+from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
 from flightdeck.settings import get_settings
 
@@ -117,6 +118,11 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     @app.exception_handler(RequestUnsupportedContentType)
     def _unsupported_type(exc: RequestUnsupportedContentType) -> Response:
         return error_response(415, "unsupported_media_type", "send the body as application/json")
+
+    @app.exception_handler(ItemTooLargeError)
+    def _too_large_to_store(exc: ItemTooLargeError) -> Response:
+        # Retrying would fail the same way: a 4xx, never a 503.
+        return error_response(413, "too_large", f"the request is too large to store: {exc}")
 
     @app.exception_handler([BotoCoreError, ClientError])
     def _aws_unavailable(exc: Exception) -> Response:

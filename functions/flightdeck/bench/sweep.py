@@ -87,7 +87,8 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
             sink.records.clear()
             logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
             deps = SimpleNamespace(store=store, queues=_Queues(), settings=SimpleNamespace(
-                tool_agg_tombstone_ttl_ms=60_000, session_retention_ms=RETENTION_MS))
+                tool_agg_tombstone_ttl_ms=60_000, session_retention_ms=RETENTION_MS,
+                tool_agg_punctuate_interval_ms=15_000))
             expired = deadlines.sweep(deps)  # type: ignore[arg-type]
             sweep_records = list(sink.records)
             swept = Tally.of(sweep_records)

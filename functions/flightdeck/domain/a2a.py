@@ -49,7 +49,7 @@ from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps, audit_post
-from flightdeck.domain.records import ResultSource, SessionBusyError, SessionNotFoundError, error_result
+from flightdeck.domain.records import MessageSlot, ResultSource, SessionBusyError, SessionNotFoundError, error_result
 from flightdeck.observability import count, logger, timeline
 
 # `configuration.blocking`: wait at most this long, below the API function's 25 s
@@ -278,7 +278,8 @@ def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = Non
     _stop_delegations(deps, rec.session_id, rec.key)
     latest = a2a.get_task(rec.session_id, rec.key)
     assert latest is not None
-    notify(deps, latest)
+    if not latest.notified:  # closing the session may have notified already
+        notify(deps, latest)
     return render_task(deps, latest)
 
 
@@ -314,10 +315,16 @@ def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
         # A conversation never leaves a tool call without its result (Converse requires one).
         results = {r.tool_use_id: r for t in (turn - 1, turn) for r in store.get_results(session_id, t)}
         blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
-        store.append_message(session_id, {"role": "user", "content": blocks}, turn, retention)
-    store.append_message(session_id, {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}, turn, retention)
+        store.append_message(session_id, {"role": "user", "content": blocks}, turn, retention,
+                             slot=MessageSlot.CLOSING_RESULTS)
+    store.append_message(session_id, {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}, turn, retention,
+                         slot=MessageSlot.CLOSING_TEXT)
     store.finish_session_turn(session_id, turn)
-    ports(deps).store.set_closed_turn(session_id, key, turn)
+    a2a = ports(deps).store
+    a2a.set_closed_turn(session_id, key, turn)
+    rec = a2a.get_task(session_id, key)
+    if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
+        notify(deps, rec)  # the cancel may have died before its own notification
     timeline("a2a_session_stopped", f"canceled task: session stopped at turn {turn}", session_id=session_id,
              turn=turn)
 
@@ -338,8 +345,9 @@ def stop_if_canceled(deps: Deps, session_id: str, turn: int) -> bool:
     return True
 
 
-def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str) -> None:
-    """The session's turn ended with a final answer: its open A2A task completes (once)."""
+def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False) -> None:
+    """The session's turn ended with a final answer: its open A2A task completes (once), or fails
+    when the answer is an error (the model could not answer)."""
     if getattr(deps, "a2a", None) is None:
         return
     a2a = ports(deps).store
@@ -347,9 +355,11 @@ def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str) -> None:
     if current is None or turn < current.start_turn:
         return
     if current.open:
-        if a2a.finish_task(session_id, current.key, "completed", answer=answer, end_turn=turn):
-            count("A2ATasksCompleted")
-            timeline("a2a_task_completed", f"A2A task {task_id_of(session_id, current.key)} completed",
+        state = "failed" if failed else "completed"
+        if a2a.finish_task(session_id, current.key, state, answer=answer, end_turn=turn,
+                           status_text=answer if failed else ""):
+            count("A2ATasksFailed" if failed else "A2ATasksCompleted")
+            timeline(f"a2a_task_{state}", f"A2A task {task_id_of(session_id, current.key)} {state}",
                      session_id=session_id, turn=turn)
     elif current.state == "canceled" and not current.closed_turn:
         a2a.set_closed_turn(session_id, current.key, turn)  # a think that was under way when it was canceled

@@ -45,7 +45,7 @@ def verified_claims(deps: Deps, token: str, what: str = "callback") -> CallbackC
         return None
 
 
-def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome:
+def accept_callback(deps: Deps, token: str, result_text: str, status: str = "success") -> CallbackOutcome:
     s = deps.settings
     claims = verified_claims(deps, token)
     if claims is None:
@@ -56,7 +56,8 @@ def accept_callback(deps: Deps, token: str, result_text: str) -> CallbackOutcome
         logger.warning("callback refused: result too large", extra=ids)
         count("CallbacksRefused")
         return CallbackOutcome(CallbackStatus.TOO_LARGE, claims)
-    result = ToolResult(claims.tool_use_id, "success", result_text, ResultSource.CALLBACK)
+    result = ToolResult(claims.tool_use_id, "error" if status == "error" else "success", result_text,
+                        ResultSource.CALLBACK)
     advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback")
     status = _FROM_RECORD[advance.outcome]
     count({"accepted": "CallbacksAccepted", "duplicate": "CallbacksDuplicate", "late": "CallbacksLate"}[status.value])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
-from flightdeck.observability import timeline
+from flightdeck.observability import count, logger, timeline
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,14 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
     turn = deps.store.start_turn_with_message(sid, message, s.session_retention_ms, route=route,
                                               parent={"traceparent": traceparent} if traceparent else None,
                                               owner=caller)
-    deps.queues.send_turn(sid, turn, traceparent)
+    try:
+        deps.queues.send_turn(sid, turn, traceparent)
+    except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it
+        # Answering an error here would make the caller retry a message that is already in
+        # (a 409, or a second session); the owed-think mark makes the sweep the owner of the send.
+        logger.exception("think not sent after the message was stored; the sweep will send it",
+                         extra={"session_id": sid, "turn": turn})
+        count("ThinkSendsDeferred")
     timeline("chat_received", "task received" + (f" (answer goes to {reply.callback_service})" if reply else ""),
              session_id=sid, turn=turn, traceparent=traceparent or None)
     return Accepted(sid, turn, replayed=False)

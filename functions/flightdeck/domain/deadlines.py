@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from flightdeck.domain.aggregation import expire_turn
 from flightdeck.domain.ports import Deps
+from flightdeck.observability import count, logger
 
 
 class TimerMessage(BaseModel):
@@ -26,7 +27,38 @@ def fire_timer(deps: Deps, timer: TimerMessage) -> str:
     return "expired" if expire_turn(deps, timer.session_id, timer.turn, by="timer") else "already_complete"
 
 
+# Past its due time by more than this, an entry means a session outlived the liveness bound
+# (one sweep interval and the retry budgets are inside it): counted as SessionsOverdue, alarmed on.
+OVERDUE_SLACK_MS = 120_000
+
+
 def sweep(deps: Deps, limit: int = 100) -> int:
-    """Expire every overdue turn the deadline index lists; returns how many this call completed."""
-    overdue = deps.store.list_overdue(deps.store.now_ms(), limit)
-    return sum(expire_turn(deps, sid, turn, by="sweep") for sid, turn in overdue)
+    """Expire every overdue turn and re-send every owed think the deadline index lists.
+
+    Returns how many turns this call completed plus how many thinks it re-sent.
+    """
+    now = deps.store.now_ms()
+    overdue = deps.store.list_overdue(now, limit)
+    late = [o for o in overdue if now - o.due_ms > deps.settings.tool_agg_punctuate_interval_ms + OVERDUE_SLACK_MS]
+    if late:
+        count("SessionsOverdue", len(late))
+        logger.error("sessions past the liveness bound", extra={"sessions": [o.session_id for o in late][:20]})
+    done = 0
+    for item in overdue:
+        if item.kind == "deadline":
+            done += expire_turn(deps, item.session_id, item.turn, by="sweep")
+        else:
+            done += resend_owed_think(deps, item.session_id, item.turn)
+    return done
+
+
+def resend_owed_think(deps: Deps, session_id: str, turn: int) -> bool:
+    """Re-send a think that a commit made due and that has not started: True if sent."""
+    owed = deps.store.owed_think(session_id)
+    if owed != turn:
+        deps.store.clear_owed_think(session_id, turn)  # stale: the session moved on
+        return False
+    count("OwedThinksResent")
+    logger.warning("re-sending an owed think", extra={"session_id": session_id, "turn": turn})
+    deps.queues.send_turn(session_id, turn)
+    return True

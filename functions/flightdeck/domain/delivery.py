@@ -29,6 +29,7 @@ class DeliveryMessage(BaseModel):
     result: str
     traceparent: str = ""
     created_ms: int = 0
+    status: str = "success"  # "error": the agent could not do the task (the result says why)
 
 
 class DeliveryStatus(str, enum.Enum):
@@ -95,6 +96,11 @@ def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutco
     return outcomes
 
 
+def _answer_body(message: DeliveryMessage) -> dict[str, str]:
+    # "status" only when it says something, so a peer that predates it still takes success answers.
+    return {"result": message.result, **({"status": "error"} if message.status == "error" else {})}
+
+
 def _headers(item: Pending) -> dict[str, str]:
     headers = {"Authorization": f"Bearer {item.message.bearer_token}"}
     if item.message.traceparent:
@@ -103,7 +109,7 @@ def _headers(item: Pending) -> dict[str, str]:
 
 
 def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
-    answer = deps.peers.post_json(base + CALLBACK_PATH, {"result": item.message.result}, _headers(item))
+    answer = deps.peers.post_json(base + CALLBACK_PATH, _answer_body(item.message), _headers(item))
     audit_post("delivery", item.message.callback_service, answer, session_id=item.message.session_id,
                attempt=item.attempt)
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
@@ -111,7 +117,7 @@ def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
 
 
 def _deliver_batch(deps: Deps, base: str, group: list[Pending]) -> dict[str, DeliveryOutcome]:
-    body = {"items": [{"token": i.message.bearer_token, "result": i.message.result,
+    body = {"items": [{"token": i.message.bearer_token, **_answer_body(i.message),
                        **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
     audit_post("delivery_batch", group[0].message.callback_service, answer, items=len(group),

@@ -8,6 +8,7 @@ Tools are Converse tool specs: {"toolSpec": {"name", "description", "inputSchema
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -21,6 +22,9 @@ class ModelReply(BaseModel):
     # The assistant message to append: {"role": "assistant", "content": [...]}.
     message: Message
     usage: dict[str, int] = Field(default_factory=dict)
+    # Set when no model reply could be had (flightdeck.domain.turn_loop): the message then holds
+    # the error answer as JSON text {"status": "error", "reason", "detail"}, and the turn ends.
+    error: str = ""
 
     @property
     def tool_uses(self) -> list[dict[str, Any]]:
@@ -53,4 +57,12 @@ def delegate_tool_spec(name: str, agent: str, description: str = "") -> ToolSpec
 
 
 class ModelError(RuntimeError):
-    """The model could not answer."""
+    """The model could not answer. `retryable`: trying again later may succeed (throttling, 5xx)."""
+
+    retryable: bool = False
+
+
+def error_reply(reason: str, detail: str) -> ModelReply:
+    """The reply that ends a turn the model could not take: the caller gets status "error" and why."""
+    text = json.dumps({"status": "error", "reason": reason, "detail": detail})
+    return ModelReply(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]}, error=reason)

@@ -16,6 +16,19 @@ class SessionNotFoundError(LookupError):
     pass
 
 
+class ItemTooLargeError(ValueError):
+    """What was to be stored does not fit in one item: refuse the request (4xx), never retry it."""
+
+
+class MessageSlot(int, enum.Enum):
+    """A message's place within its think iteration (the store keys messages by turn, then slot)."""
+
+    INPUT = 0  # the user message that started the turn
+    REPLY = 1  # the model's reply
+    CLOSING_RESULTS = 2  # results for tool calls a cancellation left open
+    CLOSING_TEXT = 3  # the closing line of a canceled task
+
+
 class RecordOutcome(str, enum.Enum):
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"  # this tool_use_id already has this kind of result: success, do not retry
@@ -58,6 +71,8 @@ class Session:
     parent: dict[str, Any] = field(default_factory=dict)
     # The peer that created the session (flightdeck.domain.peers); "" when made while authentication was off.
     owner: str = ""
+    # How many user messages the session has taken (`turn` counts think iterations).
+    user_messages: int = 0
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,15 @@ iteration and every effect is idempotent, so a redelivery has the effect of one.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from flightdeck.domain import a2a as a2a_tasks
 from flightdeck.domain import local_tools
 from flightdeck.domain.aggregation import record_and_advance
-from flightdeck.domain.model import ModelReply, ToolSpec, delegate_tool_spec
+from flightdeck.domain.dispatch import backoff_s
+from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_tool_spec, error_reply
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ResultSource, ToolResult, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
@@ -28,8 +30,26 @@ def tool_specs(deps: Deps) -> list[ToolSpec]:
     return specs + local_tools.specs_for(agent.local_tools)
 
 
-def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> str:
-    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled."""
+class ThinkRetry(Exception):
+    """A retryable model failure within the budget: think again after `delay_s`."""
+
+    def __init__(self, delay_s: int, detail: str):
+        super().__init__(detail)
+        self.delay_s = delay_s
+
+
+# A model reply is stored twice at most (the iteration and its message): past this many
+# bytes it could not be stored, so the turn ends with an error answer instead.
+MAX_REPLY_BYTES = 180_000
+
+
+def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1) -> str:
+    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error.
+
+    attempt: the delivery attempt of this think (SQS receive count). A retryable model error
+    below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
+    the turn ends with an error answer, so the session is released and the caller is told.
+    """
     store, s = deps.store, deps.settings
     session = store.get_session(session_id)
     if session is None or session.turn != turn:
@@ -45,14 +65,15 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> s
     if a2a_tasks.stop_if_canceled(deps, session_id, turn):  # its A2A task was canceled: think no more
         return "canceled"
     if iteration is None:
-        messages = _with_previous_results(deps, session_id, session.messages, turn)
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
-        agent = s.agent
-        reply = deps.model().converse(system=agent.system_prompt, messages=messages, tools=tool_specs(deps))
+        reply = _think(deps, session.messages, attempt)
         iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
     reply = ModelReply.model_validate(iteration.reply)
     store.append_message(session_id, reply.message, turn, s.session_retention_ms)
-    if reply.stop_reason == "tool_use" and reply.tool_uses and a2a_tasks.stop_if_canceled(deps, session_id, turn):
+    if reply.error:
+        _end_turn(deps, session_id, turn, reply.text, traceparent, status="error")
+        outcome = "error"
+    elif reply.stop_reason == "tool_use" and reply.tool_uses and a2a_tasks.stop_if_canceled(deps, session_id, turn):
         outcome = "canceled"  # canceled while the model thought: its tool calls are not started
     elif reply.stop_reason == "tool_use" and reply.tool_uses:
         _start_tools(deps, session_id, turn, reply.tool_uses, traceparent)
@@ -64,21 +85,33 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "") -> s
     return outcome
 
 
-def _with_previous_results(deps: Deps, session_id: str, messages: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
-    """After a tool-use iteration, the model's next input ends with the results, in call order."""
-    if turn == 1 or not messages or messages[-1].get("role") != "assistant":
-        return messages
-    uses = [b["toolUse"] for b in messages[-1].get("content", []) if "toolUse" in b]
-    if not uses:
-        return messages
-    results = {r.tool_use_id: r for r in deps.store.get_results(session_id, turn - 1)}
-    blocks = [
-        results.get(u["toolUseId"], error_result(u["toolUseId"], "missing", ResultSource.TIMEOUT)).as_block()
-        for u in uses
-    ]
-    message = {"role": "user", "content": blocks}
-    deps.store.append_message(session_id, message, turn, deps.settings.session_retention_ms)
-    return [*messages, message]
+def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int) -> ModelReply:
+    """The model's reply, or an error reply that ends the turn (never an exception that strands it)."""
+    s = deps.settings
+    try:
+        reply = deps.model().converse(system=s.agent.system_prompt, messages=messages, tools=tool_specs(deps))
+    except ModelError as exc:
+        retryable = bool(getattr(exc, "retryable", False))
+        if retryable and attempt < s.model_max_attempts:
+            count("ModelRetries")
+            delay = backoff_s(attempt)
+            logger.warning("model error; the think will be retried",
+                           extra={"detail": str(exc)[:300], "attempt": attempt, "retry_in_s": delay})
+            raise ThinkRetry(delay, str(exc)) from exc
+        count("ModelFailures")
+        logger.error("model error; the turn ends with an error answer",
+                     extra={"detail": str(exc)[:300], "attempt": attempt, "retryable": retryable})
+        why = "retries exhausted" if retryable else "not retryable"
+        return error_reply("model_error", f"{str(exc)[:500]} ({why} after {attempt} attempt(s))")
+    if reply.stop_reason == "max_tokens" and reply.tool_uses:
+        # A tool call cut off mid-way cannot be run or answered: the turn ends instead.
+        count("ModelFailures")
+        return error_reply("model_truncated", "the model reply was cut off (max_tokens) in the middle of a tool call")
+    size = len(json.dumps(reply.message, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_REPLY_BYTES:
+        count("ModelFailures")
+        return error_reply("reply_too_large", f"the model reply is {size} bytes; at most {MAX_REPLY_BYTES} can be stored")
+    return reply
 
 
 def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, Any]], traceparent: str) -> None:
@@ -123,7 +156,7 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         record_and_advance(deps, session_id, turn, result, by="local")
 
 
-def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: str) -> None:
+def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: str, status: str = "success") -> None:
     store = deps.store
     route = store.get_route(session_id)
     if route is not None and route.status == "active":
@@ -131,11 +164,12 @@ def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: 
         deps.queues.send_delivery({
             "session_id": session_id, "callback_service": route.callback_service,
             "bearer_token": route.bearer_token, "result": answer, "traceparent": traceparent,
-            "created_ms": store.now_ms(),
+            "created_ms": store.now_ms(), "status": status,
         })
         store.retire_route(session_id)
         timeline("answer_ready", f"answer ready for {route.callback_service}", session_id=session_id, turn=turn)
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     store.finish_session_turn(session_id, turn)
-    a2a_tasks.on_end_turn(deps, session_id, turn, answer)  # the session's A2A task (if any) completes
+    # The session's A2A task (if any) completes, or fails with the error answer.
+    a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error")

@@ -4,8 +4,8 @@ import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.domain.turn_loop import run_turn
-from flightdeck.handlers._sqs import process_batch
+from flightdeck.domain.turn_loop import ThinkRetry, run_turn
+from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
 from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
@@ -13,10 +13,14 @@ from flightdeck.wiring import deps
 get_settings()
 
 
-def _record(record: SQSRecord) -> str:
+def _record(record: SQSRecord) -> str | None:
     body = json.loads(record.body)
     bind(session_id=body["session_id"], turn=body["turn"])
-    return run_turn(deps(), body["session_id"], int(body["turn"]), body.get("traceparent", ""))
+    d = deps()
+    try:
+        return run_turn(d, body["session_id"], int(body["turn"]), body.get("traceparent", ""), attempt_of(record))
+    except ThinkRetry as retry:
+        retry_later(d.queues, d.settings.turns_queue_url, record, retry.delay_s)  # raises: the record fails
 
 
 @lambda_entry

@@ -1,0 +1,29 @@
+"""Liveness: every busy session makes progress or is released within a bounded time.
+
+A step that must follow a committed state change has an owner that retries it until done:
+
+- a think made due by a commit (a new message, a completed turn) is marked owed in that same
+  write; the think's first write clears the mark; the sweep re-sends an owed think whose
+  grace has passed (FIFO deduplication and the turn worker's idempotency make a re-send harmless);
+- a turn waiting on results has its deadline timer, and the sweep as the backstop;
+- effects of a think (timer, dispatches, delivery) are owned by the turn message itself:
+  it is deleted only after they are all sent, so SQS redelivers it.
+
+The bound: a session is released by its deadline + one sweep interval + the retry budget
+(model attempts, owed grace). Anything the sweep finds past that is counted as SessionsOverdue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["deadline", "think"]
+
+
+@dataclass(frozen=True)
+class Overdue:
+    session_id: str
+    turn: int
+    kind: Kind  # "deadline": a waiting turn past its deadline; "think": an owed think past its grace
+    due_ms: int
