@@ -45,10 +45,15 @@ def sweep(deps: Deps, limit: int = 100) -> int:
         logger.error("sessions past the liveness bound", extra={"sessions": [o.session_id for o in late][:20]})
     done = 0
     for item in overdue:
-        if item.kind == "deadline":
-            done += expire_turn(deps, item.session_id, item.turn, by="sweep")
-        else:
-            done += resend_owed_think(deps, item.session_id, item.turn)
+        try:
+            if item.kind == "deadline":
+                done += expire_turn(deps, item.session_id, item.turn, by="sweep")
+            else:
+                done += resend_owed_think(deps, item.session_id, item.turn)
+        except Exception:  # noqa: BLE001 - one failing session must not starve the others
+            # Whatever committed left its mark in the index (an owed think, a waiting turn): the
+            # next sweep picks it up again.
+            logger.exception("sweep step failed; the next sweep retries it", extra={"session_id": item.session_id})
     return done
 
 
