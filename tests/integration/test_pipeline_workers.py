@@ -148,7 +148,12 @@ def test_turn_message_delivered_twice_has_one_effect(agent, peer):
     agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls["turns"], ReceiptHandle=msg["ReceiptHandle"],
                                         VisibilityTimeout=0)
     agent.run_queue("turns")
-    assert len(agent.bodies("dispatch")) == 1
+    # The redelivery re-sends its effects (it cannot know the first attempt finished them); the
+    # dispatch worker sends the task to the peer once, and the model was asked once.
+    dispatches = agent.receive("dispatch")
+    assert len({json.loads(m["Body"])["tool_use_id"] for m in dispatches}) == 1
+    agent.run_queue("dispatch", dispatches)
+    assert len(peer.requests) == 1
     delayed = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"],
                                              AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"

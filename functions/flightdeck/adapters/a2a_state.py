@@ -21,12 +21,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 # The same item codec and key layout as the StateStore: one table.
-from flightdeck.adapters.dynamo_state import META, PK, SK, TTL, _item, _pk, _vals
+from flightdeck.adapters.dynamo_state import A2A_CURRENT, META, PK, SK, TTL, _item, _pk, _vals
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
 
-CURRENT = "A2A#CURRENT"
+CURRENT = A2A_CURRENT
 OPEN_STATES = ("submitted", "working")
 
 

@@ -28,6 +28,7 @@ from flightdeck.domain.records import (
     ItemTooLargeError,
     MessageSlot,
     RecordOutcome,
+    ReplayedError,
     ReplyRoute,
     ResultSource,
     Session,
@@ -45,6 +46,8 @@ SHARD, DUE = topology.DEADLINE_SHARD_ATTRIBUTE, topology.DEADLINE_AT_ATTRIBUTE
 
 META = "META"
 ROUTE = "ROUTE"
+# The A2A store's pointer to a session's task (flightdeck.adapters.a2a_state), same partition.
+A2A_CURRENT = "A2A#CURRENT"
 # A committed write that makes a think due (a new message, a completed turn) also marks it
 # owed on the session, in the deadline index, due this long after: the sweep re-sends an
 # owed think still unstarted by then (flightdeck.domain.liveness). The think's first write
@@ -134,6 +137,14 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
         messages.append({"role": "user", "content": [
             _result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]})
     return messages
+
+
+def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
+    return Iteration(session_id, turn, json.loads(item["reply"]))
+
+
+def _route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
+    return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]))
 
 
 def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
@@ -230,6 +241,9 @@ class StateStore:
         if meta is None:
             return None
         turn = int(meta["turn"])
+        by_sk = {i[SK]: i for i in items}
+        iteration = by_sk.get(_iter_sk(turn))
+        route = by_sk.get(ROUTE)
         return Session(
             session_id=session_id,
             status=meta["status"],
@@ -240,6 +254,9 @@ class StateStore:
             parent=json.loads(meta.get("parent", "{}")),
             owner=meta.get("owner", ""),
             user_messages=int(meta.get("msg_count", 0)),
+            iteration=_iteration(session_id, turn, iteration) if iteration else None,
+            route=_route(session_id, route) if route else None,
+            has_a2a_task=A2A_CURRENT in by_sk,
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
@@ -253,23 +270,56 @@ class StateStore:
         route: tuple[str, str, int] | None = None,
         parent: dict[str, Any] | None = None,
         owner: str | None = None,
+        likely_new: bool = False,
     ) -> int:
         """Append a user message to an idle (or new) session and claim the next turn.
 
-        route: (callback_service, bearer_token, ttl_ms) to store as the session's reply route.
+        route: (callback_service, bearer_token, ttl_ms) to store as the session's reply route;
+        a request whose route is already stored with the same token raises ReplayedError.
         owner: the authenticated peer; a new session is stored as theirs, an existing one
         must be theirs (a condition of the write too), else SessionNotFoundError: another
         peer's session does not exist for them. None: authentication is off, no owner.
+        likely_new: try creating the session first, with no read (a fresh or derived id):
+        one request when it is new; the failed condition returns the existing item otherwise.
         Returns the turn number to enqueue. Raises SessionBusyError when the session
         is busy (or another message won the race).
         """
+        pk = _pk(session_id)
+        meta = None if likely_new else self._get(pk, META)
+        for _ in range(2):
+            ops, turn = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner)
+            reasons = self._transact(ops)
+            if reasons is None:
+                return turn
+            first = reasons[0] if reasons else {}
+            if meta is None and first.get("Code") == "ConditionalCheckFailed" and first.get("Item"):
+                meta = _plain(first["Item"])  # it exists: continue it, without a second read
+                if not self._alive(meta):
+                    raise SessionBusyError(session_id)
+                if route is not None:
+                    existing = self._get(pk, ROUTE)
+                    if existing is not None and existing["bearer_token"] == route[1]:
+                        if owner is not None and meta.get("owner", "") != owner:
+                            raise SessionNotFoundError(session_id)
+                        raise ReplayedError(session_id, int(meta["turn"]))
+                continue
+            if owner is not None:
+                # Lost a race: to a message of the owner (busy), or to another peer creating this id.
+                current = self._get(pk, META)
+                if current is not None and current.get("owner", "") != owner:
+                    raise SessionNotFoundError(session_id)
+            raise SessionBusyError(session_id)
+        raise SessionBusyError(session_id)
+
+    def _start_ops(self, session_id: str, meta: dict[str, Any] | None, message: dict[str, Any], retention_ms: int,
+                   route: tuple[str, str, int] | None, parent: dict[str, Any] | None,
+                   owner: str | None) -> tuple[list[dict[str, Any]], int]:
         now = self.now_ms()
         pk = _pk(session_id)
-        meta = self._get(pk, META)
         expires = self._expiry(retention_ms)
         ops: list[dict[str, Any]] = []
         if meta is None:
-            turn, seq = 1, 1
+            turn = 1
             ops.append({
                 "Put": {
                     "TableName": self.table,
@@ -280,6 +330,7 @@ class StateStore:
                                      DUE: now + self.owed_think_grace_ms}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             })
         else:
@@ -321,14 +372,7 @@ class StateStore:
                     "ExpressionAttributeValues": _vals(retired="retired", nows=now // 1000),
                 }
             })
-        if self._transact(ops) is not None:
-            if owner is not None:
-                # Lost a race: to a message of the owner (busy), or to another peer creating this id.
-                current = self._get(pk, META)
-                if current is not None and current.get("owner", "") != owner:
-                    raise SessionNotFoundError(session_id)
-            raise SessionBusyError(session_id)
-        return turn
+        return ops, turn
 
     def _put_message_op(self, pk: str, turn: int, slot: int, message: dict[str, Any], expires: int) -> dict[str, Any]:
         return {
@@ -389,9 +433,7 @@ class StateStore:
     # --- reply routes (B side) -----------------------------------------------------------
     def get_route(self, session_id: str) -> ReplyRoute | None:
         item = self._get(_pk(session_id), ROUTE)
-        if item is None:
-            return None
-        return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]))
+        return _route(session_id, item) if item is not None else None
 
     def retire_route(self, session_id: str) -> bool:
         """active -> retired; the tombstone keeps a replayed request from re-arming it."""
@@ -413,9 +455,7 @@ class StateStore:
     # --- think iterations --------------------------------------------------------------
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
         item = self._get(_pk(session_id), _iter_sk(turn))
-        if item is None:
-            return None
-        return Iteration(session_id, turn, json.loads(item["reply"]), bool(item.get("effects_done")))
+        return _iteration(session_id, turn, item) if item is not None else None
 
     def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int) -> Iteration:
         """Store a model reply once; a second writer gets the first one back."""
@@ -423,25 +463,17 @@ class StateStore:
             self.client.put_item(
                 TableName=self.table,
                 Item=_item(**{PK: _pk(session_id), SK: _iter_sk(turn), "reply": _dumps(reply),
-                              "effects_done": False, TTL: self._expiry(retention_ms)}),
+                              TTL: self._expiry(retention_ms)}),
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PK},
             )
-            return Iteration(session_id, turn, reply, False)
+            return Iteration(session_id, turn, reply)
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
         stored = self.get_iteration(session_id, turn)
         assert stored is not None
         return stored
-
-    def mark_iteration_done(self, session_id: str, turn: int) -> None:
-        self.client.update_item(
-            TableName=self.table,
-            Key=_item(**{PK: _pk(session_id), SK: _iter_sk(turn)}),
-            UpdateExpression="SET effects_done = :t",
-            ExpressionAttributeValues=_vals(t=True),
-        )
 
     # --- turn aggregation (A side) -------------------------------------------------------
     def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int) -> bool:

@@ -73,6 +73,9 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                 sid = f"overdue-{i:05d}"
                 # An overdue turn has its session (the sweep advances it) and a deadline in the past.
                 store.start_turn_with_message(sid, {"role": "user", "content": [{"text": f"task {i}"}]}, RETENTION_MS)
+                # Its think ran (storing the reply clears the session's owed-think mark) and delegated.
+                store.append_message(sid, {"role": "assistant", "content": [{"toolUse": {
+                    "toolUseId": f"tooluse_overdue_{i:05d}", "name": "ask", "input": {}}}]}, 1, RETENTION_MS)
                 store.seed_turn(sid, 1, [f"tooluse_overdue_{i:05d}"], now - 5_000, RETENTION_MS)
             for i in range(open_turns - overdue):
                 store.seed_turn(f"open-{i:06d}", 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)

@@ -68,6 +68,5 @@ def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
                  turn=turn, by=by)
         timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
         deps.queues.send_turn(session_id, turn + 1)
-    else:
-        ensure_next_think(deps, session_id, turn)
+    # A loser needs no check: whoever completed marked the next think owed (flightdeck.domain.liveness).
     return won

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import Session, SessionNotFoundError
+from flightdeck.domain.records import ReplayedError, Session, SessionNotFoundError
 from flightdeck.observability import count, logger, timeline
 
 
@@ -40,19 +40,16 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
         s.allowed_host_mapping.resolve(reply.callback_service)
         route = (reply.callback_service, reply.bearer_token, s.reply_to_state_ttl_ms)
     sid = session_id or str(uuid.uuid4())
-    if reply is not None:
-        existing = deps.store.get_route(sid)
-        if existing is not None and existing.bearer_token == reply.bearer_token:
-            # A redelivered dispatch: the task is already under way (or answered).
-            session = deps.store.get_session(sid)
-            if session is not None and not visible_to(session.owner, caller):
-                raise SessionNotFoundError(sid)
-            return Accepted(sid, session.turn if session else 0, replayed=True)
     message = {"role": "user", "content": [{"text": content}]}
-    # The store enforces ownership in the same conditional write that claims the turn.
-    turn = deps.store.start_turn_with_message(sid, message, s.session_retention_ms, route=route,
-                                              parent={"traceparent": traceparent} if traceparent else None,
-                                              owner=caller)
+    try:
+        # The store enforces ownership in the same conditional write that claims the turn. A fresh
+        # id, or a delegation's derived one, is tried as new first: one write, no read.
+        turn = deps.store.start_turn_with_message(sid, message, s.session_retention_ms, route=route,
+                                                  parent={"traceparent": traceparent} if traceparent else None,
+                                                  owner=caller, likely_new=session_id is None or reply is not None)
+    except ReplayedError as replay:
+        # A redelivered dispatch: the task is already under way (or answered).
+        return Accepted(sid, replay.turn, replayed=True)
     try:
         deps.queues.send_turn(sid, turn, traceparent)
     except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it

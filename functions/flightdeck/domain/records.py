@@ -16,6 +16,14 @@ class SessionNotFoundError(LookupError):
     pass
 
 
+class ReplayedError(Exception):
+    """The same delegation (same reply token) arrived again: the task is already under way or answered."""
+
+    def __init__(self, session_id: str, turn: int):
+        super().__init__(session_id)
+        self.session_id, self.turn = session_id, turn
+
+
 class ItemTooLargeError(ValueError):
     """What was to be stored does not fit in one item: refuse the request (4xx), never retry it."""
 
@@ -73,6 +81,11 @@ class Session:
     owner: str = ""
     # How many user messages the session has taken (`turn` counts think iterations).
     user_messages: int = 0
+    # Read in the same query as the rest (one read per think): the current turn's stored model
+    # reply, the reply route (B side), and whether an A2A task ever ran in the session.
+    iteration: "Iteration | None" = None
+    route: "ReplyRoute | None" = None
+    has_a2a_task: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,4 +116,3 @@ class Iteration:
     session_id: str
     turn: int
     reply: dict[str, Any]
-    effects_done: bool

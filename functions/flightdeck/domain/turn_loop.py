@@ -16,7 +16,7 @@ from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_tool_spec, error_reply
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import ResultSource, ToolResult, error_result
+from flightdeck.domain.records import ResultSource, Session, ToolResult, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
 # One TransactWriteItems (100 items) holds a turn's timeout results plus its completion
@@ -59,10 +59,12 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     traceparent = traceparent or session.parent.get("traceparent", "")
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
-    iteration = store.get_iteration(session_id, turn)
-    if iteration is not None and iteration.effects_done:
-        return "skipped"
-    if a2a_tasks.stop_if_canceled(deps, session_id, turn):  # its A2A task was canceled: think no more
+    if session.status != "busy":
+        return "skipped"  # the turn already ended (a redelivery)
+    # A redelivery after the reply was stored re-runs the effects: each is idempotent.
+    iteration = session.iteration
+    a2a_session = session.has_a2a_task  # a task starts only on an idle session: none can appear mid-think
+    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):  # canceled: think no more
         return "canceled"
     if iteration is None:
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
@@ -71,17 +73,17 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     reply = ModelReply.model_validate(iteration.reply)
     store.append_message(session_id, reply.message, turn, s.session_retention_ms)
     if reply.error:
-        _end_turn(deps, session_id, turn, reply.text, traceparent, status="error")
+        _end_turn(deps, session, turn, reply.text, traceparent, status="error")
         outcome = "error"
-    elif reply.stop_reason == "tool_use" and reply.tool_uses and a2a_tasks.stop_if_canceled(deps, session_id, turn):
+    elif (reply.stop_reason == "tool_use" and reply.tool_uses and a2a_session
+          and a2a_tasks.stop_if_canceled(deps, session_id, turn)):
         outcome = "canceled"  # canceled while the model thought: its tool calls are not started
     elif reply.stop_reason == "tool_use" and reply.tool_uses:
         _start_tools(deps, session_id, turn, reply.tool_uses, traceparent)
         outcome = "tool_use"
     else:
-        _end_turn(deps, session_id, turn, reply.text, traceparent)
+        _end_turn(deps, session, turn, reply.text, traceparent)
         outcome = "end_turn"
-    store.mark_iteration_done(session_id, turn)
     return outcome
 
 
@@ -156,10 +158,9 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         record_and_advance(deps, session_id, turn, result, by="local")
 
 
-def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: str, status: str = "success") -> None:
-    store = deps.store
-    route = store.get_route(session_id)
-    if route is not None and route.status == "active":
+def _end_turn(deps: Deps, session: Session, turn: int, answer: str, traceparent: str, status: str = "success") -> None:
+    store, session_id, route = deps.store, session.session_id, session.route
+    if route is not None and route.status == "active" and route.expires_at > store.now_ms() // 1000:
         # The delivery message carries all delivery needs, so the route retires here.
         deps.queues.send_delivery({
             "session_id": session_id, "callback_service": route.callback_service,
@@ -171,5 +172,5 @@ def _end_turn(deps: Deps, session_id: str, turn: int, answer: str, traceparent: 
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     store.finish_session_turn(session_id, turn)
-    # The session's A2A task (if any) completes, or fails with the error answer.
-    a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error")
+    if session.has_a2a_task:  # its A2A task completes, or fails with the error answer
+        a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error")
