@@ -36,6 +36,13 @@ class DispatchMessage(BaseModel):
     total_tools: int = Field(ge=1)
     deadline_ms: int
     traceparent: str = ""
+    # When the turn handed the task out. The callback token's `iat` comes from here, not from the
+    # attempt's clock, so every attempt sends the same bytes and the peer can tell a retry from a
+    # new task (it answers "replayed"). Messages without it: the deadline minus the tool timeout.
+    issued_ms: int | None = None
+
+    def issued_at_ms(self, async_tool_timeout_ms: int) -> int:
+        return self.issued_ms if self.issued_ms is not None else self.deadline_ms - async_tool_timeout_ms
 
 
 class DispatchStatus(str, enum.Enum):
@@ -81,12 +88,12 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
         # An A2A v0.3 peer: JSON-RPC message/send, answered by push notification or polled.
         from flightdeck.domain.a2a_client import dispatch_a2a
 
-        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate, now), attempt)
+        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError:
         return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
-    token = callback_token(deps, msg, delegate, now)
+    token = callback_token(deps, msg, delegate)
     body = {
         "session_id": peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
         "content": msg.task,
@@ -115,12 +122,16 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
     return _fail(deps, msg, detail)
 
 
-def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, now: int) -> str:
-    """The HMAC token the peer's answer must carry (callback bearer token, or A2A notification token)."""
+def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> str:
+    """The HMAC token the peer's answer must carry (callback bearer token, or A2A notification token).
+
+    A function of the message alone (and the signing key): the same for every attempt.
+    """
     s = deps.settings
     claims = CallbackClaims(
         session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
-        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name, iat=now // 1000,
+        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name,
+        iat=msg.issued_at_ms(s.async_tool_timeout_ms) // 1000,
         # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
         exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,
     )
