@@ -122,3 +122,39 @@ def test_a_dispatch_message_from_before_issued_ms_still_mints_one_token_for_all_
     assert callback_token(d, msg, delegate) == first
     claims = verify(first, d.keys(), agent="orchestrator", now=time.time())
     assert claims.iat == (msg.deadline_ms - d.settings.async_tool_timeout_ms) // 1000
+
+
+# --- defect 5 (issue 12): a batch refused for its size is split, not dropped ----------------------
+
+
+def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays):
+    orchestrator, worker = pair
+    to_orchestrator, _ = relays
+    sid = new_session_id()
+    content = " ".join(f"@worker part {i}" for i in range(7))
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": content})[0] == 202
+    orchestrator.run_queue("turns")
+    tool_use_ids = [d["tool_use_id"] for d in orchestrator.bodies("dispatch")]
+    assert len(tool_use_ids) == 7
+    # Each answer is exactly MAX_RESULT_BYTES of UTF-8; as JSON on the wire (\u00e9) three times that,
+    # so one is 192 kB and the seven together are over the callback's 1 MB MAX_BODY_BYTES.
+    answers = {tid: f"{i}" + "é" * 31_999 + "." for i, tid in enumerate(tool_use_ids)}
+    assert {len(a.encode()) for a in answers.values()} == {64_000}
+    with worker.acting():
+        from flightdeck.wiring import deps
+
+        for tid, answer in answers.items():
+            deps().queues.send_delivery({"session_id": f"peer-{tid}", "callback_service": "orchestrator",
+                                         "bearer_token": orchestrator.token(sid, 1, tid, total=7), "result": answer})
+        batch = worker.receive("delivery")
+        assert len(batch) == 7
+        assert worker.run_queue("delivery", batch) == {"batchItemFailures": []}
+        assert worker.receive("delivery", dlq=True) == []
+    # The whole batch is refused for its size, then each half is delivered (3 + 4 answers).
+    assert [(e.path, e.status) for e in to_orchestrator.exchanges] == [("/api/tools/responses", 413),
+                                                                       ("/api/tools/responses", 200),
+                                                                       ("/api/tools/responses", 200)]
+    recorded = {i["sk"]["S"].rsplit("#", 1)[1]: i["text"]["S"] for i in orchestrator.table_items()
+                if i["sk"]["S"].startswith("RESULT#")}
+    assert recorded == answers  # every answer, whole
+    assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "complete"

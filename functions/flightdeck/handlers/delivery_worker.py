@@ -5,7 +5,7 @@ import json
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.a2a import PUSH_KIND, PushDelivery, deliver_push
-from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, deliver_answers
+from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, dead_letter, deliver_answers
 from flightdeck.handlers._sqs import attempt_of, first_sent_ms, process_batch, retry_later
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
@@ -36,8 +36,8 @@ def handler(event: dict, context) -> dict:
         outcome = outcomes[record.message_id]
         if outcome.status is DeliveryStatus.RETRY:
             retry_later(d.queues, d.settings.delivery_queue_url, record, outcome.retry_after_s)
-        if outcome.status is DeliveryStatus.DEAD:
-            d.queues.send_delivery_dead_letter({"body": record.body, "reason": outcome.detail})
+        if outcome.status in (DeliveryStatus.DEAD, DeliveryStatus.REFUSED):
+            dead_letter(d, record.body, outcome)
         return outcome.status.value
 
     return process_batch(event, context, _record)
