@@ -250,6 +250,20 @@ def test_a_batch_refused_as_a_whole_goes_one_by_one_and_only_an_answer_refused_i
     assert "HTTP 410" in json.loads(dead["Body"])["reason"]
 
 
+@pytest.mark.parametrize("bad", ["not json", '{"session_id": "s"}', "[1, 2]"])
+def test_a_malformed_delivery_message_is_dead_lettered_and_the_rest_of_its_batch_delivered(agent, peer, bad):
+    from flightdeck.wiring import deps
+
+    deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
+                                 "result": "r"})
+    agent.sqs.send_message(QueueUrl=agent.queue_urls["delivery"], MessageBody=bad)
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["body"]["result"] for r in peer.requests] == ["r"]
+    [dead] = agent.receive("delivery", dlq=True)
+    assert json.loads(dead["Body"])["body"] == bad
+    assert json.loads(dead["Body"])["reason"].startswith("malformed message")
+
+
 def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):
     a = make_agent(monkeypatch, delegates=[], local_tools=["word_count"])
     sid = think(a, "!word_count one two three")

@@ -11,14 +11,17 @@ or its retries are spent, and then it is counted, logged and dead-lettered.
 from __future__ import annotations
 
 import enum
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from pydantic import BaseModel
 
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.ports import Deps, audit_post
+from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.observability import count, logger, timeline
 
 CALLBACK_PATH = "/api/tools/response"
@@ -78,7 +81,8 @@ def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> Deliv
                                                           f"HTTP {http_status} {detail}".rstrip())
 
 
-def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutcome]:
+def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None = None) -> dict[str, DeliveryOutcome]:
+    """budget: the invocation's time; what there is no time left to send goes back (see `if_time_allows`)."""
     outcomes: dict[str, DeliveryOutcome] = {}
     by_service: dict[str, list[Pending]] = defaultdict(list)
     for item in items:
@@ -92,8 +96,23 @@ def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutco
             continue
         by_service[base].append(item)
     for base, group in by_service.items():
-        outcomes.update(_deliver_group(deps, base, group))
+        outcomes.update(_deliver_group(deps, base, group, budget))
     return outcomes
+
+
+def if_time_allows(deps: Deps, budget: TimeBudget | None, first_sent_ms: int,
+                   send: Callable[[], DeliveryOutcome]) -> DeliveryOutcome:
+    """send(), if the invocation has time for a call. Else the message is not tried now: it comes back
+    soon, or, when its retry time is spent, it is dead (and dead-lettered) rather than left to the DLQ."""
+    if budget is None or budget.allows_a_call():
+        return send()
+    now = deps.store.now_ms()
+    if now - (first_sent_ms or now) < deps.settings.reply_retry_max_ms:
+        count("DeliveriesDeferred")
+        return DeliveryOutcome(DeliveryStatus.RETRY, OUT_OF_TIME_RETRY_S, "out of time")
+    count("DeliveryFailures")
+    logger.error("delivery retry budget spent; its last attempt ran out of time")
+    return DeliveryOutcome(DeliveryStatus.DEAD, detail="retry budget spent: the last attempt ran out of time")
 
 
 def dead_letter(deps: Deps, record_body: str, outcome: DeliveryOutcome) -> None:
@@ -119,10 +138,15 @@ def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
     return _classify(deps, item, answer.status, detail)
 
 
-def _deliver_group(deps: Deps, base: str, group: list[Pending]) -> dict[str, DeliveryOutcome]:
+def _deliver_each(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
+    return {i.key: if_time_allows(deps, budget, i.first_sent_ms, functools.partial(_deliver_one, deps, base, i))
+            for i in group}
+
+
+def _deliver_group(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
     """Answers for one service: one request to its batch endpoint when there are several."""
-    if len(group) == 1:
-        return {group[0].key: _deliver_one(deps, base, group[0])}
+    if len(group) == 1 or (budget is not None and not budget.allows_a_call()):
+        return _deliver_each(deps, base, group, budget)
     body = {"items": [{"token": i.message.bearer_token, "result": i.message.result,
                        **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
@@ -132,11 +156,11 @@ def _deliver_group(deps: Deps, base: str, group: list[Pending]) -> dict[str, Del
         # Too large together, not each: halves, down to one answer per request if need be.
         count("DeliveryBatchesSplit")
         half = len(group) // 2
-        return {**_deliver_group(deps, base, group[:half]), **_deliver_group(deps, base, group[half:])}
+        return {**_deliver_group(deps, base, group[:half], budget), **_deliver_group(deps, base, group[half:], budget)}
     if not 200 <= answer.status < 300 and answer.status not in RETRYABLE_STATUSES:
         # No batch endpoint (404/405), or the batch refused as a whole: the target has judged no
         # single answer, so none is dropped for it. One request each.
-        return {i.key: _deliver_one(deps, base, i) for i in group}
+        return _deliver_each(deps, base, group, budget)
     results = answer.body.get("results") if answer.status == 200 and isinstance(answer.body, dict) else None
     if not isinstance(results, list) or len(results) != len(group):
         detail = answer.error or f"batch answered HTTP {answer.status}"
