@@ -413,3 +413,39 @@ def test_an_answer_of_exactly_the_limit_is_kept_whole(small_limit, peer):
     sid = delegate(agent, "@peer hello")
     agent.run_queue("dispatch")
     assert tool_result(agent, sid)["content"][0]["text"] == text
+
+
+# --- polls within the invocation's time (issue 13) -------------------------------------------------------
+
+
+def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, peer):
+    import time as _time
+
+    from flightdeck.handlers import deadline_timer
+    from flightdeck.local.invocation import LocalLambdaContext
+
+    peer.push = False
+    sid = delegate(agent, " ".join(f"@peer job {i}" for i in range(10)))
+    agent.run_queue("dispatch")
+    deadline_ms = int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"])
+    tool_use_ids = [b["toolUse"]["toolUseId"] for b in agent.api("session_get", SESSION_ID=sid)[2]["messages"][1]
+                    ["content"] if "toolUse" in b]
+    assert len(tool_use_ids) == 10
+    polls = [{"MessageId": f"poll-{i}", "ReceiptHandle": f"rh-{i}", "Attributes": {},
+              "Body": json.dumps({"kind": "a2a_poll", "session_id": sid, "turn": 1, "tool_use_id": tid,
+                                  "deadline_ms": deadline_ms, "polls": 1})} for i, tid in enumerate(tool_use_ids)]
+
+    def slow(body):
+        _time.sleep(0.4)
+        return 200, _result(body, _task("working"))
+
+    peer.rpc = slow
+    before = len(peer.posts)
+    context = LocalLambdaContext(function_name="orchestrator-timers", timeout_s=3.2)
+    assert deadline_timer.handler(agent.sqs_event("timers", polls), context) == {"batchItemFailures": []}
+    assert context.get_remaining_time_in_millis() > 0  # 10 polls of 0.4 s did not run it out
+    assert 1 <= len(peer.posts) - before < 10
+    queued = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"], AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    # The turn's deadline timer, the dispatch's first polls, and each of these scheduled again, tried or not.
+    assert sum(int(n) for n in queued.values()) == 1 + 10 + 10
