@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from flightdeck.adapters.a2a_http import A2AHttp
@@ -13,12 +14,21 @@ from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.settings import get_settings
+
+
+@functools.lru_cache(maxsize=1)
+def _http() -> tuple[Peers, A2AHttp]:
+    """The HTTP clients to other agents: POSTs, and GETs of A2A cards (one connection pool each)."""
+    timeout_s = get_settings().peer_timeout_ms / 1000
+    return Peers(timeout_s=timeout_s), A2AHttp(timeout_s=timeout_s)
 
 
 @functools.lru_cache(maxsize=1)
 def deps() -> Deps:
     settings = get_settings()
+    peers, card_http = _http()
 
     @functools.lru_cache(maxsize=1)
     def model():
@@ -37,11 +47,11 @@ def deps() -> Deps:
             timers_url=settings.timers_queue_url,
             delivery_dlq_url=settings.delivery_dlq_url,
         ),
-        peers=Peers(timeout_s=settings.peer_timeout_ms / 1000),
+        peers=peers,
         keys=lambda: signing_keys(settings),
         model=model,
         # A2A (flightdeck.domain.a2a): task records in the same table, agent cards over HTTP.
-        a2a=A2APorts(store=A2AStore(store), http=A2AHttp(timeout_s=settings.peer_timeout_ms / 1000)),
+        a2a=A2APorts(store=A2AStore(store), http=card_http),
         # Peers that may call us: hashes in the same table (flightdeck.domain.peers).
         registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
         # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
@@ -49,7 +59,18 @@ def deps() -> Deps:
     )
 
 
+def deps_within(budget: TimeBudget | None) -> Deps:
+    """deps() for one invocation whose HTTP calls all end within `budget` (None: deps() itself)."""
+    d = deps()
+    if budget is None:
+        return d
+    peers, card_http = _http()
+    a2a = dataclasses.replace(d.a2a, http=card_http.within(budget)) if d.a2a is not None else None
+    return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a)
+
+
 def reset() -> None:
     """Forget settings and clients (tests change the environment between cases)."""
     deps.cache_clear()
+    _http.cache_clear()
     get_settings.cache_clear()

@@ -346,3 +346,106 @@ def test_our_peer_token_goes_with_message_send_and_tasks_get(agent, peer, monkey
     assert _poll(agent, sid) == "pending"
     assert [(p["body"]["method"], p["headers"].get("Authorization")) for p in peer.posts] == [
         ("message/send", f"Bearer {ours}"), ("tasks/get", f"Bearer {ours}")]
+
+
+# --- answers over MAX_RESULT_BYTES, on every path (issue 12, defect 7) ----------------------------------
+
+LIMIT = 1_000
+
+
+@pytest.fixture
+def small_limit(agent, monkeypatch):
+    from flightdeck import wiring
+
+    monkeypatch.setenv("MAX_RESULT_BYTES", str(LIMIT))
+    wiring.reset()
+    return agent
+
+
+def _too_large(agent, sid: str) -> None:
+    """The turn goes on with an error that says why; nothing of the answer is stored."""
+    assert error_of(tool_result(agent, sid)) == {"status": "error", "reason": "result_too_large",
+                                                 "detail": f"the answer exceeds {LIMIT} bytes"}
+    assert not [i for i in agent.table_items() if "ü" in json.dumps(i, ensure_ascii=False)]
+
+
+def test_an_oversized_direct_message_answer_is_an_error_result(small_limit, peer):
+    agent = small_limit
+    text = "ü" * (LIMIT // 2 + 1)  # LIMIT + 2 bytes of UTF-8
+    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
+                                                 "parts": [{"kind": "text", "text": text}]}))
+    sid = delegate(agent, "@peer hello")
+    assert agent.run_queue("dispatch") == {"batchItemFailures": []}
+    _too_large(agent, sid)
+
+
+def test_an_oversized_task_completed_in_the_send_answer_is_an_error_result(small_limit, peer):
+    agent = small_limit
+    peer.rpc = lambda body: (200, _result(body, _task("completed", "ü" * LIMIT)))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    _too_large(agent, sid)
+
+
+def test_an_oversized_polled_answer_is_an_error_result(small_limit, peer):
+    agent = small_limit
+    peer.push = False
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    peer.rpc = lambda body: (200, _result(body, _task("completed", "ü" * LIMIT)))
+    assert _poll(agent, sid) == "recorded"
+    _too_large(agent, sid)
+
+
+def test_an_oversized_pushed_answer_is_413_and_an_error_result(small_limit, peer):
+    agent = small_limit
+    sid, token = _dispatched_token(agent, peer)
+    status, _, body = _push(agent, token, _task("completed", "ü" * LIMIT))
+    assert status == 413 and body["error"]["code"] == "too_large"
+    _too_large(agent, sid)
+
+
+def test_an_answer_of_exactly_the_limit_is_kept_whole(small_limit, peer):
+    agent = small_limit
+    text = "ü" * (LIMIT // 2)  # exactly LIMIT bytes
+    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
+                                                 "parts": [{"kind": "text", "text": text}]}))
+    sid = delegate(agent, "@peer hello")
+    agent.run_queue("dispatch")
+    assert tool_result(agent, sid)["content"][0]["text"] == text
+
+
+# --- polls within the invocation's time (issue 13) -------------------------------------------------------
+
+
+def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, peer):
+    import time as _time
+
+    from flightdeck.handlers import deadline_timer
+    from flightdeck.local.invocation import LocalLambdaContext
+
+    peer.push = False
+    sid = delegate(agent, " ".join(f"@peer job {i}" for i in range(10)))
+    agent.run_queue("dispatch")
+    deadline_ms = int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"])
+    tool_use_ids = [b["toolUse"]["toolUseId"] for b in agent.api("session_get", SESSION_ID=sid)[2]["messages"][1]
+                    ["content"] if "toolUse" in b]
+    assert len(tool_use_ids) == 10
+    polls = [{"MessageId": f"poll-{i}", "ReceiptHandle": f"rh-{i}", "Attributes": {},
+              "Body": json.dumps({"kind": "a2a_poll", "session_id": sid, "turn": 1, "tool_use_id": tid,
+                                  "deadline_ms": deadline_ms, "polls": 1})} for i, tid in enumerate(tool_use_ids)]
+
+    def slow(body):
+        _time.sleep(0.4)
+        return 200, _result(body, _task("working"))
+
+    peer.rpc = slow
+    before = len(peer.posts)
+    context = LocalLambdaContext(function_name="orchestrator-timers", timeout_s=3.2)
+    assert deadline_timer.handler(agent.sqs_event("timers", polls), context) == {"batchItemFailures": []}
+    assert context.get_remaining_time_in_millis() > 0  # 10 polls of 0.4 s did not run it out
+    assert 1 <= len(peer.posts) - before < 10
+    queued = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"], AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    # The turn's deadline timer, the dispatch's first polls, and each of these scheduled again, tried or not.
+    assert sum(int(n) for n in queued.values()) == 1 + 10 + 10

@@ -463,7 +463,10 @@ def test_push_delivery_retries_like_callbacks(pushing, hook):
         pushing.run_queue("turns")
         resp = pushing.run_queue("delivery")
         assert bool(resp["batchItemFailures"]) is expect_retry, status
-    assert pushing.receive("delivery", dlq=True) == []
+    # What the receiver refused is dropped, and kept in the dead-letter queue with the reason.
+    reasons = sorted(json.loads(m["Body"])["reason"] for m in pushing.receive("delivery", dlq=True))
+    assert [r.split(" ", 6)[:6] for r in reasons] == [["refused", "by", "the", "receiver:", "HTTP", "302"],
+                                                      ["refused", "by", "the", "receiver:", "HTTP", "404"]]
 
 
 def test_push_url_is_checked_again_when_sent(pushing, hook, monkeypatch):

@@ -180,17 +180,41 @@ def test_end_turn_delivers_once_and_retires_the_route(agent, peer):
     assert peer.requests[0]["body"]["result"].startswith("[orchestrator] Task")
 
 
-@pytest.mark.parametrize("status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False)])
-def test_delivery_retries_only_what_can_succeed(agent, peer, status, expect_retry):
+def emitted_metrics(capsys) -> dict[str, float]:
+    """The metrics the handlers flushed to stdout (CloudWatch embedded metric format), summed by name."""
+    totals: dict[str, float] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            doc = json.loads(line)
+            for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+                values = doc[metric["Name"]]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values if isinstance(values, list)
+                                                                             else [values])
+    return totals
+
+
+@pytest.mark.parametrize("status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False),
+                                                 (413, False)])
+def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(agent, peer, capsys, status,
+                                                                               expect_retry):
     peer.statuses = [status]
-    agent.queues = None
     from flightdeck.wiring import deps
 
     deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
                                  "result": "r"})
+    capsys.readouterr()
     resp = agent.run_queue("delivery")
     assert bool(resp["batchItemFailures"]) is expect_retry
-    assert agent.receive("delivery", dlq=True) == []
+    dead = agent.receive("delivery", dlq=True)
+    metrics = emitted_metrics(capsys)
+    if expect_retry:
+        assert dead == [] and "DeliveriesDeadLettered" not in metrics
+    else:
+        # The target refused this very answer: dropped, but counted and kept with the reason.
+        [kept] = dead
+        assert json.loads(json.loads(kept["Body"])["body"])["result"] == "r"
+        assert f"HTTP {status}" in json.loads(kept["Body"])["reason"]
+        assert metrics["DeliveriesDeadLettered"] == 1 and metrics["DeliveriesRefused"] == 1
 
 
 def test_delivery_to_an_unknown_service_goes_to_the_dead_letter_queue(agent, peer):
@@ -214,6 +238,35 @@ def test_delivery_batches_answers_for_one_service(agent, peer):
     assert agent.run_queue("delivery") == {"batchItemFailures": []}
     assert [r["path"] for r in peer.requests] == ["/api/tools/responses"]
     assert [i["result"] for i in peer.requests[0]["body"]["items"]] == ["r0", "r1", "r2"]
+
+
+def test_a_batch_refused_as_a_whole_goes_one_by_one_and_only_an_answer_refused_itself_is_dropped(agent, peer):
+    peer.body = {"error": {"code": "invalid_request", "message": "not for you"}}
+    peer.statuses = [400, 202, 410, 202]  # the batch, then one request per answer: the second is late
+    from flightdeck.wiring import deps
+
+    for i in range(3):
+        deps().queues.send_delivery({"session_id": f"s{i}", "callback_service": "orchestrator",
+                                     "bearer_token": f"t{i}" * 10, "result": f"r{i}"})
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["path"] for r in peer.requests] == ["/api/tools/responses"] + ["/api/tools/response"] * 3
+    [dead] = agent.receive("delivery", dlq=True)
+    assert json.loads(json.loads(dead["Body"])["body"])["result"] == peer.requests[2]["body"]["result"]
+    assert "HTTP 410" in json.loads(dead["Body"])["reason"]
+
+
+@pytest.mark.parametrize("bad", ["not json", '{"session_id": "s"}', "[1, 2]"])
+def test_a_malformed_delivery_message_is_dead_lettered_and_the_rest_of_its_batch_delivered(agent, peer, bad):
+    from flightdeck.wiring import deps
+
+    deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
+                                 "result": "r"})
+    agent.sqs.send_message(QueueUrl=agent.queue_urls["delivery"], MessageBody=bad)
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["body"]["result"] for r in peer.requests] == ["r"]
+    [dead] = agent.receive("delivery", dlq=True)
+    assert json.loads(dead["Body"])["body"] == bad
+    assert json.loads(dead["Body"])["reason"].startswith("malformed message")
 
 
 def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import time
+import weakref
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,10 @@ PREVIOUS_SECRET = "test-secret-orchestrator-previous-0123456789"
 # The peer every test calls as, unless it says otherwise (Agent.api(token=...)).
 TEST_PEER = "tester"
 _DEFAULT = object()
+# Several agents in one test: the agents each test (its monkeypatch) made, and the one whose
+# environment, and so wiring, the process has now. See Agent.acting().
+_cohorts: "weakref.WeakKeyDictionary[Any, list[Agent]]" = weakref.WeakKeyDictionary()
+_active: list["Agent"] = []
 
 
 def load_event(relative: str, **replacements: str) -> dict[str, Any]:
@@ -55,6 +62,33 @@ class Agent:
     dynamodb: Any = field(repr=False)
     # The bearer token of TEST_PEER, registered in the agent's peer registry by make_agent.
     peer_token: str = field(default="", repr=False)
+    # The agents made in the same test (this one included).
+    cohort: list["Agent"] = field(default_factory=list, repr=False)
+
+    # --- several agents in one process -------------------------------------------------
+    def activate(self) -> None:
+        """Give the process this agent's environment (settings, wiring): handlers run as it now."""
+        for key in set().union(*(a.env.keys() for a in self.cohort)) - self.env.keys():
+            os.environ.pop(key, None)  # the test's monkeypatch restores every variable at teardown
+        os.environ.update(self.env)
+        wiring.reset()
+        _active[:] = [self]
+
+    @contextlib.contextmanager
+    def acting(self):
+        """Run a block as this agent, then give the process back to the agent that had it.
+
+        Blocks nest (the relay's thread runs one while the test's thread waits for its HTTP
+        answer inside another), and only one of them runs at a time: no lock, which would
+        deadlock the nesting. The waiting agent keeps the Deps it already holds.
+        """
+        previous = _active[0] if _active else None
+        self.activate()
+        try:
+            yield self
+        finally:
+            if previous is not None and previous is not self:
+                previous.activate()
 
     # --- peers (flightdeck.domain.peers) --------------------------------------------------
     @property
@@ -179,10 +213,15 @@ def make_agent(monkeypatch, name: str = "orchestrator", *, delegates: list[str] 
         **res.environment(),
         **(extra_env or {}),
     }
+    cohort = _cohorts.setdefault(monkeypatch, [])
+    for key in set().union(*(a.env.keys() for a in cohort)) - env.keys():
+        monkeypatch.delenv(key, raising=False)  # what only another agent of this test set
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     wiring.reset()
-    agent = Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb)
+    agent = Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb, cohort=cohort)
+    cohort.append(agent)
+    _active[:] = [agent]
     agent.peer_token = agent.add_peer(TEST_PEER)
     return agent
 

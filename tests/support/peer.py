@@ -1,4 +1,7 @@
-"""A scripted HTTP peer on loopback: answers each request with the next status in its script."""
+"""A scripted HTTP peer on loopback: answers each request with the next status in its script.
+
+delay_s makes it a slow peer: each request is answered that long after it arrived (at once on close()).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ class ScriptedPeer:
         self.default = default
         self.body = body if body is not None else {"status": "accepted"}
         self.requests: list[dict[str, Any]] = []
+        self.delay_s = 0.0
+        self._closing = threading.Event()
         peer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -21,6 +26,8 @@ class ScriptedPeer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 peer.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")})
+                if peer.delay_s and peer._closing.wait(peer.delay_s):
+                    return  # closing: the caller has long given up
                 status = peer.statuses.pop(0) if peer.statuses else peer.default
                 payload = json.dumps(peer.body(self.path, peer.requests[-1]) if callable(peer.body) else peer.body).encode()
                 self.send_response(status)
@@ -40,5 +47,6 @@ class ScriptedPeer:
         return f"http://127.0.0.1:{self.server.server_port}"
 
     def close(self) -> None:
+        self._closing.set()
         self.server.shutdown()
         self.server.server_close()

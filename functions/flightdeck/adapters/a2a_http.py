@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import requests
 
-from flightdeck.adapters.http_peers import PeerResponse
+from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse
+from flightdeck.domain.time_budget import TimeBudget
 
 MAX_CARD_BYTES = 256_000
 
 
 class A2AHttp:
-    def __init__(self, timeout_s: float, session: requests.Session | None = None):
+    def __init__(self, timeout_s: float, session: requests.Session | None = None, budget: TimeBudget | None = None):
         self.timeout_s = timeout_s
         self._session = session or requests.Session()
+        self._budget = budget
+
+    def within(self, budget: TimeBudget) -> "A2AHttp":
+        """The same client for one invocation: no GET outlasts its budget."""
+        return A2AHttp(self.timeout_s, self._session, budget)
 
     def get_json(self, url: str, headers: dict[str, str] | None = None) -> PeerResponse:
+        timeout_s = self.timeout_s if self._budget is None else self._budget.call_timeout_s(self.timeout_s)
+        if timeout_s <= 0:
+            return PeerResponse(0, None, OUT_OF_TIME)
         try:
             # Never follow redirects: a card must be served where the allowlist says.
             resp = self._session.get(url, headers={"Accept": "application/json", **(headers or {})},
-                                     timeout=self.timeout_s, allow_redirects=False)
+                                     timeout=timeout_s, allow_redirects=False)
         except requests.RequestException as exc:
             return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500])
         if len(resp.content) > MAX_CARD_BYTES:

@@ -8,7 +8,10 @@ from typing import Any
 
 import requests
 
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import payload_sha256
+
+OUT_OF_TIME = "not sent: the invocation is out of time"
 
 
 @dataclass(frozen=True)
@@ -26,17 +29,25 @@ def json_bytes(body: Any) -> bytes:
 
 
 class Peers:
-    def __init__(self, timeout_s: float, session: requests.Session | None = None):
+    def __init__(self, timeout_s: float, session: requests.Session | None = None, budget: TimeBudget | None = None):
         self.timeout_s = timeout_s
         self._session = session or requests.Session()
+        self._budget = budget
+
+    def within(self, budget: TimeBudget) -> "Peers":
+        """The same peers (and connection pool) for one invocation: no call outlasts its budget."""
+        return Peers(self.timeout_s, self._session, budget)
 
     def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None) -> PeerResponse:
         data = json_bytes(body)
         sent = payload_sha256(data)
+        timeout_s = self.timeout_s if self._budget is None else self._budget.call_timeout_s(self.timeout_s)
+        if timeout_s <= 0:
+            return PeerResponse(0, None, OUT_OF_TIME, sent)
         try:
             # Never follow redirects: a peer must not bounce us to a URL we did not allow.
             resp = self._session.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})},
-                                      timeout=self.timeout_s, allow_redirects=False)
+                                      timeout=timeout_s, allow_redirects=False)
         except requests.RequestException as exc:
             return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500], sent)
         try:

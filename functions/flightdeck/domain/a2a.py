@@ -440,8 +440,9 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
             return DeliveryOutcome(DeliveryStatus.RETRY, delay, detail)
         logger.error("push notification retry budget spent", extra={**ids, "detail": detail})
         return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
+    count("A2APushesRefused")
     logger.warning("push notification refused by the receiver; not retrying", extra={**ids, "detail": detail})
-    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=detail)
+    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=f"refused by the receiver: HTTP {answer.status} {detail}".rstrip())
 
 
 # --- tasks/pushNotificationConfig/* -----------------------------------------------------------

@@ -6,7 +6,10 @@ POST /api/a2a/push with the callback token we mint for every delegation as its
 notification token; the receiver verifies it as /api/tools/response does. A peer
 that does not push is polled with `tasks/get` on the timers queue (kind
 "a2a_poll") until its task is terminal or the turn's deadline passes.
-Every failure becomes a structured error result, never a crash.
+Every failure becomes a structured error result, never a crash. Every answer, on
+every path (a direct message, a task finished in the send answer, a poll, a push),
+is held to MAX_RESULT_BYTES like a callback's: one over it becomes a
+`result_too_large` error result.
 """
 
 from __future__ import annotations
@@ -136,8 +139,25 @@ def _finished(task: Task) -> bool:
     return task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES
 
 
+def too_large_result(deps: Deps, tool_use_id: str) -> ToolResult:
+    return error_result(tool_use_id, "result_too_large", ResultSource.CALLBACK,
+                        f"the answer exceeds {deps.settings.max_result_bytes} bytes")
+
+
+def size_checked(deps: Deps, result: ToolResult) -> ToolResult:
+    """An answer over MAX_RESULT_BYTES (UTF-8), measured as a callback's is: an error result that says
+    so, so the turn goes on. Never cut short, never stored."""
+    # surrogatepass: measure text that is not valid Unicode too, rather than fail on it here.
+    if result.status != "success" or len(result.text.encode("utf-8", "surrogatepass")) <= deps.settings.max_result_bytes:
+        return result
+    count("A2AAnswersTooLarge")
+    logger.warning("A2A answer refused: too large", extra={"tool_use_id": result.tool_use_id})
+    return too_large_result(deps, result.tool_use_id)
+
+
 def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str) -> RecordOutcome:
-    return record_and_advance(deps, session_id, turn, result, by=by).outcome
+    """Every answer a peer's task gives us (direct message, send answer, poll) is size-checked here."""
+    return record_and_advance(deps, session_id, turn, size_checked(deps, result), by=by).outcome
 
 
 def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str,
@@ -335,7 +355,6 @@ _FROM_RECORD = {
 
 def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     """A peer's push notification: the token is our callback token, checked as for /api/tools/response."""
-    s = deps.settings
     claims = verified_claims(deps, token, "A2A push")
     if claims is None:
         return PushOutcome(PushStatus.UNAUTHORIZED)
@@ -355,8 +374,7 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
         if outcome.status is not CallbackStatus.TOO_LARGE:
             return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
         # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
-        result = error_result(claims.tool_use_id, "result_too_large", ResultSource.CALLBACK,
-                              f"the answer exceeds {s.max_result_bytes} bytes")
+        result = too_large_result(deps, claims.tool_use_id)
         advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
         return PushOutcome(PushStatus.TOO_LARGE, advance.completed, peer=peer)
     advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")

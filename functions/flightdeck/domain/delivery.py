@@ -2,20 +2,26 @@
 
 The callback service is resolved through ALLOWED_HOST_MAPPING again at delivery
 time (fail closed). Answers bound for the same service in one batch go in one
-request to its batch endpoint.
+request to its batch endpoint; a batch refused for its size (413) is sent again
+in halves, and one refused as a whole in any other way goes one answer per
+request. An answer is dropped only when the target refuses that answer itself
+or its retries are spent, and then it is counted, logged and dead-lettered.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from pydantic import BaseModel
 
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.ports import Deps, audit_post
+from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.observability import count, logger, timeline
 
 CALLBACK_PATH = "/api/tools/response"
@@ -34,7 +40,7 @@ class DeliveryMessage(BaseModel):
 
 class DeliveryStatus(str, enum.Enum):
     DELIVERED = "delivered"  # accepted, or already recorded (duplicate)
-    REFUSED = "refused"  # final answer from the target (401/403/404/410/...): no retry
+    REFUSED = "refused"  # the target refused this answer itself (401/403/410/413...): no retry, dead-lettered
     RETRY = "retry"
     DEAD = "dead"  # unknown service or retry budget spent: to the dead-letter queue
 
@@ -72,10 +78,12 @@ def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> Deliv
         return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
     count("DeliveriesRefused")
     logger.warning("delivery refused by the target; not retrying", extra={**ids, "detail": detail})
-    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=detail)
+    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=f"refused by {item.message.callback_service}: "
+                                                          f"HTTP {http_status} {detail}".rstrip())
 
 
-def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutcome]:
+def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None = None) -> dict[str, DeliveryOutcome]:
+    """budget: the invocation's time; what there is no time left to send goes back (see `if_time_allows`)."""
     outcomes: dict[str, DeliveryOutcome] = {}
     by_service: dict[str, list[Pending]] = defaultdict(list)
     for item in items:
@@ -89,16 +97,36 @@ def deliver_answers(deps: Deps, items: list[Pending]) -> dict[str, DeliveryOutco
             continue
         by_service[base].append(item)
     for base, group in by_service.items():
-        if len(group) > 1:
-            outcomes.update(_deliver_batch(deps, base, group))
-        else:
-            outcomes[group[0].key] = _deliver_one(deps, base, group[0])
+        outcomes.update(_deliver_group(deps, base, group, budget))
     return outcomes
 
 
 def _answer_body(message: DeliveryMessage) -> dict[str, str]:
     # "status" only when it says something, so a peer that predates it still takes success answers.
     return {"result": message.result, **({"status": "error"} if message.status == "error" else {})}
+
+
+def if_time_allows(deps: Deps, budget: TimeBudget | None, first_sent_ms: int,
+                   send: Callable[[], DeliveryOutcome]) -> DeliveryOutcome:
+    """send(), if the invocation has time for a call. Else the message is not tried now: it comes back
+    soon, or, when its retry time is spent, it is dead (and dead-lettered) rather than left to the DLQ."""
+    if budget is None or budget.allows_a_call():
+        return send()
+    now = deps.store.now_ms()
+    if now - (first_sent_ms or now) < deps.settings.reply_retry_max_ms:
+        count("DeliveriesDeferred")
+        return DeliveryOutcome(DeliveryStatus.RETRY, OUT_OF_TIME_RETRY_S, "out of time")
+    count("DeliveryFailures")
+    logger.error("delivery retry budget spent; its last attempt ran out of time")
+    return DeliveryOutcome(DeliveryStatus.DEAD, detail="retry budget spent: the last attempt ran out of time")
+
+
+def dead_letter(deps: Deps, record_body: str, outcome: DeliveryOutcome) -> None:
+    """An answer given up (refused by its target, or out of retries): counted, logged, kept with the reason."""
+    count("DeliveriesDeadLettered")
+    logger.error("answer dead-lettered", extra={"delivery_status": outcome.status.value, "detail": outcome.detail})
+    deps.queues.send_delivery_dead_letter({"body": record_body, "reason": outcome.detail,
+                                           "status": outcome.status.value})
 
 
 def _headers(item: Pending) -> dict[str, str]:
@@ -116,15 +144,29 @@ def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
     return _classify(deps, item, answer.status, detail)
 
 
-def _deliver_batch(deps: Deps, base: str, group: list[Pending]) -> dict[str, DeliveryOutcome]:
+def _deliver_each(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
+    return {i.key: if_time_allows(deps, budget, i.first_sent_ms, functools.partial(_deliver_one, deps, base, i))
+            for i in group}
+
+
+def _deliver_group(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
+    """Answers for one service: one request to its batch endpoint when there are several."""
+    if len(group) == 1 or (budget is not None and not budget.allows_a_call()):
+        return _deliver_each(deps, base, group, budget)
     body = {"items": [{"token": i.message.bearer_token, **_answer_body(i.message),
                        **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
     audit_post("delivery_batch", group[0].message.callback_service, answer, items=len(group),
                session_ids=[i.message.session_id for i in group])
-    if answer.status in (404, 405):
-        # A peer without the batch endpoint: one request each.
-        return {i.key: _deliver_one(deps, base, i) for i in group}
+    if answer.status == 413:
+        # Too large together, not each: halves, down to one answer per request if need be.
+        count("DeliveryBatchesSplit")
+        half = len(group) // 2
+        return {**_deliver_group(deps, base, group[:half], budget), **_deliver_group(deps, base, group[half:], budget)}
+    if not 200 <= answer.status < 300 and answer.status not in RETRYABLE_STATUSES:
+        # No batch endpoint (404/405), or the batch refused as a whole: the target has judged no
+        # single answer, so none is dropped for it. One request each.
+        return _deliver_each(deps, base, group, budget)
     results = answer.body.get("results") if answer.status == 200 and isinstance(answer.body, dict) else None
     if not isinstance(results, list) or len(results) != len(group):
         detail = answer.error or f"batch answered HTTP {answer.status}"

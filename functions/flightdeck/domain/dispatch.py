@@ -19,6 +19,7 @@ from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import ResultSource, error_result
+from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.domain.tokens import CallbackClaims, mint
 from flightdeck.observability import count, logger, timeline
 
@@ -36,6 +37,13 @@ class DispatchMessage(BaseModel):
     total_tools: int = Field(ge=1)
     deadline_ms: int
     traceparent: str = ""
+    # When the turn handed the task out. The callback token's `iat` comes from here, not from the
+    # attempt's clock, so every attempt sends the same bytes and the peer can tell a retry from a
+    # new task (it answers "replayed"). Messages without it: the deadline minus the tool timeout.
+    issued_ms: int | None = None
+
+    def issued_at_ms(self, async_tool_timeout_ms: int) -> int:
+        return self.issued_ms if self.issued_ms is not None else self.deadline_ms - async_tool_timeout_ms
 
 
 class DispatchStatus(str, enum.Enum):
@@ -61,19 +69,19 @@ def peer_session_id(agent: str, session_id: str, tool_use_id: str) -> str:
     return str(uuid.uuid5(_PEER_SESSION_NS, f"{agent}/{session_id}/{tool_use_id}"))
 
 
-def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> DispatchOutcome:
-    """attempt: 1 for the first receive of the message (SQS ApproximateReceiveCount)."""
-    s, store = deps.settings, deps.store
+def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
+                        budget: TimeBudget | None = None) -> DispatchOutcome:
+    """attempt: 1 for the first receive of the message (SQS ApproximateReceiveCount).
+
+    budget: the invocation's time; with too little left for a call the message is not tried now.
+    """
+    s = deps.settings
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
-    now = store.now_ms()
-    if now >= msg.deadline_ms:
-        return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
-    agg = store.get_turn(msg.session_id, msg.turn)
-    if agg is not None and agg.status == "complete":
-        # Every id already has a result (timeout, cancel): the peer would work for nothing.
-        return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
-    if not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id, s.session_retention_ms):
-        return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
+    if budget is not None and not budget.allows_a_call():
+        return _out_of_time(deps, msg, attempt)
+    skipped = _claim(deps, msg)
+    if skipped is not None:
+        return skipped
     delegate = s.agent.delegate_for_tool(msg.tool_name)
     if delegate is None:
         return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
@@ -81,12 +89,12 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
         # An A2A v0.3 peer: JSON-RPC message/send, answered by push notification or polled.
         from flightdeck.domain.a2a_client import dispatch_a2a
 
-        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate, now), attempt)
+        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError:
         return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
-    token = callback_token(deps, msg, delegate, now)
+    token = callback_token(deps, msg, delegate)
     body = {
         "session_id": peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
         "content": msg.task,
@@ -99,7 +107,7 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
     answer = deps.peers.post_json(f"{base_url}/api/chat", body, headers)
     audit_post("dispatch", delegate.peer_service, answer, attempt=attempt, **ids)
     if 200 <= answer.status < 300:
-        store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+        deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
         count("DelegationsDispatched")
         timeline("dispatched", f"task sent to {delegate.agent} (pending)", peer_session_id=body["session_id"],
                  traceparent=msg.traceparent or None, **ids)
@@ -115,12 +123,44 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int) -> Dispa
     return _fail(deps, msg, detail)
 
 
-def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, now: int) -> str:
-    """The HMAC token the peer's answer must carry (callback bearer token, or A2A notification token)."""
+def _claim(deps: Deps, msg: DispatchMessage) -> DispatchOutcome | None:
+    """None if this delegation is still to be sent (and now claimed), else why it is skipped."""
+    store = deps.store
+    if store.now_ms() >= msg.deadline_ms:
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
+    agg = store.get_turn(msg.session_id, msg.turn)
+    if agg is not None and agg.status == "complete":
+        # Every id already has a result (timeout, cancel): the peer would work for nothing.
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
+    if not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id, deps.settings.session_retention_ms):
+        return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
+    return None
+
+
+def _out_of_time(deps: Deps, msg: DispatchMessage, attempt: int) -> DispatchOutcome:
+    """Not tried in this invocation for want of time: again soon, or dispatch_failed if this was its last attempt."""
+    ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
+    if attempt < deps.settings.dispatch_max_attempts:
+        count("DispatchesDeferred")
+        logger.warning("dispatch put back: out of time in this invocation", extra={**ids, "attempt": attempt})
+        return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=OUT_OF_TIME_RETRY_S, detail="out of time")
+    skipped = _claim(deps, msg)
+    if skipped is not None:
+        return skipped
+    return _fail(deps, msg, f"not sent: attempt {attempt} of {deps.settings.dispatch_max_attempts}, the last, "
+                            "ran out of time in the dispatch worker")
+
+
+def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> str:
+    """The HMAC token the peer's answer must carry (callback bearer token, or A2A notification token).
+
+    A function of the message alone (and the signing key): the same for every attempt.
+    """
     s = deps.settings
     claims = CallbackClaims(
         session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
-        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name, iat=now // 1000,
+        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name,
+        iat=msg.issued_at_ms(s.async_tool_timeout_ms) // 1000,
         # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
         exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,
     )

@@ -146,7 +146,7 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
             deps.queues.send_dispatch({
                 "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id, "tool_name": name,
                 "task": str(args.get("task", "")), "total_tools": len(ids), "deadline_ms": deadline_ms,
-                "traceparent": child_traceparent(traceparent),
+                "traceparent": child_traceparent(traceparent), "issued_ms": deadline_ms - s.async_tool_timeout_ms,
             })
             continue
         if name in agent.local_tools:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.ports import QueuePort
 
 
 class RetryLater(Exception):
@@ -22,7 +22,7 @@ def first_sent_ms(record: SQSRecord) -> int:
     return int(record.attributes.sent_timestamp or 0)
 
 
-def retry_later(queues: Queues, queue_url: str, record: SQSRecord, delay_s: int) -> None:
+def retry_later(queues: QueuePort, queue_url: str, record: SQSRecord, delay_s: int) -> None:
     queues.delay_retry(queue_url, record.receipt_handle, delay_s)
     raise RetryLater(f"retry in {delay_s}s")
 

@@ -6,25 +6,29 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.a2a_client import POLL_KIND, PollMessage, poll_remote_task
 from flightdeck.domain.deadlines import TimerMessage, fire_timer
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import process_batch
 from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps
+from flightdeck.wiring import deps_within
 
 get_settings()
 
 
-def _record(record: SQSRecord) -> str:
-    body = json.loads(record.body)
-    if body.get("kind") == POLL_KIND:  # an A2A peer that does not push: poll its task
-        poll = PollMessage.model_validate(body)
-        bind(session_id=poll.session_id, turn=poll.turn, tool_use_id=poll.tool_use_id)
-        return poll_remote_task(deps(), poll)
-    timer = TimerMessage.model_validate(body)
-    bind(session_id=timer.session_id, turn=timer.turn)
-    return fire_timer(deps(), timer)
-
-
 @lambda_entry
 def handler(event: dict, context) -> dict:
+    # A poll's tasks/get ends within what is left of the invocation; one cut short (or not
+    # sent for want of time) is a transient failure, and the poll is scheduled again.
+    d = deps_within(TimeBudget.of(context))
+
+    def _record(record: SQSRecord) -> str:
+        body = json.loads(record.body)
+        if body.get("kind") == POLL_KIND:  # an A2A peer that does not push: poll its task
+            poll = PollMessage.model_validate(body)
+            bind(session_id=poll.session_id, turn=poll.turn, tool_use_id=poll.tool_use_id)
+            return poll_remote_task(d, poll)
+        timer = TimerMessage.model_validate(body)
+        bind(session_id=timer.session_id, turn=timer.turn)
+        return fire_timer(d, timer)
+
     return process_batch(event, context, _record)

@@ -1,43 +1,62 @@
 """Lambda: the delivery queue: send finished answers back to the agents that asked."""
 
+import functools
 import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.a2a import PUSH_KIND, PushDelivery, deliver_push
-from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, deliver_answers
+from flightdeck.domain.delivery import (
+    DeliveryMessage,
+    DeliveryOutcome,
+    DeliveryStatus,
+    Pending,
+    dead_letter,
+    deliver_answers,
+    if_time_allows,
+)
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, first_sent_ms, process_batch, retry_later
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps
+from flightdeck.wiring import deps_within
 
 get_settings()
 
 
 @lambda_entry
 def handler(event: dict, context) -> dict:
-    d = deps()
-    records = event.get("Records", [])
-    # A2A push notifications (kind "a2a_push") share the queue: one POST each.
-    pushes = {r["messageId"]: r for r in records if json.loads(r["body"]).get("kind") == PUSH_KIND}
-    # Answers for the same service share one request, so plan the whole batch first...
-    pending = [
-        Pending(r["messageId"], DeliveryMessage.model_validate_json(r["body"]),
-                attempt_of(SQSRecord(r)), first_sent_ms(SQSRecord(r)))
-        for r in records if r["messageId"] not in pushes
-    ]
-    outcomes = deliver_answers(d, pending)
-    for key, r in pushes.items():
-        outcomes[key] = deliver_push(d, PushDelivery.model_validate_json(r["body"]), attempt_of(SQSRecord(r)),
-                                     first_sent_ms(SQSRecord(r)))
+    # Every call within what is left of the invocation: what cannot be sent in time goes back
+    # before the timeout instead of the whole batch coming back after it.
+    budget = TimeBudget.of(context)
+    d = deps_within(budget)
+    outcomes: dict[str, DeliveryOutcome] = {}
+    answers: list[Pending] = []
+    pushes: list[tuple[SQSRecord, PushDelivery]] = []
+    for record in map(SQSRecord, event.get("Records", [])):
+        try:
+            body = json.loads(record.body)
+            # A2A push notifications (kind "a2a_push") share the queue: one POST each.
+            if isinstance(body, dict) and body.get("kind") == PUSH_KIND:
+                pushes.append((record, PushDelivery.model_validate(body)))
+            else:
+                answers.append(Pending(record.message_id, DeliveryMessage.model_validate(body), attempt_of(record),
+                                       first_sent_ms(record)))
+        except ValueError as exc:  # not JSON, or not a delivery (pydantic's ValidationError is a ValueError)
+            outcomes[record.message_id] = DeliveryOutcome(DeliveryStatus.DEAD, detail=f"malformed message: {exc}"[:500])
+    # Answers for the same service share one request, so the whole batch is planned first...
+    outcomes.update(deliver_answers(d, answers, budget))
+    for record, push in pushes:
+        send = functools.partial(deliver_push, d, push, attempt_of(record), first_sent_ms(record))
+        outcomes[record.message_id] = if_time_allows(d, budget, first_sent_ms(record), send)
 
-    # ...then let Powertools report each record's own outcome as a partial batch failure.
+    # ...then Powertools reports each record's own outcome as a partial batch failure.
     def _record(record: SQSRecord) -> str:
         outcome = outcomes[record.message_id]
         if outcome.status is DeliveryStatus.RETRY:
             retry_later(d.queues, d.settings.delivery_queue_url, record, outcome.retry_after_s)
-        if outcome.status is DeliveryStatus.DEAD:
-            d.queues.send_delivery_dead_letter({"body": record.body, "reason": outcome.detail})
+        if outcome.status in (DeliveryStatus.DEAD, DeliveryStatus.REFUSED):
+            dead_letter(d, record.body, outcome)
         return outcome.status.value
 
     return process_batch(event, context, _record)

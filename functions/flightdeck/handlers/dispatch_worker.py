@@ -3,24 +3,28 @@
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.dispatch import DispatchMessage, DispatchStatus, dispatch_delegation
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
 from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps
+from flightdeck.wiring import deps_within
 
 get_settings()
 
 
-def _record(record: SQSRecord) -> str:
-    message = DispatchMessage.model_validate_json(record.body)
-    bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
-    d = deps()
-    outcome = dispatch_delegation(d, message, attempt_of(record))
-    if outcome.status is DispatchStatus.RETRY:
-        retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
-    return outcome.status.value
-
-
 @lambda_entry
 def handler(event: dict, context) -> dict:
+    # One call per record, each within what is left of the invocation: what cannot be tried in
+    # time goes back before the timeout instead of the whole batch coming back after it.
+    budget = TimeBudget.of(context)
+    d = deps_within(budget)
+
+    def _record(record: SQSRecord) -> str:
+        message = DispatchMessage.model_validate_json(record.body)
+        bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
+        outcome = dispatch_delegation(d, message, attempt_of(record), budget)
+        if outcome.status is DispatchStatus.RETRY:
+            retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
+        return outcome.status.value
+
     return process_batch(event, context, _record)

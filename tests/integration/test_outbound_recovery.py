@@ -1,0 +1,160 @@
+"""Outbound calls that fail halfway: a dispatch whose answer is lost, a batch refused for its size.
+
+Two agents in one process, each with its own table and queues on moto, each reached over
+loopback HTTP through its real API handlers (tests/support/relay.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tests.support.harness import make_agent, new_session_id
+from tests.support.relay import AgentRelay
+
+
+@pytest.fixture
+def relays():
+    to_orchestrator, to_worker = AgentRelay(), AgentRelay()
+    yield to_orchestrator, to_worker
+    to_orchestrator.close()
+    to_worker.close()
+
+
+@pytest.fixture
+def pair(aws, monkeypatch, relays):
+    """An orchestrator delegating to a worker; each reaches the other through its relay."""
+    to_orchestrator, to_worker = relays
+    allow = f"worker:{to_worker.url},orchestrator:{to_orchestrator.url}"
+    worker = make_agent(monkeypatch, "worker", delegates=[], allow=allow)
+    orchestrator_token = worker.add_peer("orchestrator")
+    orchestrator = make_agent(monkeypatch, "orchestrator", allow=allow,
+                              extra_env={"PEER_TOKENS": json.dumps({"worker": orchestrator_token}),
+                                         "DISPATCH_MAX_ATTEMPTS": "3"})
+    to_orchestrator.agent, to_worker.agent = orchestrator, worker
+    return orchestrator, worker
+
+
+def clock_ahead(monkeypatch, seconds: float) -> None:
+    """Both agents' state clocks move on (a retry happens after its backoff, not at once)."""
+    import flightdeck.adapters.dynamo_state as dynamo_state
+
+    real = time.time
+    monkeypatch.setattr(dynamo_state, "time", SimpleNamespace(time=lambda: real() + seconds, sleep=time.sleep))
+
+
+def visible_now(agent, key: str, message: dict) -> None:
+    """End a backoff early: the message is received again at once."""
+    agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls[key], ReceiptHandle=message["ReceiptHandle"],
+                                        VisibilityTimeout=0)
+
+
+def tool_results(session: dict) -> list[dict]:
+    return [b["toolResult"] for m in session["messages"] for b in m["content"] if "toolResult" in b]
+
+
+# --- defect 4 (issue 12): a retried dispatch is a replay ------------------------------------------
+
+
+def test_a_dispatch_whose_answer_was_lost_is_replayed_and_the_delegation_completes(pair, relays, monkeypatch):
+    orchestrator, worker = pair
+    _, to_worker = relays
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "@worker count the moons"})[0] == 202
+    orchestrator.run_queue("turns")
+
+    to_worker.lose_answers = 1  # the worker takes the task; its 202 is lost on the way back
+    [dispatch] = orchestrator.receive("dispatch")
+    assert len(orchestrator.run_queue("dispatch", [dispatch])["batchItemFailures"]) == 1  # a 504: retried
+    clock_ahead(monkeypatch, 2.5)  # after the backoff, in another second
+    visible_now(orchestrator, "dispatch", dispatch)
+    assert orchestrator.run_queue("dispatch") == {"batchItemFailures": []}
+
+    first, retry = to_worker.exchanges
+    assert (first.status, first.sent_status) == (202, 504)
+    assert retry.body == first.body  # byte-identical: the same token, the same task
+    assert (retry.status, json.loads(retry.answer)["status"]) == (202, "replayed")
+
+    peer_sid = json.loads(first.body)["session_id"]
+    with worker.acting():
+        worker.run_queue("turns")  # the worker thinks once...
+        assert worker.run_queue("delivery") == {"batchItemFailures": []}  # ...and its answer goes back
+        assert worker.receive("turns") == []
+        meta = worker.item(f"S#{peer_sid}", "META")
+        assert (meta["turn"], meta["msg_count"], meta["status"]) == (1, 2, "idle")  # one task, one answer
+
+    orchestrator.run_queue("turns")
+    session = orchestrator.api("session_get", SESSION_ID=sid)[2]
+    assert session["status"] == "idle"
+    [result] = tool_results(session)
+    assert result["status"] == "success", result
+    assert result["content"][0]["text"].startswith("[worker]") and "count the moons" in result["content"][0]["text"]
+
+
+def test_a_replay_after_the_answer_went_out_is_replayed_and_runs_nothing(orchestrator):
+    # The receiving side on its own: the task is done and answered (session idle, route retired)
+    # when the retry of its dispatch arrives.
+    sid, token = new_session_id(), "tok-" + "r" * 40
+    assert orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)[0] == 202
+    orchestrator.run_queue("turns")
+    assert len(orchestrator.receive("delivery")) == 1
+    assert orchestrator.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)
+    assert (status, body["status"], body["turn"]) == (202, "replayed", 1)
+    assert orchestrator.receive("turns") == [] and orchestrator.receive("delivery") == []
+    assert orchestrator.item(f"S#{sid}", "META")["turn"] == 1
+
+
+def test_a_dispatch_message_from_before_issued_ms_still_mints_one_token_for_all_attempts(orchestrator, monkeypatch):
+    from flightdeck.domain.dispatch import DispatchMessage, callback_token
+    from flightdeck.domain.tokens import verify
+    from flightdeck.wiring import deps
+
+    d = deps()
+    msg = DispatchMessage(session_id="s-1", turn=1, tool_use_id="t-1", tool_name="ask_worker", task="x",
+                          total_tools=1, deadline_ms=int(time.time() * 1000) + 300_000)  # no issued_ms
+    delegate = d.settings.agent.delegate_for_tool("ask_worker")
+    first = callback_token(d, msg, delegate)
+    clock_ahead(monkeypatch, 7)
+    assert callback_token(d, msg, delegate) == first
+    claims = verify(first, d.keys(), agent="orchestrator", now=time.time())
+    assert claims.iat == (msg.deadline_ms - d.settings.async_tool_timeout_ms) // 1000
+
+
+# --- defect 5 (issue 12): a batch refused for its size is split, not dropped ----------------------
+
+
+def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays):
+    orchestrator, worker = pair
+    to_orchestrator, _ = relays
+    sid = new_session_id()
+    content = " ".join(f"@worker part {i}" for i in range(7))
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": content})[0] == 202
+    orchestrator.run_queue("turns")
+    tool_use_ids = [d["tool_use_id"] for d in orchestrator.bodies("dispatch")]
+    assert len(tool_use_ids) == 7
+    # Each answer is exactly MAX_RESULT_BYTES of UTF-8; as JSON on the wire (\u00e9) three times that,
+    # so one is 192 kB and the seven together are over the callback's 1 MB MAX_BODY_BYTES.
+    answers = {tid: f"{i}" + "é" * 31_999 + "." for i, tid in enumerate(tool_use_ids)}
+    assert {len(a.encode()) for a in answers.values()} == {64_000}
+    with worker.acting():
+        from flightdeck.wiring import deps
+
+        for tid, answer in answers.items():
+            deps().queues.send_delivery({"session_id": f"peer-{tid}", "callback_service": "orchestrator",
+                                         "bearer_token": orchestrator.token(sid, 1, tid, total=7), "result": answer})
+        batch = worker.receive("delivery")
+        assert len(batch) == 7
+        assert worker.run_queue("delivery", batch) == {"batchItemFailures": []}
+        assert worker.receive("delivery", dlq=True) == []
+    # The whole batch is refused for its size, then each half is delivered (3 + 4 answers).
+    assert [(e.path, e.status) for e in to_orchestrator.exchanges] == [("/api/tools/responses", 413),
+                                                                       ("/api/tools/responses", 200),
+                                                                       ("/api/tools/responses", 200)]
+    recorded = {i["sk"]["S"].rsplit("#", 1)[1]: i["text"]["S"] for i in orchestrator.table_items()
+                if i["sk"]["S"].startswith("RESULT#")}
+    assert recorded == answers  # every answer, whole
+    assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "complete"
