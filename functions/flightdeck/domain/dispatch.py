@@ -79,10 +79,10 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
     if budget is not None and not budget.allows_a_call():
         return _out_of_time(deps, msg, attempt)
-    skipped = _claim(deps, msg)
+    delegate = s.agent.delegate_for_tool(msg.tool_name)
+    skipped = _claim(deps, msg, attempt, claim=delegate is not None and delegate.protocol == "a2a")
     if skipped is not None:
         return skipped
-    delegate = s.agent.delegate_for_tool(msg.tool_name)
     if delegate is None:
         return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
     if delegate.protocol == "a2a":
@@ -107,7 +107,6 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
     answer = deps.peers.post_json(f"{base_url}/api/chat", body, headers)
     audit_post("dispatch", delegate.peer_service, answer, attempt=attempt, **ids)
     if 200 <= answer.status < 300:
-        deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
         count("DelegationsDispatched")
         timeline("dispatched", f"task sent to {delegate.agent} (pending)", peer_session_id=body["session_id"],
                  traceparent=msg.traceparent or None, **ids)
@@ -123,16 +122,24 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
     return _fail(deps, msg, detail)
 
 
-def _claim(deps: Deps, msg: DispatchMessage) -> DispatchOutcome | None:
-    """None if this delegation is still to be sent (and now claimed), else why it is skipped."""
+def _claim(deps: Deps, msg: DispatchMessage, attempt: int, claim: bool) -> DispatchOutcome | None:
+    """None if this delegation is still to be sent, else why it is skipped.
+
+    A first attempt of a delegation to one of our agents reads and writes nothing: a second
+    send is harmless, since the peer takes it as a replay (same derived session, same token).
+    A retry checks the turn first (a timeout may have completed it meanwhile). An A2A peer
+    may not deduplicate, so its delegation is claimed once (claim=True).
+    """
     store = deps.store
     if store.now_ms() >= msg.deadline_ms:
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
-    agg = store.get_turn(msg.session_id, msg.turn)
-    if agg is not None and agg.status == "complete":
-        # Every id already has a result (timeout, cancel): the peer would work for nothing.
-        return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
-    if not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id, deps.settings.session_retention_ms):
+    if attempt > 1 or claim:
+        agg = store.get_turn(msg.session_id, msg.turn)
+        if agg is not None and agg.status == "complete":
+            # Every id already has a result (timeout, cancel): the peer would work for nothing.
+            return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
+    if claim and not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id,
+                                          deps.settings.session_retention_ms):
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
     return None
 
@@ -144,7 +151,8 @@ def _out_of_time(deps: Deps, msg: DispatchMessage, attempt: int) -> DispatchOutc
         count("DispatchesDeferred")
         logger.warning("dispatch put back: out of time in this invocation", extra={**ids, "attempt": attempt})
         return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=OUT_OF_TIME_RETRY_S, detail="out of time")
-    skipped = _claim(deps, msg)
+    delegate = deps.settings.agent.delegate_for_tool(msg.tool_name)
+    skipped = _claim(deps, msg, attempt, claim=delegate is not None and delegate.protocol == "a2a")
     if skipped is not None:
         return skipped
     return _fail(deps, msg, f"not sent: attempt {attempt} of {deps.settings.dispatch_max_attempts}, the last, "
@@ -171,7 +179,9 @@ def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
     result = error_result(msg.tool_use_id, "dispatch_failed", ResultSource.DISPATCH_FAILED, detail)
     record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch")
-    deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")
+    delegate = deps.settings.agent.delegate_for_tool(msg.tool_name)
+    if delegate is not None and delegate.protocol == "a2a":
+        deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")  # its claim, settled
     count("DispatchFailures")
     timeline("dispatch_failed", f"dispatch failed: {detail}", **ids)
     return DispatchOutcome(DispatchStatus.FAILED, detail=detail)
