@@ -193,6 +193,17 @@ class Timeline:
         with self._lock:
             return {agent for agent, k in self.seen if k == kind}
 
+    def wait_for_count(self, kind: str, count: int, timeout_s: float) -> bool:
+        """Until `count` events of this kind have arrived (the last lines of a step may trail its effect)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while sum(1 for k, _ in self.events if k == kind) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
     def wait_for(self, kinds: set[str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         with self._lock:
@@ -330,6 +341,10 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             if not chosen.custom:
                 expected = tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
                 check_outcome(scenario, session, expected)
+            # The callback that completed the turn logs its line after the fact: let it reach the timeline
+            # before the stack stops.
+            answered_results = sum(1 for r in tool_results(session) if r.get("status") == "success")
+            timeline.wait_for_count("callback_accepted", answered_results, 2.0)
             if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()
