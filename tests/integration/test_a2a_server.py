@@ -201,7 +201,7 @@ def test_cancel_after_a_result_raced_in_stops_the_next_think(orchestrator):
     assert ok(rpc(orchestrator, "tasks/cancel", {"id": task["id"]}))["status"]["state"] == "canceled"
     orchestrator.run_queue("turns")
     session = orchestrator.api("session_get", SESSION_ID=sid)[2]
-    assert session["status"] == "idle" and session["turn"] == 2
+    assert session["status"] == "idle" and session["iteration"] == 2 and session["turn"] == 1
     assert "canceled" in session["messages"][-1]["content"][0]["text"]
     assert get(orchestrator, task["id"])["status"]["state"] == "canceled"
 
