@@ -30,10 +30,8 @@ def test_problems_are_shown_and_routine_records_are_not():
     assert not log_view.routine_text("Traceback (most recent call last):")
 
 
-def test_a_function_logs_lean_lines_and_its_routine_steps_at_debug(monkeypatch, capsys):
+def test_a_function_logs_lean_lines_and_its_routine_steps_at_debug():
     from flightdeck import observability
-
-    observability.logger.setLevel("INFO")  # the deployed default (tests/conftest.py quiets to WARNING)
 
     @observability.lambda_entry
     def handler(event, context):
@@ -41,13 +39,19 @@ def test_a_function_logs_lean_lines_and_its_routine_steps_at_debug(monkeypatch, 
         observability.timeline("dispatch_failed", "dispatch failed: HTTP 401", session_id="s-1")
         return {"ok": True}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # Powertools' "No application metrics to publish" would fail here
-        try:
+    out = io.StringIO()
+    # The logger writes to the stream it was created with: read this invocation's lines from it.
+    previous = observability.logger.registered_handler.setStream(out)
+    level = observability.logger.log_level
+    observability.logger.setLevel("INFO")  # the deployed default (tests/conftest.py quiets to WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # Powertools' "No application metrics to publish" would fail here
             assert handler({}, LocalLambdaContext(function_name="agent-test")) == {"ok": True}
-        finally:
-            observability.logger.setLevel("WARNING")
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    finally:
+        observability.logger.setLevel(level)
+        observability.logger.registered_handler.setStream(previous)
+    lines = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
     assert [r["timeline"] for r in lines] == ["dispatch_failed"]  # at INFO the routine step is not written
     [line] = lines
     assert {"function_arn", "function_name", "function_memory_size", "cold_start", "location", "agent"}.isdisjoint(line)
