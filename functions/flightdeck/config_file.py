@@ -260,7 +260,14 @@ _NAME_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
 
 
 def _dotted(parts: Sequence[object]) -> str:
-    return ".".join(str(p) if _BARE_KEY.match(str(p)) else json.dumps(str(p)) for p in parts)
+    """Keys joined as TOML spells them ("a.b", a quoted "odd key"); a list position as [n]."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + (str(p) if _BARE_KEY.match(str(p)) else json.dumps(str(p)))
+    return out
 
 
 def _is_model(cls: Any) -> bool:

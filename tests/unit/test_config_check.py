@@ -262,6 +262,7 @@ def test_for_aws_an_allowed_peer_may_live_elsewhere_but_a_delegate_must_resolve(
     (("agents", "w", "env", "ASYNC_TOOL_TIMEOUT_MS"), "[agents.w.env].ASYNC_TOOL_TIMEOUT_MS"),
     (("agents", "two words"), '[agents."two words"]'),
     (("defaults",), "[defaults]"),
+    (("agents", "critic", "allow", 0), "[agents.critic].allow[0]"),
 ])
 def test_toml_keys_are_spelled_as_in_the_file(loc, key):
     assert config_file.toml_key(loc) == key
