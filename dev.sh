@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine that has Python 3.11+:
-#   ./dev.sh demo [--scenario parallel|delegate|timeout]   the two-agent demo, locally, no AWS account
-#   ./dev.sh up [--config FILE]                            every agent of a config on loopback
+#   ./dev.sh demo [--config FILE] [--scenario parallel|delegate|timeout] [--message TEXT]
+#                                                          the demo (two agents by default), locally, no AWS account
+#   ./dev.sh up [--config FILE] [--json-logs] [--log-dir DIR]   every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests
-#   ./dev.sh bench [--quick] [--json PATH]                 what a delegation costs (docs/PERFORMANCE.md)
+#   ./dev.sh bench [--quick] [--json PATH] [--config FILE] what a delegation costs (docs/PERFORMANCE.md)
 # It creates .venv and installs what the command needs on first use.
 set -euo pipefail
 cd "$(dirname "$0")"

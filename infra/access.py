@@ -32,11 +32,12 @@ class Access:
 
 
 ACCESS: dict[str, Access] = {
-    # POST /api/chat, GET /api/sessions/{id}: store the session (+ reply route), start a turn.
+    # POST /api/chat, GET /api/sessions/{id}, GET /api/sessions (the sessions index): store the session
+    # (+ reply route), start a turn, read sessions.
     "chat_ingest": Access(table=True, send=("turns",)),
     # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
     "callback": Access(table=True, send=("turns",), secret=True),
-    # GET /.well-known/agent-card.json: built from its environment alone.
+    # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
     "agent_card": Access(),
     # One think step: delegations to dispatch, the final answer to delivery, a deadline timer.
     # Local tools run inline and record their results like any other (aggregation.record_and_advance):
@@ -113,7 +114,8 @@ class Permissions(Construct):
                         id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
                         reason=(
                             "Table.grantReadWriteData also covers the table's indexes: this table has exactly "
-                            "one, the sparse deadline index the sweep queries; no other table is reachable."
+                            "those of topology.INDEXES, the sparse deadline index the sweep queries and the "
+                            "sessions index of GET /api/sessions; no other table is reachable."
                         ),
                     )
                 )

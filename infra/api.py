@@ -5,7 +5,7 @@ handler module also needs that handler's permissions (infra/access.py ACCESS) an
 its authentication story (AUTHENTICATION below: why no Cognito authorizer, and for
 routes that are not PEER_AUTH why no gateway authorizer at all).
 
-Peer routes (topology.PEER_AUTH: POST /api/chat, GET /api/sessions/{id}, POST /a2a)
+Peer routes (topology.PEER_AUTH: POST /api/chat, GET /api/sessions/{id}, GET /api/sessions, POST /a2a)
 go through one Lambda REQUEST authorizer (the peer_authorizer function, keyed on the
 Authorization header, its answer cached `gateway.authorizer_cache_s`) and require an
 API key whose source is that authorizer (apiKeySource AUTHORIZER): the authorizer
@@ -62,13 +62,15 @@ AUTHENTICATION: dict[str, str] = {
         "peer agents that are not principals of this account, so IAM or Cognito authorizers do not apply."
     ),
     "agent_card": (
-        "Public by design: the A2A agent card is a discovery document fetched anonymously by clients. "
-        "It holds only what the agent advertises, and its function can reach no table, queue or secret."
+        "Public by design: the A2A agent card is a discovery document fetched anonymously by clients, "
+        "GET /health says only the agent's name and version, and GET /openapi.json is the API's published "
+        "description. They hold only what the agent advertises, and their function can reach no table, "
+        "queue or secret."
     ),
     "chat_ingest": (
         "A Lambda REQUEST authorizer, not a Cognito user pool: peers are other agents, not Cognito users "
-        "or principals of this account. POST /api/chat and GET /api/sessions/{id} require 'Authorization: "
-        "Bearer fdp_<peer>_<secret>' (without the header API Gateway answers 401). The peer authorizer "
+        "or principals of this account. POST /api/chat, GET /api/sessions/{id} and GET /api/sessions require "
+        "'Authorization: Bearer fdp_<peer>_<secret>' (without the header API Gateway answers 401). The peer authorizer "
         "looks the token up in this agent's peer registry (its DynamoDB table) and names the usage-plan "
         "API key the request is metered under; the function verifies the token on every request with a "
         "consistent read, in constant time (401 malformed, 403 unknown or revoked), so a revocation applies "

@@ -1,6 +1,6 @@
 """The CDK app: one `Flightdeck-<agent>` stack per agent of a deployment file.
 
-Context (`cdk synth -c key=value`, or CDK_CONTEXT_JSON when running `python app.py`):
+Context (`cdk synth -c key=value`, or `python app.py --config FILE -c key=value`):
 
 | key                  | default                       | meaning |
 |----------------------|-------------------------------|---------|
@@ -57,7 +57,8 @@ def add_nag(app: cdk.App) -> None:
 
 
 def build(app: cdk.App) -> list[FlightdeckStack]:
-    deployment = config_file.load(config_path(app))
+    # The one check of the whole file (flightdeck.config_file): a bad file stops here, every problem named.
+    deployment = config_file.load_checked(config_path(app), "aws")
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")
     stacks = [

@@ -13,7 +13,8 @@ class StateTable(Construct):
 
     - pk/sk strings, on-demand billing, point-in-time recovery;
     - TTL on `topology.TTL_ATTRIBUTE` (AWS deletes lazily: code filters on it too);
-    - the sparse deadline index the sweep queries (only waiting turns carry its keys).
+    - the global secondary indexes of `topology.INDEXES`: the sparse deadline index the sweep
+      queries (only waiting turns carry its keys) and the sessions index of GET /api/sessions.
 
     The table name is left to CloudFormation: with RETAIN, a fixed name would make
     a redeploy after a teardown fail on the retained table.
@@ -33,9 +34,11 @@ class StateTable(Construct):
             ),
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
-        self.table.add_global_secondary_index(
-            index_name=topology.DEADLINE_INDEX,
-            partition_key=dynamodb.Attribute(name=topology.DEADLINE_SHARD_ATTRIBUTE, type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name=topology.DEADLINE_AT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
+        types = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}
+        for index in topology.INDEXES:
+            self.table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=dynamodb.Attribute(name=index.partition_key[0], type=types[index.partition_key[1]]),
+                sort_key=dynamodb.Attribute(name=index.sort_key[0], type=types[index.sort_key[1]]),
+                projection_type=dynamodb.ProjectionType(index.projection),
+            )

@@ -23,26 +23,53 @@ def _complain(message: str) -> None:
     print(f"flightdeck: {message}", file=sys.stderr, flush=True)
 
 
-def _load(path: Path) -> config_file.DeploymentFile | None:
+def _aws_credentials() -> bool:
+    """Whether this machine has AWS credentials (for an agent whose model is Bedrock)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
     try:
-        return config_file.load(path)
+        return boto3.Session().get_credentials() is not None
+    except BotoCoreError:
+        return False
+
+
+def _load(path: Path, local_model: bool = False) -> config_file.DeploymentFile | None:
+    """The deployment file, checked whole for running on this machine (config_file.check), or None
+    after saying what is wrong: every problem once, each with the file, the TOML key and the fix."""
+    try:
+        deployment = config_file.load(path)
+        bedrock = [n for n, spec in deployment.agents.items() if spec.model.provider == "bedrock"]
+        checked = config_file.check(deployment, path, "local", local_model=local_model,
+                                    aws_credentials=bool(bedrock) and not local_model and _aws_credentials())
     except config_file.ConfigFileError as exc:
-        _complain(f"invalid deployment file: {exc}")
+        _complain("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         return None
+    if local_model:
+        for name in bedrock:
+            _complain(f"{config_file.toml_key(('agents', name, 'model'))}.provider = \"bedrock\": {name} runs with "
+                      "the local model (--local-model)")
+    return checked
 
 
 def _stack_failure(exc: Exception) -> int:
     """Report a failed start in one line (port clashes and bad input are usage errors)."""
-    from flightdeck.local.stack import PortInUseError
+    from flightdeck.local.stack import MOTO_OWNER, PortInUseError
 
     if isinstance(exc, PortInUseError):
-        _complain(f"{exc}; choose another with --port")
+        flag = "--moto-port" if exc.owner == MOTO_OWNER else "--port"
+        _complain(f"{exc}; choose another with {flag} N (0: any free port)")
         return EXIT_USAGE
     if isinstance(exc, ValueError):  # ConfigFileError included
         _complain(f"invalid deployment: {exc}")
         return EXIT_USAGE
     _complain(str(exc))
     return EXIT_FAILURE
+
+
+# Locally every step of a delegation is logged (observability.ROUTINE_STEPS are DEBUG): the readable
+# view draws them. A file's own POWERTOOLS_LOG_LEVEL wins.
+LOCAL_LOG_LEVEL = "DEBUG"
 
 
 class _Interrupted(Exception):
@@ -52,7 +79,7 @@ class _Interrupted(Exception):
 def local_up(args: argparse.Namespace) -> int:
     from flightdeck.local.stack import LocalStack, StackError
 
-    deployment = _load(args.config)
+    deployment = _load(args.config, args.local_model)
     if deployment is None:
         return EXIT_USAGE
     stop = threading.Event()
@@ -70,12 +97,16 @@ def local_up(args: argparse.Namespace) -> int:
         signal.signal(signum, on_signal)
     stack = None
     try:
-        stack = LocalStack(deployment, host=args.host, port=args.port, moto_port=args.moto_port, relay=sys.stderr)
+        stack = LocalStack(deployment, host=args.host, port=args.port, moto_port=args.moto_port, relay=sys.stderr,
+                           relay_format="json" if args.json_logs else "readable", log_dir=args.log_dir,
+                           log_level=LOCAL_LOG_LEVEL)
         stack.start()
         ready = True
         print("READY " + json.dumps(stack.urls), flush=True)
         for name, url in stack.urls.items():
             print(f"flightdeck: {name} on {url}", file=sys.stderr)
+        if args.log_dir is not None:
+            print(f"flightdeck: every agent's JSON log in {args.log_dir}/<agent>.log", file=sys.stderr)
         print(f"flightdeck: moto on {stack.moto_endpoint}; Ctrl-C stops everything", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
@@ -91,22 +122,22 @@ def local_up(args: argparse.Namespace) -> int:
 
 
 def local_demo(args: argparse.Namespace) -> int:
+    import shutil
     import tempfile
 
     from flightdeck.local import demo
     from flightdeck.local.stack import StackError
 
-    deployment = _load(args.config)
+    deployment = _load(args.config, args.local_model)
     if deployment is None:
         return EXIT_USAGE
-    log_file = None
-    if args.show_logs:
-        logs = sys.stderr
-    else:
-        log_file = tempfile.NamedTemporaryFile("w", prefix="flightdeck-demo-", suffix=".log", delete=False)
-        logs = log_file
+    # The agents' full logs: where asked (kept), else a scratch directory removed unless the demo fails.
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="flightdeck-demo-logs-"))
+    succeeded = False
     try:
-        demo.run(deployment, args.scenario, out=sys.stdout, logs=logs)
+        demo.run(deployment, args.scenario, out=sys.stdout, logs=sys.stderr if args.show_logs else None,
+                 log_dir=log_dir, message=args.message)
+        succeeded = True
         return EXIT_OK
     except KeyboardInterrupt:
         _complain("interrupted")
@@ -117,9 +148,12 @@ def local_demo(args: argparse.Namespace) -> int:
     except (StackError, config_file.ConfigFileError, ValueError) as exc:
         return _stack_failure(exc)
     finally:
-        if log_file is not None:
-            log_file.close()
-            print(f"\nagent logs: {log_file.name}", file=sys.stderr)
+        if args.log_dir is not None:
+            print(f"\nagent logs: {log_dir}", file=sys.stderr)
+        elif succeeded:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        else:
+            print(f"\nagent logs (kept, the demo failed): {log_dir}", file=sys.stderr)
 
 
 # --- flightdeck bench (flightdeck.bench) ---------------------------------------------------
@@ -129,9 +163,19 @@ def bench(args: argparse.Namespace) -> int:
     from flightdeck.bench import report, runner
     from flightdeck.local.stack import StackError
 
+    roles = None
+    if args.config is not None:
+        deployment = _load(args.config, args.local_model)
+        if deployment is None:
+            return EXIT_USAGE
+        try:
+            roles = runner.roles_from(deployment, args.config)
+        except ValueError as exc:
+            _complain(f"bench: {exc}")
+            return EXIT_USAGE
     try:
         opts = runner.options(args.quick, iterations=args.iterations, callbacks=args.callbacks,
-                              timeout_turns=args.timeout_turns, open_turns=args.open_turns)
+                              timeout_turns=args.timeout_turns, open_turns=args.open_turns, roles=roles)
         runner.validate(opts)
     except ValueError as exc:
         _complain(f"bench: {exc}")
@@ -168,6 +212,12 @@ def add_bench_command(commands: Any) -> None:
     sub.add_argument("--timeout-turns", type=int, metavar="N", help="turns left to time out")
     sub.add_argument("--open-turns", type=int, metavar="N", help="open turns seeded for the sweep")
     sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
+    sub.add_argument("--config", type=Path, metavar="FILE",
+                     help="measure the round trips with this deployment file's agents: its first agent with "
+                     "delegates and its first delegate (their prompts, models, tools, settings, memory), checked "
+                     "whole first (default: the bench's own pair)")
+    sub.add_argument("--local-model", action="store_true",
+                     help="run agents whose model is Bedrock with the local model (the bench runs on moto)")
     sub.set_defaults(run=bench)
 
 
@@ -184,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
             "examples:\n"
             "  flightdeck local up                         # the bundled two-agent example on loopback\n"
             "  flightdeck local up --config my.toml --port 8080\n"
-            "  flightdeck local demo                       # two parallel delegations, as a timeline\n"
+            "  flightdeck local demo                       # a task for every delegate at once, as a timeline\n"
+            "  flightdeck local demo --config examples/three-agents.toml --message \"@critic is this clear?\"\n"
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md"
         ),
@@ -202,19 +253,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_config(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--config", type=Path, default=config_file.DEFAULT_CONFIG, metavar="FILE",
-                         help="deployment file (default: the bundled examples/two-agents.toml)")
+                         help="deployment file, checked whole before anything starts "
+                         "(default: the bundled examples/two-agents.toml)")
+        sub.add_argument("--local-model", action="store_true",
+                         help='run agents whose model is "bedrock" with the local model instead (without it, '
+                         "such an agent needs AWS credentials)")
 
     up = local_commands.add_parser(
         "up",
         help="start every agent and serve until Ctrl-C",
         description="Start moto and every agent of the deployment file. Prints one line to stdout, "
-        'READY {"agent": "http://host:port", ...}, when all agents answer; logs go to stderr.',
+        'READY {"agent": "http://host:port", ...}, when all agents answer. On stderr, one line per step of '
+        "each delegation and per problem; --json-logs for the agents' full JSON logs instead, --log-dir for "
+        "them in a file per agent.",
     )
     add_config(up)
     up.add_argument("--host", default="127.0.0.1", help="address the agents listen on (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=0, metavar="N",
                     help="port of the first agent, the next agents take N+1, N+2... (default: free ports)")
     up.add_argument("--moto-port", type=int, default=0, metavar="N", help="port of the moto server (default: a free port)")
+    up.add_argument("--json-logs", action="store_true",
+                    help="relay every line the agents write (JSON) instead of one readable line per step")
+    up.add_argument("--log-dir", type=Path, metavar="DIR",
+                    help="also write each agent's full JSON log to DIR/<agent>.log (and moto's to DIR/moto.log)")
     up.set_defaults(run=local_up)
 
     demo = local_commands.add_parser(
@@ -225,10 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config(demo)
     demo.add_argument("--scenario", choices=SCENARIOS, default=DEFAULT_SCENARIO,
-                      help="delegate: one task; parallel: two tasks at once (default); "
-                      "timeout: the delegate answers after the delegator stopped waiting")
-    demo.add_argument("--show-logs", action="store_true",
-                      help="relay the agents' logs to stderr (default: written to a file)")
+                      help="parallel: one task for every delegate at once, two for a lone delegate (default); "
+                      "delegate: one task for the first delegate; timeout: the first delegate answers after "
+                      "the delegator stopped waiting")
+    demo.add_argument("--message", metavar="TEXT",
+                      help='send this instead of the scenario\'s task (with the local model, "@name ..." delegates '
+                      "to agent name)")
+    demo.add_argument("--show-logs", action="store_true", help="also relay the agents' JSON logs to stderr")
+    demo.add_argument("--log-dir", type=Path, metavar="DIR",
+                      help="keep each agent's JSON log in DIR/<agent>.log (default: a scratch directory, removed "
+                      "after a successful demo)")
     demo.set_defaults(run=local_demo)
     add_bench_command(commands)  # flightdeck bench
     from flightdeck.peers_admin import add_peers_command

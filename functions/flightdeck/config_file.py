@@ -8,20 +8,47 @@ agent's URL (its local URL locally, its `deploy.peer_urls` entry on AWS).
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Sequence, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flightdeck.domain.agent import DelegateTool, ModelConfig
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
-from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token
+from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token, new_token
+from flightdeck.settings import Settings
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a deployment file: where (its TOML key), what is wrong, and how to fix it."""
+
+    key: str  # e.g. "[agents.critic].allow"; "" for the file as a whole
+    message: str
+    fix: str
+
+    def render(self, path: str | Path) -> str:
+        where = f"{path}: {self.key}: " if self.key else f"{path}: "
+        fix = self.fix if self.fix.endswith(("?", ".", "!")) else self.fix + "."
+        return f"{where}{self.message.rstrip('.')}. Fix: {fix}"
 
 
 class ConfigFileError(ValueError):
-    pass
+    """A deployment file that cannot be used. str(): one line per problem, each naming the file, key and fix."""
+
+    def __init__(self, message: str, problems: Sequence[Problem] = (), path: str | Path | None = None):
+        super().__init__(message)
+        self.problems = tuple(problems)
+        self.path = path
+
+    @classmethod
+    def of(cls, path: str | Path, problems: Sequence[Problem]) -> "ConfigFileError":
+        return cls("\n".join(p.render(path) for p in problems), problems, path)
 
 
 class DeploySection(BaseModel):
@@ -208,31 +235,389 @@ class DeploymentFile(BaseModel):
         return tokens
 
 
-def load(path: str | Path) -> DeploymentFile:
-    path = Path(path)
+# --- reading and checking a deployment file ---------------------------------------------------------
+#
+# Hand-written on top of pydantic on purpose: pydantic finds what is wrong, but speaks of its
+# own locations ("agents.critic.allow.0") and links to its documentation; a person editing the
+# file needs the TOML key as they wrote it, and the fix. Problems are collected, never raised
+# one at a time, so a file with three mistakes is answered with three lines, each once.
+
+
+# Where the file runs: "local" (`flightdeck local up|demo`, `flightdeck bench`: every agent on this
+# machine, state in moto) or "aws" (`app.py` / `cdk synth`: one stack per agent).
+Runtime = Literal["local", "aws"]
+
+SETTING_NAMES: tuple[str, ...] = tuple(sorted(f.alias for f in Settings.model_fields.values() if f.alias))
+# Powertools reads its own variables (POWERTOOLS_LOG_LEVEL, ...): passed through as they are.
+PASSTHROUGH_PREFIX = "POWERTOOLS_"
+# What a lone setting is validated against: the resource variables the stack or the local runtime sets.
+_SETTINGS_BASE = {
+    "AGENT_NAME": "check", "STATE_TABLE": "check-state", "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
+    "DELIVERY_QUEUE_URL": "q", "TIMERS_QUEUE_URL": "q", "TOOL_CALLBACK_SECRET": "c" * 32,
+}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
+
+
+def _dotted(parts: Sequence[object]) -> str:
+    """Keys joined as TOML spells them ("a.b", a quoted "odd key"); a list position as [n]."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + (str(p) if _BARE_KEY.match(str(p)) else json.dumps(str(p)))
+    return out
+
+
+def _is_model(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, BaseModel)
+
+
+def toml_key(loc: Sequence[object]) -> str:
+    """The TOML key a pydantic location names, as the file spells it: ("agents", "critic", "allow")
+    -> "[agents.critic].allow"; ("agents", "a", "delegates", 1, "agent") -> "[[agents.a.delegates]] #2 agent"."""
+    tables: list[object] = []
+    array = ""
+    key: list[object] = []
+    cls: Any = DeploymentFile
+    items = list(loc)
+    while items:
+        part = items.pop(0)
+        field = cls.model_fields.get(part) if _is_model(cls) and isinstance(part, str) else None
+        if field is None:
+            key = [part, *items]
+            break
+        annotation, origin = field.annotation, get_origin(field.annotation)
+        if origin is dict:
+            tables.append(part)
+            value_type = get_args(annotation)[1]
+            if _is_model(value_type) and items:
+                tables.append(items.pop(0))
+                cls = value_type
+                continue
+            key = list(items)  # a table of plain values: the rest is one of its keys
+            break
+        if origin is list and _is_model(get_args(annotation)[0]) and items and isinstance(items[0], int):
+            array = f"[[{_dotted([*tables, part])}]] #{int(items.pop(0)) + 1}"
+            tables, cls = [], get_args(annotation)[0]
+            continue
+        if _is_model(annotation):
+            tables.append(part)
+            cls = annotation
+            continue
+        key = [part, *items]
+        break
+    if array:
+        return f"{array} {_dotted(key)}" if key else array
+    if not tables:
+        return _dotted(key)
+    return f"[{_dotted(tables)}]" + (f".{_dotted(key)}" if key else "")
+
+
+def _model_at(loc: Sequence[object]) -> type[BaseModel] | None:
+    """The model class of the table a location points into (None: a table of plain values)."""
+    cls: Any = DeploymentFile
+    items = list(loc)
+    while items:
+        part = items.pop(0)
+        field = cls.model_fields.get(part) if _is_model(cls) and isinstance(part, str) else None
+        if field is None:
+            return None
+        annotation, origin = field.annotation, get_origin(field.annotation)
+        if origin in (dict, list):
+            if not items:
+                return None
+            items.pop(0)
+            cls = get_args(annotation)[-1]
+        else:
+            cls = annotation
+    return cls if _is_model(cls) else None
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (str, int, float, bool)) else type(value).__name__
+
+
+_TYPE_FIXES = {
+    "int": "write a whole number, without quotes",
+    "float": "write a number, without quotes",
+    "bool": "write true or false, without quotes",
+    "string": "write it as a quoted string",
+    "list": 'write a list, e.g. ["a", "b"]',
+    "dict": "write a table: a [section], or { key = value } inline",
+    "model": "write a table: a [section], or { key = value } inline",
+}
+
+
+def _explain(err: dict[str, Any], example: str = "") -> tuple[str, str]:
+    """(what is wrong, the fix) for one pydantic error, in the file's terms."""
+    kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    should = msg.replace("Input should be", "must be").replace("String should", "must").replace("List should", "must")
+    got = f" (it is {_show(given)})" if not isinstance(given, (dict, list)) else ""
+    for prefix, fix in _TYPE_FIXES.items():
+        if kind.startswith(prefix + "_") and kind.endswith(("_type", "_parsing", "_from_float", "_attributes_type")):
+            return f"{should.split(',')[0]}{got}", fix + (f", e.g. {example}" if example else "")
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "one of the listed values")).replace("'", '"')  # TOML quotes
+        return f"must be {expected}{got}", f"write {expected}"
+    bounds = {"greater_than": ("gt", "a number above {}"), "greater_than_equal": ("ge", "{} or more"),
+              "less_than": ("lt", "a number below {}"), "less_than_equal": ("le", "at most {}"),
+              "string_too_short": ("min_length", "at least {} characters"),
+              "string_too_long": ("max_length", "at most {} characters"),
+              "too_short": ("min_length", "at least {} entries"), "too_long": ("max_length", "at most {} entries")}
+    if kind in bounds:
+        name, text = bounds[kind]
+        return f"{should}{got}", "use " + text.format(ctx.get(name))
+    if kind == "string_pattern_mismatch":
+        if ctx.get("pattern") == _NAME_PATTERN:
+            return f"{_show(given)} is not a name", "use lower-case letters, digits, '-' and '_', starting with a letter or digit"
+        return f"{should}{got}", "change it to match that pattern"
+    if kind == "missing":
+        return "is required", "add it"
+    if kind == "value_error" and ("peer token" in msg or "fdp_" in msg or "peer id" in msg):
+        return msg, ("a token is fdp_<peer id>_<secret of 32+ characters A-Z a-z 0-9 _ ->; "
+                     "`flightdeck peers add` makes one, locally any such string will do")
+    return msg, "correct the value (see the comments in examples/two-agents.toml)"
+
+
+def _setting_problem(table: str, name: str, value: Any) -> Problem | None:
+    """A setting of [defaults] or [agents.X.env]: known by name, of the right type and range."""
+    key = f"{table}.{_dotted([name])}"
+    if not isinstance(value, (str, int, float, bool)):
+        return Problem(key, f"must be a string or a number, not a {type(value).__name__}",
+                       f'write {name} = "..." or a number')
+    if name not in SETTING_NAMES and not name.startswith(PASSTHROUGH_PREFIX):
+        close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.6)
+        fix = (f"rename it to {close[0]}" if close else
+               "remove it: an agent reads only the settings listed in README, Configuration (flightdeck/settings.py)")
+        return Problem(key, "is not a setting", fix)
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
     try:
-        raw: dict[str, Any] = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigFileError(f"{path}: {exc}") from exc
+        Settings.model_validate({**_SETTINGS_BASE, name: text})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        default = next((f.default for f in Settings.model_fields.values() if f.alias == name), None)
+        example = f"{name} = {default}" if isinstance(default, int) and not isinstance(default, bool) else ""
+        message, fix = _explain(err, example)
+        return Problem(key, message, fix)
+    return None
+
+
+def _settings_tables(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(TOML key, table) of every table of settings: [defaults] and each [agents.X.env]."""
+    tables: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(raw.get("defaults"), dict):
+        tables.append(("[defaults]", raw["defaults"]))
+    agents = raw.get("agents")
+    for name, spec in agents.items() if isinstance(agents, dict) else ():
+        if isinstance(spec, dict) and isinstance(spec.get("env"), dict):
+            tables.append((toml_key(("agents", name, "env")), spec["env"]))
+    return tables
+
+
+def _structure_problem(err: dict[str, Any]) -> Problem:
+    loc = tuple(err["loc"])
+    key = toml_key(loc)
+    if err["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        known = sorted(model.model_fields) if model else []
+        name, parent = str(loc[-1]), toml_key(loc[:-1])
+        is_table = isinstance(err.get("input"), dict)
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if is_table and parent.startswith("[") and not parent.startswith("[[") and parent.endswith("]"):
+            key = f"{parent[:-1]}.{_dotted([name])}]"
+            fix = f"rename it to {parent[:-1]}.{close[0]}]" if close else f"remove it; {parent} has: {', '.join(known)}"
+            return Problem(key, "unknown section", fix)
+        fix = f'rename it to "{close[0]}"' if close else f"remove it; {parent or 'the file'} takes: {', '.join(known)}"
+        return Problem(key, f'unknown key "{name}"', fix)
+    if len(loc) == 3 and loc[0] == "agents" and loc[2] == "name" and err["type"] == "string_pattern_mismatch":
+        return Problem(toml_key(loc[:2]), f"the agent name {_show(loc[1])} is not allowed",
+                       "rename the section: lower-case letters, digits, '-' and '_', starting with a letter or digit")
+    message, fix = _explain(err)
+    return Problem(key, message, fix)
+
+
+def parse(raw: dict[str, Any], path: str | Path = "<deployment>") -> DeploymentFile:
+    """A deployment from the TOML document's data; ConfigFileError naming every mistake at once."""
+    problems: list[Problem] = []
     agents = raw.get("agents", {})
     if isinstance(agents, dict):
         for name, spec in agents.items():
             if isinstance(spec, dict):
                 spec.setdefault("name", name)
-    for section in ("defaults",):
-        if isinstance(raw.get(section), dict):
-            raw[section] = {k: str(v) for k, v in raw[section].items()}
-    for spec in agents.values() if isinstance(agents, dict) else ():
-        if isinstance(spec, dict) and isinstance(spec.get("env"), dict):
-            spec["env"] = {k: str(v) for k, v in spec["env"].items()}
+    for key, table in _settings_tables(raw):
+        for name, value in list(table.items()):
+            problem = _setting_problem(key, name, value)
+            if problem is not None:
+                problems.append(problem)
+            table[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     try:
         deployment = DeploymentFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigFileError(f"{path}: {exc}") from exc
+        problems.extend(_structure_problem(err) for err in exc.errors(include_url=False))
+        raise ConfigFileError.of(path, _once(problems)) from None
     for name, spec in deployment.agents.items():
         if spec.name != name:
-            raise ConfigFileError(f"{path}: agents.{name} has name {spec.name!r}")
+            problems.append(Problem(toml_key(("agents", name, "name")), f"is {spec.name!r}, not the section's name",
+                                    f'remove it (the name is the section\'s: [agents.{name}])'))
+    if problems:
+        raise ConfigFileError.of(path, _once(problems))
     return deployment
+
+
+def _once(problems: Sequence[Problem]) -> list[Problem]:
+    return list(dict.fromkeys(problems))
+
+
+def load(path: str | Path) -> DeploymentFile:
+    """Read a deployment file: TOML syntax, known keys and settings, types and ranges (every agent's).
+
+    What depends on where it runs (other agents named, tokens, the model) is `check`'s.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigFileError.of(path, [Problem("", "no such file", "check the path (--config FILE, -c config=FILE)")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError.of(path, [Problem("", f"cannot be read: {exc}", "check the path and its permissions")]) from None
+    try:
+        raw: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileError.of(path, [Problem("", f"is not valid TOML: {exc}",
+                                                "correct the syntax there (key = value lines under [section] headers)")]) from None
+    return parse(raw, path)
+
+
+def _delegate_key(agent: str, index: int, field_name: str = "") -> str:
+    return toml_key(("agents", agent, "delegates", index, *([field_name] if field_name else [])))
+
+
+def _with(items: Sequence[str], name: str) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in [*items, name]) + "]"
+
+
+def _nearest(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    return close[0] if close else ""
+
+
+def check(deployment: DeploymentFile, path: str | Path, runtime: Runtime, *,
+          local_model: bool = False, aws_credentials: bool = False) -> DeploymentFile:
+    """Everything the agents of the file need of each other and of where they run, checked at start.
+
+    - a delegate names an agent of the file (or an outside service of `allowed_hosts`);
+    - the delegator's `allow` names it, and its `allow` names the delegator (the answer's way back);
+    - locally, the delegate's `peers` has a token for the delegator (without one: 401);
+    - every `allow` name resolves to a URL;
+    - the model can run here: Bedrock needs a model_id, and under `flightdeck local` AWS credentials
+      (aws_credentials) or local_model=True, which runs such agents with the local model instead.
+
+    Returns the deployment to run (local_model applied); ConfigFileError lists every problem.
+    """
+    problems: list[Problem] = []
+    agents = deployment.agents
+    names = list(agents)
+    for name, spec in agents.items():
+        allowed = set(spec.allow) | set(spec.allowed_hosts)
+        for index, delegate in enumerate(spec.delegates):
+            target = delegate.peer_service
+            target_key = _delegate_key(name, index, "service" if delegate.service else "agent")
+            if delegate.protocol == "a2a":
+                continue  # an A2A peer is found by its card_url, checked against ALLOWED_HOST_MAPPING at run time
+            outside = target in spec.allowed_hosts or (runtime == "aws" and target in spec.deploy.peer_urls)
+            if target not in agents and not outside:
+                nearest = _nearest(target, [n for n in names if n != name])
+                problems.append(Problem(
+                    target_key, f'no agent "{target}" in this file',
+                    f'did you mean "{nearest}"?' if nearest else
+                    f"name one of its agents ({', '.join(names)}), or a service outside the file listed in "
+                    f"[agents.{name}].allowed_hosts"))
+                continue
+            if target not in allowed:
+                problems.append(Problem(
+                    toml_key(("agents", name, "allow")),
+                    f'lacks "{target}", which {_delegate_key(name, index)} delegates to: every dispatch would be refused',
+                    f"allow = {_with(spec.allow, target)}"))
+            peer = agents.get(target)
+            if peer is None:
+                continue
+            callback = delegate.callback_service or name
+            if callback not in peer.allow and callback not in peer.allowed_hosts:
+                problems.append(Problem(
+                    toml_key(("agents", target, "allow")),
+                    f'lacks "{callback}": {target} could not send its answers back to {name} '
+                    f"(delegated to by {_delegate_key(name, index)})",
+                    f"allow = {_with(peer.allow, callback)}"))
+            if runtime == "local" and deployment.environment(target).get("INBOUND_AUTH", "required") != "off":
+                problems.extend(_token_problems(deployment, name, target, index))
+        for allowed_name in spec.allow:
+            if allowed_name in agents or allowed_name in spec.allowed_hosts:
+                continue
+            if runtime == "aws":
+                continue  # resolved through deploy.peer_urls, or reported by the stack until it is known
+            nearest = _nearest(allowed_name, names)
+            problems.append(Problem(
+                toml_key(("agents", name, "allow")),
+                f'names "{allowed_name}", which is neither an agent of this file nor in [agents.{name}].allowed_hosts',
+                f'did you mean "{nearest}"?' if nearest else
+                f'remove it, or give its URL: allowed_hosts = {{ {allowed_name} = "https://..." }}'))
+    fallback: list[str] = []
+    for name, spec in agents.items():
+        model_key = toml_key(("agents", name, "model"))
+        if spec.model.provider != "bedrock":
+            continue
+        if not spec.model.model_id:
+            problems.append(Problem(f"{model_key}.model_id", 'is required with provider = "bedrock"',
+                                    'add model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0" (a model id, '
+                                    "an inference profile id or an ARN)"))
+        if runtime == "local" and local_model:
+            fallback.append(name)
+        elif runtime == "local" and not aws_credentials:
+            problems.append(Problem(
+                f"{model_key}.provider",
+                '"bedrock" cannot run here: `flightdeck local` has no AWS credentials to call Bedrock with '
+                "(the local stack's moto has no Bedrock)",
+                'set provider = "local" (deterministic, offline), or pass --local-model to run it with the local '
+                "model this time, or provide AWS credentials (aws configure, AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                "AWS_SECRET_ACCESS_KEY) with access to that model in us-east-1"))
+    if problems:
+        raise ConfigFileError.of(path, _once(problems))
+    if not fallback:
+        return deployment
+    variant = deployment.model_copy(deep=True)
+    for name in fallback:
+        variant.agents[name].model = ModelConfig(provider="local")
+    return variant
+
+
+def _token_problems(deployment: DeploymentFile, caller: str, target: str, index: int) -> list[Problem]:
+    """Locally: the token `caller` presents to `target` is one target's [peers] lists (else 401 or 403)."""
+    peer = deployment.agents[target]
+    # As outbound_tokens() gives it once `allow` names the target (a missing `allow` is its own problem).
+    presented = deployment.agents[caller].peer_tokens.get(target) or peer.peers.get(caller)
+    peers_key = toml_key(("agents", target, "peers"))
+    if presented is None:
+        try:
+            example = new_token(caller)
+        except PeerTokenError:
+            example = "fdp_<peer id>_<secret>"
+        return [Problem(peers_key, f'has no token for "{caller}", which delegates to {target} '
+                        f"({_delegate_key(caller, index)}): its tasks would be refused with 401",
+                        f'add {caller} = "{example}" under {peers_key} (LOCAL ONLY; any fdp_{caller}_<32+ characters>)')]
+    if presented not in peer.peers.values():
+        return [Problem(toml_key(("agents", caller, "peer_tokens", target)),
+                        f"is not a token {peers_key} lists: {target} would refuse {caller}'s tasks with 403",
+                        f"remove it ({caller}'s token for {target} is taken from {peers_key})")]
+    return []
+
+
+def load_checked(path: str | Path, runtime: Runtime, *, local_model: bool = False,
+                 aws_credentials: bool = False) -> DeploymentFile:
+    """`load` and `check`: the one check of a whole file at start (local up, demo, bench, app.py)."""
+    return check(load(path), path, runtime, local_model=local_model, aws_credentials=aws_credentials)
 
 
 # The repository's bundled example (functions/flightdeck/ -> repo root).

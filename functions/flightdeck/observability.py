@@ -1,7 +1,12 @@
 """Logger, tracer and metrics for every function, and the W3C trace context we carry.
 
-Every log line carries agent, session_id and tool_use_id when known. Lines with a
-`timeline` key mark the steps of a delegation (the local demo draws them).
+Every log line carries service (the agent), the invocation's function_request_id, and
+session_id and tool_use_id when known; nothing a log group already says (function name,
+ARN, memory size) and no source location: CloudWatch bills each byte of each line.
+Lines with a `timeline` key mark the steps of a delegation (the local demo and
+`flightdeck local up` draw them). The routine steps are DEBUG: on AWS (INFO, the default)
+a delegation writes its audit lines, its metrics and whatever went wrong
+(dispatch failures, timeouts, late answers); POWERTOOLS_LOG_LEVEL=DEBUG adds the steps.
 """
 
 from __future__ import annotations
@@ -18,14 +23,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.exceptions import SchemaValidationError
 
 _service = os.environ.get("POWERTOOLS_SERVICE_NAME") or os.environ.get("AGENT_NAME") or "flightdeck"
-# `agent` is a constructor key, so it survives clear_state on every invocation.
-logger = Logger(service=_service, agent=os.environ.get("AGENT_NAME", _service))
+logger = Logger(service=_service)
 # Audit lines have their own logger at INFO, so a quieter POWERTOOLS_LOG_LEVEL never drops them.
 # Its Python logger name is outside the main logger's hierarchy (no line is written twice);
 # the lines still say service = the agent, and carry the keys bound for the invocation.
-audit_logger = Logger(service=f"flightdeck-audit:{_service}", level="INFO", agent=os.environ.get("AGENT_NAME", _service))
+audit_logger = Logger(service=f"flightdeck-audit:{_service}", level="INFO")
 audit_logger.append_keys(service=_service)
-
+for _logger in (logger, audit_logger):
+    _logger.remove_keys(["location"])  # file:line of the logging call: for developers, not operators
 
 
 def _tracing_on() -> bool:
@@ -59,26 +64,45 @@ def bind(**keys: object) -> None:
 
 
 def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
-    """Every Lambda entry point: context on log lines, tracing, and metrics flushed once per invocation."""
+    """Every Lambda entry point: the request id on log lines, tracing, and metrics flushed once per invocation.
+
+    Not Powertools' inject_lambda_context: it puts the function's name, ARN, memory size and
+    cold start on every line, which the log group and Lambda's REPORT line already say.
+    """
 
     @functools.wraps(handler)
     def invocation(event: dict, context: Any) -> Any:
         logger.thread_safe_clear_keys()
+        request_id = getattr(context, "aws_request_id", None)
+        if request_id:
+            bind(function_request_id=request_id)
         try:
             return handler(event, context)
         finally:
-            try:
-                metrics.flush_metrics()
-            except SchemaValidationError:
-                # Another function of this process (local runtime only) flushed our metrics first.
-                pass
+            # Nothing counted, nothing to publish (flushing an empty set only warns).
+            if metrics.metric_set:
+                try:
+                    metrics.flush_metrics()
+                except SchemaValidationError:
+                    # Another function of this process (local runtime only) flushed our metrics first.
+                    pass
 
-    return logger.inject_lambda_context(tracer.capture_lambda_handler(invocation) if tracer else invocation)
+    return tracer.capture_lambda_handler(invocation) if tracer else invocation
+
+
+# Steps every delegation takes: DEBUG (see the module doc). Any other timeline event (dispatch_failed,
+# timeout_synthesized, callback_late, a2a_task_canceled...) is news to an operator: INFO.
+ROUTINE_STEPS = frozenset({
+    "chat_received", "turn_started", "thinking", "tool_use", "dispatched", "callback_accepted",
+    "turn_complete", "answer_ready", "answer_delivered", "final_answer",
+    "a2a_task_started", "a2a_task_completed", "a2a_poll_done", "a2a_push_delivered",
+})
 
 
 def timeline(event: str, message: str, **fields: object) -> None:
     """Log one step of a delegation, for people following it across agents."""
-    logger.info(message, extra={"timeline": event, **{k: v for k, v in fields.items() if v is not None}})
+    log = logger.debug if event in ROUTINE_STEPS else logger.info
+    log(message, extra={"timeline": event, **{k: v for k, v in fields.items() if v is not None}})
 
 
 def payload_sha256(data: bytes | str) -> str:

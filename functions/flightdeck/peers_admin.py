@@ -52,6 +52,37 @@ def _say(message: str) -> None:
     print(f"flightdeck: {message}", file=sys.stderr, flush=True)
 
 
+# What boto3 reads (AWS_REGION is the Lambda runtime's; boto3 ignores it).
+REGION_HELP = ("pass --region, set AWS_DEFAULT_REGION, or use a profile that has one "
+               "(AWS_PROFILE=NAME; `aws configure set region eu-west-1 --profile NAME`)")
+CREDENTIALS_HELP = ("provide AWS credentials as for the AWS CLI: `aws configure` (access keys), "
+                    "`aws sso login --profile NAME` with AWS_PROFILE=NAME, or AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) in the environment; for the local stack of "
+                    "`flightdeck local up`, pass --endpoint-url instead")
+# Error codes that mean "these credentials were refused", not "you may not".
+_REFUSED_CREDENTIALS = frozenset({"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId",
+                                  "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
+                                  "MissingAuthenticationToken", "InvalidAccessKeyId", "RequestExpired"})
+
+
+def credentials_problem(exc: BaseException) -> str | None:
+    """A sentence saying how to provide credentials, if exc is about missing or refused ones."""
+    from botocore.exceptions import ClientError, CredentialRetrievalError, NoCredentialsError, PartialCredentialsError
+
+    try:
+        from botocore.exceptions import SSOError, TokenRetrievalError
+    except ImportError:  # older botocore
+        SSOError = TokenRetrievalError = NoCredentialsError  # noqa: N806
+
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return f"no AWS credentials ({exc}): {CREDENTIALS_HELP}"
+    if isinstance(exc, (CredentialRetrievalError, SSOError, TokenRetrievalError)):
+        return f"the AWS credentials could not be obtained ({exc}): {CREDENTIALS_HELP}"
+    if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in _REFUSED_CREDENTIALS:
+        return f"AWS refused the credentials ({exc.response['Error'].get('Message', exc)}): {CREDENTIALS_HELP}"
+    return None
+
+
 def _session(args: argparse.Namespace) -> Any:
     import boto3
 
@@ -63,7 +94,16 @@ def _session(args: argparse.Namespace) -> Any:
     if session.region_name is None:
         session = boto3.Session(region_name=LOCAL_REGION if args.endpoint_url else None)
         if session.region_name is None:
-            raise AdminError("no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+            raise AdminError(f"no AWS region: {REGION_HELP}", EXIT_USAGE)
+    if not args.endpoint_url:
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            found = session.get_credentials()
+        except BotoCoreError as exc:
+            raise AdminError(credentials_problem(exc) or f"cannot read AWS credentials: {exc}", EXIT_USAGE) from None
+        if found is None:
+            raise AdminError(f"no AWS credentials: {CREDENTIALS_HELP}", EXIT_USAGE)
     return session
 
 
@@ -81,6 +121,9 @@ class _Stack:
             try:
                 described = self.session.client("cloudformation").describe_stacks(StackName=self.name)["Stacks"][0]
             except Exception as exc:  # noqa: BLE001 - botocore raises several kinds; all mean "cannot tell"
+                about_credentials = credentials_problem(exc)
+                if about_credentials:  # --table would not help: every later call needs them too
+                    raise AdminError(about_credentials, EXIT_USAGE) from None
                 raise AdminError(f"cannot find the {what} of agent {self.agent!r}: stack {self.name}: {exc}; "
                                  f"pass {option}") from None
             self._outputs = {str(o.get("OutputKey")): str(o.get("OutputValue")) for o in described.get("Outputs", [])}
@@ -290,6 +333,10 @@ def run(args: argparse.Namespace) -> int:
         _say(str(exc))
         return exc.code
     except (BotoCoreError, ClientError) as exc:
+        about_credentials = credentials_problem(exc)
+        if about_credentials:
+            _say(about_credentials)
+            return EXIT_USAGE
         _say(f"AWS call failed: {exc}")
         return EXIT_FAILURE
 

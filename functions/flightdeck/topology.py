@@ -21,6 +21,29 @@ DEADLINE_SHARD_ATTRIBUTE = "due_shard"
 DEADLINE_AT_ATTRIBUTE = "due_at"
 # Spreads open turns over a few index partitions so no single one runs hot.
 DEADLINE_SHARDS = 4
+# A peer's own sessions, newest first (GET /api/sessions): a session's META item carries its owner
+# and creation time (flightdeck.adapters.dynamo_state writes them; an item without an owner, made
+# while authentication was off, is not in it). Keys only: a session's later updates (status, turn,
+# messages) never write to it, so it costs one index write per new session.
+SESSIONS_INDEX = "owner-sessions-index"
+SESSION_OWNER_ATTRIBUTE = "owner"
+SESSION_CREATED_AT_ATTRIBUTE = "created_at"
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A global secondary index of the agent's table: (attribute, "S" | "N") keys and its projection."""
+
+    name: str
+    partition_key: tuple[str, str]
+    sort_key: tuple[str, str]
+    projection: str  # "ALL" | "KEYS_ONLY"
+
+
+INDEXES: tuple[IndexSpec, ...] = (
+    IndexSpec(DEADLINE_INDEX, (DEADLINE_SHARD_ATTRIBUTE, "S"), (DEADLINE_AT_ATTRIBUTE, "N"), "ALL"),
+    IndexSpec(SESSIONS_INDEX, (SESSION_OWNER_ATTRIBUTE, "S"), (SESSION_CREATED_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,8 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat"),
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
+    # The caller's own sessions, newest first, a page at a time.
+    Route("GET", "/api/sessions", "chat_ingest", PEER_AUTH),
     Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response"),
     Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
     Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
@@ -86,6 +111,9 @@ ROUTES: tuple[Route, ...] = (
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a"),
     Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push"),
+    # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
+    Route("GET", "/health", "agent_card", PUBLIC),
+    Route("GET", "/openapi.json", "agent_card", PUBLIC),
 )
 _ROUTES_BY_KEY = {(r.method, r.path): r for r in ROUTES}
 

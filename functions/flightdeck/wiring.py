@@ -11,6 +11,7 @@ from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
+from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
@@ -69,8 +70,16 @@ def deps_within(budget: TimeBudget | None) -> Deps:
     return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a)
 
 
+@functools.lru_cache(maxsize=1)
+def session_index() -> SessionIndex:
+    """GET /api/sessions: the sessions index of the same table, through the same client."""
+    store = deps().store
+    return SessionIndex(deps().settings.state_table, client_factory=lambda: store.client, clock=store.now_ms)
+
+
 def reset() -> None:
     """Forget settings and clients (tests change the environment between cases)."""
+    session_index.cache_clear()
     deps.cache_clear()
     _http.cache_clear()
     get_settings.cache_clear()

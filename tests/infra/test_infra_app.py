@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _run_app(outdir: Path, context: dict) -> subprocess.CompletedProcess:
+def _run_app(outdir: Path, context: dict, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -29,7 +29,7 @@ def _run_app(outdir: Path, context: dict) -> subprocess.CompletedProcess:
         AWS_CONFIG_FILE="/nonexistent",
     )
     return subprocess.run(
-        [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "app.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
 
 
@@ -46,3 +46,31 @@ def test_app_py_rejects_an_unknown_agent(tmp_path: Path) -> None:
     result = _run_app(tmp_path, {"agents": "nobody", "bundleDeps": "false"})
     assert result.returncode != 0
     assert "unknown agent(s) nobody" in result.stderr
+
+
+def _stacks(outdir: Path) -> set[str]:
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    return {k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
+
+
+def test_app_py_config_uses_the_file(tmp_path: Path) -> None:
+    # `critic` exists only in the three-agent file: its stack proves the file was read.
+    result = _run_app(tmp_path, {}, ("--config", "examples/three-agents.toml", "-c", "agents=critic",
+                                     "-c", "bundleDeps=false", "-c", "nag=false"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert _stacks(tmp_path) == {"Flightdeck-critic"}
+    assert "1 stack(s) from examples/three-agents.toml" in result.stderr
+
+
+def test_app_py_fails_loudly_on_a_missing_or_invalid_file(tmp_path: Path) -> None:
+    result = _run_app(tmp_path, {}, ("--config", "no-such-file.toml"))
+    assert result.returncode == 2
+    assert "no-such-file.toml: no such file. Fix:" in result.stderr and "Traceback" not in result.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text((REPO / "examples" / "three-agents.toml").read_text().replace('agent = "critic"', 'agent = "critc"'))
+    # As `cdk synth -c config=FILE` passes it (CDK_CONTEXT_JSON): the same check, the same answer.
+    result = _run_app(tmp_path, {"config": str(bad)})
+    assert result.returncode == 2
+    assert f'{bad}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. Fix: did you mean ' \
+           '"critic"?' in result.stderr
+    assert not (tmp_path / "manifest.json").exists()

@@ -49,6 +49,8 @@ def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
                     {"AttributeName": topology.SORT_KEY, "AttributeType": "S"},
                     {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "AttributeType": "S"},
                     {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "AttributeType": "N"},
+                    {"AttributeName": topology.SESSION_OWNER_ATTRIBUTE, "AttributeType": "S"},
+                    {"AttributeName": topology.SESSION_CREATED_AT_ATTRIBUTE, "AttributeType": "N"},
                 ]
             ),
             "TimeToLiveSpecification": {"AttributeName": topology.TTL_ATTRIBUTE, "Enabled": True},
@@ -62,7 +64,15 @@ def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
                         {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    "IndexName": topology.SESSIONS_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": topology.SESSION_OWNER_ATTRIBUTE, "KeyType": "HASH"},
+                        {"AttributeName": topology.SESSION_CREATED_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
             ],
         },
     )

@@ -170,13 +170,14 @@ def test_cancel_stops_outstanding_delegations_and_the_session_thinks_no_more(orc
     assert session["status"] == "idle"
     assert "toolResult" in session["messages"][-2]["content"][0]
     assert "canceled" in session["messages"][-1]["content"][0]["text"]
-    # A worker answering now is late; the dispatches still queued are not sent at all.
+    # A worker answering now is late; the dispatches still queued are not sent again once they
+    # failed (a first attempt reads nothing: the peer would be told "late" when it answers).
     token = orchestrator.token(sid, 1, results[0]["tool_use_id"]["S"], total=2)
     assert orchestrator.api("tool_response", TOKEN=token, RESULT="too late")[0] == 410
     from flightdeck.domain.dispatch import DispatchMessage, dispatch_delegation
     from flightdeck.wiring import deps
 
-    outcomes = [dispatch_delegation(deps(), DispatchMessage.model_validate(b), 1) for b in orchestrator.bodies("dispatch")]
+    outcomes = [dispatch_delegation(deps(), DispatchMessage.model_validate(b), 2) for b in orchestrator.bodies("dispatch")]
     assert [o.status.value for o in outcomes] == ["skipped", "skipped"]
     # The context takes a new task afterwards.
     assert send(orchestrator, "next", contextId=sid)["status"]["state"] == "working"
@@ -201,7 +202,7 @@ def test_cancel_after_a_result_raced_in_stops_the_next_think(orchestrator):
     assert ok(rpc(orchestrator, "tasks/cancel", {"id": task["id"]}))["status"]["state"] == "canceled"
     orchestrator.run_queue("turns")
     session = orchestrator.api("session_get", SESSION_ID=sid)[2]
-    assert session["status"] == "idle" and session["turn"] == 2
+    assert session["status"] == "idle" and session["iteration"] == 2 and session["turn"] == 1
     assert "canceled" in session["messages"][-1]["content"][0]["text"]
     assert get(orchestrator, task["id"])["status"]["state"] == "canceled"
 

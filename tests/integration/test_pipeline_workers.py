@@ -48,12 +48,14 @@ def test_dispatch_posts_the_task_with_a_reply_route_and_writes_no_result(agent, 
     assert not [i for i in agent.table_items() if i["sk"]["S"].startswith("RESULT#") and i["text"]["S"] != "four moons"]
 
 
-def test_dispatch_delivered_twice_posts_once(agent, peer):
+def test_dispatch_delivered_twice_posts_the_same_request_so_the_peer_replays_it(agent, peer):
+    # A first attempt claims nothing (no read, no write): a second delivery posts again, byte for
+    # byte, which our peer answers `replayed` (tests/integration/test_outbound_recovery.py).
     think(agent, "@worker one")
     [msg] = agent.receive("dispatch")
     agent.run_queue("dispatch", [msg], delete=False)
     agent.run_queue("dispatch", [msg])
-    assert len(peer.requests) == 1
+    assert len(peer.requests) == 2 and peer.requests[0]["body"] == peer.requests[1]["body"]
 
 
 def test_retryable_dispatch_failure_backs_off_through_visibility(agent, peer):
@@ -153,7 +155,7 @@ def test_turn_message_delivered_twice_has_one_effect(agent, peer):
     dispatches = agent.receive("dispatch")
     assert len({json.loads(m["Body"])["tool_use_id"] for m in dispatches}) == 1
     agent.run_queue("dispatch", dispatches)
-    assert len(peer.requests) == 1
+    assert len({json.dumps(r["body"], sort_keys=True) for r in peer.requests}) == 1  # one request, replayed
     delayed = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"],
                                              AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"

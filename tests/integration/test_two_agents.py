@@ -125,9 +125,10 @@ def stack(tmp_path_factory, proxy):
     path.write_text(CONFIG)
     records = Records()
     # Every agent reaches `patient` through the proxy, so a test can take it "down".
-    # INFO: the tests read the agents' timeline lines (tests/conftest.py quiets logs to WARNING).
+    # DEBUG: the tests read the agents' timeline lines, routine steps included (tests/conftest.py
+    # quiets logs to WARNING).
     local = LocalStack(path, url_overrides={"patient": proxy.url}, relay=None,
-                       extra_env={"POWERTOOLS_LOG_LEVEL": "INFO"})
+                       extra_env={"POWERTOOLS_LOG_LEVEL": "DEBUG"})
     local.add_listener(records)
     with local:
         proxy.target = local.urls["patient"]

@@ -133,3 +133,13 @@ def test_the_step_functions_model_counts_transitions_and_keeps_only_what_the_var
     assert out["state_transitions_per_turn"] == 7
     assert out["cost_per_turn_usd"]["step_functions"] == pytest.approx(7 * 0.025 / 1000)
     assert out["cost_per_million_delegations_usd"]["step_functions"] == 175.0
+
+
+def test_a_new_session_costs_one_write_in_the_keys_only_sessions_index():
+    new = aws("TransactWriteItems", writes=[
+        {"op": "Put", "table": "t", "pk": "S#1", "sk": "META", "kind": "META", "txn": True, "size": 3000,
+         "in_index": False, "in_sessions_index": True}])
+    later = aws("UpdateItem", writes=[{"op": "Update", "table": "t", "pk": "S#1", "sk": "META", "kind": "META",
+                                       "txn": False, "leaves_index": False, "requires_open": False}])
+    t = Tally.of([new, later], sizes={("t", "S#1", "META"): 3000})
+    assert t.dynamodb["gsi_wru"] == 1  # keys only, whatever the item's size; its updates never write there

@@ -74,3 +74,33 @@ def test_markdown_table_escapes_cells_and_numbers_read_well():
     assert text.splitlines() == ["| a | b |", "|---|---|", "| x \\| y | 1 |"]
     assert report.num(3.0) == "3" and report.num(2.345, 2) == "2.35" and report.num(math.nan) == "n/a"
     assert report.money(73.836) == "$73.84"
+
+
+def test_bench_config_gives_the_files_pair_the_counted_round_trips():
+    from pathlib import Path
+
+    from flightdeck import config_file
+
+    three = Path(__file__).resolve().parents[2] / "examples" / "three-agents.toml"
+    roles = runner.roles_from(config_file.load_checked(three, "local"), str(three))
+    assert (roles.delegator.name, roles.worker.name) == ("orchestrator", "researcher")
+    opts = runner.options(True, roles=roles)
+    deployment = build_deployment("http://127.0.0.1:9", opts.stack)
+    delegator, worker = deployment.agents[DELEGATOR], deployment.agents[WORKER]
+    assert delegator.system_prompt.startswith("You coordinate.") and worker.system_prompt == "You research and cite."
+    assert worker.model.think_delay_ms == 200 and delegator.skills == ["delegation", "summarising results"]
+    assert delegator.delegates[0].agent == WORKER
+    # The bench's timing wins over the file's (its counted turns must time their timers out within the run).
+    assert delegator.env["ASYNC_TOOL_TIMEOUT_MS"] == str(opts.stack.delegator_timeout_ms)
+    assert "TOOL_AGG_PUNCTUATE_INTERVAL_MS" not in worker.env  # the file's 1000 ms: the bench's default applies
+    assert deployment.defaults["TOOL_AGG_PUNCTUATE_INTERVAL_MS"] == str(opts.stack.sweep_interval_ms)
+
+
+def test_bench_config_needs_a_pair_and_the_local_model(tmp_path):
+    from flightdeck import config_file
+
+    lonely = tmp_path / "one.toml"
+    lonely.write_text("[agents.solo]\n")
+    with pytest.raises(ValueError, match="no agent delegates"):
+        runner.roles_from(config_file.load(lonely), str(lonely))
+    assert cli.main(["bench", "--quick", "--config", str(lonely)]) == cli.EXIT_USAGE

@@ -17,8 +17,8 @@ def deployment() -> config_file.DeploymentFile:
 
 def test_plan_picks_the_first_agent_with_delegates(deployment):
     token = deployment.agents["orchestrator"].peers["user"]
-    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", "worker", "@worker task one @worker task two",
-                                                          token)
+    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", ("worker",),
+                                                          "@worker task one @worker task two", token)
     assert token.startswith("fdp_user_")  # the demo calls as the `user` peer of the example
     assert demo.plan(deployment, "delegate").task.startswith("@worker ")
     assert demo.plan(deployment, "delegate").task.count("@worker") == 1
@@ -44,7 +44,8 @@ def test_timeout_variant_is_written_and_read_back_exactly(deployment, tmp_path):
 def test_toml_writer_escapes_strings(deployment, tmp_path):
     odd = deployment.model_copy(deep=True)
     odd.agents["worker"].system_prompt = 'quotes " and \\ back\nslash\ttab \x7f del é 😀'
-    odd.defaults["WEIRD"] = "a=b, c"
+    odd.defaults["AGENT_VERSION"] = "a=b, c"
+    odd.agents["worker"].description = "a = b, [c]"
     assert config_file.load(demo.write_deployment(odd, tmp_path)) == odd
 
 

@@ -73,8 +73,9 @@ def test_table_has_the_topology_keys_index_and_ttl(clients, resources):
     assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {
         topology.PARTITION_KEY: "HASH", topology.SORT_KEY: "RANGE"}
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    (index,) = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == topology.DEADLINE_INDEX
+    indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {i.name for i in topology.INDEXES}
+    index = indexes[topology.DEADLINE_INDEX]
     assert {k["AttributeName"]: k["KeyType"] for k in index["KeySchema"]} == {
         topology.DEADLINE_SHARD_ATTRIBUTE: "HASH", topology.DEADLINE_AT_ATTRIBUTE: "RANGE"}
     types_ = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}

@@ -301,7 +301,7 @@ class StateStore:
                     if existing is not None and existing["bearer_token"] == route[1]:
                         if owner is not None and meta.get("owner", "") != owner:
                             raise SessionNotFoundError(session_id)
-                        raise ReplayedError(session_id, int(meta["turn"]))
+                        raise ReplayedError(session_id, int(meta["turn"]), int(meta.get("msg_count", 1)))
                 continue
             if owner is not None:
                 # Lost a race: to a message of the owner (busy), or to another peer creating this id.

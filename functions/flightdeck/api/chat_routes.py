@@ -12,7 +12,7 @@ from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ChatAccepted, ChatRequest, ErrorResponse, SessionView
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
-from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session
+from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session, user_messages, user_turn
 from flightdeck.domain.records import SessionBusyError, SessionNotFoundError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
@@ -52,7 +52,7 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
         raise ApiError(400, "unknown_callback_service", str(exc)) from None
     except SessionBusyError:
         raise ApiError(409, "session_busy", "the session is working on a turn; send again when it is idle") from None
-    body = ChatAccepted(session_id=accepted.session_id, turn=accepted.turn,
+    body = ChatAccepted(session_id=accepted.session_id, turn=user_turn(deps(), accepted), iteration=accepted.turn,
                         status="replayed" if accepted.replayed else "accepted")
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body.model_dump())
 
@@ -67,5 +67,6 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         session = read_session(deps(), session_id, caller=current_peer())
     except SessionNotFoundError:
         raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
-    return SessionView(session_id=session.session_id, status=session.status, turn=session.turn,
-                       messages=session.messages, created_at=session.created_at, updated_at=session.updated_at)
+    return SessionView(session_id=session.session_id, status=session.status, turn=user_messages(session.messages),
+                       iteration=session.turn, messages=session.messages, created_at=session.created_at,
+                       updated_at=session.updated_at)

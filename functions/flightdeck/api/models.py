@@ -39,7 +39,10 @@ class ChatRequest(BaseModel):
 
 class ChatAccepted(BaseModel):
     session_id: str
-    turn: int
+    turn: int = Field(description="The number of user messages in the session, this one included: 1 for a new "
+                                  "session, 2 for the next message...")
+    iteration: int = Field(description="The model think iteration this message started (a delegating turn takes "
+                                       "several: one that calls tools, one per round of results)")
     status: Literal["accepted", "replayed"]
 
 
@@ -87,10 +90,30 @@ class BatchResponse(BaseModel):
 class SessionView(BaseModel):
     session_id: str
     status: Literal["idle", "busy"]
-    turn: int
+    turn: int = Field(description="The number of user messages in the session")
+    iteration: int = Field(description="The latest model think iteration of the session")
     messages: list[dict[str, Any]]
     created_at: int
     updated_at: int
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    status: Literal["idle", "busy"]
+    created_at: int = Field(description="Epoch milliseconds")
+    updated_at: int = Field(description="Epoch milliseconds")
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummary] = Field(description="The caller's own sessions, newest first")
+    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last page "
+                                                      "(which may be empty)")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    agent: str
+    version: str
 
 
 class ErrorBody(BaseModel):

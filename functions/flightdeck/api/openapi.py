@@ -1,6 +1,9 @@
 """The OpenAPI 3.1 document of the whole HTTP API, generated from the resolver.
 
     python -m flightdeck.api.openapi > openapi.json
+
+The repository's openapi.json is a link to flightdeck/api/openapi.json, the copy in the package
+that GET /openapi.json serves (a test fails when either drifts from the code).
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ PEER_TOKEN_SCHEME = "peerToken"
 
 
 def document() -> dict[str, Any]:
-    from flightdeck.api import a2a_routes, callback_routes, card_routes, chat_routes
+    from flightdeck.api import a2a_routes, callback_routes, card_routes, chat_routes, service_routes, session_routes
     from flightdeck.api.resolver import build_resolver
 
-    app = build_resolver(chat_routes.router, callback_routes.router, card_routes.router, a2a_routes.router,
-                         a2a_routes.push_router)
+    app = build_resolver(chat_routes.router, session_routes.router, callback_routes.router, card_routes.router,
+                         service_routes.router, a2a_routes.router, a2a_routes.push_router)
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",
         version=__version__,

@@ -166,6 +166,10 @@ class Tally:
                 gsi = write_units(size)  # index writes are ordinary writes, projection ALL
                 self.dynamodb["gsi_wru"] += gsi
                 self.wru_by_item[w.get("kind", "?")] += gsi
+            if ok and w.get("in_sessions_index"):
+                # Keys only (flightdeck.topology.SESSIONS_INDEX): well under 1 KB, one unit.
+                self.dynamodb["gsi_wru"] += 1
+                self.wru_by_item[w.get("kind", "?")] += 1
         op = r.get("op")
         if op in ("GetItem", "Query", "Scan"):
             # GSI reads are always eventually consistent.

@@ -176,6 +176,8 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
     if item is not None:
         entry["size"] = item_size(item)
         entry["in_index"] = topology.DEADLINE_AT_ATTRIBUTE in item
+        if topology.SESSION_OWNER_ATTRIBUTE in item and topology.SESSION_CREATED_AT_ATTRIBUTE in item:
+            entry["in_sessions_index"] = True  # a new session's keys, in the sessions index
     if op == "Update":
         expression = body.get("UpdateExpression", "")
         removes = expression.partition("REMOVE")[2]

@@ -182,4 +182,8 @@ def render(result: dict[str, Any]) -> str:
     head = (f"Flightdeck bench ({result['mode']}), {result['date']}, {m['cpus']} x {m['cpu']}, Python {m['python']}, "
             f"moto {m['moto']}; prices {result['prices']['region']} recorded {result['prices']['recorded']}; "
             f"took {result.get('duration_s', '?')} s; load average {m.get('load_average_at_start')} at start")
+    config = result.get("config")
+    if config:
+        head += (f"\nround trips by the agents of {config['file']}: {config['delegator']} (delegator) -> "
+                 f"{config['worker']} (worker)")
     return head + "\n\n" + markdown(result["table"]) + "\n"

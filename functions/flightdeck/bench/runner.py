@@ -14,7 +14,9 @@ from typing import Any, Callable, TextIO
 from flightdeck import topology
 from flightdeck.bench import coldstart, scenario, sweep
 from flightdeck.bench.prices import PriceTable, load
-from flightdeck.bench.scenario import StackOptions
+from flightdeck.bench.scenario import Roles, StackOptions, roles_from
+
+__all__ = ["BenchOptions", "Roles", "options", "roles_from", "run", "validate"]
 
 SCHEMA_VERSION = 1
 
@@ -104,14 +106,15 @@ ASSUMPTIONS = {
                 "2x in a transaction; 4 KB per RRU, half when eventually consistent); an update is sized by "
                 "the item as read back after the run; a write whose condition fails is billed; the deadline "
                 "index (projection ALL) costs one more write whenever a write puts a turn in it, changes it "
-                "there or takes it out",
+                "there or takes it out; the sessions index (keys only) one write per new session",
     "sqs": "one request per API call and 64 KB chunk; batches count once; empty ReceiveMessage calls by the "
            "local pollers are excluded (on AWS the event source mapping long-polls around the clock and SQS "
            "bills those polls too, but that cost grows with time and queue count, not with delegations)",
     "secrets_manager": "counted: calls made after Powertools' cache (300 s) on the delegating agents; a "
                        "never-rotated secret has no AWSPREVIOUS version, and that failed lookup is not cached, "
                        "so every signing_keys() call makes one (assumed billed like any API call)",
-    "cloudwatch_logs": "bytes of the JSON log lines the handlers write at INFO (the deployed default), re-serialized; "
+    "cloudwatch_logs": "bytes of the JSON log lines the handlers write at INFO (the deployed default; the agents run at "
+                       "DEBUG for the timeline, DEBUG lines are not counted), re-serialized; "
                        "Lambda's own START/END/REPORT lines are not included",
     "not_included": "the model (Bedrock tokens), data transfer, storage, CloudWatch metrics and alarms, the "
                     "EventBridge schedule (one sweep a minute whatever the load), free tiers",
@@ -130,11 +133,18 @@ def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs:
         "mode": "quick" if opts.quick else "full",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
-        "command": "flightdeck bench" + (" --quick" if opts.quick else ""),
+        "command": "flightdeck bench" + (" --quick" if opts.quick else "")
+                   + (f" --config {opts.stack.roles.config}" if opts.stack.roles else ""),
         "options": asdict(opts),
         "prices": {"region": prices.region, "recorded": prices.recorded, "prices": prices.prices},
         "assumptions": ASSUMPTIONS,
     }
+    if opts.stack.roles is not None:
+        roles = opts.stack.roles
+        result["config"] = {"file": roles.config, "delegator": roles.delegator.name, "worker": roles.worker.name,
+                            "note": "the file's agents play the delegator and the worker of the counted round trips "
+                                    "(prompts, models, tools, settings but the bench's timing, memory); the "
+                                    "throughput and timeout measures use the bench's own agents"}
     phases: dict[str, float] = {}
     mark = time.monotonic()
     result.update(scenario.run(opts.stack, prices, say, logs))

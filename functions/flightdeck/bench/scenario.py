@@ -51,6 +51,59 @@ class BenchError(RuntimeError):
     """A measurement could not be completed (an agent did not answer in time, a request failed)."""
 
 
+# What the bench itself sets on the agents it runs (timing of the counted turns, resources, secrets,
+# identity, authentication): a deployment file's value for these is not taken (`bench --config`).
+BENCH_MANAGED_SETTINGS = frozenset({
+    "ASYNC_TOOL_TIMEOUT_MS", "TOOL_AGG_PUNCTUATE_INTERVAL_MS", "TOOL_AGG_TOMBSTONE_TTL_MS", "REPLY_RETRY_MAX_MS",
+    "TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS",
+    "PEER_TOKENS_SECRET_ARN", "INBOUND_AUTH", "ALLOWED_HOST_MAPPING", "PUBLIC_BASE_URL", "AGENT_NAME",
+    "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
+    "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "POWERTOOLS_LOG_LEVEL",
+})
+
+
+@dataclass(frozen=True)
+class Role:
+    """An agent of a deployment file playing the bench's delegator or worker (`bench --config`)."""
+
+    name: str  # its name in the file
+    description: str
+    system_prompt: str
+    model: dict[str, Any]
+    local_tools: tuple[str, ...]
+    skills: tuple[str, ...]
+    env: dict[str, str]  # its settings ([defaults] and [env]) but those the bench manages
+    memory_mb: int
+    tool_description: str = ""  # the delegator's: its delegating tool's description
+
+
+@dataclass(frozen=True)
+class Roles:
+    config: str  # the file
+    delegator: Role
+    worker: Role
+
+
+def roles_from(deployment: DeploymentFile, config: str) -> Roles:
+    """The file's first agent that delegates to another agent of the file, and that delegate."""
+
+    def role(name: str, tool_description: str = "") -> Role:
+        spec = deployment.agents[name]
+        env = {k: v for k, v in deployment.environment(name).items() if k not in BENCH_MANAGED_SETTINGS}
+        return Role(name=name, description=spec.description, system_prompt=spec.system_prompt,
+                    model=spec.model.model_dump(), local_tools=tuple(spec.local_tools), skills=tuple(spec.skills),
+                    env=env, memory_mb=spec.deploy.memory_mb, tool_description=tool_description)
+
+    for name, spec in deployment.agents.items():
+        for delegate in spec.delegates:
+            if delegate.protocol == "flightdeck" and delegate.peer_service in deployment.agents:
+                if spec.model.provider != "local" or deployment.agents[delegate.peer_service].model.provider != "local":
+                    raise ValueError("the bench runs the local model only: pass --local-model")
+                return Roles(config=config, delegator=role(name, delegate.description),
+                             worker=role(delegate.peer_service))
+    raise ValueError(f"{config}: no agent delegates to another agent of the file: nothing to measure")
+
+
 @dataclass(frozen=True)
 class StackOptions:
     iterations: int = 30  # one-delegation round trips
@@ -69,6 +122,8 @@ class StackOptions:
     # table, one request at a time) is not kept busy by four agents sweeping every second.
     sweep_interval_ms: int = 60_000
     stagger_s: float = 0.25  # between timeout turns, so deadlines are spread out rather than a burst
+    # `bench --config`: agents of a deployment file play the delegator and the worker.
+    roles: Roles | None = None
 
 
 # --- the stub peer ------------------------------------------------------------------------
@@ -154,7 +209,10 @@ class Timeline:
         self._cond = threading.Condition()
 
     def __call__(self, agent: str, record: dict[str, Any]) -> None:
-        size = len(json.dumps(record, ensure_ascii=False).encode("utf-8")) + 1
+        # The agents log at DEBUG so the bench sees every step; on AWS they log at INFO, so only
+        # what INFO writes is billed (metric blobs have no level: always written).
+        billed = str(record.get("level", "")).upper() != "DEBUG"
+        size = len(json.dumps(record, ensure_ascii=False).encode("utf-8")) + 1 if billed else 0
         with self._cond:
             self.log_lines.append((time.time(), agent, size))
             if "timeline" in record:
@@ -224,6 +282,14 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
         TIMEKEEPER: delegating(opts.timekeeper_timeout_ms, allowed_hosts={BLACKHOLE: blackhole_url},
                                delegates=[{"agent": BLACKHOLE}]),
     }
+    if opts.roles is not None:
+        for bench_name, role in ((DELEGATOR, opts.roles.delegator), (WORKER, opts.roles.worker)):
+            spec = agents[bench_name]
+            spec.update(description=role.description, system_prompt=role.system_prompt, model=dict(role.model),
+                        local_tools=list(role.local_tools), skills=list(role.skills),
+                        deploy={"memory_mb": role.memory_mb})
+            spec["env"] = {**role.env, **spec.get("env", {})}  # the bench's own timing wins
+        agents[DELEGATOR]["delegates"] = [{"agent": WORKER, "description": opts.roles.delegator.tool_description}]
     for name, spec in agents.items():
         spec["name"] = name
         # The bench measures the system, not its throttles: each peer's usage plan is far above the load.
@@ -262,7 +328,8 @@ class StackRun:
         self.stack = LocalStack(
             build_deployment(self.blackhole.url, opts),
             relay=logs,
-            extra_env={COUNT_ENV: str(self.counts_dir), "POWERTOOLS_LOG_LEVEL": "INFO",
+            # DEBUG: the timeline's routine steps (flightdeck.observability) time the hops and end the waits.
+            extra_env={COUNT_ENV: str(self.counts_dir), "POWERTOOLS_LOG_LEVEL": "DEBUG",
                        "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"},
         )
         self.stack.add_listener(self.timeline)
@@ -415,7 +482,8 @@ class StackRun:
         end = self.settle({DELEGATOR, WORKER}, start, n, not_before=last_deadline + 0.5)
         window = [r for r in between(self.records(), start, end) if r.get("agent") in (DELEGATOR, WORKER)]
         sizes = self.item_sizes(update_keys(window))
-        total = Tally.of(window, sizes=sizes, memory_mb=MEMORY_MB)
+        total = (Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR])
+                 .plus(Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, WORKER), agents=[WORKER])))
         total.log_bytes = self.timeline.log_bytes({DELEGATOR, WORKER}, start, end)
         # A counted turn must not time out (its deadline is short so that its timer fires within the window).
         timed_out = [sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized",
@@ -628,8 +696,8 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
             fan_latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(fan["client_ms"]).items()}
         return {
             "stack_startup_s": round(startup_s, 2),
-            "round_trip_one": _round_trip_report(one, prices, 1),
-            "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out),
+            "round_trip_one": _round_trip_report(one, prices, 1, opts),
+            "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out, opts),
             "latency_one_delegation_ms": latency,
             "latency_fan_out_ms": {"total_logged": fan_latency.get("total_logged"),
                                    "client_round_trip": fan_latency["client_round_trip"]},
@@ -638,14 +706,24 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
         }
 
 
-def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: int) -> dict[str, Any]:
+def memory_mb(opts: StackOptions, agent: str) -> int:
+    """The memory of an agent's functions: the file's deploy.memory_mb with --config, else the bench's."""
+    roles = opts.roles
+    if roles is not None and agent in (DELEGATOR, WORKER):
+        return (roles.delegator if agent == DELEGATOR else roles.worker).memory_mb
+    return MEMORY_MB
+
+
+def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: int,
+                       opts: StackOptions | None = None) -> dict[str, Any]:
     n = run_["round_trips"]
     per = run_["tally"].divided(n)
-    peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=MEMORY_MB, agents=[WORKER])
+    opts = opts or StackOptions()
+    peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=memory_mb(opts, WORKER), agents=[WORKER])
     peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
     sfn = stepfunctions.model(
         delegator=DELEGATOR, records=run_["records"], peer_tally=peer.divided(n), delegations=delegations,
-        round_trips=n, sizes=run_["sizes"], memory_mb=MEMORY_MB,
+        round_trips=n, sizes=run_["sizes"], memory_mb=memory_mb(opts, DELEGATOR),
         log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices,
     )
     costs = per.cost(prices)

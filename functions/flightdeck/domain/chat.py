@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
@@ -20,8 +21,30 @@ class ReplyRequest:
 @dataclass(frozen=True)
 class Accepted:
     session_id: str
-    turn: int
+    turn: int  # the think iteration started (the session's turn counter)
     replayed: bool  # the same delegation arrived again: nothing new was started
+    # The number of user messages of the session, when known without another read (None: ask user_turn).
+    user_messages: int | None = None
+
+
+def user_messages(messages: list[dict[str, Any]]) -> int:
+    """How many messages of a session a user or calling peer sent: role "user" with content of its own
+    (Converse also gives tool results the role "user")."""
+    return sum(1 for m in messages if m.get("role") == "user"
+               and not any(isinstance(b, dict) and "toolResult" in b for b in m.get("content", [])))
+
+
+def user_turn(deps: Deps, accepted: Accepted) -> int:
+    """The session's user-facing counter after `accepted`: its number of user messages.
+
+    Free for a new session (iteration 1); a follow-up message costs one read of the session.
+    """
+    if accepted.user_messages is not None:
+        return accepted.user_messages
+    if accepted.turn == 1:
+        return 1
+    session = deps.store.get_session(accepted.session_id)
+    return session.user_messages if session is not None else 1
 
 
 def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: ReplyRequest | None = None,
@@ -49,7 +72,7 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
                                                   owner=caller, likely_new=session_id is None or reply is not None)
     except ReplayedError as replay:
         # A redelivered dispatch: the task is already under way (or answered).
-        return Accepted(sid, replay.turn, replayed=True)
+        return Accepted(sid, replay.turn, replayed=True, user_messages=replay.user_messages)
     try:
         deps.queues.send_turn(sid, turn, traceparent)
     except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it

@@ -19,9 +19,9 @@ class SessionNotFoundError(LookupError):
 class ReplayedError(Exception):
     """The same delegation (same reply token) arrived again: the task is already under way or answered."""
 
-    def __init__(self, session_id: str, turn: int):
+    def __init__(self, session_id: str, turn: int, user_messages: int):
         super().__init__(session_id)
-        self.session_id, self.turn = session_id, turn
+        self.session_id, self.turn, self.user_messages = session_id, turn, user_messages
 
 
 class ItemTooLargeError(ValueError):

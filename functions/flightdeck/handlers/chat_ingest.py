@@ -1,6 +1,6 @@
-"""Lambda: POST /api/chat and GET /api/sessions/{session_id}."""
+"""Lambda: POST /api/chat, GET /api/sessions/{session_id} and GET /api/sessions."""
 
-from flightdeck.api import chat_routes
+from flightdeck.api import chat_routes, session_routes
 from flightdeck.api.resolver import http_handler
 
-handler = http_handler(chat_routes.router)
+handler = http_handler(chat_routes.router, session_routes.router)

@@ -1,5 +1,7 @@
-"""`flightdeck local demo`: one delegation on a local stack, shown as a timeline.
+"""`flightdeck local demo`: delegations on a local stack, shown as a timeline.
 
+The demo talks to the first agent of the file that delegates to other agents of the file,
+and by default gives it one task for each of them at once, so every delegate is exercised.
 The timeline is built from the agents' own JSON log lines: every record that
 carries a "timeline" key (chat_received, dispatched, answer_delivered, ...)
 becomes one line with the seconds elapsed since the task was sent.
@@ -19,6 +21,7 @@ from typing import Any, TextIO
 
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
+from flightdeck.local.log_view import event_text
 from flightdeck.local.net import direct_opener
 
 SCENARIOS = ("delegate", "parallel", "timeout")
@@ -33,6 +36,9 @@ TIMEOUT_SCENARIO_THINK_MS = 8000
 LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
 # The peer the demo calls the delegator as: its token is the delegator's [agents.NAME.peers] entry.
 DEMO_PEER = "user"
+# The agents log every step of a delegation at DEBUG (flightdeck.observability): the timeline needs them.
+DEMO_LOG_LEVEL = {"POWERTOOLS_LOG_LEVEL": "DEBUG"}
+NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
 class DemoError(RuntimeError):
@@ -44,23 +50,46 @@ class Plan:
     """Who the demo talks to and what it asks."""
 
     delegator: str
-    delegate: str
+    # The agents of the file the delegator delegates to, in its file order.
+    delegates: tuple[str, ...]
     task: str
     # The bearer token the demo presents (the delegator's `user` peer); "" if the file has none.
     token: str = ""
+    # The task is the user's own (--message): it need not delegate at all.
+    custom: bool = False
+
+    @property
+    def delegate(self) -> str:
+        """The delegate of the one-task scenarios."""
+        return self.delegates[0]
 
 
-def plan(deployment: DeploymentFile, scenario: str) -> Plan:
-    delegator = next((name for name, spec in deployment.agents.items() if spec.delegates), None)
+def delegates_in_file(deployment: DeploymentFile, agent: str) -> tuple[str, ...]:
+    """The agents of the file `agent` delegates to over the flightdeck protocol, each once."""
+    spec = deployment.agents[agent]
+    found = [d.agent for d in spec.delegates if d.protocol == "flightdeck" and d.peer_service in deployment.agents]
+    return tuple(dict.fromkeys(found))
+
+
+def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) -> Plan:
+    delegator = next((name for name in deployment.agents if delegates_in_file(deployment, name)), None)
     if delegator is None:
-        raise DemoError("no agent in the deployment file has delegates: nothing to demonstrate")
-    delegate = deployment.agents[delegator].delegates[0].agent
+        raise DemoError("no agent in the deployment file delegates to another agent of the file: nothing to demonstrate")
+    delegates = delegates_in_file(deployment, delegator)
+    first = delegates[0]
+    if len(delegates) == 1:
+        parallel = f"@{first} task one @{first} task two"
+    else:
+        parallel = " ".join(f"@{name} task {NUMBERS[i % len(NUMBERS)]}" for i, name in enumerate(delegates))
     tasks = {
-        "delegate": f"@{delegate} explain in one sentence why asynchronous delegation helps",
-        "parallel": f"@{delegate} task one @{delegate} task two",
-        "timeout": f"@{delegate} take your time with this one",
+        "delegate": f"@{first} explain in one sentence why asynchronous delegation helps",
+        "parallel": parallel,
+        "timeout": f"@{first} take your time with this one",
     }
-    return Plan(delegator, delegate, tasks[scenario], deployment.agents[delegator].peers.get(DEMO_PEER, ""))
+    token = deployment.agents[delegator].peers.get(DEMO_PEER, "")
+    if message is not None:
+        return Plan(delegator, delegates, message, token, custom=True)
+    return Plan(delegator, delegates, tasks[scenario], token)
 
 
 def timeout_variant(deployment: DeploymentFile, chosen: Plan) -> DeploymentFile:
@@ -133,6 +162,7 @@ class Timeline:
         self.agent_width = agent_width
         self.started_at: float | None = None
         self.events: list[tuple[str, dict[str, Any]]] = []
+        self.seen: list[tuple[str, str]] = []  # (agent, event kind)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -149,18 +179,30 @@ class Timeline:
                 return  # before the task was sent
             elapsed = time.monotonic() - self.started_at
             self.events.append((kind, record))
-            self.out.write(self.format(elapsed, str(record.get("agent") or agent), kind, record) + "\n")
+            self.seen.append((agent, kind))
+            self.out.write(self.format(elapsed, agent, kind, record) + "\n")
             self.out.flush()
             self._changed.notify_all()
 
     def format(self, elapsed: float, agent: str, kind: str, record: dict[str, Any]) -> str:
-        lines = str(record.get("message") or kind.replace("_", " ")).splitlines() or [""]
         # One line per event; a long message (the final answer) is printed in full afterwards.
-        text = lines[0] + (" …" if len(lines) > 1 else "")
-        tool_use_id = record.get("tool_use_id")
-        if tool_use_id and str(tool_use_id) not in text:
-            text += f"  [{str(tool_use_id)[-8:]}]"  # tells parallel delegations apart
-        return f"  +{elapsed:.2f}s  {agent:<{self.agent_width}}  {text}"
+        return f"  +{elapsed:.2f}s  {agent:<{self.agent_width}}  {event_text(kind, record)}"
+
+    def agents_with(self, kind: str) -> set[str]:
+        """The agents that logged an event of this kind so far."""
+        with self._lock:
+            return {agent for agent, k in self.seen if k == kind}
+
+    def wait_for_count(self, kind: str, count: int, timeout_s: float) -> bool:
+        """Until `count` events of this kind have arrived (the last lines of a step may trail its effect)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while sum(1 for k, _ in self.events if k == kind) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
 
     def wait_for(self, kinds: set[str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -220,8 +262,15 @@ def tool_results(session: dict[str, Any]) -> list[dict[str, Any]]:
             if isinstance(b, dict) and "toolResult" in b]
 
 
-def check_outcome(scenario: str, session: dict[str, Any]) -> None:
-    """The demo succeeds only if the delegation did what its scenario shows."""
+def tools_answered(session: dict[str, Any]) -> set[str]:
+    """Names of the tools (ask_<agent>) whose calls in the session got a successful result."""
+    names = {b["toolUse"].get("toolUseId"): b["toolUse"].get("name") for m in session.get("messages", [])
+             for b in m.get("content", []) if isinstance(b, dict) and isinstance(b.get("toolUse"), dict)}
+    return {str(names.get(r.get("toolUseId"))) for r in tool_results(session) if r.get("status") == "success"}
+
+
+def check_outcome(scenario: str, session: dict[str, Any], expected_tools: tuple[str, ...] = ()) -> None:
+    """The demo succeeds only if the delegation did what its scenario shows (expected_tools: each answered)."""
     results = tool_results(session)
     if not results:
         raise DemoError("the final answer came without any delegated result")
@@ -231,9 +280,13 @@ def check_outcome(scenario: str, session: dict[str, Any]) -> None:
             raise DemoError(f"expected a synthesized timeout result, got: {texts}")
     elif any(r.get("status") != "success" for r in results):
         raise DemoError(f"a delegation failed: {texts}")
+    missing = [t for t in expected_tools if t not in tools_answered(session)] if scenario != "timeout" else []
+    if missing:
+        raise DemoError(f"no answer through {', '.join(missing)}: {texts}")
 
 
-def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: str = "", token: str = "") -> str:
+def wait_for_session(base_url: str, session_id: str, bound_s: float, token: str = "") -> tuple[str, dict[str, Any]]:
+    """The final answer and the session it ends, once the session is idle with one."""
     deadline = time.monotonic() + bound_s
     last: Any = None
     while time.monotonic() < deadline:
@@ -241,34 +294,41 @@ def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: st
         if status == 200:
             answer = final_answer(last)
             if answer is not None:
-                if scenario:
-                    check_outcome(scenario, last)
-                return answer
+                return answer, last
         time.sleep(POLL_INTERVAL_S)
     state = last.get("status") if isinstance(last, dict) else last
     raise DemoError(f"no final answer within {bound_s:.0f} s (session {session_id}, last state: {state})")
+
+
+def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: str = "", token: str = "") -> str:
+    answer, session = wait_for_session(base_url, session_id, bound_s, token)
+    if scenario:
+        check_outcome(scenario, session)
+    return answer
 
 
 # --- the whole demo -----------------------------------------------------------------------
 
 
 def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO | None,
-        answer_bound_s: float = ANSWER_BOUND_S) -> str:
+        log_dir: Path | None = None, message: str | None = None, answer_bound_s: float = ANSWER_BOUND_S) -> str:
     """Start the stack, send the task, show the timeline, return the final answer.
 
+    logs: where the agents' JSON lines are relayed (None: nowhere); log_dir: a file per agent.
+    message: the user's own task instead of the scenario's (then nothing is required of its delegations).
     Raises DemoError (and the stack's StackError) on failure.
     """
     from flightdeck.local.stack import LocalStack  # the stack pulls in boto3; keep --help fast
 
-    chosen = plan(deployment, scenario)
+    chosen = plan(deployment, scenario, message)
     with tempfile.TemporaryDirectory(prefix="flightdeck-demo-") as scratch:
         config: DeploymentFile | Path = deployment
         if scenario == "timeout":
             config = write_deployment(timeout_variant(deployment, chosen), Path(scratch))
         timeline = Timeline(out, agent_width=max(12, *(len(n) for n in deployment.agents)))
-        with LocalStack(config, relay=logs) as stack:
+        with LocalStack(config, relay=logs, log_dir=log_dir, extra_env=DEMO_LOG_LEVEL) as stack:
             stack.add_listener(timeline.on_record)
-            out.write(f"Flightdeck demo, scenario {scenario!r}\n")
+            out.write(f"Flightdeck demo, scenario {scenario!r}\n" if not chosen.custom else "Flightdeck demo\n")
             for name, url in stack.urls.items():
                 out.write(f"  {name:<{timeline.agent_width}}  {url}\n")
             out.write(f"\nsending to {chosen.delegator}: {chosen.task!r}\n\n")
@@ -276,7 +336,15 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             timeline.start()
             base_url = stack.urls[chosen.delegator]
             session_id = send_task(base_url, chosen.task, chosen.token)
-            answer = wait_for_answer(base_url, session_id, answer_bound_s, scenario, chosen.token)
+            answer, session = wait_for_session(base_url, session_id, answer_bound_s, chosen.token)
+            tools = {d.agent: d.name for d in deployment.agents[chosen.delegator].delegates}
+            if not chosen.custom:
+                expected = tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
+                check_outcome(scenario, session, expected)
+            # The callback that completed the turn logs its line after the fact: let it reach the timeline
+            # before the stack stops.
+            answered_results = sum(1 for r in tool_results(session) if r.get("status") == "success")
+            timeline.wait_for_count("callback_accepted", answered_results, 2.0)
             if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()
@@ -284,7 +352,9 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
                 if timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10):
                     # ...and let its own report of the delivery reach the timeline.
                     timeline.wait_for({"answer_delivered"}, 1.0)
-        out.write(f"\nfinal answer from {chosen.delegator}:\n")
+        answered = sorted(agent for agent, tool in tools.items() if tool in tools_answered(session))
+        out.write(f"\nfinal answer from {chosen.delegator}"
+                  + (f" (answered by {', '.join(answered)})" if answered else "") + ":\n")
         out.write("".join(f"  {line}\n" for line in answer.splitlines() or [""]))
         out.flush()
         return answer

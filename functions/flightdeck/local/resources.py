@@ -67,29 +67,27 @@ class AgentResources:
 def create_table(dynamodb: Any, prefix: str) -> str:
     name = topology.table_name(prefix)
     try:
+        attributes = {topology.PARTITION_KEY: "S", topology.SORT_KEY: "S"}
+        for index in topology.INDEXES:
+            attributes.update(dict([index.partition_key, index.sort_key]))
         dynamodb.create_table(
             TableName=name,
             BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": topology.PARTITION_KEY, "AttributeType": "S"},
-                {"AttributeName": topology.SORT_KEY, "AttributeType": "S"},
-                {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "AttributeType": "S"},
-                {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "AttributeType": "N"},
-            ],
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": t} for n, t in attributes.items()],
             KeySchema=[
                 {"AttributeName": topology.PARTITION_KEY, "KeyType": "HASH"},
                 {"AttributeName": topology.SORT_KEY, "KeyType": "RANGE"},
             ],
             GlobalSecondaryIndexes=[
                 {
-                    "IndexName": topology.DEADLINE_INDEX,
+                    "IndexName": index.name,
                     "KeySchema": [
-                        {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "KeyType": "HASH"},
-                        {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                        {"AttributeName": index.partition_key[0], "KeyType": "HASH"},
+                        {"AttributeName": index.sort_key[0], "KeyType": "RANGE"},
                     ],
-                    # topology does not fix the projection; ALL is the superset.
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": {"ProjectionType": index.projection},
                 }
+                for index in topology.INDEXES
             ],
         )
     except dynamodb.exceptions.ResourceInUseException:

@@ -32,6 +32,7 @@ from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
+from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.net import PortInUseError, StackError, answers_http, base_url, listen
 from flightdeck.local.resources import (
@@ -42,11 +43,15 @@ from flightdeck.local.resources import (
     setting_variable,
 )
 
-__all__ = ["LocalStack", "LogListener", "PortInUseError", "StackError"]
+__all__ = ["MOTO_OWNER", "LocalStack", "LogListener", "PortInUseError", "StackError"]
 
 LogListener = Callable[[str, dict[str, Any]], None]
+# How the relay shows the children's output: "json", every line as written; "readable", one line per
+# step of a delegation and per problem (flightdeck.local.log_view).
+RelayFormat = Literal["json", "readable"]
 
 MOTO = "moto"
+MOTO_OWNER = "the moto server"  # who wanted a port, in PortInUseError
 CARD_PATH = "/.well-known/agent-card.json"
 STOP_GRACE_S = 5.0
 # Lines of a child's output kept to explain a failed start.
@@ -62,6 +67,7 @@ class _Child:
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     relays: list[threading.Thread] = field(default_factory=list)
     stopping: bool = False
+    log_file: TextIO | None = None  # every line it writes (LocalStack's log_dir)
 
     @property
     def pid(self) -> int:
@@ -99,6 +105,10 @@ class LocalStack:
     (their ALLOWED_HOST_MAPPING), e.g. a fault-injecting proxy in front of it.
     relay: where children's output goes, each line prefixed with its process
     name (default: this process's stderr at construction; None: discarded).
+    relay_format: "json" (every line) or "readable" (one line per delegation step or problem).
+    log_dir: also write each child's whole output to <log_dir>/<name>.log (appended).
+    log_level: the agents' POWERTOOLS_LOG_LEVEL unless the file sets one (None: inherited); "DEBUG"
+    shows every step of a delegation (flightdeck.observability).
     extra_env: settings added to every agent's environment, over the file's.
     handlers_package: where the handler modules live (tests use stand-ins).
     Every JSON line a child writes is also offered to the listeners (add_listener).
@@ -113,6 +123,9 @@ class LocalStack:
         moto_port: int = 0,
         url_overrides: Mapping[str, str] | None = None,
         relay: TextIO | None | Literal["stderr"] = "stderr",
+        relay_format: RelayFormat = "json",
+        log_dir: str | os.PathLike[str] | None = None,
+        log_level: str | None = None,
         extra_env: Mapping[str, str] | None = None,
         handlers_package: str = HANDLERS_PACKAGE,
         startup_timeout_s: float = 60.0,
@@ -130,6 +143,9 @@ class LocalStack:
         self.moto_port = moto_port
         self.url_overrides = dict(url_overrides or {})
         self.relay = sys.stderr if relay == "stderr" else relay
+        self.relay_format = relay_format
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.log_level = log_level
         self.extra_env = dict(extra_env or {})
         self._previous_secrets: dict[str, str] = {}
         self.handlers_package = handlers_package
@@ -181,6 +197,7 @@ class LocalStack:
             **LOCAL_CREDENTIALS,
         }
         return {
+            **({"POWERTOOLS_LOG_LEVEL": self.log_level} if self.log_level else {}),
             # §4 settings from the file; everything after them is fixed by the stack.
             **self.deployment.environment(agent),
             **self.extra_env,
@@ -199,6 +216,7 @@ class LocalStack:
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_TRACE_DISABLED": "true",
             **aws,
+            **(bedrock_access() if spec.model.provider == "bedrock" else {}),
         }
 
     def add_listener(self, listener: LogListener) -> None:
@@ -236,7 +254,7 @@ class LocalStack:
             unspawned: dict[str, socket.socket] = {}
             try:
                 unspawned.update(self._bind_agent_ports())
-                self._start_moto(listen("127.0.0.1", self.moto_port, "the moto server"))
+                self._start_moto(listen("127.0.0.1", self.moto_port, MOTO_OWNER))
                 self._create_resources()
                 for name in self.agents:
                     self._spawn_agent(name, unspawned.pop(name))
@@ -359,6 +377,9 @@ class LocalStack:
         finally:
             sock.close()  # the child holds the port now
         child = _Child(name, process)
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            child.log_file = open(self.log_dir / f"{name}.log", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._children[name] = child
         for stream, watches_exit in ((process.stdout, True), (process.stderr, False)):
             relay = threading.Thread(target=self._relay_output, args=(child, stream, watches_exit),
@@ -387,9 +408,20 @@ class LocalStack:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             child.tail.append(line)
-            self._write_relay(prefix + line)
-            if line.startswith("{"):
-                self._offer(child.name, line)
+            if child.log_file is not None:
+                with self._relay_lock:
+                    self._write_to(child.log_file, line)
+            record = self._parse(line)
+            if self.relay_format == "json":
+                self._write_relay(prefix + line)
+            elif record is not None:
+                text = log_view.readable(child.name, record, self._prefix_width)
+                if text is not None:
+                    self._write_relay(text)
+            elif not log_view.routine_text(line):
+                self._write_relay(prefix + line)
+            if record is not None:
+                self._offer(child.name, record)
         stream.close()
         if watches_exit and not child.stopping:
             # stdout closes when the process ends; say so unless we ended it.
@@ -405,19 +437,27 @@ class LocalStack:
         if self.relay is None:
             return
         with self._relay_lock:
-            try:
-                self.relay.write(text + "\n")
-                self.relay.flush()
-            except (OSError, ValueError):
-                pass  # the relay target is gone (closed terminal, closed file): keep draining
+            self._write_to(self.relay, text)
 
-    def _offer(self, agent: str, line: str) -> None:
+    @staticmethod
+    def _write_to(target: TextIO, text: str) -> None:
+        try:
+            target.write(text + "\n")
+            target.flush()
+        except (OSError, ValueError):
+            pass  # the target is gone (closed terminal, closed file): keep draining
+
+    @staticmethod
+    def _parse(line: str) -> dict[str, Any] | None:
+        if not line.startswith("{"):
+            return None
         try:
             record = json.loads(line)
         except ValueError:
-            return
-        if not isinstance(record, dict):
-            return
+            return None
+        return record if isinstance(record, dict) else None
+
+    def _offer(self, agent: str, record: dict[str, Any]) -> None:
         for listener in list(self._listeners):
             try:
                 listener(agent, record)
@@ -441,6 +481,8 @@ class LocalStack:
         for child in children:
             for relay in child.relays:
                 relay.join(timeout=2.0)
+            if child.log_file is not None:
+                child.log_file.close()
 
     @staticmethod
     def _signal_group(child: _Child, signum: int) -> None:
@@ -469,6 +511,30 @@ class LocalStack:
             if signal.getsignal(signum) is _exit_on_signal:
                 signal.signal(signum, previous)
         self._previous_signal_handlers.clear()
+
+
+def bedrock_access() -> dict[str, str]:
+    """What an agent whose model is Bedrock needs to reach it, while everything else goes to moto.
+
+    moto has no Bedrock, so the Bedrock Runtime endpoint alone points at AWS (boto3's
+    service-specific AWS_ENDPOINT_URL_BEDROCK_RUNTIME), in the local stack's region (its requests
+    are signed for that region), and the agent gets this machine's credentials instead of moto's
+    dummy ones (moto accepts any). Only that agent's process sees them.
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        found = boto3.Session().get_credentials()
+        frozen = found.get_frozen_credentials() if found is not None else None
+    except BotoCoreError as exc:
+        raise StackError(f"cannot read AWS credentials for Bedrock: {exc}") from None
+    if frozen is None or not frozen.access_key:
+        raise StackError('an agent\'s model is "bedrock" but there are no AWS credentials: provide them '
+                         "(aws configure, AWS_PROFILE) or run it with the local model (--local-model)")
+    return {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
+            **({"AWS_SESSION_TOKEN": frozen.token} if frozen.token else {}),
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": f"https://bedrock-runtime.{LOCAL_REGION}.amazonaws.com"}
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:

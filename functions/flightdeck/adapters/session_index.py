@@ -1,0 +1,126 @@
+"""DynamoDB adapter: a peer's own sessions, newest first, through the sessions index.
+
+The index (flightdeck.topology.SESSIONS_INDEX) holds the keys of every session's META item by
+owner and creation time, nothing else; a page is therefore two requests: one Query on the index
+(up to `limit` keys, newest first) and one BatchGetItem of those META items for their status and
+dates (a retry only for keys DynamoDB leaves unprocessed). Expired sessions are filtered out, as
+every read of the state filters on the TTL attribute (moto, like AWS, deletes them lazily).
+
+The cursor is the index's LastEvaluatedKey as base64url JSON: it positions a page inside the
+caller's own partition only (a cursor naming another owner is refused), so it needs no signature.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from typing import Any, Callable
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from flightdeck import topology
+from flightdeck.domain.session_list import InvalidCursorError, SessionPage, SessionSummary
+
+PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
+OWNER, CREATED = topology.SESSION_OWNER_ATTRIBUTE, topology.SESSION_CREATED_AT_ATTRIBUTE
+SESSION_PREFIX = "S#"  # a session's partition key (flightdeck.adapters.dynamo_state)
+META = "META"
+_CURSOR_TYPES = {PK: "S", SK: "S", OWNER: "S", CREATED: "N"}
+_de = TypeDeserializer()
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
+    """The ExclusiveStartKey a cursor stands for; InvalidCursorError unless it is one of owner's listing."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error):
+        raise InvalidCursorError("the cursor is not one this listing handed out") from None
+    if (not isinstance(key, dict) or set(key) != set(_CURSOR_TYPES)
+            or any(not isinstance(key[k], dict) or set(key[k]) != {t} or not isinstance(key[k][t], str)
+                   for k, t in _CURSOR_TYPES.items())):
+        raise InvalidCursorError("the cursor is not one this listing handed out")
+    if key[OWNER]["S"] != owner or key[SK]["S"] != META or not key[PK]["S"].startswith(SESSION_PREFIX):
+        raise InvalidCursorError("the cursor is not one of this caller's listing")
+    if not key[CREATED]["N"].isdigit():
+        raise InvalidCursorError("the cursor is not one this listing handed out")
+    return key
+
+
+class SessionIndex:
+    """GET /api/sessions against one agent's table. `clock` returns epoch milliseconds."""
+
+    def __init__(self, table_name: str, client: Any = None, *, client_factory: Callable[[], Any] | None = None,
+                 clock: Callable[[], int] | None = None):
+        self.table = table_name
+        self._client = client
+        self._client_factory = client_factory
+        self._clock = clock or (lambda: int(time.time() * 1000))
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            if self._client_factory is not None:
+                self._client = self._client_factory()
+            else:
+                import boto3
+
+                self._client = boto3.client("dynamodb")
+        return self._client
+
+    def list_owned(self, owner: str, limit: int, cursor: str | None) -> SessionPage:
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": topology.SESSIONS_INDEX,
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": OWNER},
+            "ExpressionAttributeValues": {":owner": {"S": owner}},
+            "ScanIndexForward": False,  # newest first
+            "Limit": limit,
+        }
+        if cursor:
+            query["ExclusiveStartKey"] = decode_cursor(cursor, owner)
+        found = self.client.query(**query)
+        keys = [{PK: item[PK], SK: item[SK]} for item in found.get("Items", [])]
+        metas = self._get_all(keys)
+        now_s = self._clock() // 1000
+        sessions = []
+        for key in keys:
+            meta = metas.get(key[PK]["S"])
+            # Gone since the index was read, expired (TTL), or (never) someone else's.
+            if meta is None or meta.get(OWNER) != owner or int(meta.get(TTL, now_s + 1)) <= now_s:
+                continue
+            sessions.append(SessionSummary(session_id=key[PK]["S"].removeprefix(SESSION_PREFIX),
+                                           status=str(meta.get("status", "")),
+                                           created_at=int(meta.get(CREATED, 0)),
+                                           updated_at=int(meta.get("updated_at", 0))))
+        last = found.get("LastEvaluatedKey")
+        return SessionPage(sessions=sessions, cursor=encode_cursor(last) if last else None)
+
+    def _get_all(self, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """META items by partition key: one BatchGetItem (a page is at most 100 keys), plus retries of
+        what DynamoDB leaves unprocessed."""
+        if not keys:
+            return {}
+        request: dict[str, Any] = {self.table: {
+            "Keys": keys, "ConsistentRead": True,
+            "ProjectionExpression": "#pk, #status, #owner, #created, updated_at, #ttl",
+            "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#owner": OWNER, "#created": CREATED,
+                                         "#ttl": TTL},
+        }}
+        items: dict[str, dict[str, Any]] = {}
+        for attempt in range(8):
+            answer = self.client.batch_get_item(RequestItems=request)
+            for item in answer.get("Responses", {}).get(self.table, []):
+                plain = {k: _de.deserialize(v) for k, v in item.items()}
+                items[str(plain[PK])] = plain
+            request = answer.get("UnprocessedKeys") or {}
+            if not request:
+                return items
+            time.sleep(min(0.5, 0.02 * 2**attempt))
+        raise RuntimeError("DynamoDB kept keys of a session listing unprocessed")

@@ -1,0 +1,39 @@
+"""GET /api/sessions: the caller's own sessions, newest first, a page at a time."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from flightdeck.api.auth import current_peer
+from flightdeck.api.models import ErrorResponse, SessionList, SessionSummary
+from flightdeck.api.resolver import ApiError
+from flightdeck.domain.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursorError, list_sessions
+from flightdeck.wiring import deps, session_index
+
+router = Router()
+
+_ERROR_BODY = {"application/json": {"model": ErrorResponse}}
+
+
+@router.get("/api/sessions", summary="The caller's own sessions, newest first", responses={
+    200: {"description": "A page of sessions (two DynamoDB requests: the sessions index, then the sessions)",
+          "content": {"application/json": {"model": SessionList}}},
+    400: {"description": "A cursor this listing did not hand out to this caller (`invalid_cursor`)",
+          "content": _ERROR_BODY},
+    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
+    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+    422: {"description": "limit is not a whole number between 1 and 100", "content": _ERROR_BODY},
+})
+def get_sessions(limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="sessions per page")] = DEFAULT_PAGE_SIZE,
+                 cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
+                 ) -> SessionList:
+    try:
+        page = list_sessions(session_index(), deps().settings.inbound_auth, current_peer(), limit, cursor)
+    except InvalidCursorError as exc:
+        raise ApiError(400, "invalid_cursor", str(exc)) from None
+    return SessionList(sessions=[SessionSummary(session_id=s.session_id, status=s.status, created_at=s.created_at,
+                                                updated_at=s.updated_at) for s in page.sessions],
+                       next_cursor=page.cursor)
