@@ -405,6 +405,11 @@ REFUSED_PUSH_CONFIGS = [
     {"url": "ftp://127.0.0.1/hooks"},
     {"url": "HOOK/hooks/x", "authentication": {"schemes": ["Digest"], "credentials": "x"}},
     {"url": "HOOK/hooks/x", "authentication": {"schemes": ["Bearer"]}},
+    # A dot segment, plain or escaped, must not climb out of the allowed base path (issue 12, defect 6).
+    {"url": "HOOK/hooks/../admin/reset"},
+    {"url": "HOOK/hooks/%2e%2e/admin/reset"},
+    {"url": "HOOK/hooks/%2E%2e%2fadmin"},
+    {"url": "HOOK/hooks\\..\\admin"},
 ]
 
 
@@ -464,6 +469,29 @@ def test_push_delivery_retries_like_callbacks(pushing, hook):
         resp = pushing.run_queue("delivery")
         assert bool(resp["batchItemFailures"]) is expect_retry, status
     assert pushing.receive("delivery", dlq=True) == []
+
+
+def test_a_push_url_is_stored_and_sent_in_the_normalised_form_that_was_checked(pushing, hook):
+    config = {"url": f"{hook.url}/hooks/./a/../b%2Dc?x=%41", "token": "t"}
+    task = send(pushing, "x", configuration={"pushNotificationConfig": config})
+    [view] = ok(rpc(pushing, "tasks/pushNotificationConfig/list", {"id": task["id"]}))
+    assert view["pushNotificationConfig"]["url"] == f"{hook.url}/hooks/b-c?x=A"
+    pushing.run_queue("turns")
+    assert pushing.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["path"] for r in hook.requests] == ["/hooks/b-c?x=A"]
+
+
+def test_a_queued_push_whose_url_escapes_the_base_is_dead_lettered_not_sent(pushing, hook):
+    """The delivery worker checks the URL it sends: a config stored before normalisation cannot slip out."""
+    from flightdeck.wiring import deps
+
+    for url in (f"{hook.url}/hooks/../admin/reset", f"{hook.url}/hooks/%2e%2e/admin/reset"):
+        deps().queues.send_delivery({"kind": "a2a_push", "session_id": "s", "task_id": "s~k",
+                                     "config": {"id": "c", "url": url, "token": "caller-chosen"},
+                                     "task": {"kind": "task", "id": "s~k"}, "created_ms": deps().store.now_ms()})
+    assert pushing.run_queue("delivery") == {"batchItemFailures": []}
+    assert hook.requests == []
+    assert len(pushing.receive("delivery", dlq=True)) == 2
 
 
 def test_push_url_is_checked_again_when_sent(pushing, hook, monkeypatch):

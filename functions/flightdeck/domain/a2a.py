@@ -155,9 +155,11 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
     parts = urlsplit(config.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url must be an http(s) URL")
-    if not deps.settings.allowed_host_mapping.allows_url(config.url):
+    url = deps.settings.allowed_host_mapping.check_url(config.url)
+    if url is None:
         raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url is not under any base URL this agent is "
-                                       "allowed to call (ALLOWED_HOST_MAPPING)", {"url": config.url})
+                                       "allowed to call (ALLOWED_HOST_MAPPING), or is ambiguous (dot segments "
+                                       "above the base, escaped slashes, backslashes)", {"url": config.url})
     if config.authentication is not None:
         schemes = [s for s in config.authentication.schemes if s.lower() in SUPPORTED_PUSH_SCHEMES]
         if not schemes:
@@ -167,6 +169,7 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
             raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.credentials is required")
     out = dump(config)
     out["id"] = config.id or task_id
+    out["url"] = url  # the normalised form: what was checked is what is sent
     return out
 
 
@@ -409,8 +412,8 @@ def push_headers(config: dict[str, Any]) -> dict[str, str]:
 def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: int) -> DeliveryOutcome:
     """POST the task to one webhook; the URL is checked against the allowlist again, now."""
     ids = {"session_id": item.session_id, "task_id": item.task_id}
-    url = str(item.config.get("url", ""))
-    if not deps.settings.allowed_host_mapping.allows_url(url):
+    url = deps.settings.allowed_host_mapping.check_url(str(item.config.get("url", "")))
+    if url is None:
         count("A2APushesRefused")
         logger.error("push notification refused: URL no longer allowed", extra=ids)
         return DeliveryOutcome(DeliveryStatus.DEAD, detail="push URL is not under ALLOWED_HOST_MAPPING")
