@@ -248,7 +248,7 @@ INVALID_REQUESTS = [
     {"jsonrpc": "1.0", "id": 7, "method": "tasks/get"},
     {"jsonrpc": "2.0", "id": 7, "method": 42},
     {"jsonrpc": "2.0", "id": 7.5, "method": "tasks/get"},
-    {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": [1, 2]},
+    {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": "x"},  # params: not a structured value
     {"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x"}},  # a notification
 ]
 
@@ -291,6 +291,7 @@ INVALID_PARAMS = [
     ("tasks/cancel", {"id": 5}),
     ("tasks/pushNotificationConfig/set", {"taskId": "x~y"}),
     ("tasks/pushNotificationConfig/delete", {"id": "x~y"}),
+    ("tasks/get", [1, 2]),  # by-position params: valid JSON-RPC, but every A2A method takes an object
 ]
 
 

@@ -164,7 +164,8 @@ class JSONRPCRequest(BaseModel):
     jsonrpc: Literal["2.0"]
     method: StrictStr
     id: RequestId = None
-    params: dict[str, Any] | None = None
+    # A structured value (JSON-RPC 2.0 section 4.2); its shape is the method's business (-32602).
+    params: dict[str, Any] | list[Any] | None = None
 
 
 class JSONRPCError(BaseModel):
