@@ -222,7 +222,12 @@ def _remaining_ms() -> int | None:
         "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, tasks/get, tasks/cancel, "
         "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
         "(no streaming). Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
-        "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included."
+        "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included, "
+        "checked in this order: -32700 not JSON (or nested deeper than 32, a number out of range, not UTF-8, "
+        "too large: -32600); -32600 not one Request object; -32601 unknown method; -32602 params not an object "
+        "of the method's shape or holding text that is not valid Unicode; -32600 no id (checked last). "
+        "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
+        "inline bytes of text/* or application/json; anything else is -32005."
     ),
     responses={200: {"description": "A JSON-RPC response: result or error",
                      "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}},

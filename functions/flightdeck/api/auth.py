@@ -31,6 +31,8 @@ from flightdeck.domain.peers import AuthStatus, authenticate as check_token, bea
 from flightdeck.observability import audit, count, logger, payload_sha256
 
 REALM = 'Bearer realm="flightdeck"'
+# The name of the peer bearer scheme in the OpenAPI document and the agent card.
+PEER_TOKEN_SCHEME = "peerToken"
 _state = threading.local()
 
 

@@ -25,13 +25,16 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from flightdeck.domain.a2a_models import (
+    ACCEPTED_PARTS,
     CONTENT_TYPE_NOT_SUPPORTED,
+    INPUT_MODES,
     INVALID_PARAMS,
     TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND,
     TERMINAL_STATES,
     UNSUPPORTED_OPERATION,
     A2AError,
+    DataPart,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     ListTaskPushNotificationConfigParams,
@@ -132,17 +135,50 @@ def _task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:
     return rec
 
 
+def _unsupported_part(index: int, what: str) -> A2AError:
+    return A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"message.parts.{index}: {what} is not accepted; accepted are "
+                                                f"{ACCEPTED_PARTS}", {"supportedInputModes": list(INPUT_MODES)})
+
+
+def _file_text(index: int, file: dict[str, Any]) -> str:
+    """An inline text file's content, decoded; raises A2AError for anything else."""
+    mime = file.get("mimeType") if isinstance(file.get("mimeType"), str) else ""
+    essence, _, parameters = mime.partition(";")
+    essence = essence.strip().lower()
+    if "bytes" not in file:
+        raise _unsupported_part(index, "a file by uri" if "uri" in file else "a file without bytes")
+    if not (essence.startswith("text/") or essence == "application/json"):
+        raise _unsupported_part(index, f"a file of type {essence or 'unknown (no mimeType)'}")
+    charset = next((v.strip().strip('"') for k, _, v in (p.partition("=") for p in parameters.split(";"))
+                    if k.strip().lower() == "charset"), "utf-8")
+    try:
+        data = base64.b64decode(str(file["bytes"]), validate=True)
+    except ValueError:
+        raise A2AError(INVALID_PARAMS, f"message.parts.{index}.file.bytes is not base64") from None
+    try:
+        text = data.decode(charset)
+    except (LookupError, UnicodeDecodeError):
+        raise A2AError(INVALID_PARAMS, f"message.parts.{index}.file.bytes is not {charset} text") from None
+    name = file.get("name") if isinstance(file.get("name"), str) else ""
+    return f"[file {name + ', ' if name else ''}{essence}]\n{text}"
+
+
+def _part_text(index: int, part: Any) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, DataPart):
+        return json.dumps(part.data, ensure_ascii=False)
+    return _file_text(index, part.file)
+
+
 def _content(params: MessageSendParams) -> str:
+    """The message as the model's text: its parts in order, one per line."""
     message = params.message
     if message.role != "user":
         raise A2AError(INVALID_PARAMS, "message.role must be 'user'")
     if not message.parts:
         raise A2AError(INVALID_PARAMS, "message.parts must not be empty")
-    other = sorted({p.kind for p in message.parts if not isinstance(p, TextPart)})
-    if other:
-        raise A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"only text parts are supported, got: {', '.join(other)}",
-                       {"supportedInputModes": ["text/plain"]})
-    text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+    text = "\n".join(_part_text(index, part) for index, part in enumerate(message.parts))
     if not text.strip():
         raise A2AError(INVALID_PARAMS, "message.parts hold no text")
     if len(text) > MAX_CONTENT_CHARS:
