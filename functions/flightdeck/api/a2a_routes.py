@@ -223,9 +223,10 @@ def _remaining_ms() -> int | None:
         "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
         "(no streaming). Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
         "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included, "
-        "checked in this order: -32700 not JSON (or nested deeper than 32, a number out of range, not UTF-8, "
-        "too large: -32600); -32600 not one Request object; -32601 unknown method; -32602 params not an object "
-        "of the method's shape or holding text that is not valid Unicode; -32600 no id (checked last). "
+        "checked in this order: -32700 not JSON (or nested deeper than 32, too wide, a number out of range, "
+        "not UTF-8; too large or not JSON-typed: -32600); -32600 not one Request object; -32601 unknown method; "
+        "-32602 params not an object of the method's shape or holding text that is not valid Unicode; -32600 no "
+        "id (checked last). "
         "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
         "inline bytes of text/* or application/json; anything else is -32005."
     ),
@@ -267,7 +268,7 @@ _PUSH_ERRORS = {
     responses={
         202: {"description": "Recorded", "content": {"application/json": {"model": ToolResponseStatus}}},
         200: {"description": "Already recorded, or not terminal yet (nothing recorded)"},
-        400: {"description": "Body is not JSON, nested deeper than 32 levels, or holds a number out of range"},
+        400: {"description": "Body is not JSON, nested deeper than 32 levels, too wide, or holds a number out of range"},
         401: {"description": "Missing, bad, tampered or expired token (checked before the body is read)"},
         410: {"description": "Late: the turn is complete or unknown (do not retry)"},
         413: {"description": "Answer too large (recorded as an error result)"},

@@ -38,7 +38,7 @@ def _bearer_token() -> str:
 @router.post("/api/tools/response", summary="Deliver one delegated result", status_code=202, responses={
     202: {"description": "Accepted", "content": {"application/json": {"model": ToolResponseStatus}}},
     200: {"description": "Duplicate: already recorded (success; do not retry)"},
-    400: {"description": "Not JSON, nested deeper than 32 levels, or a number out of range"},
+    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
     401: {"description": "Bad, tampered or expired token (checked before the body is read)"},
     410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
     413: {"description": "Result or body too large"},
@@ -66,7 +66,7 @@ def _single_response(outcome: CallbackOutcome) -> Response:
 @router.post("/api/tools/responses", summary="Deliver a batch of delegated results", responses={
     200: {"description": "Each item's outcome (an item whose text is not valid Unicode: invalid, 422)",
           "content": {"application/json": {"model": BatchResponse}}},
-    400: {"description": "Not JSON, nested deeper than 32 levels, or a number out of range"},
+    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
     413: {"description": "Body too large"},
     422: {"description": "Body does not match the schema"},
 })

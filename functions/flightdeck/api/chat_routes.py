@@ -26,7 +26,8 @@ _AUTH_ERRORS = {
 }
 _ERRORS = {
     400: {"description": "Not JSON (malformed_json; not UTF-8 too), nested deeper than 32 levels (json_too_deep), "
-                         "a number out of range or NaN/Infinity (bad_number); or a callbackService that is not allowed",
+                         "an object of over 1,000 members or an array of over 10,000 items (json_too_wide), a number "
+                         "out of range or NaN/Infinity (bad_number); or a callbackService that is not allowed",
           "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
     **_AUTH_ERRORS,
     404: {"description": "session_id names a session of another peer (it does not exist for this caller)",

@@ -90,7 +90,8 @@ def _too_large(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
 
 # A body wrong in every field gets the first few problems, not a response as large as itself.
 MAX_ERROR_DETAILS = 20
-_REFUSED_JSON_CODES = {"malformed": "malformed_json", "too_deep": "json_too_deep", "bad_number": "bad_number"}
+_REFUSED_JSON_CODES = {"malformed": "malformed_json", "too_deep": "json_too_deep", "too_wide": "json_too_wide",
+                       "bad_number": "bad_number"}
 
 
 def build_resolver(*routers: Router) -> APIGatewayRestResolver:

@@ -5,6 +5,9 @@ would otherwise surface as a RecursionError or a ValueError (a 500) somewhere do
 
 * depth: at most MAX_DEPTH nested arrays/objects (no payload here needs more; DynamoDB's own
   limit is 32), so nothing later recurses without bound;
+* width: at most MAX_MEMBERS members in one object and MAX_ITEMS items in one array, so a body
+  of 40,000 unknown or wrongly typed members cannot make validation build 40,000 errors (a
+  second of CPU); arrays get more room, for data such as vectors;
 * numbers: finite floats only, no NaN/Infinity literals (not JSON), integers within Python's
   digit limit (a longer one is refused, not parsed);
 * text: `lone_surrogate_at` finds a string (or key) that is not valid Unicode, such as
@@ -18,10 +21,12 @@ import math
 from typing import Any
 
 MAX_DEPTH = 32
+MAX_MEMBERS = 1_000
+MAX_ITEMS = 10_000
 
 
 class JsonRefused(ValueError):
-    """A body that is not JSON we accept. reason: malformed | too_deep | bad_number."""
+    """A body that is not JSON we accept. reason: malformed | too_deep | too_wide | bad_number."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -39,15 +44,19 @@ def _finite(text: str) -> float:
     return value
 
 
-def _depth_over(value: Any, limit: int) -> bool:
+def _shape_problem(value: Any) -> JsonRefused | None:
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > limit:
-            return True
+        if depth > MAX_DEPTH:
+            return JsonRefused("too_deep", f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict) and len(node) > MAX_MEMBERS:
+            return JsonRefused("too_wide", f"an object has more than {MAX_MEMBERS} members")
+        if len(node) > MAX_ITEMS:
+            return JsonRefused("too_wide", f"an array has more than {MAX_ITEMS} items")
         children = node.values() if isinstance(node, dict) else node
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    return None
 
 
 def loads(text: str | bytes) -> Any:
@@ -67,10 +76,13 @@ def loads(text: str | bytes) -> Any:
         raise JsonRefused("bad_number", f"a number is too long ({str(exc).split(':')[0]})") from None
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    # Fewer brackets than the limit cannot nest deeper: most bodies skip the walk.
-    if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > MAX_DEPTH \
-            and _depth_over(value, MAX_DEPTH):
-        raise JsonRefused("too_deep", f"JSON nested deeper than {MAX_DEPTH} levels")
+    # Fewer brackets than MAX_DEPTH cannot nest deeper, fewer commas than MAX_MEMBERS cannot be wider:
+    # most bodies skip the walk (str.count runs in C).
+    if isinstance(value, (dict, list)) and (text.count("[") + text.count("{") > MAX_DEPTH
+                                            or text.count(",") >= MAX_MEMBERS):
+        problem = _shape_problem(value)
+        if problem is not None:
+            raise problem
     return value
 
 
@@ -102,7 +114,7 @@ def lone_surrogate_at(value: Any) -> tuple[str | int, ...] | None:
         elif isinstance(node, dict):
             for key, child in node.items():
                 if isinstance(key, str) and not is_unicode(key):
-                    return (*path, key.encode("utf-8", "backslashreplace").decode("ascii"))
+                    return (*path, key.encode("ascii", "backslashreplace").decode("ascii"))  # printable
                 stack.append((child, (*path, key)))
         elif isinstance(node, list):
             stack.extend((child, (*path, index)) for index, child in enumerate(node))
