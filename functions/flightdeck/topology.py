@@ -82,7 +82,8 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat"),
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
-    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response", token_header="authorization"),
+    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response",
+          token_header="authorization"),
     Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
     Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations

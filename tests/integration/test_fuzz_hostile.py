@@ -88,6 +88,8 @@ def hostile(draw) -> tuple[str, str, str | bytes]:
         n = draw(st.sampled_from([1000, 40_000]))
         return target, kind, json.dumps(_replace(template, path, {f"k{i}": i for i in range(n)}))
     if kind == "huge_string":
+        # Over every documented limit. (Within the limits, 90,000 "é" of chat content overflows the
+        # 400 KB session item and answers 503: issue 12 defect 3, the state layer's to fix.)
         text = draw(st.sampled_from(["x", "é", "\U0001F600", "\\"])) * draw(st.sampled_from([100_001, 300_000]))
         return target, kind, json.dumps(_replace(template, path, text), ensure_ascii=False)
     if kind == "huge_number":
@@ -102,7 +104,8 @@ def hostile(draw) -> tuple[str, str, str | bytes]:
     if kind == "invalid_utf8":
         text = json.dumps(template).encode()
         at = draw(st.integers(0, len(text)))
-        return target, kind, text[:at] + draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\xf4\x90\x80\x80"])) + text[at:]
+        bad = draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\xf4\x90\x80\x80"]))
+        return target, kind, text[:at] + bad + text[at:]
     text = json.dumps(template)
     return target, kind, text[:draw(st.integers(0, len(text) - 1))]
 

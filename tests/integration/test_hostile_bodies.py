@@ -221,6 +221,20 @@ def test_a2a_refuses_text_that_is_not_unicode_up_front_and_starts_no_task(orches
     assert orchestrator.bodies("turns") == []
 
 
+@pytest.mark.parametrize("where", ["text", "metadata"])
+def test_a2a_a_message_too_large_to_store_is_invalid_params_not_an_internal_error(orchestrator, where):
+    message = {"kind": "message", "role": "user", "messageId": "m-big", "parts": [{"kind": "text", "text": "hi"}]}
+    if where == "text":
+        message["parts"][0]["text"] = "é" * 90_000  # within 100,000 characters, 540 KB JSON-escaped
+    else:
+        message["metadata"] = {"blob": "é" * 90_000}
+    before = _state(orchestrator)
+    body = _rpc(orchestrator, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                                          "params": {"message": message}}))
+    assert body["error"]["code"] == -32602 and "too large" in body["error"]["message"], body["error"]
+    assert _state(orchestrator) == before
+
+
 def test_a2a_invalid_utf8_is_a_parse_error(orchestrator):
     from tests.support.harness import load_event
 

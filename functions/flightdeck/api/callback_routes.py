@@ -7,7 +7,14 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
 from flightdeck.api.auth import CALLBACK_WWW_AUTHENTICATE, note
-from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
+from flightdeck.api.models import (
+    BatchItem,
+    BatchItemResult,
+    BatchRequest,
+    BatchResponse,
+    ToolResponse,
+    ToolResponseStatus,
+)
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
 from flightdeck.observability import bind, trace_id_of, valid_traceparent

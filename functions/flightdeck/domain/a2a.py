@@ -67,6 +67,10 @@ SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 MAX_CONTENT_CHARS = 100_000
 # An SQS message holds 256 KB: a push whose task is larger goes without its history.
 MAX_PUSH_TASK_BYTES = 200_000
+# The task record keeps the message as received, JSON-encoded (flightdeck.adapters.a2a_state), in one
+# DynamoDB item of at most 400 KB that later also holds the answer: a larger message is refused up front
+# (-32602), not failed in the write (-32603).
+MAX_TASK_MESSAGE_BYTES = 250_000
 PUSH_KIND = "a2a_push"
 SUPPORTED_PUSH_SCHEMES = ("bearer", "basic")
 CANCELED_TEXT = "The task was canceled by the client; no further work was done."
@@ -227,6 +231,10 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     content = _content(params)
     message = params.message
     config = params.configuration
+    stored = len(json.dumps(dump(message)))  # the form the task record stores
+    if stored > MAX_TASK_MESSAGE_BYTES:
+        raise A2AError(INVALID_PARAMS, f"message is too large to keep with its task: {stored} bytes as stored "
+                                       f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}", {"storedBytes": stored})
     if message.taskId:
         rec = _task(deps, message.taskId, caller)
         if message.contextId and message.contextId != rec.session_id:
