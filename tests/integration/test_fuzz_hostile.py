@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.integration.test_api_callbacks import start_turn
 from tests.support.harness import load_event
 
-EXAMPLES = 150
+EXAMPLES = 120
 SENTINEL = "__hostile__"
 OUTCOMES: collections.Counter[str] = collections.Counter()
 
@@ -148,14 +148,15 @@ def test_hostile_bodies_never_get_a_5xx_and_refusals_change_nothing(orchestrator
         assert code != -32603, (target, kind, answer)  # an internal error: bad input must not reach one
         refused, outcome = code is not None, f"rpc {code}" if code else "rpc result"
     else:
-        refused, outcome = status >= 400, str(status)
+        # A push too large to keep is a 413 that records an error result, so the turn goes on (by design).
+        refused, outcome = status >= 400 and not (target == "a2a_push" and status == 413), str(status)
         if isinstance(answer, dict) and isinstance(answer.get("results"), list):
             refused = all(r["http_status"] >= 400 for r in answer["results"])
             outcome += " [" + ",".join(sorted({r["status"] for r in answer["results"]})) + "]"
-    after = _state(orchestrator)
+    after, expected = _state(orchestrator), known["state"]
+    known["state"] = after  # first, so that one failure does not spill into the next example
     if refused:
-        assert after == known["state"], (target, kind, answer)
-    known["state"] = after
+        assert after == expected, (target, kind, answer)
     OUTCOMES[f"{target:14} {kind:12} -> {outcome}"] += 1
 
 
