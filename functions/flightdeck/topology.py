@@ -96,6 +96,9 @@ class Route:
     auth: str = PEER_AUTH
     # The audit log's operation for a delegation call on this route ("": not a delegation call, not audited).
     audit: str = ""
+    # CALLBACK_AUTH: the header that carries the token, checked before the body is read
+    # ("": the tokens are in the body, one per item).
+    token_header: str = ""
 
 
 # Every HTTP route, and the Lambda handler module that serves it.
@@ -104,13 +107,15 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
     # The caller's own sessions, newest first, a page at a time.
     Route("GET", "/api/sessions", "chat_ingest", PEER_AUTH),
-    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response"),
+    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response",
+          token_header="authorization"),
     Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
     Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a"),
-    Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push"),
+    Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push",
+          token_header="x-a2a-notification-token"),
     # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
     Route("GET", "/health", "agent_card", PUBLIC),
     Route("GET", "/openapi.json", "agent_card", PUBLIC),

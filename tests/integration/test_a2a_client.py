@@ -165,6 +165,41 @@ def test_card_pointing_outside_the_allowlist_is_refused(agent, peer):
     assert "not under ALLOWED_HOST_MAPPING" in error_of(tool_result(agent, sid))["detail"]
 
 
+@pytest.fixture
+def under_a_path(aws, monkeypatch, peer):
+    """An agent allowed to call only under {peer}/a2a/, with delegates whose card URLs play with dot segments."""
+    from flightdeck.domain.a2a_client import clear_card_cache
+
+    clear_card_cache()
+    base = f"{peer.url}/a2a"
+    config = {"name": "orchestrator", "model": {"provider": "local"}, "delegates": [
+        {"agent": "clean", "protocol": "a2a", "card_url": f"{base}/./x/..{CARD_PATH}"},
+        {"agent": "dots", "protocol": "a2a", "card_url": f"{base}/..{CARD_PATH}"},
+        {"agent": "escaped", "protocol": "a2a", "card_url": f"{base}/%2e%2e{CARD_PATH}"}]}
+    peer.rpc_url_override = f"{base}/rpc"
+    return make_agent(monkeypatch, delegates=[], allow=f"peer:{base},orchestrator:http://127.0.0.1:9",
+                      extra_env={"AGENT_CONFIG": json.dumps(config)})
+
+
+def test_a_card_url_is_normalised_before_the_check_and_fetched_as_checked(under_a_path, peer):
+    for name in ("dots", "escaped"):
+        sid = delegate(under_a_path, f"@{name} hello")
+        under_a_path.run_queue("dispatch")
+        assert peer.requests == [], name
+        assert "ALLOWED_HOST_MAPPING" in error_of(tool_result(under_a_path, sid))["detail"]
+    delegate(under_a_path, "@clean hello")
+    assert under_a_path.run_queue("dispatch") == {"batchItemFailures": []}
+    assert [(r["method"], r["path"]) for r in peer.requests] == [("GET", f"/a2a{CARD_PATH}"), ("POST", "/a2a/rpc")]
+
+
+def test_a_card_whose_rpc_url_climbs_out_of_the_base_is_refused(under_a_path, peer):
+    peer.rpc_url_override = f"{peer.url}/a2a/%2E%2E/admin/rpc"
+    sid = delegate(under_a_path, "@clean hello")
+    under_a_path.run_queue("dispatch")
+    assert peer.posts == []
+    assert "not under ALLOWED_HOST_MAPPING" in error_of(tool_result(under_a_path, sid))["detail"]
+
+
 def test_card_errors_retry_or_fail(agent, peer):
     peer.card_status = 503
     delegate(agent, "@peer hello")

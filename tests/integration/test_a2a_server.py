@@ -67,6 +67,24 @@ def test_agent_card_validates_against_the_a2a_v03_schema_and_tells_the_truth(orc
     assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
 
 
+def test_with_inbound_auth_the_public_card_declares_and_requires_the_peer_bearer_scheme(orchestrator):
+    status, _, card = orchestrator.api("agent_card_get", token=None)  # the card itself needs no token
+    assert status == 200
+    parsed = sdk.AgentCard.model_validate(card)
+    scheme = parsed.security_schemes["peerToken"].root
+    assert (scheme.type, scheme.scheme) == ("http", "bearer")
+    assert parsed.security == [{"peerToken": []}]
+    # What the card requires is what /a2a enforces.
+    assert orchestrator.api("a2a_message_send", token=None)[0] == 401
+
+
+def test_without_inbound_auth_the_card_requires_nothing(aws, monkeypatch):
+    agent = make_agent(monkeypatch, extra_env={"INBOUND_AUTH": "off"})
+    _, _, card = agent.api("agent_card_get")
+    assert "peerToken" not in card["securitySchemes"] and card["security"] == []
+    sdk.AgentCard.model_validate(card)
+
+
 # --- message/send, tasks/get ----------------------------------------------------------------------
 
 
@@ -249,7 +267,7 @@ INVALID_REQUESTS = [
     {"jsonrpc": "1.0", "id": 7, "method": "tasks/get"},
     {"jsonrpc": "2.0", "id": 7, "method": 42},
     {"jsonrpc": "2.0", "id": 7.5, "method": "tasks/get"},
-    {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": [1, 2]},
+    {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": "x"},  # params: not a structured value
     {"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x"}},  # a notification
 ]
 
@@ -292,6 +310,7 @@ INVALID_PARAMS = [
     ("tasks/cancel", {"id": 5}),
     ("tasks/pushNotificationConfig/set", {"taskId": "x~y"}),
     ("tasks/pushNotificationConfig/delete", {"id": "x~y"}),
+    ("tasks/get", [1, 2]),  # by-position params: valid JSON-RPC, but every A2A method takes an object
 ]
 
 
@@ -300,10 +319,58 @@ def test_invalid_params(orchestrator):
         err(rpc(orchestrator, method, params), -32602)
 
 
-def test_non_text_parts_are_an_unsupported_content_type(orchestrator):
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+UNSUPPORTED_PARTS = [
+    ({"kind": "file", "file": {"uri": "https://example.com/a.txt", "mimeType": "text/plain"}}, "a file by uri"),
+    ({"kind": "file", "file": {"bytes": _b64(b"%PDF-1.7"), "mimeType": "application/pdf"}},
+     "a file of type application/pdf"),
+    ({"kind": "file", "file": {"bytes": _b64(b"hi")}}, "a file of type unknown"),
+    ({"kind": "file", "file": {"bytes": _b64(b"\x89PNG"), "mimeType": "image/png"}}, "a file of type image/png"),
+]
+
+
+@pytest.mark.parametrize("part,what", UNSUPPORTED_PARTS, ids=[w for _, w in UNSUPPORTED_PARTS])
+def test_other_parts_are_an_unsupported_content_type_naming_what_is_accepted(orchestrator, part, what):
+    before = orchestrator.table_items()
     params = {"message": {"kind": "message", "role": "user", "messageId": "m",
-                          "parts": [{"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}]}}
-    err(rpc(orchestrator, "message/send", params), -32005)
+                          "parts": [{"kind": "text", "text": "look at this"}, part]}}
+    error = err(rpc(orchestrator, "message/send", params), -32005)
+    assert error["message"].startswith(f"message.parts.1: {what}")
+    assert "data parts" in error["message"] and "text/* or application/json" in error["message"]
+    _, _, card = orchestrator.api("agent_card_get")
+    assert error["data"]["supportedInputModes"] == card["defaultInputModes"]
+    assert orchestrator.table_items() == before
+
+
+def test_data_parts_and_inline_text_files_reach_the_model_as_text(orchestrator):
+    parts = [{"kind": "text", "text": "compare these:"},
+             {"kind": "data", "data": {"city": "Zürich", "rank": [1, 2]}},
+             {"kind": "file", "file": {"name": "t.csv", "mimeType": "text/csv", "bytes": _b64("a,b\n1,2".encode())}},
+             {"kind": "file", "file": {"mimeType": "application/json", "bytes": _b64(b'{"k": true}')}},
+             {"kind": "file", "file": {"mimeType": "text/plain; charset=latin-1", "bytes": _b64("café".encode("latin-1"))}}]
+    task = ok(rpc(orchestrator, "message/send", {"message": {"kind": "message", "role": "user", "messageId": "m-d",
+                                                             "parts": parts}}))
+    sdk.Task.model_validate(task)
+    session = orchestrator.api("session_get", SESSION_ID=task["contextId"])[2]
+    assert session["messages"][0]["content"][0]["text"] == (
+        'compare these:\n{"city": "Zürich", "rank": [1, 2]}\n[file t.csv, text/csv]\na,b\n1,2\n'
+        '[file application/json]\n{"k": true}\n[file text/plain]\ncafé')
+    assert task["history"][0]["parts"] == parts  # the task keeps the message as it came
+
+
+@pytest.mark.parametrize("file", [
+    {"mimeType": "text/plain", "bytes": "not base64!"},
+    {"mimeType": "text/plain", "bytes": _b64(b"\xff\xfe\xfa")},
+    {"mimeType": "text/plain; charset=no-such-charset", "bytes": _b64(b"x")},
+], ids=["not-base64", "not-utf8", "unknown-charset"])
+def test_a_text_file_that_does_not_decode_is_invalid_params(orchestrator, file):
+    params = {"message": {"kind": "message", "role": "user", "messageId": "m", "parts": [{"kind": "file", "file": file}]}}
+    assert err(rpc(orchestrator, "message/send", params), -32602)["message"].startswith("message.parts.0.file.bytes")
 
 
 def test_streaming_methods_are_unsupported_operations(orchestrator):
@@ -400,12 +467,34 @@ def test_push_config_round_trip(pushing, hook):
         -32602)
 
 
+def test_push_config_get_without_a_config_id_returns_the_tasks_config(pushing, hook):
+    """The only config, whatever its id; of several, the one named after the task, else the first by id."""
+    task = send(pushing, "@worker x", configuration={"pushNotificationConfig": {"url": f"{hook.url}/hooks/a",
+                                                                                "id": "only"}})
+    for params in ({"id": task["id"]}, {"id": task["id"], "metadata": {}}, {"id": task["id"], "pushNotificationConfigId": None}):
+        got = ok(rpc(pushing, "tasks/pushNotificationConfig/get", params))
+        sdk.GetTaskPushNotificationConfigSuccessResponse.model_validate({"jsonrpc": "2.0", "id": 1, "result": got})
+        assert got["pushNotificationConfig"]["id"] == "only", params
+    ok(rpc(pushing, "tasks/pushNotificationConfig/set",
+           {"taskId": task["id"], "pushNotificationConfig": {"url": f"{hook.url}/hooks/b", "id": "another"}}))
+    got = ok(rpc(pushing, "tasks/pushNotificationConfig/get", {"id": task["id"]}))
+    assert got["pushNotificationConfig"]["id"] == "another"
+    bare = send(pushing, "@worker y")
+    error = err(rpc(pushing, "tasks/pushNotificationConfig/get", {"id": bare["id"]}), -32602)
+    assert "no such push notification config" in error["message"]
+
+
 REFUSED_PUSH_CONFIGS = [
     {"url": "https://evil.example.com/hook"},
     {"url": "HOOK/elsewhere"},  # the allowed host, but not under the allowed base path
     {"url": "ftp://127.0.0.1/hooks"},
     {"url": "HOOK/hooks/x", "authentication": {"schemes": ["Digest"], "credentials": "x"}},
     {"url": "HOOK/hooks/x", "authentication": {"schemes": ["Bearer"]}},
+    # A dot segment, plain or escaped, must not climb out of the allowed base path (issue 12, defect 6).
+    {"url": "HOOK/hooks/../admin/reset"},
+    {"url": "HOOK/hooks/%2e%2e/admin/reset"},
+    {"url": "HOOK/hooks/%2E%2e%2fadmin"},
+    {"url": "HOOK/hooks\\..\\admin"},
 ]
 
 
@@ -468,6 +557,29 @@ def test_push_delivery_retries_like_callbacks(pushing, hook):
     reasons = sorted(json.loads(m["Body"])["reason"] for m in pushing.receive("delivery", dlq=True))
     assert [r.split(" ", 6)[:6] for r in reasons] == [["refused", "by", "the", "receiver:", "HTTP", "302"],
                                                       ["refused", "by", "the", "receiver:", "HTTP", "404"]]
+
+
+def test_a_push_url_is_stored_and_sent_in_the_normalised_form_that_was_checked(pushing, hook):
+    config = {"url": f"{hook.url}/hooks/./a/../b%2Dc?x=%41", "token": "t"}
+    task = send(pushing, "x", configuration={"pushNotificationConfig": config})
+    [view] = ok(rpc(pushing, "tasks/pushNotificationConfig/list", {"id": task["id"]}))
+    assert view["pushNotificationConfig"]["url"] == f"{hook.url}/hooks/b-c?x=A"
+    pushing.run_queue("turns")
+    assert pushing.run_queue("delivery") == {"batchItemFailures": []}
+    assert [r["path"] for r in hook.requests] == ["/hooks/b-c?x=A"]
+
+
+def test_a_queued_push_whose_url_escapes_the_base_is_dead_lettered_not_sent(pushing, hook):
+    """The delivery worker checks the URL it sends: a config stored before normalisation cannot slip out."""
+    from flightdeck.wiring import deps
+
+    for url in (f"{hook.url}/hooks/../admin/reset", f"{hook.url}/hooks/%2e%2e/admin/reset"):
+        deps().queues.send_delivery({"kind": "a2a_push", "session_id": "s", "task_id": "s~k",
+                                     "config": {"id": "c", "url": url, "token": "caller-chosen"},
+                                     "task": {"kind": "task", "id": "s~k"}, "created_ms": deps().store.now_ms()})
+    assert pushing.run_queue("delivery") == {"batchItemFailures": []}
+    assert hook.requests == []
+    assert len(pushing.receive("delivery", dlq=True)) == 2
 
 
 def test_push_url_is_checked_again_when_sent(pushing, hook, monkeypatch):

@@ -96,7 +96,7 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     assert card["preferredTransport"] == "JSONRPC"
     assert card["url"] == "https://abc123.execute-api.us-east-1.amazonaws.com/prod/a2a"
     assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
-    assert card["defaultInputModes"] == ["text/plain"] and card["skills"]
+    assert card["defaultInputModes"] == ["text/plain", "text/*", "application/json"] and card["skills"]
     assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"
 
 

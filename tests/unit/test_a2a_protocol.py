@@ -47,6 +47,45 @@ def test_envelope_errors(raw, code, request_id):
     sdk.JSONRPCErrorResponse.model_validate(resp)  # the shape the a2a-sdk client parses
 
 
+def test_error_codes_are_the_specs():
+    from flightdeck.domain import a2a_models as ours
+
+    pairs = {ours.PARSE_ERROR: sdk.JSONParseError, ours.INVALID_REQUEST: sdk.InvalidRequestError,
+             ours.METHOD_NOT_FOUND: sdk.MethodNotFoundError, ours.INVALID_PARAMS: sdk.InvalidParamsError,
+             ours.INTERNAL_ERROR: sdk.InternalError, ours.TASK_NOT_FOUND: sdk.TaskNotFoundError,
+             ours.TASK_NOT_CANCELABLE: sdk.TaskNotCancelableError,
+             ours.PUSH_NOT_SUPPORTED: sdk.PushNotificationNotSupportedError,
+             ours.UNSUPPORTED_OPERATION: sdk.UnsupportedOperationError,
+             ours.CONTENT_TYPE_NOT_SUPPORTED: sdk.ContentTypeNotSupportedError,
+             ours.EXTENDED_CARD_NOT_CONFIGURED: sdk.AuthenticatedExtendedCardNotConfiguredError}
+    for code, error_type in pairs.items():
+        assert error_type().code == code, error_type
+
+
+# Method and params are checked before the id: a request without one (a notification) still
+# learns that its method is unknown or its params malformed (issue 14, point 4).
+@pytest.mark.parametrize("raw,code", [
+    ({"jsonrpc": "2.0", "method": "tasks/explode"}, -32601),
+    ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": 5}}, -32602),
+    ({"jsonrpc": "2.0", "method": "tasks/get", "params": [1]}, -32602),
+    ({"jsonrpc": "2.0", "method": "tasks/get"}, -32602),
+    ({"jsonrpc": "2.0", "method": "message/send", "params": {"message": {"role": "user"}}}, -32602),
+    ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x~y"}}, -32600),  # valid, yet no id
+    ({"jsonrpc": "2.0", "method": "tasks/get", "params": "x"}, -32600),  # not a Request object at all
+    ({"method": "tasks/explode"}, -32600),  # no jsonrpc: not a Request object either
+])
+def test_method_and_params_are_checked_with_or_without_an_id(raw, code):
+    resp = _rpc(raw)
+    assert resp["error"]["code"] == code and resp["id"] is None, resp
+    sdk.JSONRPCErrorResponse.model_validate(resp)
+
+
+def test_an_unknown_method_with_an_id_echoes_it_and_params_problems_name_the_field():
+    assert _rpc({"jsonrpc": "2.0", "id": 9, "method": "nope", "params": {"x": 1}})["id"] == 9
+    error = _rpc({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": 5}})["error"]
+    assert error["message"].startswith("Invalid params: params.id: ")
+
+
 def test_our_models_read_what_the_sdk_writes():
     message = sdk.Message(role=sdk.Role.user, message_id=str(uuid.uuid4()), context_id="c",
                           parts=[sdk.Part(root=sdk.TextPart(text="hi")), sdk.Part(root=sdk.DataPart(data={"a": 1}))])

@@ -17,8 +17,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
+from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
-from flightdeck.api.models import ErrorResponse, ToolResponseStatus
+from flightdeck.api.models import NOT_UNICODE, ErrorResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain import a2a
 from flightdeck.domain.a2a_client import PushStatus, receive_push
@@ -89,45 +90,77 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _first_problem(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
-    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+MAX_ERROR_DETAILS = 20
+
+
+def _first_problem(exc: ValidationError, prefix: str = "") -> tuple[str, list[dict[str, Any]]]:
+    errors = exc.errors()
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+               for e in errors[:MAX_ERROR_DETAILS]]
     first = details[0] if details else {"loc": [], "msg": "invalid"}
-    return f"{'.'.join(map(str, first['loc'])) or 'params'}: {first['msg']}", details
+    where = ".".join(map(str, [prefix, *first["loc"]] if prefix else first["loc"])) or "params"
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}", details
+
+
+def _valid_id(body: dict[str, Any]) -> Any:
+    raw_id = body.get("id")
+    return raw_id if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
 
 
 def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
     """One JSON-RPC request in, one JSON-RPC response out (as a dict).
 
+    The checks run in this order, each answering with the spec's code: the body parses as JSON
+    within strict_json's bounds (-32700); it is one Request object: "jsonrpc": "2.0", a string
+    method, an id of a valid type, params absent or structured, no other members (-32600); the
+    method exists (-32601); its params are an object of the method's shape, all text valid
+    Unicode (-32602); only then whether it has an id (below); then the method runs (its A2A codes).
+
     caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
     """
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        return _error(None, PARSE_ERROR, f"Parse error: {exc}")
+        body = strict_json.loads(raw)
+    except strict_json.JsonRefused as exc:
+        return _error(None, PARSE_ERROR, f"Parse error: {exc.message}")
     if isinstance(body, list):
         return _error(None, INVALID_REQUEST, "Invalid Request: batch requests are not supported")
     if not isinstance(body, dict):
         return _error(None, INVALID_REQUEST, "Invalid Request: a request is a JSON object")
-    raw_id = body.get("id")
-    request_id = raw_id if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
+    request_id = _valid_id(body)
     try:
         request = JSONRPCRequest.model_validate(body)
     except ValidationError as exc:
         message, details = _first_problem(exc)
         return _error(request_id, INVALID_REQUEST, f"Invalid Request: {message}", details)
-    if "id" not in body:
-        return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
-                                             "not notifications)")
+    if not strict_json.is_unicode(request.method) or (isinstance(request.id, str)
+                                                       and not strict_json.is_unicode(request.id)):
+        return _error(None, INVALID_REQUEST, "Invalid Request: method and id must be valid Unicode text")
     entry = METHODS.get(request.method)
     note(operation=f"a2a:{request.method}" if entry is not None else "a2a:unknown")
     if entry is None:
-        return _error(request.id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
+        return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
     params_model, method = entry
+    if request.params is not None and not isinstance(request.params, dict):
+        # JSON-RPC allows by-position params (an array); every A2A method takes an object.
+        return _error(request_id, INVALID_PARAMS, f"Invalid params: {request.method} takes params as an object")
+    where = strict_json.lone_surrogate_at(request.params or {})
+    if where is not None:
+        return _error(request_id, INVALID_PARAMS,
+                      f"Invalid params: params.{strict_json.dotted(where)}: {NOT_UNICODE}",
+                      {"field": f"params.{strict_json.dotted(where)}"})
     try:
         params = params_model.model_validate(request.params or {})
     except ValidationError as exc:
-        message, details = _first_problem(exc)
-        return _error(request.id, INVALID_PARAMS, f"Invalid params: {message}", details)
+        message, details = _first_problem(exc, "params")
+        return _error(request_id, INVALID_PARAMS, f"Invalid params: {message}", details)
+    if "id" not in body:
+        # JSON-RPC 2.0 says a notification (no id) gets no response at all. Every A2A method is a
+        # request that answers something, so one without an id is refused, and, as issue 14 asks,
+        # only after its method and params were checked: a client that forgot the id learns of a
+        # wrong method or params too. Over HTTP a response is sent in any case.
+        return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
+                                             "not notifications)")
     try:
         result = method(d, params, remaining_ms, caller)
     except A2AError as exc:
@@ -157,15 +190,15 @@ JSONRPC_RESPONSE_SCHEMA: dict[str, Any] = {
 }
 
 
-def too_large(event: dict[str, Any]) -> dict[str, Any] | None:
-    """A proxy response for a body over MAX_BODY_BYTES, in JSON-RPC terms; None if the size is fine."""
-    from flightdeck.settings import get_settings
-
-    body = event.get("body") or ""
-    limit = get_settings().max_body_bytes
-    if len(body) <= limit and len(body.encode("utf-8", "surrogatepass")) <= limit:
-        return None
-    payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large (over {limit} bytes)")
+def refusal(status: int, code: str, message: str) -> dict[str, Any]:
+    """A proxy response, in JSON-RPC terms (HTTP 200), for a body refused before it is read:
+    over MAX_BODY_BYTES or not JSON-typed (-32600), not UTF-8 (-32700)."""
+    if code == "malformed_json":
+        payload = _error(None, PARSE_ERROR, f"Parse error: {message}")
+    elif code == "payload_too_large":
+        payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large ({message})")
+    else:
+        payload = _error(None, INVALID_REQUEST, f"Invalid Request: {message}")
     return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload),
             "isBase64Encoded": False}
 
@@ -174,7 +207,8 @@ def _raw_body() -> str:
     event = router.current_event
     body = event.body or ""
     if event.is_base64_encoded:
-        body = base64.b64decode(body).decode("utf-8", "replace")
+        # Not UTF-8 was refused before the route ran (resolver._not_json).
+        body = base64.b64decode(body).decode("utf-8")
     return body
 
 
@@ -191,7 +225,13 @@ def _remaining_ms() -> int | None:
         "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, tasks/get, tasks/cancel, "
         "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
         "(no streaming). Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
-        "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included."
+        "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included, "
+        "checked in this order: -32700 not JSON (or nested deeper than 32, too wide, a number out of range, "
+        "not UTF-8; too large or not JSON-typed: -32600); -32600 not one Request object; -32601 unknown method; "
+        "-32602 params not an object of the method's shape or holding text that is not valid Unicode; -32600 no "
+        "id (checked last). "
+        "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
+        "inline bytes of text/* or application/json; anything else is -32005."
     ),
     responses={200: {"description": "A JSON-RPC response: result or error",
                      "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}},
@@ -231,23 +271,25 @@ _PUSH_ERRORS = {
     responses={
         202: {"description": "Recorded", "content": {"application/json": {"model": ToolResponseStatus}}},
         200: {"description": "Already recorded, or not terminal yet (nothing recorded)"},
-        400: {"description": "Body is not JSON"},
-        401: {"description": "Missing, bad, tampered or expired token"},
+        400: {"description": "Body is not JSON, nested deeper than 32 levels, too wide, or holds a number out of range"},
+        401: {"description": "Missing, bad, tampered or expired token (checked before the body is read)"},
         410: {"description": "Late: the turn is complete or unknown (do not retry)"},
         413: {"description": "Answer too large (recorded as an error result)"},
-        422: {"description": "Body is not an A2A Task"},
+        422: {"description": "Body is not an A2A Task, or holds text that is not valid Unicode"},
     },
 )
 def post_a2a_push() -> Response[dict[str, Any]]:
+    # The token was verified before the body was read (flightdeck.api.auth); receive_push checks it again.
     headers = push_router.current_event.headers
     token = (headers.get("x-a2a-notification-token") or "").strip()
     if not token:
         raise ApiError(401, "unauthorized", "missing X-A2A-Notification-Token")
-    raw = push_router.current_event.body or ""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "malformed_json", "request body is not valid JSON") from None
+    if not push_router.current_event.body:
+        raise ApiError(400, "malformed_json", "request body is not valid JSON: it is empty")
+    body = push_router.current_event.json_body  # strict_json: a hostile body is a 400
+    where = strict_json.lone_surrogate_at(body)
+    if where is not None:
+        raise ApiError(422, "invalid_request", f"{strict_json.dotted(where)}: {NOT_UNICODE}")
     outcome = receive_push(deps(), token, body)
     note(peer=outcome.peer)
     if outcome.status is PushStatus.INVALID:

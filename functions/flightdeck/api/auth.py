@@ -7,8 +7,10 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
    against the peer registry before anything else (size, JSON, schema): missing or malformed
    is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403.
    The routes read the caller with `current_peer()` and hand it to the domain, which
-   enforces ownership. Callback routes check their HMAC token themselves and report the
-   token's peer with `note(peer=...)`.
+   enforces ownership. On a callback route whose token travels in a header (topology
+   `token_header`: POST /api/tools/response, POST /api/a2a/push) the HMAC token is verified
+   here too, before the body is read: a caller without a valid token cannot make the function
+   parse a megabyte. The batch route's tokens are in its items, so its route checks them.
 2. `audit_inbound`: one audit line per call on a route with an audit operation, whatever the
    outcome (202, 401, 413, 500...), with the SHA-256 of the body bytes as received.
 
@@ -29,6 +31,8 @@ from flightdeck.domain.peers import AuthStatus, authenticate as check_token, bea
 from flightdeck.observability import audit, count, logger, payload_sha256
 
 REALM = 'Bearer realm="flightdeck"'
+# The name of the peer bearer scheme in the OpenAPI document and the agent card.
+PEER_TOKEN_SCHEME = "peerToken"
 _state = threading.local()
 
 
@@ -62,10 +66,44 @@ def _headers(event: dict[str, Any]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items() if v is not None}
 
 
+CALLBACK_WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="flightdeck", error="invalid_token"'}
+
+
+def _callback_token(event: dict[str, Any], route: topology.Route) -> dict[str, Any] | None:
+    """The header token of a callback route checked (HMAC, expiry): None, or the 401/503 response.
+
+    The route checks it again when it records the result (one more HMAC, microseconds): this is
+    the cheap refusal before parsing, not the authority."""
+    from flightdeck.domain.callbacks import verified_claims
+    from flightdeck.wiring import deps
+
+    value = _headers(event).get(route.token_header, "").strip()
+    if route.token_header == "authorization":
+        scheme, _, value = value.partition(" ")
+        value = value.strip() if scheme.lower() == "bearer" else ""
+        missing, invalid = "missing bearer token", "invalid or expired callback token"
+    else:
+        missing, invalid = "missing X-A2A-Notification-Token", "invalid or expired notification token"
+    if not value:
+        return _json_response(401, "unauthorized", missing, CALLBACK_WWW_AUTHENTICATE)
+    try:
+        claims = verified_claims(deps(), value, route.audit or "callback")
+    except (BotoCoreError, ClientError):
+        logger.exception("callback signing keys unavailable")
+        return _json_response(503, "service_unavailable", "a dependency is unavailable; retry later",
+                              {"Retry-After": "1"})
+    if claims is None:
+        return _json_response(401, "unauthorized", invalid, CALLBACK_WWW_AUTHENTICATE)
+    note(peer=claims.name)
+    return None
+
+
 def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[str, Any] | None:
     """None when the request may proceed (current_peer() then names the caller), else the 401/403/503 response."""
     from flightdeck.wiring import deps
 
+    if route is not None and route.auth == topology.CALLBACK_AUTH and route.token_header:
+        return _callback_token(event, route)
     if route is None or route.auth != topology.PEER_AUTH:
         return None
     d = deps()

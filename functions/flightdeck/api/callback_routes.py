@@ -6,8 +6,15 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
-from flightdeck.api.auth import note
-from flightdeck.api.models import BatchItem, BatchItemResult, BatchRequest, BatchResponse, ToolResponse, ToolResponseStatus
+from flightdeck.api.auth import CALLBACK_WWW_AUTHENTICATE, note
+from flightdeck.api.models import (
+    BatchItem,
+    BatchItemResult,
+    BatchRequest,
+    BatchResponse,
+    ToolResponse,
+    ToolResponseStatus,
+)
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_callback
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
@@ -15,7 +22,7 @@ from flightdeck.wiring import deps
 
 router = Router()
 
-WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="flightdeck", error="invalid_token"'}
+WWW_AUTHENTICATE = CALLBACK_WWW_AUTHENTICATE
 
 # (HTTP status, what the caller should understand) per outcome.
 _HTTP = {
@@ -38,10 +45,11 @@ def _bearer_token() -> str:
 @router.post("/api/tools/response", summary="Deliver one delegated result", status_code=202, responses={
     202: {"description": "Accepted", "content": {"application/json": {"model": ToolResponseStatus}}},
     200: {"description": "Duplicate: already recorded (success; do not retry)"},
-    401: {"description": "Bad, tampered or expired token"},
+    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
+    401: {"description": "Bad, tampered or expired token (checked before the body is read)"},
     410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
     413: {"description": "Result or body too large"},
-    422: {"description": "Body does not match the schema"},
+    422: {"description": "Body does not match the schema, or the result is not valid Unicode text"},
 })
 def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
@@ -63,7 +71,9 @@ def _single_response(outcome: CallbackOutcome) -> Response:
 
 
 @router.post("/api/tools/responses", summary="Deliver a batch of delegated results", responses={
-    200: {"description": "Each item's outcome", "content": {"application/json": {"model": BatchResponse}}},
+    200: {"description": "Each item's outcome (an item whose text is not valid Unicode: invalid, 422)",
+          "content": {"application/json": {"model": BatchResponse}}},
+    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
     413: {"description": "Body too large"},
     422: {"description": "Body does not match the schema"},
 })

@@ -7,6 +7,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from flightdeck import __version__
+from flightdeck.api.auth import PEER_TOKEN_SCHEME
+from flightdeck.domain.a2a_models import INPUT_MODES
 from flightdeck.settings import get_settings
 
 router = Router()
@@ -35,6 +37,23 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
         {"id": skill.lower().replace(" ", "-"), "name": skill, "description": skill, "tags": [skill]}
         for skill in agent.skills
     ] or [{"id": "general", "name": "General tasks", "description": agent.description, "tags": ["general"]}]
+    schemes: dict[str, Any] = {
+        "callbackToken": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Answers to delegated tasks are POSTed to /api/tools/response with the HMAC "
+                           "token this agent issued with the task.",
+        }
+    }
+    inbound_auth = settings.inbound_auth != "off"
+    if inbound_auth:
+        schemes[PEER_TOKEN_SCHEME] = {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "fdp_<peer id>_<secret>",
+            "description": "POST /a2a (and /api/chat) need the peer token this agent's operator issued to the "
+                           "caller (flightdeck peers add): Authorization: Bearer fdp_<peer id>_<secret>.",
+        }
     return {
         "protocolVersion": A2A_PROTOCOL_VERSION,
         "name": settings.agent_name,
@@ -45,17 +64,12 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
         # Only what is implemented (flightdeck.domain.a2a): push notifications yes; no SSE streaming
         # (a Python Lambda behind API Gateway REST cannot stream), no state-transition history.
         "capabilities": {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False},
-        "defaultInputModes": ["text/plain"],
+        "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
-        "securitySchemes": {
-            "callbackToken": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "Answers to delegated tasks are POSTed to /api/tools/response with the HMAC "
-                               "token this agent issued with the task.",
-            }
-        },
+        "securitySchemes": schemes,
+        # Each entry is one way to be let in; the card itself stays public.
+        "security": [{PEER_TOKEN_SCHEME: []}] if inbound_auth else [],
     }
 
 

@@ -25,13 +25,16 @@ _AUTH_ERRORS = {
     403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
 }
 _ERRORS = {
-    400: {"description": "Malformed JSON, or a callbackService that is not allowed", "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
+    400: {"description": "Not JSON (malformed_json; not UTF-8 too), nested deeper than 32 levels (json_too_deep), "
+                         "an object of over 1,000 members or an array of over 10,000 items (json_too_wide), a number "
+                         "out of range or NaN/Infinity (bad_number); or a callbackService that is not allowed",
+          "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
     **_AUTH_ERRORS,
     404: {"description": "session_id names a session of another peer (it does not exist for this caller)",
           "content": _ERROR_BODY},
     409: {"description": "The session is busy with a turn"},
     413: {"description": "Body too large"},
-    422: {"description": "Body does not match the schema"},
+    422: {"description": "Body does not match the schema, or holds text that is not valid Unicode (a lone surrogate)"},
 }
 
 

@@ -2,29 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from flightdeck.api.strict_json import is_unicode
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 MAX_TOKEN_CHARS = 2048
 # A message is stored in one DynamoDB item (400 KB): its content is bounded by its UTF-8 size.
 MAX_CONTENT_BYTES = 200_000
+NOT_UNICODE = "text is not valid Unicode (it holds a lone surrogate such as \\ud800)"
+
+
+def _unicode(value: Any) -> Any:
+    # JSON can escape half a surrogate pair ("\ud800"); such text can never be stored or sent as UTF-8.
+    if isinstance(value, str) and not is_unicode(value):
+        raise ValueError(NOT_UNICODE)
+    return value
+
+
+# Every string a client sends: refused with a 422 naming the field when it is not valid Unicode.
+Text = Annotated[str, BeforeValidator(_unicode)]
 
 
 class ReplyTo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    callbackService: str = Field(min_length=1, max_length=64, description="A service name from ALLOWED_HOST_MAPPING; never a URL.")
-    bearerToken: str = Field(min_length=16, max_length=MAX_TOKEN_CHARS, description="Returned verbatim with the answer.")
+    callbackService: Text = Field(min_length=1, max_length=64, description="A service name from ALLOWED_HOST_MAPPING; never a URL.")
+    bearerToken: Text = Field(min_length=16, max_length=MAX_TOKEN_CHARS, description="Returned verbatim with the answer.")
 
 
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)
-    content: str = Field(min_length=1, max_length=100_000,
-                         description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
+    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)  # the pattern admits ASCII only
+    content: Text = Field(min_length=1, max_length=100_000,
+                          description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
     reply: ReplyTo | None = None
 
     @field_validator("content")
@@ -49,7 +63,7 @@ class ChatAccepted(BaseModel):
 class ToolResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    result: str = Field(description="The peer's answer, as a string.")
+    result: Text = Field(description="The peer's answer, as a string.")
     status: Literal["success", "error"] = Field(
         "success", description="`error`: the peer could not do the task, and `result` says why.")
 
@@ -62,11 +76,11 @@ class ToolResponseStatus(BaseModel):
 class BatchItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
-    result: str
+    token: Text = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+    result: Text
     status: Literal["success", "error"] = "success"
     # W3C trace context of this item's delegation (a header cannot carry one per item).
-    traceparent: str = Field("", max_length=128)
+    traceparent: Text = Field("", max_length=128)
 
 
 class BatchRequest(BaseModel):

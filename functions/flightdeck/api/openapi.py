@@ -13,8 +13,7 @@ import sys
 from typing import Any
 
 from flightdeck import __version__, topology
-
-PEER_TOKEN_SCHEME = "peerToken"
+from flightdeck.api.auth import PEER_TOKEN_SCHEME
 
 
 def document() -> dict[str, Any]:

@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
 from flightdeck import topology
+from flightdeck.api import strict_json
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
 from flightdeck.settings import get_settings
@@ -51,7 +52,16 @@ def _allowed_methods(path: str) -> list[str]:
     return sorted({method for pattern, method in _ROUTE_PATTERNS if pattern.match(path)})
 
 
-def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
+# A refusal before any route runs: (HTTP status, error code, message) -> a proxy response.
+Refusal = Callable[[int, str, str], dict[str, Any]]
+
+
+def _proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
+            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
+
+
+def _not_json(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
     """415 for a body declared as anything but JSON: every route here takes JSON only
     (Powertools would otherwise try to parse forms and multipart itself)."""
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -60,34 +70,34 @@ def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
     if not body:
         return None
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        return _proxy_error(415, "unsupported_media_type", "send the body as application/json")
+        return refuse(415, "unsupported_media_type", "send the body as application/json")
     if event.get("isBase64Encoded"):
         # Bytes that are not UTF-8 cannot be JSON: say so rather than fail decoding later.
         try:
             base64.b64decode(body, validate=True).decode("utf-8")
         except (ValueError, UnicodeDecodeError):
-            return _proxy_error(400, "malformed_json", "request body is not valid UTF-8 JSON")
+            return refuse(400, "malformed_json", "request body is not valid UTF-8 JSON")
     return None
 
 
-def _proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
-
-
-def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
+def _too_large(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
     """413 before any parsing: validation would otherwise read the whole body first."""
     body = event.get("body") or ""
     limit = get_settings().max_body_bytes
     if len(body) <= limit and len(body.encode("utf-8", "surrogatepass")) <= limit:
         return None
-    error = {"error": {"code": "payload_too_large", "message": f"request body exceeds {limit} bytes"}}
-    return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": json.dumps(error),
-            "isBase64Encoded": False}
+    return refuse(413, "payload_too_large", f"request body exceeds {limit} bytes")
+
+
+# A body wrong in every field gets the first few problems, not a response as large as itself.
+MAX_ERROR_DETAILS = 20
+_REFUSED_JSON_CODES = {"malformed": "malformed_json", "too_deep": "json_too_deep", "too_wide": "json_too_wide",
+                       "bad_number": "bad_number"}
 
 
 def build_resolver(*routers: Router) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    # Every JSON body is parsed by strict_json: bounded depth, finite numbers (a 400, never a 500).
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json.loads)
     for router in routers:
         app.include_router(router)
 
@@ -95,15 +105,22 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     def _api_error(exc: ApiError) -> Response:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
 
+    @app.exception_handler(strict_json.JsonRefused)
+    def _refused_json(exc: strict_json.JsonRefused) -> Response:
+        return error_response(400, _REFUSED_JSON_CODES.get(exc.reason, "malformed_json"),
+                              f"request body is not valid JSON: {exc.message}")
+
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "malformed_json", "request body is not valid JSON")
-        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                   for e in errors[:MAX_ERROR_DETAILS]]
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"][1:]) or "body"
-        return error_response(422, "invalid_request", f"{where}: {first['msg']}", details=details)
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        return error_response(422, "invalid_request", f"{where}: {first['msg']}{more}", details=details)
 
     @app.not_found
     def _not_found(exc: NotFoundError) -> Response:
@@ -141,13 +158,15 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     return app
 
 
-def http_handler(*routers: Router, oversize: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None):
+def http_handler(*routers: Router, refuse: Refusal | None = None):
     """A Lambda entry point serving these routers, with logging, tracing and metrics.
 
     Per request, in this order: the caller is authenticated (routes whose topology auth is
-    "peer": 401/403 before anything else is looked at), the body size is checked
-    (`oversize`, default: 413 in the error shape), the route runs; then a delegation
-    call gets its one audit line (flightdeck.api.auth).
+    "peer", and callback routes with a header token: 401/403 before anything else is looked
+    at), the body size (413) and type (415, not UTF-8: 400) are checked, the route runs (its
+    body parsed by strict_json); then a delegation call gets its one audit line
+    (flightdeck.api.auth). `refuse` renders the size and type refusals (default: the REST
+    error shape; /a2a answers them in JSON-RPC).
     """
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -156,14 +175,14 @@ def http_handler(*routers: Router, oversize: Callable[[dict[str, Any]], dict[str
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
     app = build_resolver(*routers)
-    too_large = oversize or _too_large
+    render = refuse or _proxy_error
 
     @lambda_entry
     def handler(event: dict, context: LambdaContext) -> dict:
         route = auth.begin(event)
         response: Any = {"statusCode": 500}
         try:
-            response = (auth.authenticate(event, route) or too_large(event) or _not_json(event)
+            response = (auth.authenticate(event, route) or _too_large(event, render) or _not_json(event, render)
                         or app.resolve(event, context))
             return response
         finally:

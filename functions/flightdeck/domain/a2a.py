@@ -25,13 +25,16 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from flightdeck.domain.a2a_models import (
+    ACCEPTED_PARTS,
     CONTENT_TYPE_NOT_SUPPORTED,
+    INPUT_MODES,
     INVALID_PARAMS,
     TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND,
     TERMINAL_STATES,
     UNSUPPORTED_OPERATION,
     A2AError,
+    DataPart,
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     ListTaskPushNotificationConfigParams,
@@ -64,6 +67,10 @@ SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 MAX_CONTENT_CHARS = 100_000
 # An SQS message holds 256 KB: a push whose task is larger goes without its history.
 MAX_PUSH_TASK_BYTES = 200_000
+# The task record keeps the message as received, JSON-encoded (flightdeck.adapters.a2a_state), in one
+# DynamoDB item of at most 400 KB that later also holds the answer: a larger message is refused up front
+# (-32602), not failed in the write (-32603).
+MAX_TASK_MESSAGE_BYTES = 250_000
 PUSH_KIND = "a2a_push"
 SUPPORTED_PUSH_SCHEMES = ("bearer", "basic")
 CANCELED_TEXT = "The task was canceled by the client; no further work was done."
@@ -132,17 +139,50 @@ def _task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:
     return rec
 
 
+def _unsupported_part(index: int, what: str) -> A2AError:
+    return A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"message.parts.{index}: {what} is not accepted; accepted are "
+                                                f"{ACCEPTED_PARTS}", {"supportedInputModes": list(INPUT_MODES)})
+
+
+def _file_text(index: int, file: dict[str, Any]) -> str:
+    """An inline text file's content, decoded; raises A2AError for anything else."""
+    mime = file.get("mimeType") if isinstance(file.get("mimeType"), str) else ""
+    essence, _, parameters = mime.partition(";")
+    essence = essence.strip().lower()
+    if "bytes" not in file:
+        raise _unsupported_part(index, "a file by uri" if "uri" in file else "a file without bytes")
+    if not (essence.startswith("text/") or essence == "application/json"):
+        raise _unsupported_part(index, f"a file of type {essence or 'unknown (no mimeType)'}")
+    charset = next((v.strip().strip('"') for k, _, v in (p.partition("=") for p in parameters.split(";"))
+                    if k.strip().lower() == "charset"), "utf-8")
+    try:
+        data = base64.b64decode(str(file["bytes"]), validate=True)
+    except ValueError:
+        raise A2AError(INVALID_PARAMS, f"message.parts.{index}.file.bytes is not base64") from None
+    try:
+        text = data.decode(charset)
+    except (LookupError, UnicodeDecodeError):
+        raise A2AError(INVALID_PARAMS, f"message.parts.{index}.file.bytes is not {charset} text") from None
+    name = file.get("name") if isinstance(file.get("name"), str) else ""
+    return f"[file {name + ', ' if name else ''}{essence}]\n{text}"
+
+
+def _part_text(index: int, part: Any) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, DataPart):
+        return json.dumps(part.data, ensure_ascii=False)
+    return _file_text(index, part.file)
+
+
 def _content(params: MessageSendParams) -> str:
+    """The message as the model's text: its parts in order, one per line."""
     message = params.message
     if message.role != "user":
         raise A2AError(INVALID_PARAMS, "message.role must be 'user'")
     if not message.parts:
         raise A2AError(INVALID_PARAMS, "message.parts must not be empty")
-    other = sorted({p.kind for p in message.parts if not isinstance(p, TextPart)})
-    if other:
-        raise A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"only text parts are supported, got: {', '.join(other)}",
-                       {"supportedInputModes": ["text/plain"]})
-    text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+    text = "\n".join(_part_text(index, part) for index, part in enumerate(message.parts))
     if not text.strip():
         raise A2AError(INVALID_PARAMS, "message.parts hold no text")
     if len(text) > MAX_CONTENT_CHARS:
@@ -155,9 +195,11 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
     parts = urlsplit(config.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url must be an http(s) URL")
-    if not deps.settings.allowed_host_mapping.allows_url(config.url):
+    url = deps.settings.allowed_host_mapping.check_url(config.url)
+    if url is None:
         raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url is not under any base URL this agent is "
-                                       "allowed to call (ALLOWED_HOST_MAPPING)", {"url": config.url})
+                                       "allowed to call (ALLOWED_HOST_MAPPING), or is ambiguous (dot segments "
+                                       "above the base, escaped slashes, backslashes)", {"url": config.url})
     if config.authentication is not None:
         schemes = [s for s in config.authentication.schemes if s.lower() in SUPPORTED_PUSH_SCHEMES]
         if not schemes:
@@ -167,6 +209,7 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
             raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.credentials is required")
     out = dump(config)
     out["id"] = config.id or task_id
+    out["url"] = url  # the normalised form: what was checked is what is sent
     return out
 
 
@@ -188,6 +231,10 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     content = _content(params)
     message = params.message
     config = params.configuration
+    stored = len(json.dumps(dump(message)))  # the form the task record stores
+    if stored > MAX_TASK_MESSAGE_BYTES:
+        raise A2AError(INVALID_PARAMS, f"message is too large to keep with its task: {stored} bytes as stored "
+                                       f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}", {"storedBytes": stored})
     if message.taskId:
         rec = _task(deps, message.taskId, caller)
         if message.contextId and message.contextId != rec.session_id:
@@ -419,8 +466,8 @@ def push_headers(config: dict[str, Any]) -> dict[str, str]:
 def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: int) -> DeliveryOutcome:
     """POST the task to one webhook; the URL is checked against the allowlist again, now."""
     ids = {"session_id": item.session_id, "task_id": item.task_id}
-    url = str(item.config.get("url", ""))
-    if not deps.settings.allowed_host_mapping.allows_url(url):
+    url = deps.settings.allowed_host_mapping.check_url(str(item.config.get("url", "")))
+    if url is None:
         count("A2APushesRefused")
         logger.error("push notification refused: URL no longer allowed", extra=ids)
         return DeliveryOutcome(DeliveryStatus.DEAD, detail="push URL is not under ALLOWED_HOST_MAPPING")

@@ -90,8 +90,10 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
                         if isinstance(i, dict) and i.get("transport") == "JSONRPC"), None)
     if not isinstance(rpc_url, str) or not rpc_url:
         raise CardProblem("agent card offers no JSONRPC interface", retryable=False)
-    if not deps.settings.allowed_host_mapping.allows_url(rpc_url):
+    checked = deps.settings.allowed_host_mapping.check_url(rpc_url)
+    if checked is None:
         raise CardProblem(f"agent card points at {rpc_url}, which is not under ALLOWED_HOST_MAPPING", retryable=False)
+    rpc_url = checked  # the normalised form is what is called
     capabilities = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
     peer = PeerCard(name=str(card.get("name", "")), rpc_url=rpc_url, push=capabilities.get("pushNotifications") is True)
     _cards[card_url] = (time.monotonic() + CARD_CACHE_TTL_S, peer)
@@ -196,10 +198,11 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
             return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
         return _fail(deps, msg, detail)
 
-    if not delegate.card_url or not s.allowed_host_mapping.allows_url(delegate.card_url):
+    card_url = s.allowed_host_mapping.check_url(delegate.card_url) if delegate.card_url else None
+    if card_url is None:
         return _fail(deps, msg, f"A2A card URL {delegate.card_url!r} is not under ALLOWED_HOST_MAPPING")
     try:
-        card = fetch_card(deps, delegate.card_url)
+        card = fetch_card(deps, card_url)
     except CardProblem as exc:
         return retry_or_fail(f"{delegate.agent}: {exc.detail}", exc.retryable)
     push_url = push_receiver_url(deps, delegate) if card.push else None
@@ -285,14 +288,15 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
     remote = ports(deps).store.get_remote(poll.session_id, poll.turn, poll.tool_use_id)
     if remote is None or deps.store.now_ms() >= poll.deadline_ms:
         return "stopped"
-    if not deps.settings.allowed_host_mapping.allows_url(remote.rpc_url):
+    rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
+    if rpc_url is None:
         result = error_result(poll.tool_use_id, "peer_not_allowed", ResultSource.CALLBACK,
                               f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
         _record(deps, poll.session_id, poll.turn, result, "a2a_poll")
         return "failed"
     delegate = deps.settings.agent.delegate_for_agent(remote.agent)
     service = delegate.peer_service if delegate else remote.agent
-    status, result, problem = _rpc(deps, remote.rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service,
+    status, result, problem = _rpc(deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service,
                                    **ids)
     if problem:
         if result is None and status in RETRYABLE_STATUSES:

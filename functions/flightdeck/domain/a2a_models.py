@@ -22,6 +22,11 @@ TERMINAL_STATES: frozenset[str] = frozenset({"completed", "canceled", "failed", 
 # States in which a task waits on its client: for a delegating agent, an answer it cannot give.
 INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required"})
 
+# What a message to this agent may carry (flightdeck.domain.a2a); the agent card's defaultInputModes.
+INPUT_MODES = ("text/plain", "text/*", "application/json")
+ACCEPTED_PARTS = ("text parts, data parts (given to the model as JSON text), and file parts with inline "
+                  "bytes of text/* or application/json")
+
 # --- JSON-RPC and A2A error codes ------------------------------------------------------
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -164,7 +169,8 @@ class JSONRPCRequest(BaseModel):
     jsonrpc: Literal["2.0"]
     method: StrictStr
     id: RequestId = None
-    params: dict[str, Any] | None = None
+    # A structured value (JSON-RPC 2.0 section 4.2); its shape is the method's business (-32602).
+    params: dict[str, Any] | list[Any] | None = None
 
 
 class JSONRPCError(BaseModel):

@@ -8,9 +8,96 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# Escapes a server or proxy may decode into a path separator or another escape: %2F "/", %5C a backslash,
+# %25 "%" (double encoding). They have no business in a callback URL, so they are refused.
+_AMBIGUOUS_ESCAPES = frozenset({"2F", "5C", "25"})
+# What the HTTP client (requests.utils.requote_uri) leaves alone: quoting the rest with the same
+# set makes the normalised URL a fixed point, so the URL sent is byte for byte the URL checked.
+_SAFE = "!#$%&'()*+,/:;=?@[]~"
+
+
+def _decode_unreserved(text: str) -> str | None:
+    """RFC 3986 6.2.2: escapes of unreserved characters decoded (%2e is "."), others upper-cased;
+    None when an ambiguous escape is present."""
+    ambiguous = False
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal ambiguous
+        code = match.group(1).upper()
+        char = chr(int(code, 16))
+        if code in _AMBIGUOUS_ESCAPES:
+            ambiguous = True
+        return char if char in _UNRESERVED else f"%{code}"
+
+    decoded = _PERCENT.sub(one, text)
+    return None if ambiguous else decoded
+
+
+def _remove_dot_segments(path: str) -> str | None:
+    """RFC 3986 5.2.4 on an absolute path; None when a ".." would climb above the root."""
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if not out:
+                return None
+            out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def normalise_url(url: str) -> str | None:
+    """The one form of an http(s) URL that is checked against the allowlist and then sent, or None
+    when it cannot be made unambiguous: user-info, control characters, spaces, backslashes, escaped
+    separators, a non-ASCII host, a ".." above the root, or a dot segment hidden behind ";".
+
+    Dot segments, literal or escaped (%2e), are resolved, so "/hooks/../admin" is "/admin"; scheme and
+    host are lower-cased, a default port dropped, the fragment (never sent) dropped. Hand-written:
+    urllib leaves dot segments and escapes alone, and the HTTP client resolves them only after our check.
+    """
+    if not isinstance(url, str) or any(c <= " " or c in "\\\x7f" for c in url) or _STRAY_PERCENT.search(url):
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = parts.hostname
+    if scheme not in _DEFAULT_PORTS or not host or parts.username is not None or parts.password is not None:
+        return None
+    if not host.isascii() or "%" in host:
+        return None
+    path = _decode_unreserved(parts.path or "/")
+    query = _decode_unreserved(parts.query)
+    if path is None or query is None or not path.startswith("/"):
+        return None
+    path = _remove_dot_segments(path)
+    if path is None:
+        return None
+    if any(segment.split(";")[0] in (".", "..") for segment in path.split("/")):
+        return None  # "..;" is ".." to some servers
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    normalised = f"{scheme}://{netloc}{quote(path, safe=_SAFE)}"
+    if query:
+        normalised += "?" + quote(query, safe=_SAFE)
+    return normalised
 
 
 class AllowlistError(ValueError):
@@ -35,6 +122,13 @@ def _check_base_url(name: str, url: str) -> str:
         parts.port  # noqa: B018 - raises on a malformed port
     except ValueError as exc:
         raise AllowlistError(f"entry {name!r}: bad port in {url!r}") from exc
+    normalised = normalise_url(url)
+    if normalised is None:
+        raise AllowlistError(f"entry {name!r}: base URL has escaped separators, backslashes or other "
+                             f"ambiguous characters: {url!r}")
+    if urlsplit(normalised).path.rstrip("/") != parts.path.rstrip("/"):
+        # A base is compared in its normal form: one written otherwise ("/x/../y") says two things.
+        raise AllowlistError(f"entry {name!r}: write the base URL's path in its normal form: {normalised!r}")
     return url.rstrip("/")
 
 
@@ -71,19 +165,24 @@ class Allowlist:
     def __contains__(self, name: object) -> bool:
         return name in self.services
 
-    def allows_url(self, url: str) -> bool:
-        """True when url lies under one of the configured base URLs (same scheme, host, port, path prefix)."""
-        target = urlsplit(url)
-        if target.username is not None or target.password is not None:
-            return False
+    def check_url(self, url: str) -> str | None:
+        """The normalised URL (normalise_url) when it lies under one of the configured base URLs (same
+        scheme, host, port, path prefix), else None. Send what this returns, never the URL given."""
+        normalised = normalise_url(url)
+        if normalised is None:
+            return None
+        target = urlsplit(normalised)
         for base in self.services.values():
-            b = urlsplit(base)
+            b = urlsplit(normalise_url(base) or "")
             if (target.scheme, target.hostname, target.port) != (b.scheme, b.hostname, b.port):
                 continue
             prefix = b.path.rstrip("/")
             if target.path == prefix or target.path.startswith(prefix + "/"):
-                return True
-        return False
+                return normalised
+        return None
+
+    def allows_url(self, url: str) -> bool:
+        return self.check_url(url) is not None
 
     def to_env(self) -> str:
         return ",".join(f"{n}:{u}" for n, u in self.services.items())

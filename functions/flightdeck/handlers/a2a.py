@@ -3,6 +3,7 @@
 from flightdeck.api import a2a_routes
 from flightdeck.api.resolver import http_handler
 
-# Over MAX_BODY_BYTES: a JSON-RPC -32600 (HTTP 200), not the REST API's 413. The caller is
-# authenticated first (HTTP 401/403: authentication belongs to the transport, not to JSON-RPC).
-handler = http_handler(a2a_routes.router, oversize=a2a_routes.too_large)
+# A body over MAX_BODY_BYTES, not JSON-typed or not UTF-8: a JSON-RPC error (HTTP 200), not the REST
+# API's 413/415/400. The caller is authenticated first (HTTP 401/403: authentication belongs to the
+# transport, not to JSON-RPC).
+handler = http_handler(a2a_routes.router, refuse=a2a_routes.refusal)
