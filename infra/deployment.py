@@ -5,6 +5,7 @@ Context (`cdk synth -c key=value`, or CDK_CONTEXT_JSON when running `python app.
 | key                  | default                       | meaning |
 |----------------------|-------------------------------|---------|
 | `config`             | examples/two-agents.toml      | the deployment file (flightdeck.config_file) |
+| `deployment`         | the file's name without .toml | names the SSM parameters its agents publish their URLs in |
 | `agents`             | every agent of the file       | comma list: synthesize only these stacks |
 | `nag`                | true                          | run cdk-nag AwsSolutions checks (synth fails on an unacknowledged finding) |
 | `apigwCloudWatchRole`| true                          | false: the account already has API Gateway's CloudWatch Logs role |
@@ -13,7 +14,7 @@ Context (`cdk synth -c key=value`, or CDK_CONTEXT_JSON when running `python app.
 
 from __future__ import annotations
 
-import os
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -32,6 +33,24 @@ def config_path(app: cdk.App) -> Path:
     return Path(value) if value else config_file.DEFAULT_CONFIG
 
 
+DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def deployment_name(app: cdk.App, path: Path) -> str:
+    """The deployment's name: context `deployment`, else the file's name without `.toml`.
+
+    Its agents publish their URLs under /flightdeck/<name>/ (flightdeck.topology) and find each
+    other there, so two files deployed into one account and region need different names.
+    """
+    value = app.node.try_get_context("deployment")
+    name = str(value) if value else path.stem
+    if not DEPLOYMENT_NAME.match(name):
+        raise ValueError(
+            f"deployment name {name!r} must be 1-64 letters, digits, '.', '_' or '-' (context deployment=NAME)"
+        )
+    return name
+
+
 def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> list[str]:
     value = app.node.try_get_context("agents")
     if not value:
@@ -44,10 +63,17 @@ def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> lis
 
 
 def stack_env(spec: config_file.AgentSpec) -> cdk.Environment | None:
-    account = spec.deploy.account or os.environ.get("CDK_DEFAULT_ACCOUNT")
-    region = spec.deploy.region or os.environ.get("CDK_DEFAULT_REGION")
+    """The file's `deploy.account`/`deploy.region`, else none: an environment-agnostic stack.
+
+    CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION are deliberately ignored: the CDK CLI sets the region
+    even when it finds no credentials (from its config, or us-east-1), and a stack built from them
+    would carry that region in bucket names and policies. Nothing here needs a concrete environment
+    (no lookups), so the template says ${AWS::Region}/${AWS::AccountId} and deploys wherever the
+    deploying credentials point.
+    """
+    account, region = spec.deploy.account, spec.deploy.region
     if not account and not region:
-        return None  # environment-agnostic: deployable to whatever the CLI's credentials point at
+        return None
     return cdk.Environment(account=account or None, region=region or None)
 
 
@@ -57,7 +83,9 @@ def add_nag(app: cdk.App) -> None:
 
 
 def build(app: cdk.App) -> list[FlightdeckStack]:
-    deployment = config_file.load(config_path(app))
+    path = config_path(app)
+    deployment = config_file.load(path)
+    name = deployment_name(app, path)
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")
     stacks = [
@@ -65,6 +93,7 @@ def build(app: cdk.App) -> list[FlightdeckStack]:
             app,
             stack_name(agent),
             deployment=deployment,
+            deployment_name=name,
             agent=agent,
             bundle=bundle,
             account_cloudwatch_role=True if cloudwatch_role is None else truthy(cloudwatch_role),

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+from flightdeck import topology
 from flightdeck.config_file import DeploymentFile
 
 from .access import Permissions
@@ -39,6 +41,7 @@ class FlightdeckStack(Stack):
         id: str,
         *,
         deployment: DeploymentFile,
+        deployment_name: str,
         agent: str,
         bundle: BundleSettings,
         account_cloudwatch_role: bool = True,
@@ -49,7 +52,9 @@ class FlightdeckStack(Stack):
         spec = deployment.agents[agent]
         retain = spec.deploy.retain_data
         prefix = resource_prefix(agent)
+        peer_url_prefix = topology.peer_url_parameter_prefix(deployment_name)
         Tags.of(self).add("flightdeck:agent", agent)
+        Tags.of(self).add("flightdeck:deployment", deployment_name)
 
         state = StateTable(self, "State", retain=retain)
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
@@ -72,6 +77,7 @@ class FlightdeckStack(Stack):
                 "TOOL_CALLBACK_SECRET_ARN": secret.secret.secret_arn,
                 "PEER_TOKENS_SECRET_ARN": peer_tokens.secret.secret_arn,
             },
+            peer_url_prefix=peer_url_prefix,
         )
         for warning in env.warnings:
             Annotations.of(self).add_warning_v2("flightdeck:config", warning)
@@ -95,6 +101,7 @@ class FlightdeckStack(Stack):
         Permissions(
             self, "Permissions", functions=functions, state=state, queues=queues, secret=secret,
             peer_tokens=peer_tokens, model=spec.model,
+            peer_url_parameters=[topology.peer_url_parameter(peer_url_prefix, n) for n in env.host_mapping.discovered],
         )
         api = Api(
             self,
@@ -117,12 +124,24 @@ class FlightdeckStack(Stack):
             punctuate_interval_ms=env.settings.tool_agg_punctuate_interval_ms,
         )
 
+        # Where the other agents of this deployment find our URL at run time (DISCOVERED_PEERS): a plain
+        # parameter with a fixed name, not an export, so no stack depends on another and any order deploys.
+        url_parameter = ssm.StringParameter(
+            self,
+            "ApiUrlParameter",
+            parameter_name=topology.peer_url_parameter(peer_url_prefix, agent),
+            string_value=api.url,
+            description=f"Flightdeck {deployment_name}: base URL of agent {agent} (read by its peers at run time)",
+        )
         CfnOutput(
             self,
             "ApiUrl",
             value=api.url,
-            description=f"Base URL of {agent}: peers put it in their deploy.peer_urls.{agent}",
+            description=(f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
+                         f"puts it in its allowed_hosts.{agent}"),
         )
+        CfnOutput(self, "ApiUrlParameterName", value=url_parameter.parameter_name,
+                  description=f"SSM parameter holding the base URL of {agent}")
         CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
         CfnOutput(self, "StateTableName", value=state.table.table_name,
                   description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")

@@ -138,6 +138,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         app,
         "Flightdeck-planner",
         deployment=planner,
+        deployment_name="planner",
         agent="planner",
         bundle=bundle,
         env=cdk.Environment(account=planner.agents["planner"].deploy.account, region=planner.agents["planner"].deploy.region),

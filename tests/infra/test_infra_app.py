@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _run_app(outdir: Path, context: dict) -> subprocess.CompletedProcess:
+def _run_app(outdir: Path, context: dict, extra_env: dict | None = None) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -28,6 +28,7 @@ def _run_app(outdir: Path, context: dict) -> subprocess.CompletedProcess:
         AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
         AWS_CONFIG_FILE="/nonexistent",
     )
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
@@ -46,3 +47,25 @@ def test_app_py_rejects_an_unknown_agent(tmp_path: Path) -> None:
     result = _run_app(tmp_path, {"agents": "nobody", "bundleDeps": "false"})
     assert result.returncode != 0
     assert "unknown agent(s) nobody" in result.stderr
+
+
+def test_a_credential_less_cli_synth_pins_no_region(tmp_path: Path) -> None:
+    # The CDK CLI sets CDK_DEFAULT_REGION even when it finds no credentials (its config, or us-east-1).
+    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false", "nag": "false"},
+                      {"CDK_DEFAULT_REGION": "eu-west-3", "CDK_DEFAULT_ACCOUNT": "111122223333"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"
+    template = (tmp_path / "Flightdeck-worker.template.json").read_text()
+    assert "eu-west-3" not in template and "111122223333" not in template
+    assert "AWS::Region" in template  # bucket names and policies follow the deploying credentials
+
+
+def test_the_deployment_name_comes_from_the_file_or_the_context(tmp_path: Path) -> None:
+    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false", "nag": "false", "deployment": "prod-a"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    template = json.loads((tmp_path / "Flightdeck-worker.template.json").read_text())
+    names = [r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::SSM::Parameter"]
+    assert names == ["/flightdeck/prod-a/worker/api-url"]
+    bad = _run_app(tmp_path / "bad", {"agents": "worker", "bundleDeps": "false", "deployment": "a/b"})
+    assert bad.returncode != 0 and "deployment name 'a/b'" in bad.stderr

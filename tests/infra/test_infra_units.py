@@ -14,6 +14,7 @@ from infra.environment import MANAGED_VARIABLES, agent_environment, host_mapping
 from infra.schedule import sweep_rate_minutes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
+PREFIX = "/flightdeck/two-agents"
 RESOURCES = {
     "STATE_TABLE": "flightdeck-worker-state",
     "TURNS_QUEUE_URL": "u1",
@@ -39,39 +40,51 @@ def test_every_handler_has_permissions_and_an_authentication_story() -> None:
     assert {r.handler for r in topology.ROUTES} <= set(AUTHENTICATION)
 
 
-def test_host_mapping_leaves_unknown_peers_out() -> None:
+def test_host_mapping_discovers_the_file_s_agents_and_a_configured_url_wins() -> None:
     deployment = config_file.load(EXAMPLE)
     spec = deployment.agents["orchestrator"]
-    mapping = host_mapping(spec)
-    assert (mapping.value, mapping.missing) == ("", ("worker",))
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("", ("worker",), ())
     spec.deploy.peer_urls["worker"] = "https://w.example.com/prod/"
-    mapping = host_mapping(spec)
-    assert (mapping.value, mapping.missing) == ("worker:https://w.example.com/prod/", ())
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("worker:https://w.example.com/prod/", (), ())
+
+
+def test_host_mapping_leaves_a_name_outside_the_file_without_url_out() -> None:
+    deployment = config_file.load(EXAMPLE)
+    spec = deployment.agents["orchestrator"]
+    spec.allow.append("elsewhere")
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("", ("worker",), ("elsewhere",))
+    spec.allowed_hosts["elsewhere"] = "https://else.example.com/base"
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == (
+        "elsewhere:https://else.example.com/base", ("worker",), ())
 
 
 def test_malformed_peer_url_fails_synth() -> None:
     deployment = config_file.load(EXAMPLE)
     deployment.agents["orchestrator"].deploy.peer_urls["worker"] = "ftp://w.example.com"
     with pytest.raises(ValueError, match="worker"):
-        host_mapping(deployment.agents["orchestrator"])
+        host_mapping(deployment.agents["orchestrator"], deployment.agents)
 
 
 def test_environment_is_validated_with_settings() -> None:
     deployment = config_file.load(EXAMPLE)
-    env = agent_environment(deployment, "worker", RESOURCES)
+    env = agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
     assert env.settings.agent_name == "worker"
     assert env.settings.tool_agg_punctuate_interval_ms == 1000
     assert set(MANAGED_VARIABLES) <= set(env.variables)
     deployment.defaults["ASYNC_TOOL_TIMEOUT_MS"] = "soon"
     with pytest.raises(ValueError, match="ASYNC_TOOL_TIMEOUT_MS"):
-        agent_environment(deployment, "worker", RESOURCES)
+        agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
 
 
 def test_oversized_environment_is_refused() -> None:
     deployment = config_file.load(EXAMPLE)
     deployment.agents["worker"].system_prompt = "x" * 5000
     with pytest.raises(ValueError, match="4096"):
-        agent_environment(deployment, "worker", RESOURCES)
+        agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
 
 
 def test_bedrock_resources() -> None:
