@@ -8,7 +8,7 @@ Context (`cdk synth -c key=value`, or CDK_CONTEXT_JSON when running `python app.
 | `deployment`         | the file's name without .toml | names the SSM parameters its agents publish their URLs in |
 | `agents`             | every agent of the file       | comma list: synthesize only these stacks |
 | `nag`                | true                          | run cdk-nag AwsSolutions checks (synth fails on an unacknowledged finding) |
-| `apigwCloudWatchRole`| true                          | false: the account already has API Gateway's CloudWatch Logs role |
+| `apigwCloudWatchRole`| true                          | false: leave out the Flightdeck-ApiGatewayAccount stack (the account already has API Gateway's CloudWatch Logs role) |
 | `bundleDeps`, `bundlePlatform` | see infra/bundling.py | how the Lambda asset is built |
 """
 
@@ -24,6 +24,7 @@ from aws_cdk import cx_api
 from cdk_nag import AwsSolutionsChecks
 from flightdeck import config_file
 
+from .account import ACCOUNT_STACK_NAME, ApiGatewayAccountStack
 from .bundling import BundleSettings, truthy
 from .stack import FlightdeckStack, stack_name
 
@@ -88,19 +89,28 @@ def build(app: cdk.App) -> list[FlightdeckStack]:
     name = deployment_name(app, path)
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")
-    stacks = [
-        FlightdeckStack(
+    with_account_stack = True if cloudwatch_role is None else truthy(cloudwatch_role)
+    account_stacks: dict[tuple[str, str], ApiGatewayAccountStack] = {}
+    stacks = []
+    for agent in selected_agents(app, deployment):
+        env = stack_env(deployment.agents[agent])
+        stack = FlightdeckStack(
             app,
             stack_name(agent),
             deployment=deployment,
             deployment_name=name,
             agent=agent,
             bundle=bundle,
-            account_cloudwatch_role=True if cloudwatch_role is None else truthy(cloudwatch_role),
-            env=stack_env(deployment.agents[agent]),
+            env=env,
         )
-        for agent in selected_agents(app, deployment)
-    ]
+        if with_account_stack:
+            # One API Gateway account setting per environment (account, region), whatever the number of agents.
+            key = (env.account or "", env.region or "") if env else ("", "")
+            if key not in account_stacks:
+                cid = ACCOUNT_STACK_NAME if not account_stacks else f"{ACCOUNT_STACK_NAME}{len(account_stacks) + 1}"
+                account_stacks[key] = ApiGatewayAccountStack(app, cid, stack_name=ACCOUNT_STACK_NAME, env=env)
+            stack.add_dependency(account_stacks[key], "the stage logs through the account's API Gateway role")
+        stacks.append(stack)
     nag = app.node.try_get_context("nag")
     if nag is None or truthy(nag):
         add_nag(app)

@@ -42,6 +42,15 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
 # Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
 LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
 
+# Lambda takes a synchronous event of at most 6,291,456 bytes: API Gateway's proxy event holds the body
+# as a JSON string next to headers and the request context. Escaping can triple a body's size in that
+# string (a 4-byte UTF-8 character written as a 12-byte \\uXXXX\\uXXXX pair), so only bodies up to a third
+# of the limit, less the envelope, surely reach the function and its own 413. Larger bodies (up to API
+# Gateway's fixed 10 MB) get a 413 from API Gateway itself, whose body AWS does not document (reported as
+# {"message": "Request Too Long"}, not reshaped by gateway responses): README, "Invoke it".
+LAMBDA_SYNC_EVENT_LIMIT_BYTES = 6_291_456
+MAX_BODY_BYTES_ON_AWS = 2_000_000
+
 # Lambda's limit on the whole environment (keys + values).
 LAMBDA_ENV_LIMIT_BYTES = 4096
 # Upper estimate of what a token (queue URL, table name, secret ARN) resolves to.
@@ -144,6 +153,12 @@ def agent_environment(
         settings = Settings.from_env(variables)
     except SettingsError as exc:
         raise ValueError(f"agent {agent!r}: {exc}") from None
+    if settings.max_body_bytes > MAX_BODY_BYTES_ON_AWS:
+        raise ValueError(
+            f"agent {agent!r}: MAX_BODY_BYTES={settings.max_body_bytes} is over {MAX_BODY_BYTES_ON_AWS}: a body that "
+            f"large may not fit Lambda's {LAMBDA_SYNC_EVENT_LIMIT_BYTES}-byte event, so the function could not "
+            "answer its 413 (API Gateway would, in its own shape)"
+        )
     env = AgentEnvironment(variables=variables, settings=settings, host_mapping=mapping, warnings=warnings)
     if env.estimated_size() > LAMBDA_ENV_LIMIT_BYTES:
         raise ValueError(

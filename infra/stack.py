@@ -44,7 +44,6 @@ class FlightdeckStack(Stack):
         deployment_name: str,
         agent: str,
         bundle: BundleSettings,
-        account_cloudwatch_role: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"Flightdeck agent {agent}: asynchronous agent-to-agent delegation")
@@ -112,7 +111,6 @@ class FlightdeckStack(Stack):
             throttle_burst=spec.deploy.throttle_burst,
             authorizer_cache_s=spec.gateway.authorizer_cache_s,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
-            account_cloudwatch_role=account_cloudwatch_role,
         )
         usage_plans = PeerUsagePlans(
             self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
@@ -145,6 +143,9 @@ class FlightdeckStack(Stack):
         CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
         CfnOutput(self, "StateTableName", value=state.table.table_name,
                   description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")
+        CfnOutput(self, "CallbackSecretArn", value=secret.secret.secret_arn,
+                  description=(f"Secret holding the HMAC key {agent} signs callback tokens with: rotate it with "
+                               "`aws secretsmanager put-secret-value` (README, Operate); the value is never output"))
         CfnOutput(self, "PeerTokensSecretArn", value=peer_tokens.secret.secret_arn,
                   description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)")
         CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,

@@ -39,7 +39,7 @@ def test_app_py_synthesizes_selected_agents(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     stacks = {k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
-    assert stacks == {"Flightdeck-worker"}
+    assert stacks == {"Flightdeck-worker", "Flightdeck-ApiGatewayAccount"}
     assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"
 
 

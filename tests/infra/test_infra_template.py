@@ -602,3 +602,55 @@ def test_outputs(orchestrator_tpl) -> None:
     card = outputs["AgentCardUrl"]["Value"]["Fn::Join"][1]
     assert url[0] == "https://" and url[-1] == "/"
     assert card[:-1] == url[:-1] and card[-1] == "/.well-known/agent-card.json"
+
+
+# --- deploy faults: the account-wide role once, outputs, body limits ---------------------
+
+
+def test_the_account_wide_api_gateway_role_is_set_once_in_its_own_stack(synth) -> None:
+    for name in ("Flightdeck-orchestrator", "Flightdeck-worker"):
+        template = synth.templates[name]
+        assert resources(template, "AWS::ApiGateway::Account") == {}
+        principals = json.dumps([r["Properties"]["AssumeRolePolicyDocument"] for r in resources(template, "AWS::IAM::Role").values()])
+        assert "apigateway.amazonaws.com" not in principals, f"{name} creates an API Gateway role"
+    account = json.loads((synth.outdir / "Flightdeck-ApiGatewayAccount.template.json").read_text())
+    (setting,) = resources(account, "AWS::ApiGateway::Account").values()
+    (role_id, role), = resources(account, "AWS::IAM::Role").items()
+    assert setting["Properties"]["CloudWatchRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    assert role["DeletionPolicy"] == "Retain"  # the account setting keeps naming it after a teardown
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    stacks = [k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"]
+    assert stacks.count("Flightdeck-ApiGatewayAccount") == 1
+    for name in ("Flightdeck-orchestrator", "Flightdeck-worker"):
+        assert "Flightdeck-ApiGatewayAccount" in manifest["artifacts"][name]["dependencies"]
+
+
+def test_the_account_stack_is_left_out_on_request(tmp_path) -> None:
+    import aws_cdk as cdk
+
+    from infra.deployment import build
+
+    app = cdk.App(outdir=str(tmp_path), context={"bundleDeps": False, "nag": False, "apigwCloudWatchRole": "false"})
+    build(app)
+    assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
+        "Flightdeck-orchestrator", "Flightdeck-worker"]
+
+
+def test_the_callback_secret_arn_is_an_output(orchestrator_tpl) -> None:
+    output = orchestrator_tpl["Outputs"]["CallbackSecretArn"]
+    assert output["Value"] == {"Ref": secret_id(orchestrator_tpl, "CallbackSecret")}
+    assert "put-secret-value" in output["Description"]
+
+
+def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
+    from infra.environment import MAX_BODY_BYTES_ON_AWS, agent_environment
+
+    deployment = config_file.load(config_file.DEFAULT_CONFIG)
+    resources_ = {k: "x" * 8 for k in (
+        "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL", "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL",
+        "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN")}
+    deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS)
+    agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")
+    deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS + 1)
+    with pytest.raises(ValueError, match="MAX_BODY_BYTES"):
+        agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")

@@ -142,6 +142,39 @@ def test_asset_hash_follows_package_content_and_settings(tmp_path: Path) -> None
     assert bundling.package_fingerprint(pkg) == before
     (pkg / "new.py").write_text("x = 1\n")
     assert bundling.package_fingerprint(pkg) != before
+    after = bundling.package_fingerprint(pkg)
+    (pkg / "local").mkdir()
+    (pkg / "local" / "tool.py").write_text("y = 2\n")
+    (pkg / "cli.py").write_text("z = 3\n")
+    assert bundling.package_fingerprint(pkg) == after  # tools are not in the asset, nor in its hash
+
+
+def _dist(target: Path, name: str, version: str, tag: str) -> None:
+    info = target / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: not-a-header\n")
+    (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nTag: {tag}\n")
+
+
+def test_resolved_distributions_name_versions_and_wheel_tags(tmp_path: Path) -> None:
+    _dist(tmp_path, "pydantic-core", "2.27.2", "cp313-cp313-manylinux_2_17_aarch64")
+    _dist(tmp_path, "requests", "2.32.3", "py3-none-any")
+    assert bundling.resolved_distributions(tmp_path) == [
+        "pydantic-core==2.27.2 [cp313-cp313-manylinux_2_17_aarch64]",
+        "requests==2.32.3 [py3-none-any]",
+    ]
+
+
+def test_asset_hash_follows_the_resolved_versions(tmp_path: Path, monkeypatch) -> None:
+    """Same requirement strings, different resolution (another machine, another day): another hash."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _dist(one, "requests", "2.32.3", "py3-none-any")
+    _dist(two, "requests", "2.32.4", "py3-none-any")
+    settings = bundling.BundleSettings(deps=True)
+    monkeypatch.setattr(bundling, "installed_dependencies", lambda _settings: one)
+    first = bundling.asset_hash(settings)
+    monkeypatch.setattr(bundling, "installed_dependencies", lambda _settings: two)
+    assert bundling.asset_hash(settings) != first
 
 
 def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
@@ -151,6 +184,9 @@ def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
     assert (tmp_path / "flightdeck" / "topology.py").is_file()
     assert not list(tmp_path.rglob("__pycache__"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["flightdeck"]
+    for tool in bundling.TOOLS:
+        assert (bundling.PACKAGE_DIR / tool).exists(), f"{tool} moved: update bundling.TOOLS"
+        assert not (tmp_path / "flightdeck" / tool).exists(), f"{tool} is a tool, not Lambda code"
 
 
 def test_usage_plan_key_logical_ids_are_fixed_by_the_peer_alone() -> None:
