@@ -109,7 +109,7 @@ def build(app: cdk.App) -> list[FlightdeckStack]:
             if key not in account_stacks:
                 cid = ACCOUNT_STACK_NAME if not account_stacks else f"{ACCOUNT_STACK_NAME}{len(account_stacks) + 1}"
                 account_stacks[key] = ApiGatewayAccountStack(app, cid, stack_name=ACCOUNT_STACK_NAME, env=env)
-            stack.add_dependency(account_stacks[key], "the stage logs through the account's API Gateway role")
+            stack.add_stack_dependency(account_stacks[key], "the stage logs through the account's API Gateway role")
         stacks.append(stack)
     nag = app.node.try_get_context("nag")
     if nag is None or truthy(nag):

@@ -14,6 +14,7 @@ from .access import Permissions
 from .alarms import AlarmTopic
 from .api import Api
 from .bundling import BundleSettings, lambda_code
+from .dashboard import OperationsDashboard, sessions_overdue_alarm
 from .environment import agent_environment
 from .functions import Functions
 from .queues import Queues
@@ -33,7 +34,8 @@ def resource_prefix(agent: str) -> str:
 
 
 class FlightdeckStack(Stack):
-    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, alarm topic, functions, schedule, secret."""
+    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, alarm topic, functions, schedule,
+    secrets, the SSM parameter with its URL, the operations dashboard."""
 
     def __init__(
         self,
@@ -121,6 +123,17 @@ class FlightdeckStack(Stack):
             sweeper=functions["sweeper"],
             punctuate_interval_ms=env.settings.tool_agg_punctuate_interval_ms,
         )
+        overdue = sessions_overdue_alarm(self, "SessionsOverdueAlarm", agent=agent, alarm_prefix=prefix)
+        alarms.notify(overdue)
+        dashboard = OperationsDashboard(
+            self,
+            "Operations",
+            agent=agent,
+            dashboard_name=prefix,
+            functions=functions.functions,
+            queues=queues,
+            alarms=[pair.dlq_alarm for pair in queues.pairs.values()] + [overdue],
+        )
 
         # Where the other agents of this deployment find our URL at run time (DISCOVERED_PEERS): a plain
         # parameter with a fixed name, not an export, so no stack depends on another and any order deploys.
@@ -151,6 +164,8 @@ class FlightdeckStack(Stack):
         CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,
                   description=("Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
                                "after deploy in it (the peers of the config file have their own plans)"))
+        CfnOutput(self, "DashboardUrl", value=dashboard.url,
+                  description=f"CloudWatch dashboard of {agent}: delegations, callbacks, queues, DLQs, function errors")
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description=(f"SNS topic the alarms of {agent} notify (ALARM and OK): subscribe with "
                                "deploy.alarm_emails or `aws sns subscribe`"))

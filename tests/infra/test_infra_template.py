@@ -112,7 +112,8 @@ def test_every_queue_refuses_plain_http(orchestrator_tpl) -> None:
 
 
 def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
-    alarms = resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+    alarms = [a for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"]["AlarmName"].endswith("-dlq-not-empty")]
     watched = set()
     for alarm in alarms:
         p = alarm["Properties"]
@@ -194,7 +195,8 @@ def test_every_dlq_alarm_notifies_the_topic(synth, agent: str) -> None:
         assert p["AlarmActions"] == [{"Ref": topic_id}], p["AlarmName"]
         assert p["OKActions"] == [{"Ref": topic_id}], p["AlarmName"]  # "the DLQ is empty again"
         assert p.get("ActionsEnabled", True) is True
-    assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES}
+    assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES} | {
+        f"flightdeck-{agent}-sessions-overdue"}
 
 
 def test_no_alarm_emails_no_subscriptions(orchestrator_tpl) -> None:
