@@ -63,7 +63,7 @@ def _session(args: argparse.Namespace) -> Any:
     if session.region_name is None:
         session = boto3.Session(region_name=LOCAL_REGION if args.endpoint_url else None)
         if session.region_name is None:
-            raise AdminError("no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+            raise AdminError("no AWS region: pass --region, set AWS_DEFAULT_REGION or a profile region", EXIT_USAGE)
     return session
 
 
