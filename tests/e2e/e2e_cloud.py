@@ -187,8 +187,15 @@ class MotoCloud:
     def __init__(self, outdir: Path):
         self.outdir = outdir
         self.manifest = json.loads((outdir / "manifest.json").read_text())
-        self.cfn = boto3.client("cloudformation", region_name=REGION)
+        self._clients: dict[str, Any] = {}
+        self.cfn = self.client("cloudformation")
         self.stacks: dict[str, DeployedStack] = {}
+        self._physical: dict[str, dict[str, str]] = {}  # stack -> logical id -> physical id, once created
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = boto3.client(service, region_name=REGION)
+        return self._clients[service]
 
     def stack_names(self) -> list[str]:
         """The assembly's stacks, each after the stacks it depends on."""
@@ -213,13 +220,13 @@ class MotoCloud:
     # --- bootstrap and assets ---------------------------------------------------------
 
     def bootstrap(self, version: str = "21") -> None:
-        boto3.client("ssm", region_name=REGION).put_parameter(
+        self.client("ssm").put_parameter(
             Name=BOOTSTRAP_VERSION_PARAMETER, Value=version, Type="String", Overwrite=True)
-        boto3.client("s3", region_name=REGION).create_bucket(Bucket=ASSETS_BUCKET)
+        self.client("s3").create_bucket(Bucket=ASSETS_BUCKET)
 
     def publish_assets(self, stack: str) -> list[str]:
         """Upload the stack's file assets; returns the object keys."""
-        s3 = boto3.client("s3", region_name=REGION)
+        s3 = self.client("s3")
         manifest = json.loads((self.outdir / f"{stack}.assets.json").read_text())
         keys = []
         for asset in manifest["files"].values():
@@ -265,13 +272,14 @@ class MotoCloud:
         for summary in self.cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]:
             if summary.get("PhysicalResourceId"):
                 physical[summary["LogicalResourceId"]] = summary["PhysicalResourceId"]
+        self._physical[stack] = physical
         for lid, pid in physical.items():
             values.refs.setdefault(lid, self._ref_value(work, lid, pid))
         for lid, resource in work["Resources"].items():
             if resource["Type"] == "AWS::ApiGateway::Deployment" and lid not in physical:
                 # moto lists no physical id for a deployment: the REST API's one deployment is it.
                 api = resolve(resource["Properties"]["RestApiId"], values)
-                (deployment,) = boto3.client("apigateway", region_name=REGION).get_deployments(restApiId=api)["items"]
+                (deployment,) = self.client("apigateway").get_deployments(restApiId=api)["items"]
                 physical[lid] = values.refs[lid] = deployment["id"]
         for kind in CREATED_AFTER:
             for lid, resource in {**work["Resources"], **deferred}.items():
@@ -293,27 +301,24 @@ class MotoCloud:
         """Ref of a stack resource as CloudFormation answers it (moto lists some physical ids differently)."""
         kind = template["Resources"].get(lid, {}).get("Type")
         if kind == "AWS::SQS::Queue" and not physical.startswith("https://"):
-            return boto3.client("sqs", region_name=REGION).get_queue_url(QueueName=physical)["QueueUrl"]
+            return self.client("sqs").get_queue_url(QueueName=physical)["QueueUrl"]
         return physical
 
     def _attribute(self, stack: str, template: dict[str, Any], lid: str, attribute: str) -> str:
         kind = template["Resources"][lid]["Type"]
-        ref = self.stacks[stack].physical[lid] if stack in self.stacks else None
-        summary = {s["LogicalResourceId"]: s["PhysicalResourceId"]
-                   for s in self.cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]}
-        ref = ref or summary.get(lid)
+        ref = self._physical[stack][lid]
         if kind == "AWS::SQS::Queue":
             url = self._ref_value(template, lid, ref)
             name = url.rsplit("/", 1)[-1]
             return {"QueueName": name, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"}[attribute]
         if kind == "AWS::Lambda::Function" and attribute == "Arn":
-            return boto3.client("lambda", region_name=REGION).get_function(FunctionName=ref)["Configuration"]["FunctionArn"]
+            return self.client("lambda").get_function(FunctionName=ref)["Configuration"]["FunctionArn"]
         if kind == "AWS::IAM::Role" and attribute == "Arn":
-            return boto3.client("iam", region_name=REGION).get_role(RoleName=ref)["Role"]["Arn"]
+            return self.client("iam").get_role(RoleName=ref)["Role"]["Arn"]
         if kind == "AWS::Logs::LogGroup" and attribute == "Arn":
             return f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{ref}:*"
         if kind == "AWS::ApiGateway::RestApi" and attribute == "RootResourceId":
-            return boto3.client("apigateway", region_name=REGION).get_rest_api(restApiId=ref)["rootResourceId"]
+            return self.client("apigateway").get_rest_api(restApiId=ref)["rootResourceId"]
         if kind == "AWS::CloudWatch::Alarm" and attribute == "Arn":
             return f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{ref}"
         raise Unresolvable(f"Fn::GetAtt {lid}.{attribute} ({kind}): not known to this harness")
@@ -323,7 +328,7 @@ class MotoCloud:
     def _create_before(self, stack: str, lid: str, resource: dict[str, Any], values: Values) -> str:
         props = resolve(resource.get("Properties", {}), values)
         if resource["Type"] == "AWS::KMS::Key":
-            kms = boto3.client("kms", region_name=REGION)
+            kms = self.client("kms")
             key = kms.create_key(
                 Description=props.get("Description", ""), Policy=json.dumps(props["KeyPolicy"]),
                 Tags=[{"TagKey": t["Key"], "TagValue": t["Value"]} for t in _tags(props)],
@@ -334,7 +339,7 @@ class MotoCloud:
             values.attributes[(lid, "Arn")] = key["Arn"]
             return key["KeyId"]
         if resource["Type"] == "AWS::SecretsManager::Secret":
-            sm = boto3.client("secretsmanager", region_name=REGION)
+            sm = self.client("secretsmanager")
             generate = props.get("GenerateSecretString")
             if generate is not None:
                 options = {k: v for k, v in generate.items() if k in (
@@ -351,7 +356,7 @@ class MotoCloud:
 
     def _create_after(self, stack: str, lid: str, resource: dict[str, Any], values: Values) -> str:
         kind, props = resource["Type"], resolve(resource.get("Properties", {}), values)
-        apigw = boto3.client("apigateway", region_name=REGION)
+        apigw = self.client("apigateway")
         if kind == "AWS::ApiGateway::Stage":
             apigw.create_stage(restApiId=props["RestApiId"], stageName=props["StageName"],
                                deploymentId=props["DeploymentId"], tracingEnabled=bool(props.get("TracingEnabled")),
@@ -385,25 +390,25 @@ class MotoCloud:
                 {"op": "replace", "path": "/cloudwatchRoleArn", "value": props["CloudWatchRoleArn"]}])
             return ACCOUNT
         if kind == "AWS::CloudWatch::Alarm":
-            boto3.client("cloudwatch", region_name=REGION).put_metric_alarm(**{
+            self.client("cloudwatch").put_metric_alarm(**{
                 k: v for k, v in props.items() if k not in ("Tags",)}, Tags=_tags(props))
             return props["AlarmName"]
         if kind == "AWS::SQS::QueuePolicy":
-            sqs = boto3.client("sqs", region_name=REGION)
+            sqs = self.client("sqs")
             for url in props["Queues"]:
                 sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])})
             return ",".join(props["Queues"])
         if kind == "AWS::SSM::Parameter":
-            boto3.client("ssm", region_name=REGION).put_parameter(
+            self.client("ssm").put_parameter(
                 Name=props["Name"], Value=props["Value"], Type=props["Type"], Description=props.get("Description", ""),
                 Tags=_tags(props))
             return props["Name"]
         if kind == "AWS::CloudWatch::Dashboard":
-            boto3.client("cloudwatch", region_name=REGION).put_dashboard(
+            self.client("cloudwatch").put_dashboard(
                 DashboardName=props["DashboardName"], DashboardBody=props["DashboardBody"])
             return props["DashboardName"]
         if kind == "AWS::SNS::TopicPolicy":
-            sns = boto3.client("sns", region_name=REGION)
+            sns = self.client("sns")
             for arn in props["Topics"]:
                 sns.set_topic_attributes(TopicArn=arn, AttributeName="Policy",
                                          AttributeValue=json.dumps(props["PolicyDocument"]))

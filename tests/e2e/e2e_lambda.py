@@ -217,15 +217,13 @@ class Invocation:
 class DeployedFunction:
     """One Lambda function: its configuration from moto, its role's policies, its own modules."""
 
-    def __init__(self, name: str, agent: str):
-        lam = boto3.client("lambda", region_name=REGION)
+    def __init__(self, name: str, agent: str, lam: Any, iam: Any):
         self.config = lam.get_function_configuration(FunctionName=name)
         self.name = name
         self.agent = agent
         self.handler = self.config["Handler"]
         self.short = self.handler.removeprefix("flightdeck.handlers.").removesuffix(".handler")
         self.environment: dict[str, str] = dict(self.config.get("Environment", {}).get("Variables", {}))
-        iam = boto3.client("iam", region_name=REGION)
         role_name = self.config["Role"].rsplit("/", 1)[-1]
         documents = [json.dumps(iam.get_role_policy(RoleName=role_name, PolicyName=p)["PolicyDocument"])
                      for p in iam.list_role_policies(RoleName=role_name)["PolicyNames"]]
@@ -309,17 +307,17 @@ class Runtime:
         self.functions: dict[str, DeployedFunction] = {}
         self.apis: dict[str, str] = {}  # rest api id -> agent
         self.by_agent: dict[str, dict[str, DeployedFunction]] = {}
+        lam, iam = boto3.client("lambda", region_name=REGION), boto3.client("iam", region_name=REGION)
         for deployed in stacks.values():
             agent = next((t["Value"] for r in deployed.template["Resources"].values()
                           for t in (r.get("Properties", {}).get("Tags") or [])
                           if isinstance(t, dict) and t.get("Key") == "flightdeck:agent"), None)
             for name in deployed.of_type("AWS::Lambda::Function").values():
-                function = DeployedFunction(name, agent)
+                function = DeployedFunction(name, agent, lam, iam)
                 self.functions[function.config["FunctionArn"]] = function
                 self.by_agent.setdefault(agent, {})[function.short] = function
             for api in deployed.of_type("AWS::ApiGateway::RestApi").values():
                 self.apis[api] = agent
-        lam = boto3.client("lambda", region_name=REGION)
         self.mappings = [m for m in lam.list_event_source_mappings()["EventSourceMappings"]
                          if m["FunctionArn"] in self.functions]
         for mapping in self.mappings:
@@ -350,6 +348,40 @@ class Runtime:
             if note not in self.failures:
                 self.failures.append(note)
         return call
+
+    def missing_resources(self) -> list[str]:
+        """Every resource a function's environment names (table, queues, secrets, peer URL parameters) that
+        does not exist. Read as the platform, not through the functions' roles."""
+        problems = []
+        with as_the_platform():
+            dynamodb = boto3.client("dynamodb", region_name=REGION)
+            secrets = boto3.client("secretsmanager", region_name=REGION)
+            ssm = boto3.client("ssm", region_name=REGION)
+            for function in self.functions.values():
+                env, where = function.environment, f"{function.agent}/{function.short}"
+
+                def exists(call, *args, **kwargs) -> bool:
+                    try:
+                        call(*args, **kwargs)
+                        return True
+                    except ClientError:
+                        return False
+
+                for name, value in env.items():
+                    if name.endswith(("_QUEUE_URL", "_DLQ_URL")) and value:
+                        if not exists(self._sqs.get_queue_attributes, QueueUrl=value, AttributeNames=["QueueArn"]):
+                            problems.append(f"{where}: {name}={value}: no such queue")
+                    elif name == "STATE_TABLE":
+                        if not exists(dynamodb.describe_table, TableName=value):
+                            problems.append(f"{where}: {name}={value}: no such table")
+                    elif name.endswith("_SECRET_ARN") and value:
+                        if not exists(secrets.describe_secret, SecretId=value):
+                            problems.append(f"{where}: {name}={value}: no such secret")
+                for peer in filter(None, env.get("DISCOVERED_PEERS", "").split(",")):
+                    parameter = f"{env['PEER_URL_PARAMETER_PREFIX']}/{peer}/api-url"
+                    if not exists(ssm.get_parameter, Name=parameter):
+                        problems.append(f"{where}: DISCOVERED_PEERS {peer}: no parameter {parameter} (not deployed?)")
+        return problems
 
     def failed_calls(self) -> list[str]:
         """AWS errors the functions got: some are expected (a secret never rotated has no AWSPREVIOUS)."""
