@@ -126,7 +126,6 @@ def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
 
 def test_each_agent_reads_exactly_the_url_its_peer_published(round_trip) -> None:
     stacks, runtime = round_trip["stacks"], round_trip["runtime"]
-    ssm = boto3.client("ssm", region_name=REGION)
     for agent, peer in (("orchestrator", "worker"), ("worker", "orchestrator")):
         outputs = stacks[f"Flightdeck-{peer}"].outputs
         assert outputs["ApiUrl"].endswith("/prod/")
@@ -135,7 +134,6 @@ def test_each_agent_reads_exactly_the_url_its_peer_published(round_trip) -> None
         assert reader.environment["DISCOVERED_PEERS"] == peer
         assert ("ssm:GetParameter", f"arn:aws:ssm:{REGION}:123456789012:parameter{outputs['ApiUrlParameterName']}",
                 True) in reader.role.checked
-    del ssm
 
 
 def test_a_forged_callback_is_refused_and_changes_nothing(round_trip) -> None:
