@@ -29,12 +29,16 @@ class Access:
     secret: bool = False  # read the callback HMAC key
     peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
+    # ssm:GetParameter on exactly the URL parameters of the agent's DISCOVERED_PEERS: resolve an allowed
+    # service name to its URL at run time (flightdeck.adapters.peer_directory).
+    peer_urls: bool = False
 
 
 ACCESS: dict[str, Access] = {
     # POST /api/chat, GET /api/sessions/{id}, GET /api/sessions (the sessions index): store the session
-    # (+ reply route), start a turn, read sessions.
-    "chat_ingest": Access(table=True, send=("turns",)),
+    # (+ reply route), start a turn, read sessions. A task's reply.callbackService must resolve
+    # before anything is stored (peer_urls).
+    "chat_ingest": Access(table=True, send=("turns",), peer_urls=True),
     # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
     "callback": Access(table=True, send=("turns",), secret=True),
     # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
@@ -46,19 +50,20 @@ ACCESS: dict[str, Access] = {
     # Mints the token (secret) and POSTs the task to the peer with our bearer token for it (peer_tokens);
     # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
     # queue (kind "a2a_poll").
-    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True, peer_tokens=True),
+    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True, peer_tokens=True, peer_urls=True),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
-    "delivery_worker": Access(send_to_dlq=("delivery",)),
+    "delivery_worker": Access(send_to_dlq=("delivery",), peer_urls=True),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
     # Also polls A2A peers that do not push (tasks/get over HTTP with our bearer token for the peer,
     # the next poll on timers).
-    "deadline_timer": Access(table=True, send=("timers", "turns"), peer_tokens=True),
+    "deadline_timer": Access(table=True, send=("timers", "turns"), peer_tokens=True, peer_urls=True),
     # EventBridge backstop over the deadline index.
     "sweeper": Access(table=True, send=("turns",)),
     # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (turns queue); a task that ends
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
-    "a2a": Access(table=True, send=("turns", "delivery")),
+    # Push notification URLs must lie under an allowed service's URL (peer_urls).
+    "a2a": Access(table=True, send=("turns", "delivery"), peer_urls=True),
     # API Gateway's REQUEST authorizer of the peer routes: looks the bearer token's peer up in the
     # registry (one GetItem) and names the peer's usage-plan API key. No queue, no secret, no writes.
     "peer_authorizer": Access(read_peers=True),
@@ -98,9 +103,15 @@ class Permissions(Construct):
         secret: CallbackSecret,
         peer_tokens: PeerTokensSecret,
         model: ModelConfig,
+        peer_url_parameters: list[str] = (),
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
+        # Exactly these parameters, no path wildcard: a name added to DISCOVERED_PEERS is a redeploy anyway.
+        parameter_arns = [
+            stack.format_arn(service="ssm", resource="parameter", resource_name=name.lstrip("/"))
+            for name in peer_url_parameters
+        ]
         table_id = stack.get_logical_id(state.table.node.default_child)
         for handler, function in functions.functions.items():
             access = ACCESS.get(handler)
@@ -133,6 +144,8 @@ class Permissions(Construct):
                 secret.secret.grant_read(function)
             if access.peer_tokens:
                 peer_tokens.secret.grant_read(function)
+            if access.peer_urls and parameter_arns:
+                function.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=parameter_arns))
             if access.model and model.provider == "bedrock":
                 resources = bedrock_resources(model.model_id)
                 function.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))

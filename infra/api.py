@@ -18,8 +18,16 @@ token this agent minted, and the agent card is public.
 Validation and limits, with the same answers as the functions give (and as the
 local runtime gives, which has no API Gateway in front):
 - API Gateway REST caps a request at 10 MB (fixed). The functions enforce
-  MAX_BODY_BYTES (flightdeck.settings, default 1 MB) and MAX_RESULT_BYTES before
-  parsing and answer 413; a request over 10 MB gets the same 413 shape here.
+  MAX_BODY_BYTES (flightdeck.settings, default 1 MB, at most 2 MB on AWS:
+  infra/environment.py) and MAX_RESULT_BYTES before parsing and answer 413; a
+  request over 10 MB gets the same 413 shape here (REQUEST_TOO_LARGE).
+  In between, a body whose proxy event exceeds Lambda's 6 MB synchronous limit
+  never reaches a function: Lambda refuses the invoke and API Gateway answers 413
+  itself. REST APIs have no setting that refuses a body by size below 10 MB
+  (request validators check parameters and a JSON schema, not a byte count;
+  mapping templates do not apply to proxy integrations; no gateway response type
+  names this case), so that 413's body is API Gateway's, not ours. Only AWS WAF
+  (a Content-Length rule with a custom 413 response) could refuse it first.
 - The request validator checks required path parameters and that a JSON body is
   JSON at all (400 malformed_json, as the functions answer). The shape of a body
   (fields, types: 422 invalid_request) is checked by the functions' pydantic
@@ -171,7 +179,6 @@ class Api(Construct):
         throttle_burst: int,
         authorizer_cache_s: int,
         log_removal_policy: RemovalPolicy,
-        account_cloudwatch_role: bool = True,
     ) -> None:
         super().__init__(scope, id)
         access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION, removal_policy=log_removal_policy)
@@ -184,10 +191,9 @@ class Api(Construct):
             # Peer routes require an API key, and the peer authorizer names it (usageIdentifierKey):
             # API Gateway ignores any x-api-key header, so the key meters a peer but proves nothing.
             api_key_source_type=apigateway.ApiKeySourceType.AUTHORIZER,
-            # Execution logging (ERROR level) needs the account's API Gateway CloudWatch role:
-            # created here unless context apigwCloudWatchRole=false (the account has one already).
-            cloud_watch_role=account_cloudwatch_role,
-            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
+            # Logging needs the account's API Gateway CloudWatch role: an account-wide setting, made once
+            # per account and region by the Flightdeck-ApiGatewayAccount stack (infra/account.py).
+            cloud_watch_role=False,
             deploy_options=apigateway.StageOptions(
                 stage_name=STAGE_NAME,
                 throttling_rate_limit=throttle_rate,
@@ -217,19 +223,6 @@ class Api(Construct):
                 tracing_enabled=True,
             ),
         )
-        if account_cloudwatch_role:
-            Validations.of(self.rest_api).acknowledge(
-                Acknowledgment(
-                    id=(
-                        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                        "AmazonAPIGatewayPushToCloudWatchLogs]"
-                    ),
-                    reason=(
-                        "The account-level role API Gateway assumes to write execution logs; AWS documents "
-                        "this managed policy for it and it grants only CloudWatch Logs actions."
-                    ),
-                )
-            )
         Validations.of(self.rest_api).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-APIG3",

@@ -6,6 +6,16 @@ directory keyed by everything that determines its content (requirements, platfor
 Python version), then copies the cached dependencies and the package into the
 asset directory. A second synthesis with the same requirements reinstalls nothing.
 
+Only what Lambda runs goes in: the package without its tools (TOOLS: the local
+runtime, the bench, the CLI and the peers admin), which no production module
+imports (tests/infra/test_infra_asset.py checks both).
+
+The asset hash covers the package files that go in, the bundle settings and the
+distributions pip actually resolved (name, version and wheel tags of each, read
+from the installed .dist-info): two machines that resolve different wheels for the
+same requirement strings produce different hashes, so neither overwrites the
+other's asset in the bootstrap bucket.
+
 The requirements are the `[project].dependencies` of pyproject.toml (the single
 list of run-time dependencies) minus the AWS SDK, which the Lambda Python runtime
 provides. Pip may still pull the SDK in transitively (aws-xray-sdk depends on
@@ -60,6 +70,13 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 # Bump when the layout of the cached install changes.
 _CACHE_SCHEME = 1
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+# Parts of the package that Lambda never runs: kept out of the asset (paths relative to the package).
+TOOLS = ("local", "bench", "cli.py", "peers_admin.py")
+
+
+def is_tool(rel: Path) -> bool:
+    """True for a path (relative to the package directory) inside one of the TOOLS."""
+    return bool(rel.parts) and rel.parts[0] in TOOLS
 
 
 class BundlingError(RuntimeError):
@@ -163,7 +180,7 @@ def package_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     digest = hashlib.sha256()
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir)
-        if not path.is_file() or "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
+        if not path.is_file() or "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") or is_tool(rel):
             continue
         digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -204,6 +221,28 @@ def installed_dependencies(settings: BundleSettings) -> Path:
     return final
 
 
+def resolved_distributions(target: Path) -> list[str]:
+    """`name==version [wheel tags]` of every distribution installed in target, sorted."""
+    found = []
+    for info in sorted(target.glob("*.dist-info")):
+        fields: dict[str, list[str]] = {}
+        for name in ("METADATA", "WHEEL"):
+            path = info / name
+            if path.is_file():
+                for line in path.read_text(errors="replace").splitlines():
+                    key, sep, value = line.partition(": ")
+                    if not sep:
+                        if name == "METADATA" and not line.strip():
+                            break  # the headers end at the first blank line
+                        continue
+                    fields.setdefault(key, []).append(value.strip())
+        dist = _requirement_name(fields.get("Name", [info.name])[0])
+        version = fields.get("Version", ["?"])[0]
+        tags = ",".join(sorted(fields.get("Tag", [])))
+        found.append(f"{dist}=={version} [{tags}]")
+    return found
+
+
 def _prune(target: Path) -> None:
     """Drop what the Lambda runtime provides, and console scripts."""
     shutil.rmtree(target / "bin", ignore_errors=True)
@@ -230,12 +269,20 @@ class LocalBundler:
         if self.settings.deps:
             shutil.copytree(installed_dependencies(self.settings), out, dirs_exist_ok=True, ignore=_IGNORED)
             (out / ".complete").unlink(missing_ok=True)
-        shutil.copytree(PACKAGE_DIR, out / PACKAGE_NAME, dirs_exist_ok=True, ignore=_IGNORED)
+        shutil.copytree(PACKAGE_DIR, out / PACKAGE_NAME, dirs_exist_ok=True, ignore=_ignore_tools)
         return True
 
 
+def _ignore_tools(directory: str, names: list[str]) -> set[str]:
+    ignored = set(_IGNORED(directory, names))
+    rel = Path(directory).resolve().relative_to(PACKAGE_DIR.resolve())
+    return ignored | {n for n in names if is_tool(rel / n)}
+
+
 def asset_hash(settings: BundleSettings) -> str:
-    return _sha256({"package": package_fingerprint(), "bundle": settings.describe()})
+    """Package content + settings + the resolved dependencies (installing them on first use)."""
+    resolved = resolved_distributions(installed_dependencies(settings)) if settings.deps else []
+    return _sha256({"package": package_fingerprint(), "bundle": settings.describe(), "resolved": resolved})
 
 
 def lambda_code(settings: BundleSettings) -> lambda_.Code:
@@ -245,7 +292,8 @@ def lambda_code(settings: BundleSettings) -> lambda_.Code:
     docker_command = (
         f"pip install --no-compile -t /asset-output {requirements} && "
         f"rm -rf /asset-output/boto3* /asset-output/botocore* /asset-output/s3transfer* && "
-        f"cp -r /asset-input/{PACKAGE_NAME} /asset-output/"
+        f"cp -r /asset-input/{PACKAGE_NAME} /asset-output/ && "
+        f"rm -rf {' '.join(f'/asset-output/{PACKAGE_NAME}/{t}' for t in TOOLS)}"
     )
     return lambda_.Code.from_asset(
         str(FUNCTIONS_DIR),

@@ -5,15 +5,16 @@ Context (`cdk synth -c key=value`, or `python app.py --config FILE -c key=value`
 | key                  | default                       | meaning |
 |----------------------|-------------------------------|---------|
 | `config`             | examples/two-agents.toml      | the deployment file (flightdeck.config_file) |
+| `deployment`         | the file's name without .toml | names the SSM parameters its agents publish their URLs in |
 | `agents`             | every agent of the file       | comma list: synthesize only these stacks |
 | `nag`                | true                          | run cdk-nag AwsSolutions checks (synth fails on an unacknowledged finding) |
-| `apigwCloudWatchRole`| true                          | false: the account already has API Gateway's CloudWatch Logs role |
+| `apigwCloudWatchRole`| true                          | false: leave out the Flightdeck-ApiGatewayAccount stack (the account already has API Gateway's CloudWatch Logs role) |
 | `bundleDeps`, `bundlePlatform` | see infra/bundling.py | how the Lambda asset is built |
 """
 
 from __future__ import annotations
 
-import os
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -23,6 +24,7 @@ from aws_cdk import cx_api
 from cdk_nag import AwsSolutionsChecks
 from flightdeck import config_file
 
+from .account import ACCOUNT_STACK_NAME, ApiGatewayAccountStack
 from .bundling import BundleSettings, truthy
 from .stack import FlightdeckStack, stack_name
 
@@ -30,6 +32,24 @@ from .stack import FlightdeckStack, stack_name
 def config_path(app: cdk.App) -> Path:
     value = app.node.try_get_context("config")
     return Path(value) if value else config_file.DEFAULT_CONFIG
+
+
+DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def deployment_name(app: cdk.App, path: Path) -> str:
+    """The deployment's name: context `deployment`, else the file's name without `.toml`.
+
+    Its agents publish their URLs under /flightdeck/<name>/ (flightdeck.topology) and find each
+    other there, so two files deployed into one account and region need different names.
+    """
+    value = app.node.try_get_context("deployment")
+    name = str(value) if value else path.stem
+    if not DEPLOYMENT_NAME.match(name):
+        raise ValueError(
+            f"deployment name {name!r} must be 1-64 letters, digits, '.', '_' or '-' (context deployment=NAME)"
+        )
+    return name
 
 
 def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> list[str]:
@@ -44,10 +64,17 @@ def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> lis
 
 
 def stack_env(spec: config_file.AgentSpec) -> cdk.Environment | None:
-    account = spec.deploy.account or os.environ.get("CDK_DEFAULT_ACCOUNT")
-    region = spec.deploy.region or os.environ.get("CDK_DEFAULT_REGION")
+    """The file's `deploy.account`/`deploy.region`, else none: an environment-agnostic stack.
+
+    CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION are deliberately ignored: the CDK CLI sets the region
+    even when it finds no credentials (from its config, or us-east-1), and a stack built from them
+    would carry that region in bucket names and policies. Nothing here needs a concrete environment
+    (no lookups), so the template says ${AWS::Region}/${AWS::AccountId} and deploys wherever the
+    deploying credentials point.
+    """
+    account, region = spec.deploy.account, spec.deploy.region
     if not account and not region:
-        return None  # environment-agnostic: deployable to whatever the CLI's credentials point at
+        return None
     return cdk.Environment(account=account or None, region=region or None)
 
 
@@ -57,22 +84,34 @@ def add_nag(app: cdk.App) -> None:
 
 
 def build(app: cdk.App) -> list[FlightdeckStack]:
+    path = config_path(app)
     # The one check of the whole file (flightdeck.config_file): a bad file stops here, every problem named.
-    deployment = config_file.load_checked(config_path(app), "aws")
+    deployment = config_file.load_checked(path, "aws")
+    name = deployment_name(app, path)
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")
-    stacks = [
-        FlightdeckStack(
+    with_account_stack = True if cloudwatch_role is None else truthy(cloudwatch_role)
+    account_stacks: dict[tuple[str, str], ApiGatewayAccountStack] = {}
+    stacks = []
+    for agent in selected_agents(app, deployment):
+        env = stack_env(deployment.agents[agent])
+        stack = FlightdeckStack(
             app,
             stack_name(agent),
             deployment=deployment,
+            deployment_name=name,
             agent=agent,
             bundle=bundle,
-            account_cloudwatch_role=True if cloudwatch_role is None else truthy(cloudwatch_role),
-            env=stack_env(deployment.agents[agent]),
+            env=env,
         )
-        for agent in selected_agents(app, deployment)
-    ]
+        if with_account_stack:
+            # One API Gateway account setting per environment (account, region), whatever the number of agents.
+            key = (env.account or "", env.region or "") if env else ("", "")
+            if key not in account_stacks:
+                cid = ACCOUNT_STACK_NAME if not account_stacks else f"{ACCOUNT_STACK_NAME}{len(account_stacks) + 1}"
+                account_stacks[key] = ApiGatewayAccountStack(app, cid, stack_name=ACCOUNT_STACK_NAME, env=env)
+            stack.add_stack_dependency(account_stacks[key], "the stage logs through the account's API Gateway role")
+        stacks.append(stack)
     nag = app.node.try_get_context("nag")
     if nag is None or truthy(nag):
         add_nag(app)

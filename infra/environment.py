@@ -8,6 +8,7 @@ malformed setting fails `cdk synth`, not the first invocation.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -33,11 +34,22 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "AGENT_DESCRIPTION",
     "AGENT_CONFIG",
     "ALLOWED_HOST_MAPPING",
+    "DISCOVERED_PEERS",
+    "PEER_URL_PARAMETER_PREFIX",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
 )
 # Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
 LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
+
+# Lambda takes a synchronous event of at most 6,291,456 bytes: API Gateway's proxy event holds the body
+# as a JSON string next to headers and the request context. Escaping can triple a body's size in that
+# string (a 4-byte UTF-8 character written as a 12-byte \\uXXXX\\uXXXX pair), so only bodies up to a third
+# of the limit, less the envelope, surely reach the function and its own 413. Larger bodies (up to API
+# Gateway's fixed 10 MB) get a 413 from API Gateway itself, whose body AWS does not document (reported as
+# {"message": "Request Too Long"}, not reshaped by gateway responses): README, "Invoke it".
+LAMBDA_SYNC_EVENT_LIMIT_BYTES = 6_291_456
+MAX_BODY_BYTES_ON_AWS = 2_000_000
 
 # Lambda's limit on the whole environment (keys + values).
 LAMBDA_ENV_LIMIT_BYTES = 4096
@@ -47,22 +59,28 @@ _TOKEN_ESTIMATE = 160
 
 @dataclass(frozen=True)
 class HostMapping:
-    value: str  # ALLOWED_HOST_MAPPING
-    missing: tuple[str, ...]  # allowed agents whose URL is not known yet
+    value: str  # ALLOWED_HOST_MAPPING: the allowed services with a configured URL
+    discovered: tuple[str, ...]  # DISCOVERED_PEERS: agents of the file whose URL is looked up at run time
+    missing: tuple[str, ...]  # allowed names with no URL and not in the file: refused until configured
 
 
-def host_mapping(spec: AgentSpec) -> HostMapping:
-    """ALLOWED_HOST_MAPPING on AWS: `allowed_hosts` plus `allow` resolved through deploy.peer_urls.
+def host_mapping(spec: AgentSpec, file_agents: Collection[str]) -> HostMapping:
+    """How each allowed name of an agent resolves on AWS.
 
-    A peer whose URL is not known yet (not deployed, or its URL not copied into
-    peer_urls) is left out (fail closed: calls to it are refused) and reported.
+    A URL in the file wins (`allowed_hosts`, then `deploy.peer_urls`): it goes into
+    ALLOWED_HOST_MAPPING. Any other allowed agent of the same file is discovered at run
+    time from the SSM parameter its stack publishes (flightdeck.adapters.peer_directory),
+    so one `cdk deploy --all` wires the file's agents together, in any order. A name that
+    is neither is left out (fail closed: calls to it are refused) and reported.
     """
     urls = spec.deploy.peer_urls
-    missing = tuple(n for n in spec.allow if n not in spec.allowed_hosts and n not in urls)
-    known = spec.model_copy(update={"allow": [n for n in spec.allow if n not in missing]})
+    configured = [n for n in spec.allow if n in spec.allowed_hosts or n in urls]
+    discovered = tuple(n for n in spec.allow if n not in configured and n in file_agents)
+    missing = tuple(n for n in spec.allow if n not in configured and n not in file_agents)
+    known = spec.model_copy(update={"allow": configured})
     value = known.host_mapping(urls)
     Allowlist.parse(value)  # a malformed peer URL fails synth, naming the entry
-    return HostMapping(value=value, missing=missing)
+    return HostMapping(value=value, discovered=discovered, missing=missing)
 
 
 @dataclass
@@ -78,8 +96,12 @@ class AgentEnvironment:
         )
 
 
-def agent_environment(deployment: DeploymentFile, agent: str, resources: Mapping[str, str]) -> AgentEnvironment:
+def agent_environment(
+    deployment: DeploymentFile, agent: str, resources: Mapping[str, str], *, peer_url_prefix: str
+) -> AgentEnvironment:
     """Every variable of flightdeck.settings for one agent's functions.
+
+    peer_url_prefix: where the agents of this deployment publish their URLs (PEER_URL_PARAMETER_PREFIX).
 
     Order of precedence: the stack's own values (resources, agent identity, allowlist)
     over the agent's [env] over the file's [defaults].
@@ -98,12 +120,12 @@ def agent_environment(deployment: DeploymentFile, agent: str, resources: Mapping
     if overridden:
         warnings.append(f"ignored in the deployment file (set by the stack): {', '.join(overridden)}")
 
-    mapping = host_mapping(spec)
+    mapping = host_mapping(spec, deployment.agents)
     for peer in mapping.missing:
         warnings.append(
-            f"agent {agent!r} allows {peer!r} but its URL is unknown: {peer!r} is left out of "
-            f"ALLOWED_HOST_MAPPING until [agents.{agent}.deploy.peer_urls] has {peer} = \"<its ApiUrl output>\" "
-            "and this stack is deployed again"
+            f"agent {agent!r} allows {peer!r}, which is no agent of this file and has no URL: calls to it are "
+            f"refused until [agents.{agent}] has allowed_hosts = {{ {peer} = \"https://...\" }} (or "
+            f"deploy.peer_urls.{peer}) and this stack is deployed again"
         )
     allowed = set(spec.allow) | set(spec.allowed_hosts)
     for delegate in spec.delegates:
@@ -121,6 +143,8 @@ def agent_environment(deployment: DeploymentFile, agent: str, resources: Mapping
             "AGENT_DESCRIPTION": spec.description,
             "AGENT_CONFIG": spec.agent_config_json(),
             "ALLOWED_HOST_MAPPING": mapping.value,
+            "DISCOVERED_PEERS": ",".join(mapping.discovered),
+            "PEER_URL_PARAMETER_PREFIX": peer_url_prefix,
             "POWERTOOLS_SERVICE_NAME": spec.name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         }
@@ -129,6 +153,12 @@ def agent_environment(deployment: DeploymentFile, agent: str, resources: Mapping
         settings = Settings.from_env(variables)
     except SettingsError as exc:
         raise ValueError(f"agent {agent!r}: {exc}") from None
+    if settings.max_body_bytes > MAX_BODY_BYTES_ON_AWS:
+        raise ValueError(
+            f"agent {agent!r}: MAX_BODY_BYTES={settings.max_body_bytes} is over {MAX_BODY_BYTES_ON_AWS}: a body that "
+            f"large may not fit Lambda's {LAMBDA_SYNC_EVENT_LIMIT_BYTES}-byte event, so the function could not "
+            "answer its 413 (API Gateway would, in its own shape)"
+        )
     env = AgentEnvironment(variables=variables, settings=settings, host_mapping=mapping, warnings=warnings)
     if env.estimated_size() > LAMBDA_ENV_LIMIT_BYTES:
         raise ValueError(

@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+from flightdeck import topology
 from flightdeck.config_file import DeploymentFile
 
 from .access import Permissions
 from .alarms import AlarmTopic
 from .api import Api
 from .bundling import BundleSettings, lambda_code
+from .dashboard import OperationsDashboard, sessions_overdue_alarm
 from .environment import agent_environment
 from .functions import Functions
 from .queues import Queues
@@ -31,7 +34,8 @@ def resource_prefix(agent: str) -> str:
 
 
 class FlightdeckStack(Stack):
-    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, alarm topic, functions, schedule, secret."""
+    """Flightdeck agent `agent` of `deployment`: API, usage plans, state, queues, alarm topic, functions, schedule,
+    secrets, the SSM parameter with its URL, the operations dashboard."""
 
     def __init__(
         self,
@@ -39,9 +43,9 @@ class FlightdeckStack(Stack):
         id: str,
         *,
         deployment: DeploymentFile,
+        deployment_name: str,
         agent: str,
         bundle: BundleSettings,
-        account_cloudwatch_role: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"Flightdeck agent {agent}: asynchronous agent-to-agent delegation")
@@ -49,7 +53,9 @@ class FlightdeckStack(Stack):
         spec = deployment.agents[agent]
         retain = spec.deploy.retain_data
         prefix = resource_prefix(agent)
+        peer_url_prefix = topology.peer_url_parameter_prefix(deployment_name)
         Tags.of(self).add("flightdeck:agent", agent)
+        Tags.of(self).add("flightdeck:deployment", deployment_name)
 
         state = StateTable(self, "State", retain=retain)
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
@@ -72,6 +78,7 @@ class FlightdeckStack(Stack):
                 "TOOL_CALLBACK_SECRET_ARN": secret.secret.secret_arn,
                 "PEER_TOKENS_SECRET_ARN": peer_tokens.secret.secret_arn,
             },
+            peer_url_prefix=peer_url_prefix,
         )
         for warning in env.warnings:
             Annotations.of(self).add_warning_v2("flightdeck:config", warning)
@@ -95,6 +102,7 @@ class FlightdeckStack(Stack):
         Permissions(
             self, "Permissions", functions=functions, state=state, queues=queues, secret=secret,
             peer_tokens=peer_tokens, model=spec.model,
+            peer_url_parameters=[topology.peer_url_parameter(peer_url_prefix, n) for n in env.host_mapping.discovered],
         )
         api = Api(
             self,
@@ -105,7 +113,6 @@ class FlightdeckStack(Stack):
             throttle_burst=spec.deploy.throttle_burst,
             authorizer_cache_s=spec.gateway.authorizer_cache_s,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
-            account_cloudwatch_role=account_cloudwatch_role,
         )
         usage_plans = PeerUsagePlans(
             self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
@@ -116,21 +123,49 @@ class FlightdeckStack(Stack):
             sweeper=functions["sweeper"],
             punctuate_interval_ms=env.settings.tool_agg_punctuate_interval_ms,
         )
+        overdue = sessions_overdue_alarm(self, "SessionsOverdueAlarm", agent=agent, alarm_prefix=prefix)
+        alarms.notify(overdue)
+        dashboard = OperationsDashboard(
+            self,
+            "Operations",
+            agent=agent,
+            dashboard_name=prefix,
+            functions=functions.functions,
+            queues=queues,
+            alarms=[pair.dlq_alarm for pair in queues.pairs.values()] + [overdue],
+        )
 
+        # Where the other agents of this deployment find our URL at run time (DISCOVERED_PEERS): a plain
+        # parameter with a fixed name, not an export, so no stack depends on another and any order deploys.
+        url_parameter = ssm.StringParameter(
+            self,
+            "ApiUrlParameter",
+            parameter_name=topology.peer_url_parameter(peer_url_prefix, agent),
+            string_value=api.url,
+            description=f"Flightdeck {deployment_name}: base URL of agent {agent} (read by its peers at run time)",
+        )
         CfnOutput(
             self,
             "ApiUrl",
             value=api.url,
-            description=f"Base URL of {agent}: peers put it in their deploy.peer_urls.{agent}",
+            description=(f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
+                         f"puts it in its allowed_hosts.{agent}"),
         )
+        CfnOutput(self, "ApiUrlParameterName", value=url_parameter.parameter_name,
+                  description=f"SSM parameter holding the base URL of {agent}")
         CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
         CfnOutput(self, "StateTableName", value=state.table.table_name,
                   description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")
+        CfnOutput(self, "CallbackSecretArn", value=secret.secret.secret_arn,
+                  description=(f"Secret holding the HMAC key {agent} signs callback tokens with: rotate it with "
+                               "`aws secretsmanager put-secret-value` (README, Operate); the value is never output"))
         CfnOutput(self, "PeerTokensSecretArn", value=peer_tokens.secret.secret_arn,
                   description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)")
         CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,
                   description=("Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
                                "after deploy in it (the peers of the config file have their own plans)"))
+        CfnOutput(self, "DashboardUrl", value=dashboard.url,
+                  description=f"CloudWatch dashboard of {agent}: delegations, callbacks, queues, DLQs, function errors")
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description=(f"SNS topic the alarms of {agent} notify (ALARM and OK): subscribe with "
                                "deploy.alarm_emails or `aws sns subscribe`"))

@@ -3,7 +3,8 @@
 The same file drives `flightdeck local up` (every agent on loopback) and the CDK
 app (one stack per agent). An agent's `allow` list names the services it may
 call back or dispatch to: a name of another agent in the file resolves to that
-agent's URL (its local URL locally, its `deploy.peer_urls` entry on AWS).
+agent's URL (its local URL locally; on AWS the URL its stack publishes in SSM, found at
+run time, unless `deploy.peer_urls` or `allowed_hosts` gives one).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,6 +23,8 @@ class SettingsError(RuntimeError):
 
 
 PositiveMs = Annotated[int, Field(gt=0)]
+# A service name, as in ALLOWED_HOST_MAPPING (flightdeck.domain.allowlist).
+SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class Settings(BaseModel):
@@ -62,6 +65,11 @@ class Settings(BaseModel):
     reply_retry_max_ms: PositiveMs = Field(120_000, alias="REPLY_RETRY_MAX_MS")
     session_retention_ms: PositiveMs = Field(7 * 86_400_000, alias="SESSION_RETENTION_MS")
     allowed_host_mapping: Allowlist = Field(default_factory=Allowlist, alias="ALLOWED_HOST_MAPPING")
+    # Allowed service names whose base URL is found at run time, not configured: on AWS the agents of
+    # one deployment file publish their API URL in SSM under PEER_URL_PARAMETER_PREFIX/<name>/api-url
+    # (flightdeck.adapters.peer_directory). A URL in ALLOWED_HOST_MAPPING wins over a lookup.
+    discovered_peers: tuple[str, ...] = Field((), alias="DISCOVERED_PEERS")
+    peer_url_parameter_prefix: str = Field("", alias="PEER_URL_PARAMETER_PREFIX", pattern=r"^(/[A-Za-z0-9_.-]+)*$")
 
     # A result (B's answer) above this many UTF-8 bytes is refused with 413.
     max_result_bytes: Annotated[int, Field(gt=0, le=300_000)] = Field(64_000, alias="MAX_RESULT_BYTES")
@@ -88,6 +96,17 @@ class Settings(BaseModel):
         except AllowlistError as exc:
             raise ValueError(str(exc)) from exc
 
+    @field_validator("discovered_peers", mode="before")
+    @classmethod
+    def _parse_discovered_peers(cls, value: Any) -> Any:
+        names = [n.strip() for n in value.split(",") if n.strip()] if isinstance(value, str) else list(value or ())
+        for name in names:
+            if not SERVICE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a service name")
+        if len(set(names)) != len(names):
+            raise ValueError("a service is listed twice")
+        return tuple(names)
+
     @field_validator("peer_tokens", mode="before")
     @classmethod
     def _parse_peer_tokens(cls, value: Any) -> Any:
@@ -111,6 +130,8 @@ class Settings(BaseModel):
             raise ValueError("TOOL_CALLBACK_SECRET (or TOOL_CALLBACK_SECRET_ARN) must be set")
         if self.tool_callback_secret and len(self.tool_callback_secret) < 32:
             raise ValueError("TOOL_CALLBACK_SECRET must be at least 32 characters")
+        if self.discovered_peers and not self.peer_url_parameter_prefix:
+            raise ValueError("DISCOVERED_PEERS needs PEER_URL_PARAMETER_PREFIX (where their URLs are published)")
         return self
 
     @property

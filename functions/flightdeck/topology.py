@@ -82,6 +82,18 @@ def table_name(prefix: str) -> str:
     return f"{prefix}-state"
 
 
+# --- SSM: where each deployed agent publishes its API URL ------------------------------
+# One String parameter per agent, named by deployment and agent; the agents of one
+# deployment file find each other's URL there at run time (flightdeck.adapters.peer_directory),
+# so no stack needs another's output and deploy order does not matter.
+def peer_url_parameter_prefix(deployment: str) -> str:
+    return f"/flightdeck/{deployment}"
+
+
+def peer_url_parameter(prefix: str, agent: str) -> str:
+    return f"{prefix}/{agent}/api-url"
+
+
 # How a route's callers prove who they are (enforced by the functions: flightdeck.api.auth).
 PEER_AUTH = "peer"  # a peer bearer token from the agent's peer registry (flightdeck.domain.peers)
 CALLBACK_AUTH = "callback"  # the HMAC callback token this agent minted for one delegation

@@ -9,6 +9,7 @@ from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
+from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.session_index import SessionIndex
@@ -28,7 +29,8 @@ def _http() -> tuple[Peers, A2AHttp]:
 
 @functools.lru_cache(maxsize=1)
 def deps() -> Deps:
-    settings = get_settings()
+    # DISCOVERED_PEERS: allowed names whose URL is looked up at run time (the SSM parameters the stacks publish).
+    settings = with_discovered_peers(get_settings())
     peers, card_http = _http()
 
     @functools.lru_cache(maxsize=1)

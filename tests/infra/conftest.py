@@ -1,7 +1,8 @@
 """Synthesizes the CDK app once per session (jsii start-up is slow) and shares the result.
 
 - `synth`: every agent of examples/two-agents.toml through infra.deployment.build
-  (the same path as app.py, cdk-nag on), plus `Flightdeck-planner` from PLANNER_TOML
+  (the same path as app.py, cdk-nag on) and the account stack it adds
+  (Flightdeck-ApiGatewayAccount), plus `Flightdeck-planner` from PLANNER_TOML
   below (Bedrock model, a known and an unknown peer, retain_data = false, ...).
   The Lambda asset is bundled with its dependencies for the Lambda platform
   (cached under ~/.cache/flightdeck/lambda-deps, so pip runs once per machine).
@@ -82,6 +83,11 @@ class Synth:
     validation_report: dict[str, Any] | None = None
     deps_bundled: bool = True
 
+    @property
+    def agent_stacks(self) -> list[str]:
+        """The stacks of agents (without the account stack)."""
+        return [s for s in self.stacks if s != "Flightdeck-ApiGatewayAccount"]
+
     def asset_dir(self, stack: str) -> Path:
         """The one zip asset of a stack (the Lambda code), as a directory in cdk.out."""
         manifest = json.loads((self.outdir / f"{stack}.assets.json").read_text())
@@ -132,12 +138,14 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
     app = cdk.App(outdir=str(outdir), context={"config": str(EXAMPLE)})
     stacks = [s.stack_name for s in build(app)]  # nag plugin added here, as in app.py
+    stacks.append("Flightdeck-ApiGatewayAccount")  # the account-wide API Gateway role, made once (infra/account.py)
     bundle = BundleSettings.from_context(app.node)
     planner = config_file.load(planner_file)
     FlightdeckStack(
         app,
         "Flightdeck-planner",
         deployment=planner,
+        deployment_name="planner",
         agent="planner",
         bundle=bundle,
         env=cdk.Environment(account=planner.agents["planner"].deploy.account, region=planner.agents["planner"].deploy.region),

@@ -110,7 +110,17 @@ class Reach:
     secret: bool = False  # the callback HMAC key
     peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
+    peer_urls: set[str] = field(default_factory=set)  # names of the SSM parameters it may read (ssm:GetParameter)
     other: set[str] = field(default_factory=set)
+
+
+def ssm_parameter_name(arn: Any) -> str:
+    """The parameter name an SSM parameter ARN (a string or an Fn::Join of pseudo parameters) names."""
+    text = arn if isinstance(arn, str) else "".join(p if isinstance(p, str) else "?" for p in arn["Fn::Join"][1])
+    assert arn if isinstance(arn, str) else arn["Fn::Join"][0] == "", arn
+    head, sep, name = text.partition(":parameter/")
+    assert sep and "*" not in text and head.startswith("arn:"), f"not one exact parameter: {text}"
+    return "/" + name
 
 
 def reach(template: Template, handler: str) -> Reach:
@@ -146,6 +156,8 @@ def reach(template: Template, handler: str) -> Reach:
                         result.other.add(f"{act} on {lid}")
             elif service == "bedrock":
                 result.bedrock = True
+            elif act == "ssm:GetParameter":
+                result.peer_urls |= {ssm_parameter_name(r) for r in statement_resources(st)}
             elif service in ("sqs", "logs", "xray"):
                 pass
             else:

@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _run_app(outdir: Path, context: dict, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def _run_app(outdir: Path, context: dict, args: tuple[str, ...] = (),
+             extra_env: dict | None = None) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -28,6 +29,7 @@ def _run_app(outdir: Path, context: dict, args: tuple[str, ...] = ()) -> subproc
         AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
         AWS_CONFIG_FILE="/nonexistent",
     )
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "app.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
@@ -38,7 +40,7 @@ def test_app_py_synthesizes_selected_agents(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     stacks = {k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
-    assert stacks == {"Flightdeck-worker"}
+    assert stacks == {"Flightdeck-worker", "Flightdeck-ApiGatewayAccount"}
     assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"
 
 
@@ -58,7 +60,7 @@ def test_app_py_config_uses_the_file(tmp_path: Path) -> None:
     result = _run_app(tmp_path, {}, ("--config", "examples/three-agents.toml", "-c", "agents=critic",
                                      "-c", "bundleDeps=false", "-c", "nag=false"))
     assert result.returncode == 0, result.stderr[-4000:]
-    assert _stacks(tmp_path) == {"Flightdeck-critic"}
+    assert _stacks(tmp_path) == {"Flightdeck-critic", "Flightdeck-ApiGatewayAccount"}
     assert "1 stack(s) from examples/three-agents.toml" in result.stderr
 
 
@@ -74,3 +76,25 @@ def test_app_py_fails_loudly_on_a_missing_or_invalid_file(tmp_path: Path) -> Non
     assert f'{bad}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. Fix: did you mean ' \
            '"critic"?' in result.stderr
     assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_credential_less_cli_synth_pins_no_region(tmp_path: Path) -> None:
+    # The CDK CLI sets CDK_DEFAULT_REGION even when it finds no credentials (its config, or us-east-1).
+    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false", "nag": "false"},
+                      extra_env={"CDK_DEFAULT_REGION": "eu-west-3", "CDK_DEFAULT_ACCOUNT": "111122223333"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"
+    template = (tmp_path / "Flightdeck-worker.template.json").read_text()
+    assert "eu-west-3" not in template and "111122223333" not in template
+    assert "AWS::Region" in template  # bucket names and policies follow the deploying credentials
+
+
+def test_the_deployment_name_comes_from_the_file_or_the_context(tmp_path: Path) -> None:
+    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false", "nag": "false", "deployment": "prod-a"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    template = json.loads((tmp_path / "Flightdeck-worker.template.json").read_text())
+    names = [r["Properties"]["Name"] for r in template["Resources"].values() if r["Type"] == "AWS::SSM::Parameter"]
+    assert names == ["/flightdeck/prod-a/worker/api-url"]
+    bad = _run_app(tmp_path / "bad", {"agents": "worker", "bundleDeps": "false", "deployment": "a/b"})
+    assert bad.returncode != 0 and "deployment name 'a/b'" in bad.stderr

@@ -15,6 +15,10 @@ is compiled) that this machine may not be able to load:
    with the function's environment from the template.
 
 Handler modules are written alongside this issue: a missing one fails here, by design.
+
+The asset holds the Lambda code only: the tools (infra.bundling.TOOLS: the local runtime,
+the bench, the CLI, the peers admin) are left out, and no module that is in imports one,
+not even lazily inside a function.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import pytest
 from flightdeck import topology
 from template_queries import function_ids, resources
 
-from infra.bundling import RUNTIME_PROVIDED
+from infra.bundling import RUNTIME_PROVIDED, TOOLS
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +85,41 @@ def test_dependencies_are_for_the_lambda_platform(synth, asset: Path) -> None:
     for provided in RUNTIME_PROVIDED:
         assert not (asset / provided).exists(), f"{provided} is provided by the Lambda runtime and must not be bundled"
     assert not list(asset.rglob("__pycache__"))
+
+
+def test_the_tools_are_not_in_the_asset(asset: Path) -> None:
+    for tool in TOOLS:
+        assert not (asset / "flightdeck" / tool).exists(), f"flightdeck/{tool} is a tool: it must not be in the asset"
+    assert (asset / "flightdeck" / "handlers").is_dir()
+
+
+def _every_import(path: Path, package: str) -> set[str]:
+    """Every absolute module name a file may import, at module level or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return names
+
+
+def test_no_module_in_the_asset_imports_a_tool(asset: Path) -> None:
+    tools = {f"flightdeck.{t.removesuffix('.py')}" for t in TOOLS}
+    problems = []
+    for path in sorted((asset / "flightdeck").rglob("*.py")):
+        rel = path.relative_to(asset).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for name in _every_import(path, package):
+            if any(name == t or name.startswith(t + ".") for t in tools):
+                problems.append(f"{module} imports {name}")
+    assert problems == [], "production code must not import the tools:\n" + "\n".join(problems)
 
 
 def _module_level_imports(path: Path, package: str) -> set[str]:

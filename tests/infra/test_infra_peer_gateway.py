@@ -68,7 +68,7 @@ def _authorizer(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def test_api_keys_come_from_the_authorizer(synth) -> None:
-    for name in synth.stacks:
+    for name in synth.agent_stacks:
         _, api = _single(synth.templates[name], "AWS::ApiGateway::RestApi")
         assert api["ApiKeySourceType"] == "AUTHORIZER", name
 

@@ -122,7 +122,8 @@ def test_every_queue_refuses_plain_http(orchestrator_tpl) -> None:
 
 
 def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
-    alarms = resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+    alarms = [a for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"]["AlarmName"].endswith("-dlq-not-empty")]
     watched = set()
     for alarm in alarms:
         p = alarm["Properties"]
@@ -204,7 +205,8 @@ def test_every_dlq_alarm_notifies_the_topic(synth, agent: str) -> None:
         assert p["AlarmActions"] == [{"Ref": topic_id}], p["AlarmName"]
         assert p["OKActions"] == [{"Ref": topic_id}], p["AlarmName"]  # "the DLQ is empty again"
         assert p.get("ActionsEnabled", True) is True
-    assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES}
+    assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES} | {
+        f"flightdeck-{agent}-sessions-overdue"}
 
 
 def test_no_alarm_emails_no_subscriptions(orchestrator_tpl) -> None:
@@ -285,7 +287,8 @@ def test_no_other_event_source_mappings(orchestrator_tpl) -> None:
 EXPECTED_VARIABLES = {
     "AGENT_NAME", "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
     "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN",
-    "ALLOWED_HOST_MAPPING", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
+    "ALLOWED_HOST_MAPPING", "DISCOVERED_PEERS", "PEER_URL_PARAMETER_PREFIX", "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
 }  # fmt: skip
 
 
@@ -310,16 +313,57 @@ def test_environment_of_every_function(orchestrator_tpl) -> None:
     assert env["TOOL_CALLBACK_SECRET_ARN"] == {"Ref": secret_id(orchestrator_tpl, "CallbackSecret")}
     assert env["PEER_TOKENS_SECRET_ARN"] == {"Ref": secret_id(orchestrator_tpl, "PeerTokens")}
     assert env["INBOUND_AUTH"] == "required"
-    # the worker's URL is not known before its first deploy: left out (fail closed)
+    # the worker is an agent of the same file: its URL is found at run time, not configured
     assert env["ALLOWED_HOST_MAPPING"] == ""
+    assert env["DISCOVERED_PEERS"] == "worker"
+    assert env["PEER_URL_PARAMETER_PREFIX"] == "/flightdeck/two-agents"
 
 
-def test_missing_peer_is_a_warning_naming_it(synth) -> None:
-    warnings = [text for level, _, text in synth.messages["Flightdeck-orchestrator"] if level == "warning"]
-    assert any("'worker'" in w and "peer_urls" in w for w in warnings), warnings
+# --- one-pass deploy: the agents of a file find each other at run time --------------------
+
+
+def test_each_stack_publishes_its_url_in_a_parameter_named_by_deployment_and_agent(synth) -> None:
+    for agent in ("orchestrator", "worker"):
+        template = synth.templates[f"Flightdeck-{agent}"]
+        (parameter,) = resources(template, "AWS::SSM::Parameter").values()
+        props = parameter["Properties"]
+        assert props["Name"] == f"/flightdeck/two-agents/{agent}/api-url"
+        assert props["Type"] == "String"
+        assert props["Value"] == template["Outputs"]["ApiUrl"]["Value"]  # the stage URL, as the output says
+        assert template["Outputs"]["ApiUrlParameterName"]["Value"] == {"Ref": next(iter(resources(template, "AWS::SSM::Parameter")))}
+
+
+def test_two_agents_are_wired_in_one_pass(synth) -> None:
+    """Both stacks of one synthesis: each allows the other by name and may read exactly the parameter the
+    other publishes; neither references the other (no export, no import), so there is no cycle and either
+    deploys first."""
+    published = {
+        agent: next(iter(resources(synth.templates[f"Flightdeck-{agent}"], "AWS::SSM::Parameter").values()))
+        ["Properties"]["Name"]
+        for agent in ("orchestrator", "worker")
+    }
+    for agent, peer in (("orchestrator", "worker"), ("worker", "orchestrator")):
+        template = synth.templates[f"Flightdeck-{agent}"]
+        env = function(template, "dispatch_worker")["Environment"]["Variables"]
+        assert env["DISCOVERED_PEERS"].split(",") == [peer]
+        assert topology.peer_url_parameter(env["PEER_URL_PARAMETER_PREFIX"], peer) == published[peer]
+        readable = set().union(*(reach(template, h).peer_urls for h in topology.HANDLERS))
+        assert readable == {published[peer]}
+        text = json.dumps(template)
+        assert "Fn::ImportValue" not in text
+        assert not any("Export" in output for output in template["Outputs"].values())
+    messages = [t for name in ("Flightdeck-orchestrator", "Flightdeck-worker") for _, _, t in synth.messages[name]]
+    assert not any("URL" in t and "unknown" in t for t in messages), messages
+
+
+def test_a_configured_url_wins_and_a_name_outside_the_file_is_a_warning(synth, planner_tpl) -> None:
+    env = function(planner_tpl, "dispatch_worker")["Environment"]["Variables"]
+    assert "helper:" in env["ALLOWED_HOST_MAPPING"]  # in the file, but its deploy.peer_urls entry wins
+    assert env["DISCOVERED_PEERS"] == ""
+    assert not any(reach(planner_tpl, h).peer_urls for h in topology.HANDLERS)  # nothing to look up
     planner_warnings = [text for level, _, text in synth.messages["Flightdeck-planner"] if level == "warning"]
-    assert any("'ghost'" in w for w in planner_warnings)
-    assert not any("'helper'" in w and "URL is unknown" in w for w in planner_warnings)
+    assert any("'ghost'" in w and "allowed_hosts" in w for w in planner_warnings), planner_warnings
+    assert not any("'helper'" in w for w in planner_warnings)
 
 
 def test_known_peers_and_explicit_hosts_form_the_allowlist(planner_tpl) -> None:
@@ -348,8 +392,11 @@ def secret_id(template, prefix: str) -> str:
 # --- permissions ------------------------------------------------------------------------
 
 # Written from the issue, independently of infra/access.py.
+# peer_urls: the SSM parameter the worker's stack publishes its URL in, read where a service name is
+# resolved (dispatch, delivery, a reply route, A2A push and poll URLs).
+WORKER_URL = {"/flightdeck/two-agents/worker/api-url"}
 EXPECTED_REACH = {
-    "chat_ingest": dict(table=True, send={"turns"}),
+    "chat_ingest": dict(table=True, send={"turns"}, peer_urls=WORKER_URL),
     "callback": dict(table=True, send={"turns"}, secret=True),
     "agent_card": dict(),
     # + turns, beyond the issue's list: local tools complete a turn inside the turn worker
@@ -357,13 +404,15 @@ EXPECTED_REACH = {
     "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"}),
     # + timers: an A2A peer that does not push is polled on the timers queue.
     # peer_tokens: it presents our bearer token to the peer it dispatches to.
-    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"turns", "timers"}),
-    "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}),
+    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"turns", "timers"},
+                            peer_urls=WORKER_URL),
+    "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}, peer_urls=WORKER_URL),
     # peer_tokens, beyond the issue's "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}, peer_tokens=True),
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}, peer_tokens=True,
+                           peer_urls=WORKER_URL),
     "sweeper": dict(table=True, send={"turns"}),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
-    "a2a": dict(table=True, send={"turns", "delivery"}),
+    "a2a": dict(table=True, send={"turns", "delivery"}, peer_urls=WORKER_URL),
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
@@ -373,7 +422,7 @@ EXPECTED_REACH = {
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
     expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_peers": False,
-                "secret": False, "peer_tokens": False, "bedrock": False}
+                "secret": False, "peer_tokens": False, "bedrock": False, "peer_urls": set()}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
     assert got.other == set()
@@ -565,3 +614,55 @@ def test_outputs(orchestrator_tpl) -> None:
     card = outputs["AgentCardUrl"]["Value"]["Fn::Join"][1]
     assert url[0] == "https://" and url[-1] == "/"
     assert card[:-1] == url[:-1] and card[-1] == "/.well-known/agent-card.json"
+
+
+# --- deploy faults: the account-wide role once, outputs, body limits ---------------------
+
+
+def test_the_account_wide_api_gateway_role_is_set_once_in_its_own_stack(synth) -> None:
+    for name in ("Flightdeck-orchestrator", "Flightdeck-worker"):
+        template = synth.templates[name]
+        assert resources(template, "AWS::ApiGateway::Account") == {}
+        principals = json.dumps([r["Properties"]["AssumeRolePolicyDocument"] for r in resources(template, "AWS::IAM::Role").values()])
+        assert "apigateway.amazonaws.com" not in principals, f"{name} creates an API Gateway role"
+    account = json.loads((synth.outdir / "Flightdeck-ApiGatewayAccount.template.json").read_text())
+    (setting,) = resources(account, "AWS::ApiGateway::Account").values()
+    (role_id, role), = resources(account, "AWS::IAM::Role").items()
+    assert setting["Properties"]["CloudWatchRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    assert role["DeletionPolicy"] == "Retain"  # the account setting keeps naming it after a teardown
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    stacks = [k for k, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"]
+    assert stacks.count("Flightdeck-ApiGatewayAccount") == 1
+    for name in ("Flightdeck-orchestrator", "Flightdeck-worker"):
+        assert "Flightdeck-ApiGatewayAccount" in manifest["artifacts"][name]["dependencies"]
+
+
+def test_the_account_stack_is_left_out_on_request(tmp_path) -> None:
+    import aws_cdk as cdk
+
+    from infra.deployment import build
+
+    app = cdk.App(outdir=str(tmp_path), context={"bundleDeps": False, "nag": False, "apigwCloudWatchRole": "false"})
+    build(app)
+    assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
+        "Flightdeck-orchestrator", "Flightdeck-worker"]
+
+
+def test_the_callback_secret_arn_is_an_output(orchestrator_tpl) -> None:
+    output = orchestrator_tpl["Outputs"]["CallbackSecretArn"]
+    assert output["Value"] == {"Ref": secret_id(orchestrator_tpl, "CallbackSecret")}
+    assert "put-secret-value" in output["Description"]
+
+
+def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
+    from infra.environment import MAX_BODY_BYTES_ON_AWS, agent_environment
+
+    deployment = config_file.load(config_file.DEFAULT_CONFIG)
+    resources_ = {k: "x" * 8 for k in (
+        "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL", "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL",
+        "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN")}
+    deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS)
+    agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")
+    deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS + 1)
+    with pytest.raises(ValueError, match="MAX_BODY_BYTES"):
+        agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")

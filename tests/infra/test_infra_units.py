@@ -14,6 +14,7 @@ from infra.environment import MANAGED_VARIABLES, agent_environment, host_mapping
 from infra.schedule import sweep_rate_minutes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
+PREFIX = "/flightdeck/two-agents"
 RESOURCES = {
     "STATE_TABLE": "flightdeck-worker-state",
     "TURNS_QUEUE_URL": "u1",
@@ -39,39 +40,51 @@ def test_every_handler_has_permissions_and_an_authentication_story() -> None:
     assert {r.handler for r in topology.ROUTES} <= set(AUTHENTICATION)
 
 
-def test_host_mapping_leaves_unknown_peers_out() -> None:
+def test_host_mapping_discovers_the_file_s_agents_and_a_configured_url_wins() -> None:
     deployment = config_file.load(EXAMPLE)
     spec = deployment.agents["orchestrator"]
-    mapping = host_mapping(spec)
-    assert (mapping.value, mapping.missing) == ("", ("worker",))
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("", ("worker",), ())
     spec.deploy.peer_urls["worker"] = "https://w.example.com/prod/"
-    mapping = host_mapping(spec)
-    assert (mapping.value, mapping.missing) == ("worker:https://w.example.com/prod/", ())
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("worker:https://w.example.com/prod/", (), ())
+
+
+def test_host_mapping_leaves_a_name_outside_the_file_without_url_out() -> None:
+    deployment = config_file.load(EXAMPLE)
+    spec = deployment.agents["orchestrator"]
+    spec.allow.append("elsewhere")
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == ("", ("worker",), ("elsewhere",))
+    spec.allowed_hosts["elsewhere"] = "https://else.example.com/base"
+    mapping = host_mapping(spec, deployment.agents)
+    assert (mapping.value, mapping.discovered, mapping.missing) == (
+        "elsewhere:https://else.example.com/base", ("worker",), ())
 
 
 def test_malformed_peer_url_fails_synth() -> None:
     deployment = config_file.load(EXAMPLE)
     deployment.agents["orchestrator"].deploy.peer_urls["worker"] = "ftp://w.example.com"
     with pytest.raises(ValueError, match="worker"):
-        host_mapping(deployment.agents["orchestrator"])
+        host_mapping(deployment.agents["orchestrator"], deployment.agents)
 
 
 def test_environment_is_validated_with_settings() -> None:
     deployment = config_file.load(EXAMPLE)
-    env = agent_environment(deployment, "worker", RESOURCES)
+    env = agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
     assert env.settings.agent_name == "worker"
     assert env.settings.tool_agg_punctuate_interval_ms == 1000
     assert set(MANAGED_VARIABLES) <= set(env.variables)
     deployment.defaults["ASYNC_TOOL_TIMEOUT_MS"] = "soon"
     with pytest.raises(ValueError, match="ASYNC_TOOL_TIMEOUT_MS"):
-        agent_environment(deployment, "worker", RESOURCES)
+        agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
 
 
 def test_oversized_environment_is_refused() -> None:
     deployment = config_file.load(EXAMPLE)
     deployment.agents["worker"].system_prompt = "x" * 5000
     with pytest.raises(ValueError, match="4096"):
-        agent_environment(deployment, "worker", RESOURCES)
+        agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
 
 
 def test_bedrock_resources() -> None:
@@ -129,6 +142,39 @@ def test_asset_hash_follows_package_content_and_settings(tmp_path: Path) -> None
     assert bundling.package_fingerprint(pkg) == before
     (pkg / "new.py").write_text("x = 1\n")
     assert bundling.package_fingerprint(pkg) != before
+    after = bundling.package_fingerprint(pkg)
+    (pkg / "local").mkdir()
+    (pkg / "local" / "tool.py").write_text("y = 2\n")
+    (pkg / "cli.py").write_text("z = 3\n")
+    assert bundling.package_fingerprint(pkg) == after  # tools are not in the asset, nor in its hash
+
+
+def _dist(target: Path, name: str, version: str, tag: str) -> None:
+    info = target / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nName: not-a-header\n")
+    (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nTag: {tag}\n")
+
+
+def test_resolved_distributions_name_versions_and_wheel_tags(tmp_path: Path) -> None:
+    _dist(tmp_path, "pydantic-core", "2.27.2", "cp313-cp313-manylinux_2_17_aarch64")
+    _dist(tmp_path, "requests", "2.32.3", "py3-none-any")
+    assert bundling.resolved_distributions(tmp_path) == [
+        "pydantic-core==2.27.2 [cp313-cp313-manylinux_2_17_aarch64]",
+        "requests==2.32.3 [py3-none-any]",
+    ]
+
+
+def test_asset_hash_follows_the_resolved_versions(tmp_path: Path, monkeypatch) -> None:
+    """Same requirement strings, different resolution (another machine, another day): another hash."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _dist(one, "requests", "2.32.3", "py3-none-any")
+    _dist(two, "requests", "2.32.4", "py3-none-any")
+    settings = bundling.BundleSettings(deps=True)
+    monkeypatch.setattr(bundling, "installed_dependencies", lambda _settings: one)
+    first = bundling.asset_hash(settings)
+    monkeypatch.setattr(bundling, "installed_dependencies", lambda _settings: two)
+    assert bundling.asset_hash(settings) != first
 
 
 def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
@@ -138,6 +184,9 @@ def test_local_bundler_copies_package_without_deps(tmp_path: Path) -> None:
     assert (tmp_path / "flightdeck" / "topology.py").is_file()
     assert not list(tmp_path.rglob("__pycache__"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["flightdeck"]
+    for tool in bundling.TOOLS:
+        assert (bundling.PACKAGE_DIR / tool).exists(), f"{tool} moved: update bundling.TOOLS"
+        assert not (tmp_path / "flightdeck" / tool).exists(), f"{tool} is a tool, not Lambda code"
 
 
 def test_usage_plan_key_logical_ids_are_fixed_by_the_peer_alone() -> None:

@@ -25,7 +25,8 @@ def synth_with_nag(deployment: DeploymentFile, agent: str, outdir: Path) -> dict
 
     name = f"Flightdeck-{agent}"
     app = cdk.App(outdir=str(outdir), context={"bundleDeps": False})
-    FlightdeckStack(app, name, deployment=deployment, agent=agent, bundle=BundleSettings.from_context(app.node))
+    FlightdeckStack(app, name, deployment=deployment, deployment_name="variant", agent=agent,
+                    bundle=BundleSettings.from_context(app.node))
     add_nag(app)
     error = None
     try:

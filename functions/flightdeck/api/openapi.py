@@ -26,7 +26,10 @@ def document() -> dict[str, Any]:
         title="Flightdeck agent API",
         version=__version__,
         summary="Asynchronous, secure agent-to-agent delegation",
-        description="Every agent serves these routes. Errors share one shape: {\"error\": {\"code\", \"message\"}}.",
+        description=("Every agent serves these routes. Errors share one shape: {\"error\": {\"code\", \"message\"}}. "
+                     "413 `payload_too_large`: a body over MAX_BODY_BYTES (the function), or over API Gateway's "
+                     "10 MB (the gateway). On AWS a body whose Lambda event exceeds 6 MB (a body of 2 to 10 MB) "
+                     "is refused with 413 by API Gateway itself, in its own shape ({\"message\": ...})."),
     )
     doc = json.loads(schema)
     # Routes that need a peer bearer token (flightdeck.api.auth) say so.

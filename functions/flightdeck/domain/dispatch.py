@@ -92,7 +92,9 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
         return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
-    except UnknownServiceError:
+    except UnknownServiceError as exc:
+        if delegate.peer_service in s.allowed_host_mapping:  # allowed, but its URL is not published (yet)
+            return _fail(deps, msg, str(exc))
         return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
     token = callback_token(deps, msg, delegate)
     body = {
