@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 # The same item codec and key layout as the StateStore: one table.
-from flightdeck.adapters.dynamo_state import A2A_CURRENT, META, PK, SK, TTL, _item, _pk, _vals
+from flightdeck.adapters.dynamo_state import A2A_CURRENT, META, PK, SK, TTL, _item, _pk, _vals, stored_messages
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
@@ -248,12 +248,8 @@ class A2AStore:
 
     # --- the session's messages, with the turn each was stored at ---------------------------
     def task_messages(self, session_id: str, start_turn: int, end_turn: int = 0) -> list[StoredMessage]:
-        out = []
-        for item in self._query_prefix(_pk(session_id), "MSG#"):
-            turn = int(item.get("turn", 0))
-            if turn >= start_turn and (not end_turn or turn <= end_turn):
-                out.append(StoredMessage(turn, json.loads(item["content"])))
-        return out
+        return [StoredMessage(turn, message) for turn, _slot, message in stored_messages(self._query_prefix(_pk(session_id), ""))
+                if turn >= start_turn and (not end_turn or turn <= end_turn)]
 
     # --- tasks given to A2A peers (client side) --------------------------------------------
     def put_remote(self, remote: RemoteTask, retention_ms: int) -> None:

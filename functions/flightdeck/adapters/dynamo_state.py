@@ -113,6 +113,19 @@ def _too_large(exc: ClientError) -> bool:
     return error.get("Code") == "ValidationException" and "size" in str(error.get("Message", "")).lower()
 
 
+def stored_messages(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(turn, slot, message) of every stored message, in conversation order: the message items, and
+    each iteration's model reply as the assistant message of its turn (stored once, never copied)."""
+    out = []
+    for i in items:
+        parts = i[SK].split("#")
+        if parts[0] == "ITER":
+            out.append((int(parts[1]), int(MessageSlot.REPLY), json.loads(i["reply"])["message"]))
+        elif parts[0] == "MSG":
+            out.append((int(parts[1]), int(parts[2]), json.loads(i["content"])))
+    return sorted(out, key=lambda t: (t[0], t[1]))
+
+
 def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[str, Any]]:
     """The Converse messages, rebuilt from what is stored once: the message items in key order,
     and after an assistant message that called tools in a turn that has completed, the user
@@ -121,16 +134,14 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
     for i in items:
         if i[SK].startswith("RESULT#"):
             results.setdefault(int(i[SK].split("#")[1]), {})[i["tool_use_id"]] = i
-    stored = sorted((i for i in items if i[SK].startswith("MSG#")), key=lambda i: i[SK])
+    stored = stored_messages(items)
     messages: list[dict[str, Any]] = []
-    for index, item in enumerate(stored):
-        message = json.loads(item["content"])
+    for index, (turn, _slot, message) in enumerate(stored):
         messages.append(message)
-        turn = int(item.get("turn", 0))
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         if message.get("role") != "assistant" or not uses or turn >= current_turn:
             continue
-        following = json.loads(stored[index + 1]["content"]) if index + 1 < len(stored) else {}
+        following = stored[index + 1][2] if index + 1 < len(stored) else {}
         if any("toolResult" in b for b in following.get("content", [])):
             continue  # the results were stored with the message (a canceled turn's closing)
         got = results.get(turn, {})
@@ -458,22 +469,45 @@ class StateStore:
         return _iteration(session_id, turn, item) if item is not None else None
 
     def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int) -> Iteration:
-        """Store a model reply once; a second writer gets the first one back."""
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=_item(**{PK: _pk(session_id), SK: _iter_sk(turn), "reply": _dumps(reply),
-                              TTL: self._expiry(retention_ms)}),
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": PK},
-            )
+        """Store a model reply once (it is also the conversation's assistant message: no second copy);
+        a second writer gets the first one back, from the failed condition, without a read.
+
+        The same transaction clears the session's owed-think mark: the think has happened.
+        Raises LookupError when the session is no longer at this turn (a stale think).
+        """
+        pk = _pk(session_id)
+        reasons = self._transact([
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
+                                     TTL: self._expiry(retention_ms)}),
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": PK},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: META}),
+                    "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
+                    "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
+                    "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
+                    "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
+                }
+            },
+        ])
+        if reasons is None:
             return Iteration(session_id, turn, reply)
-        except ClientError as exc:
-            if not _is_condition_failure(exc):
-                raise
-        stored = self.get_iteration(session_id, turn)
-        assert stored is not None
-        return stored
+        first = reasons[0] if reasons else {}
+        if first.get("Code") == "ConditionalCheckFailed":
+            if first.get("Item"):
+                return _iteration(session_id, turn, _plain(first["Item"]))
+            stored = self.get_iteration(session_id, turn)
+            assert stored is not None
+            return stored
+        raise LookupError(f"session {session_id} is not at turn {turn}")
 
     # --- turn aggregation (A side) -------------------------------------------------------
     def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int) -> bool:

@@ -73,9 +73,13 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     if iteration is None:
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
         reply = _think(deps, session.messages, attempt)
-        iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
+        try:
+            # The reply is stored once: the iteration is also the conversation's assistant message.
+            iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
+        except LookupError:
+            logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
+            return "skipped"
     reply = ModelReply.model_validate(iteration.reply)
-    store.append_message(session_id, reply.message, turn, s.session_retention_ms)
     if reply.error:
         _end_turn(deps, session, turn, reply.text, traceparent, budget, status="error")
         outcome = "error"
