@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
@@ -171,6 +172,100 @@ def test_a_session_busy_answer_makes_the_client_wait_and_send_again(orchestrator
     assert [texts(m) for m in view["messages"] if m["role"] == "user" and texts(m)] == [
         "@worker busy for a while", "second"]
     assert out.getvalue().endswith(texts(view["messages"][-1]) + "\n")
+
+
+class Stdin(io.StringIO):
+    """Piped lines; the user presses Ctrl-C at the prompt first."""
+
+    def __init__(self, *lines: str):
+        super().__init__("".join(f"{line}\n" for line in lines))
+        self.interrupted = False
+
+    def readline(self, *args) -> str:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return super().readline(*args)
+
+
+def test_ctrl_c_stops_watching_and_the_next_message_waits_for_the_session(orchestrator, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", Stdin("@worker something long", "and then this"))
+    stderr = CtrlCWhen("delegating to worker")
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert chat(orchestrator, "--token", USER_TOKEN) == 0
+    err = stderr.getvalue()
+    sid = session_id_in(err)
+    assert "(Ctrl-D exits)" in err  # Ctrl-C at the prompt
+    assert (f"stopped watching session {sid}; it keeps working (a chat session is not canceled from here). "
+            f"Follow it with: flightdeck chat {orchestrator} --session {sid}") in err
+    # The next message waits for the first turn to end (drawn meanwhile), then goes into the same session.
+    waited = err.index("the session is busy: waiting until it is idle before sending")
+    assert waited < err.index("worker answered:") < err.index("sent: turn 2")
+    view = session(orchestrator, sid)
+    assert view["turn"] == 2 and capsys.readouterr().out == texts(view["messages"][-1]) + "\n"
+
+
+class InboxAgent:
+    """Loopback HTTP scripted as an agent with an inbox (POST /api/chat answers 202 "queued"): GET
+    /api/sessions/{id} answers the given views in turn, then the last one again."""
+
+    def __init__(self, views: list[dict[str, Any]]):
+        self.views, self.posts = views, []
+        agent = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, payload: Any, status: int = 200) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._send(agent.views.pop(0) if len(agent.views) > 1 else agent.views[0])
+
+            def do_POST(self):  # noqa: N802
+                agent.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self._send({"session_id": "s-1", "turn": 2, "iteration": 1, "status": "queued", "position": 1}, 202)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _view(status: str, *messages: tuple[str, str]) -> dict[str, Any]:
+    return {"session_id": "s-1", "status": status, "turn": 1, "iteration": 1, "created_at": 1, "updated_at": 1,
+            "messages": [{"role": role, "content": [{"text": text}]} for role, text in messages]}
+
+
+def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys):
+    answered = [("user", "first"), ("assistant", "first answer")]
+    agent = InboxAgent([
+        _view("idle", *answered),  # joining (--session): idle, so the client sends...
+        # ...but a message from elsewhere got in first: this one is queued behind it.
+        _view("busy", *answered, ("user", "from elsewhere")),
+        _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer")),  # between turns
+        _view("busy", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine")),
+        _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine"),
+              ("assistant", "my answer")),
+    ])
+    try:
+        assert chat(agent.url, "--session", "s-1", "mine") == 0
+    finally:
+        agent.close()
+    out, err = capsys.readouterr()
+    assert out == "my answer\n"  # not the answer of the message queued before it
+    assert "queued (position 1): the agent reads it at its next think" in err
+    assert "message: from elsewhere" in err and "answer to an earlier message: elsewhere answer" in err
+    assert agent.posts == [{"content": "mine", "session_id": "s-1"}] and agent.views == [agent.views[-1]]
 
 
 @pytest.mark.parametrize(("token", "says"), [

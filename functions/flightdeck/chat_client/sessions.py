@@ -124,18 +124,19 @@ class Timeline:
                     self.tools[str(use.get("toolUseId"))] = delegate_of(str(use.get("name", "")))
         self.shown = len(messages)
 
-    def draw(self, messages: list[dict[str, Any]], mine: str | None) -> tuple[list[str], bool]:
-        """Draw messages[self.shown:]; (the answers among them, whether `mine` was among them)."""
+    def draw(self, messages: list[dict[str, Any]], mine: str | None,
+             seen_mine: bool = False) -> tuple[list[tuple[str, bool]], bool]:
+        """Draw messages[self.shown:]: (each answer among them with whether it came after `mine`, whether
+        `mine` has been seen). `mine`: the message just sent, looked for among the user messages."""
         if len(messages) < self.shown:  # the server trimmed the history: start over from what it has
             self.shown = len(messages)
-        answers: list[str] = []
-        seen_mine = False
+        answers: list[tuple[str, bool]] = []
         for message in messages[self.shown:]:
             blocks = _blocks(message)
             if message.get("role") == "assistant":
                 answer = self._think(blocks)
                 if answer is not None:
-                    answers.append(answer)
+                    answers.append((answer, seen_mine))
                 continue
             for block in blocks:
                 result = block.get("toolResult")
@@ -144,8 +145,8 @@ class Timeline:
                     self.console.event(describe_result(who, result), 1)
             text = _text([b for b in blocks if "text" in b])
             if text and not any("toolResult" in b for b in blocks):
-                if mine is not None and not seen_mine and text == mine:
-                    seen_mine = True  # the message just sent, in the session now
+                if mine is not None and not seen_mine and mine in text:
+                    seen_mine = True  # in the session now (an inbox may join several messages into one)
                 else:
                     self.console.event(f"message: {preview(text)}")
         self.shown = len(messages)
@@ -296,14 +297,13 @@ class SessionChat:
         while True:
             view = self._get()
             before = self.timeline.shown
-            drawn, saw = self.timeline.draw(view.messages, mine)
-            seen_mine |= saw
-            for answer in drawn:
-                if accepted is None:  # waiting to send: an answer to an earlier message, drawn, not printed
-                    self.console.event(f"answer to an earlier message: {preview(answer)}", 1)
-                else:
+            drawn, seen_mine = self.timeline.draw(view.messages, mine, seen_mine)
+            for answer, to_mine in drawn:
+                if to_mine:
                     self.console.answer(answer)
-            answers += drawn
+                    answers.append(answer)
+                else:  # an answer to an earlier message (waiting to send, or queued behind it): drawn only
+                    self.console.event(f"answer to an earlier message: {preview(answer)}", 1)
             changed = self.timeline.shown != before or view.status != status
             status = view.status
             self.idle = status == "idle"
