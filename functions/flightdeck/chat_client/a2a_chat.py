@@ -374,7 +374,7 @@ class A2AChat:
             if exc.code == TASK_NOT_FOUND and self.continue_task:
                 self.console.note(f"task {self.continue_task} is gone: the next message starts a new task")
                 self.continue_task = None
-            raise Problem(f"the agent refused the message ({exc.code}: {exc.message})", fatal=False) from None
+            raise Problem(f"the agent answered an error ({exc.code}: {exc.message})", fatal=False) from None
         return self._finish()
 
     def _stream(self, params: dict[str, Any]) -> None:

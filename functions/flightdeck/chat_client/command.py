@@ -68,6 +68,8 @@ def repl(conversation: Conversation, console: "Console", read: Callable[[], str]
                 console.note(HELP.format(ctrl_c=ctrl_c))
             else:
                 conversation.say(text)
+        except KeyboardInterrupt:  # outside a task's own handling (printing an answer, /card)
+            console.note("\n(interrupted; Ctrl-D exits)")
         except Problem as problem:
             console.error(problem.message)
             if problem.fatal:
