@@ -237,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local demo                       # a task for every delegate at once, as a timeline\n"
             "  flightdeck local demo --config examples/three-agents.toml --message \"@critic is this clear?\"\n"
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
-            "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md"
+            "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
+            "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -301,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flightdeck.peers_admin import add_peers_command
 
     add_peers_command(commands)  # flightdeck peers
+    from flightdeck.chat_client.command import add_chat_command
+
+    add_chat_command(commands)  # flightdeck chat
     return parser
 
 

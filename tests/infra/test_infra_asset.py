@@ -17,8 +17,8 @@ is compiled) that this machine may not be able to load:
 Handler modules are written alongside this issue: a missing one fails here, by design.
 
 The asset holds the Lambda code only: the tools (infra.bundling.TOOLS: the local runtime,
-the bench, the CLI, the peers admin) are left out, and no module that is in imports one,
-not even lazily inside a function.
+the bench, the CLI, the peers admin, the chat client) are left out, and no module that is in
+imports one, not even lazily inside a function.
 """
 
 from __future__ import annotations

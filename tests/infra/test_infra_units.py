@@ -146,6 +146,8 @@ def test_asset_hash_follows_package_content_and_settings(tmp_path: Path) -> None
     (pkg / "local").mkdir()
     (pkg / "local" / "tool.py").write_text("y = 2\n")
     (pkg / "cli.py").write_text("z = 3\n")
+    (pkg / "chat_client").mkdir()
+    (pkg / "chat_client" / "command.py").write_text("w = 4\n")
     assert bundling.package_fingerprint(pkg) == after  # tools are not in the asset, nor in its hash
 
 
