@@ -43,10 +43,13 @@ ACCESS: dict[str, Access] = {
     "callback": Access(table=True, send=("turns",), secret=True),
     # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
     "agent_card": Access(),
-    # One think step: delegations to dispatch, the final answer to delivery, a deadline timer.
-    # Local tools run inline and record their results like any other (aggregation.record_and_advance):
+    # One think step, and its outbound calls inline (flightdeck.domain.outbox): it mints the tokens
+    # (secret) and POSTs each delegation with our bearer token for the peer (peer_tokens), POSTs the
+    # final answer back, hands retryable failures to dispatch/delivery and refused answers to the
+    # delivery DLQ; a deadline timer. Local tools run inline and record their results like any other:
     # when the last one completes the turn, the turn worker itself enqueues the next think on turns.
-    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True),
+    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True, secret=True,
+                          peer_tokens=True, peer_urls=True, send_to_dlq=("delivery",)),
     # Mints the token (secret) and POSTs the task to the peer with our bearer token for it (peer_tokens);
     # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
     # queue (kind "a2a_poll").

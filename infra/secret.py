@@ -1,4 +1,4 @@
-"""Secrets: the HMAC key that signs and verifies callback tokens (DESIGN §3), and the bearer
+"""Secrets: the HMAC key that signs and verifies callback tokens (docs/ARCHITECTURE.md §4), and the bearer
 tokens this agent presents to the peers it calls (flightdeck.domain.peers)."""
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ class AgentSpec(BaseModel):
     # services outside this file. An agent of this file that lists us in its `peers` needs no entry:
     # its token for us is taken from there. On AWS: the secret PEER_TOKENS_SECRET_ARN names.
     peer_tokens: dict[str, str] = Field(default_factory=dict)
-    # Extra environment (settings of DESIGN §4) for this agent.
+    # Extra environment (settings: README, Configuration) for this agent.
     env: dict[str, str] = Field(default_factory=dict)
     deploy: DeploySection = Field(default_factory=DeploySection)
     gateway: GatewaySection = Field(default_factory=GatewaySection)

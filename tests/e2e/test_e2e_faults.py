@@ -59,30 +59,31 @@ def run_round_trip(stacks) -> tuple[Runtime, str]:
 
 
 def test_a_missing_permission_is_caught(cloud) -> None:
-    """The dispatch worker's role loses ssm:GetParameter: it cannot find the worker's URL."""
-    template = without_permission(cloud.template("Flightdeck-orchestrator"), "dispatch_worker", "ssm:GetParameter")
+    """The turn and dispatch workers' roles lose ssm:GetParameter: neither the inline dispatch nor
+    its retry can find the worker's URL."""
+    template = without_permission(cloud.template("Flightdeck-orchestrator"), "turn_worker", "ssm:GetParameter")
+    template = without_permission(template, "dispatch_worker", "ssm:GetParameter")
     stacks = deploy(cloud, **{"Flightdeck-orchestrator": template})
     with pytest.raises(HarnessError) as caught:
         run_round_trip(stacks)
     message = str(caught.value)
-    assert ("orchestrator/dispatch_worker: IAM denied ssm:GetParameter on "
+    assert ("orchestrator/turn_worker: IAM denied ssm:GetParameter on "
             "arn:aws:ssm:us-east-1:123456789012:parameter/flightdeck/two-agents/worker/api-url") in message, message
-    assert "orchestrator/dispatch_worker: 1 record(s) failed" in message or "record(s) failed" in message
 
 
 def test_an_environment_variable_naming_a_resource_that_does_not_exist_is_caught(cloud) -> None:
-    """The turn worker's DISPATCH_QUEUE_URL names a queue the stack does not create."""
-    wrong = "https://sqs.us-east-1.amazonaws.com/123456789012/flightdeck-orchestrator-dispatcher"
-    template = with_variable(cloud.template("Flightdeck-orchestrator"), "turn_worker", "DISPATCH_QUEUE_URL", wrong)
+    """The turn worker's TIMERS_QUEUE_URL names a queue the stack does not create."""
+    wrong = "https://sqs.us-east-1.amazonaws.com/123456789012/flightdeck-orchestrator-timerz"
+    template = with_variable(cloud.template("Flightdeck-orchestrator"), "turn_worker", "TIMERS_QUEUE_URL", wrong)
     stacks = deploy(cloud, **{"Flightdeck-orchestrator": template})
     runtime = Runtime(stacks)
-    assert runtime.missing_resources() == [f"orchestrator/turn_worker: DISPATCH_QUEUE_URL={wrong}: no such queue"]
+    assert runtime.missing_resources() == [f"orchestrator/turn_worker: TIMERS_QUEUE_URL={wrong}: no such queue"]
     with pytest.raises(HarnessError) as caught:
         run_round_trip(stacks)
     message = str(caught.value)
-    # IAM answers first, as on AWS: the role may send to the stack's dispatch queue, not to this one.
+    # IAM answers first, as on AWS: the role may send to the stack's timers queue, not to this one.
     assert "orchestrator/turn_worker: IAM denied sqs:SendMessage on arn:aws:sqs:us-east-1:123456789012:" \
-           "flightdeck-orchestrator-dispatcher" in message, message
+           "flightdeck-orchestrator-timerz" in message, message
 
 
 def test_deploy_order_does_not_matter_the_worker_can_come_last(cloud) -> None:

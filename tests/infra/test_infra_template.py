@@ -401,7 +401,10 @@ EXPECTED_REACH = {
     "agent_card": dict(),
     # + turns, beyond the list: local tools complete a turn inside the turn worker
     # (domain.turn_loop -> aggregation.record_and_advance -> queues.send_turn).
-    "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"}),
+    # + secret, peer_tokens, peer_urls, the delivery DLQ: it dispatches and delivers inline
+    # (domain.outbox), the queues being the retry path.
+    "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"},
+                        secret=True, peer_tokens=True, peer_urls=WORKER_URL, send_dlq={"delivery"}),
     # + timers: an A2A peer that does not push is polled on the timers queue.
     # peer_tokens: it presents our bearer token to the peer it dispatches to.
     "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"turns", "timers"},
@@ -457,13 +460,13 @@ def test_callback_cannot_send_to_dispatch(orchestrator_tpl) -> None:
 
 def test_secret_readable_only_by_callback_and_dispatch(orchestrator_tpl) -> None:
     readers = {h for h in topology.HANDLERS if reach(orchestrator_tpl, h).secret}
-    assert readers == {"callback", "dispatch_worker"}
+    assert readers == {"callback", "dispatch_worker", "turn_worker"}
 
 
 def test_peer_tokens_readable_only_by_the_functions_that_call_peers(orchestrator_tpl, planner_tpl) -> None:
     for template in (orchestrator_tpl, planner_tpl):
         readers = {h for h in topology.HANDLERS if reach(template, h).peer_tokens}
-        assert readers == {"dispatch_worker", "deadline_timer"}
+        assert readers == {"dispatch_worker", "deadline_timer", "turn_worker"}
 
 
 def test_peer_tokens_secret_starts_empty_and_is_an_output(orch: Template, orchestrator_tpl) -> None:

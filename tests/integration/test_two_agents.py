@@ -1,6 +1,6 @@
 """Two (and more) agents, each its own processes, handlers, tables and queues on moto, over loopback HTTP.
 
-The whole pipeline of DESIGN §1: chat -> think -> dispatch -> the peer thinks -> delivery ->
+The whole pipeline of ARCHITECTURE §1 (docs/ARCHITECTURE.md): chat -> think -> dispatch -> the peer thinks -> delivery ->
 callback -> aggregation -> next think, plus timeouts, dispatch failures and a callback
 endpoint that is down for a while.
 """

@@ -1,6 +1,6 @@
 """DynamoDB adapter: sessions, messages, reply routes, turn aggregation, results.
 
-One table per agent (flightdeck.topology). Every invariant of DESIGN §2 is a
+One table per agent (flightdeck.topology). Every invariant of docs/ARCHITECTURE.md §2 is a
 condition expression evaluated by DynamoDB, never a read-then-write:
   - a result item is put with attribute_not_exists (first writer wins);
   - a result counts only while its turn is waiting and expects that id, in the

@@ -12,7 +12,6 @@ re-run (a re-sent task is a replay at the peer; a re-sent answer is a duplicate 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, dead_letter, deliver_answers
@@ -21,19 +20,15 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import logger
 
-# Delegations of one think are sent side by side, up to this many at a time.
-PARALLEL_DISPATCHES = 8
-
-
 def dispatch_now(deps: Deps, bodies: list[dict[str, Any]], budget: TimeBudget | None) -> None:
-    """Send each delegation now; queue what must be retried. Never raises for one delegation."""
-    if not bodies:
-        return
-    if len(bodies) == 1:
-        _dispatch_one(deps, bodies[0], budget)
-        return
-    with ThreadPoolExecutor(max_workers=min(PARALLEL_DISPATCHES, len(bodies))) as pool:
-        list(pool.map(lambda body: _dispatch_one(deps, body, budget), bodies))
+    """Send each delegation now, one after the other, each within the invocation's time (what no
+    longer fits goes to the queue); queue what must be retried. Never raises for one delegation.
+
+    Sequential on purpose: the log keys bound for the invocation and the time budget are per
+    thread of execution, and a peer answers a dispatch at once ("pending").
+    """
+    for body in bodies:
+        _dispatch_one(deps, body, budget)
 
 
 def _dispatch_one(deps: Deps, body: dict[str, Any], budget: TimeBudget | None) -> None:
