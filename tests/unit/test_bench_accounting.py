@@ -26,6 +26,19 @@ def test_categories_separate_what_is_billed_per_delegation_from_time_based_overh
     assert category(aws("GetQueueAttributes", svc="sqs", fn=None)) == "setup"
     assert category(aws("Query", fn="sweeper")) == "schedule"
     assert category(inv("sweeper", src="schedule")) == "schedule"
+    # The local gateway's key and usage-plan lookups (API Gateway does them itself on AWS): not per delegation.
+    assert category(aws("GetApiKeys", svc="apigateway", fn=None)) == "control_plane"
+    assert category(aws("GetUsagePlans", svc="apigateway", fn="peer_authorizer")) == "control_plane"
+    assert category(aws("DescribeTable", fn="turn_worker")) == "control_plane"
+
+
+def test_control_plane_calls_are_reported_apart_and_cost_nothing_per_delegation():
+    records = [aws("GetApiKeys", svc="apigateway", fn=None), aws("GetUsagePlans", svc="apigateway", fn=None),
+               aws("GetItem", fn="chat_ingest", consistent=True, bytes=100)]
+    t = Tally.of(records)
+    assert t.aws_requests == {"dynamodb.GetItem": 1}
+    assert t.excluded == {"control_plane": 2}
+    assert "apigateway" not in t.by_service()
 
 
 def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():

@@ -75,7 +75,8 @@ def _round_trip_rows(rt: dict[str, Any]) -> list[list[str]]:
         [f"{label}: API Gateway requests", f"{num(per['api_gateway_requests_total'])}"
          f"{per_delegation(per['api_gateway_requests_total'])}", _named(per["api_gateway_requests"])],
         [f"{label}: not per delegation (excluded)", _named(excluded),
-         "local pollers' empty receives, poller set-up, the scheduled sweeper: time-based"],
+         "local pollers' empty receives, poller set-up, control-plane calls (the local gateway's "
+         "apigateway.GetApiKeys / GetUsagePlans), the scheduled sweeper: time-based, not per delegation"],
     ]
 
 
