@@ -31,7 +31,7 @@ from typing import Any, Callable, TextIO
 
 import requests
 
-from flightdeck.bench import stepfunctions
+from flightdeck.bench import durable, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.dynamo_units import item_size
@@ -512,7 +512,10 @@ class StackRun:
         # A counted turn must not time out (its deadline is short so that its timer fires within the window).
         timed_out = [sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized",
                                                                       session_id=sid)]
-        return {"round_trips": n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
+        # What a durable execution would checkpoint per turn: the turn's conversation, read back after the window.
+        conversation_bytes = [len(json.dumps(self.session(DELEGATOR, sid).get("messages", []), separators=(",", ":"),
+                                             ensure_ascii=False)) for sid, _, _ in trips]
+        return {"round_trips": n, "conversation_bytes": sum(conversation_bytes) / n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
                 "timed_out": len(timed_out),
                 "sessions": [t[0] for t in trips], "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
                 "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)}}
@@ -807,11 +810,14 @@ def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: in
     opts = opts or StackOptions()
     peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=memory_mb(opts, WORKER), agents=[WORKER])
     peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
-    sfn = stepfunctions.model(
+    # The comparison models: the same measured turns, done another way.
+    common: dict[str, Any] = dict(
         delegator=DELEGATOR, records=run_["records"], peer_tally=peer.divided(n), delegations=delegations,
         round_trips=n, sizes=run_["sizes"], memory_mb=memory_mb(opts, DELEGATOR),
-        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices,
-    )
+        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices)
+    sfn = stepfunctions.model(**common)
+    lean = stepfunctions.lean_model(**common)
+    durable_ = durable.model(**common, checkpoint_bytes=run_.get("conversation_bytes", 0.0))
     costs = per.cost(prices)
     return {
         "round_trips": n,
@@ -820,4 +826,6 @@ def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: in
         "per_turn": per.to_dict(prices),
         "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
         "step_functions_variant": sfn,
+        "step_functions_lean_variant": lean,
+        "durable_functions_variant": durable_,
     }
