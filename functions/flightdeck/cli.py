@@ -160,9 +160,16 @@ def local_demo(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from flightdeck.bench import report, runner
+    from flightdeck.bench import compare, report, runner
     from flightdeck.local.stack import StackError
 
+    before = None
+    if args.compare is not None:
+        try:
+            before = json.loads(args.compare.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            _complain(f"bench: --compare {args.compare}: {exc}")
+            return EXIT_USAGE
     roles = None
     if args.config is not None:
         deployment = _load(args.config, args.local_model)
@@ -190,6 +197,8 @@ def bench(args: argparse.Namespace) -> int:
         _complain(f"bench failed: {exc}")
         return EXIT_FAILURE
     print(report.render(result), flush=True)
+    if before is not None:
+        print("\n" + compare.table(before, result), flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -219,6 +228,8 @@ def add_bench_command(commands: Any) -> None:
                      help="sessions sent at once in the load phase, each delegating twice (default 40, --quick 10; "
                      "0: no load phase)")
     sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
+    sub.add_argument("--compare", type=Path, metavar="BEFORE.json",
+                     help="also print a before/after table of the headline figures against an earlier --json result")
     sub.add_argument("--config", type=Path, metavar="FILE",
                      help="measure the round trips with this deployment file's agents: its first agent with "
                      "delegates and its first delegate (their prompts, models, tools, settings, memory), checked "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -172,3 +173,32 @@ def test_the_table_has_conversation_load_and_comparison_rows():
     assert rows[0][1] == "4 delegations/s" and rows[1][1] == "40 of 40 completed, 1 of 80 timed out"
     assert "rejected: 429 2" in rows[1][2]
     assert report._conversation_rows(None) == [] and report._load_rows(None) == []
+
+
+def test_the_before_after_table_compares_data_plane_requests_and_marks_what_one_side_lacks(tmp_path, capsys):
+    from flightdeck.bench import compare
+
+    def result(services, conversation=None):
+        per = {"aws_requests_by_service": services, "aws_requests_by_operation": {"dynamodb.GetItem": services["dynamodb"]},
+               "dynamodb_request_units": {"wru": 4, "gsi_wru": 1, "rru": 2}, "lambda_invocations_total": 8,
+               "api_gateway_requests_total": 3}
+        out = {"command": "flightdeck bench --quick", "date": "d", "machine": {},
+               "round_trip_one": {"per_turn": per, "cost_per_million_delegations_usd": {"total": 62.13}}}
+        if conversation:
+            out["conversation"] = conversation
+        return out
+
+    before = result({"dynamodb": 52, "sqs": 17.3, "apigateway": 1.3})  # control plane counted per round trip then
+    after = result({"dynamodb": 4, "sqs": 2}, {"requests_per_think": {"1": 3, "10": 3, "50": 3}})
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in compare.table(before, after).splitlines()
+            if line.startswith("|")}
+    assert "| 69.3 | 6 |" in rows["1 delegation: data-plane requests per round trip (both agents, timer included)"]
+    assert "| not measured | 3 / 3 / 3 |" in rows["Conversation: requests per think at messages 1 / 10 / 50"]
+    assert "| $62.13 | $62.13 |" in rows["Cost per 1M delegations, 1 per turn (REST front door)"]
+    paths = []
+    for name, data in (("before.json", before), ("after.json", after)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(data))
+    assert compare.main([str(p) for p in paths]) == 0 and "| Measure | Before | After |" in capsys.readouterr().out
+    assert compare.main([]) == 2
+    assert cli.main(["bench", "--quick", "--compare", str(tmp_path / "missing.json")]) == cli.EXIT_USAGE
