@@ -122,7 +122,22 @@ def test_the_sweep_completes_then_its_send_fails_and_the_next_sweep_recovers(orc
 
 
 def test_dispatch_failed_completes_then_the_send_fails_and_the_sweep_recovers(aws, monkeypatch):
-    # The worker is not in the allowlist: the dispatch fails at once and completes the turn.
+    # The worker is not in the allowlist: the inline dispatch fails at once and completes the turn.
+    agent = make_agent(monkeypatch, allow="orchestrator:http://127.0.0.1:9")
+    sid = new_session_id()
+    assert agent.api("chat_post", body={"session_id": sid, "content": "@worker do it"})[0] == 202
+    failed = fail_next_think_send(monkeypatch)
+    agent.run_queue("turns")
+    assert failed["failed"] == 1 and agent.bodies("turns") == []
+    # Even with no dispatch retry (the inline step handed it to the queue), the sweep is its owner.
+    body = sweep_until_idle(agent, sid)
+    assert "dispatch_failed" in final_text(body) or "failed" in final_text(body)
+
+
+def test_queued_dispatch_failed_then_the_send_fails_and_the_sweep_recovers(aws, monkeypatch):
+    from tests.support.harness import hand_outbound_to_queues
+
+    hand_outbound_to_queues(monkeypatch)  # the dispatch worker is the one that fails it
     agent = make_agent(monkeypatch, allow="orchestrator:http://127.0.0.1:9")
     sid = new_session_id()
     assert agent.api("chat_post", body={"session_id": sid, "content": "@worker do it"})[0] == 202
@@ -131,7 +146,7 @@ def test_dispatch_failed_completes_then_the_send_fails_and_the_sweep_recovers(aw
     resp = agent.run_queue("dispatch")
     assert failed["failed"] == 1 and len(resp["batchItemFailures"]) == 1
     # Its redelivery sees the turn complete and skips: only the owed-think mark is left.
-    assert agent.run_queue("dispatch", agent.receive("dispatch") or None) is not None
+    agent.run_queue("dispatch", agent.receive("dispatch"))
     body = sweep_until_idle(agent, sid)
     assert "dispatch_failed" in final_text(body) or "failed" in final_text(body)
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.support.harness import make_agent, new_session_id
+from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.relay import AgentRelay
 
 
@@ -64,14 +64,11 @@ def test_a_dispatch_whose_answer_was_lost_is_replayed_and_the_delegation_complet
     _, to_worker = relays
     sid = new_session_id()
     assert orchestrator.api("chat_post", body={"session_id": sid, "content": "@worker count the moons"})[0] == 202
-    orchestrator.run_queue("turns")
-
     to_worker.lose_answers = 1  # the worker takes the task; its 202 is lost on the way back
+    orchestrator.run_queue("turns")  # the think dispatches inline: a 504, so the task goes to the retry queue
     [dispatch] = orchestrator.receive("dispatch")
-    assert len(orchestrator.run_queue("dispatch", [dispatch])["batchItemFailures"]) == 1  # a 504: retried
-    clock_ahead(monkeypatch, 2.5)  # after the backoff, in another second
-    visible_now(orchestrator, "dispatch", dispatch)
-    assert orchestrator.run_queue("dispatch") == {"batchItemFailures": []}
+    assert json.loads(dispatch["Body"])["prior_attempts"] == 1
+    assert orchestrator.run_queue("dispatch", [dispatch]) == {"batchItemFailures": []}
 
     first, retry = to_worker.exchanges
     assert (first.status, first.sent_status) == (202, 504)
@@ -80,8 +77,8 @@ def test_a_dispatch_whose_answer_was_lost_is_replayed_and_the_delegation_complet
 
     peer_sid = json.loads(first.body)["session_id"]
     with worker.acting():
-        worker.run_queue("turns")  # the worker thinks once...
-        assert worker.run_queue("delivery") == {"batchItemFailures": []}  # ...and its answer goes back
+        worker.run_queue("turns")  # the worker thinks once, and its answer goes back inline
+        assert worker.receive("delivery") == []
         assert worker.receive("turns") == []
         meta = worker.item(f"S#{peer_sid}", "META")
         assert (meta["turn"], meta["msg_count"], meta["status"]) == (1, 1, "idle")  # one task, one think
@@ -129,7 +126,8 @@ def test_a_dispatch_message_from_before_issued_ms_still_mints_one_token_for_all_
 # --- defect 5 (issue 12): a batch refused for its size is split, not dropped ----------------------
 
 
-def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays):
+def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays, monkeypatch):
+    hand_outbound_to_queues(monkeypatch)  # the seven answers meet in one delivery batch
     orchestrator, worker = pair
     to_orchestrator, _ = relays
     sid = new_session_id()

@@ -5,8 +5,14 @@ import time
 
 import pytest
 
-from tests.support.harness import make_agent, new_session_id
+from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
+
+
+@pytest.fixture(autouse=True)
+def _outbound_through_the_queues(monkeypatch):
+    # These tests drive the dispatch and delivery workers: the turn worker queues everything.
+    hand_outbound_to_queues(monkeypatch)
 
 
 @pytest.fixture

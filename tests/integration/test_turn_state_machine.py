@@ -25,6 +25,7 @@ from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
 from flightdeck.domain.turn_loop import run_turn
 from flightdeck.local.resources import create_agent_resources
 from flightdeck.settings import Settings
+from tests.support.harness import hand_outbound_to_queues
 
 TIMEOUT_MS = 10_000
 
@@ -219,7 +220,9 @@ class TurnMachine(RuleBasedStateMachine):
         assert self.next_thinks == 0 or self.completions == 1
 
 
-def test_turn_state_machine(world):
+def test_turn_state_machine(world, monkeypatch):
+    # The delegations are in flight (their results come from the rules): dispatches go to the queue.
+    hand_outbound_to_queues(monkeypatch)
     TurnMachine.res = world
     machine = TurnMachine.TestCase
     machine.settings = settings(max_examples=30, stateful_step_count=12, deadline=None,

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from flightdeck.local.invocation import LocalLambdaContext
-from tests.support.harness import make_agent, new_session_id
+from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
 
 BATCH = 10
@@ -22,6 +22,12 @@ BATCH = 10
 # peer after the reserve (flightdeck.domain.time_budget.RESERVE_MS, MIN_CALL_MS).
 BUDGET_S = 3.2
 SLOW_S = 0.4
+
+
+@pytest.fixture(autouse=True)
+def _outbound_through_the_queues(monkeypatch):
+    # These tests drive the dispatch and delivery workers: the turn worker queues everything.
+    hand_outbound_to_queues(monkeypatch)
 
 
 @pytest.fixture

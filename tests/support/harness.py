@@ -228,3 +228,13 @@ def make_agent(monkeypatch, name: str = "orchestrator", *, delegates: list[str] 
 
 def new_session_id() -> str:
     return f"s-{uuid.uuid4()}"
+
+
+def hand_outbound_to_queues(monkeypatch) -> None:
+    """The turn worker's inline dispatch and delivery do not happen (as when it has no time left):
+    every delegation and answer goes to its queue, for tests that drive those workers themselves."""
+    from flightdeck.domain import turn_loop
+
+    monkeypatch.setattr(turn_loop, "dispatch_now",
+                        lambda deps, bodies, budget: [deps.queues.send_dispatch(b) for b in bodies])
+    monkeypatch.setattr(turn_loop, "deliver_now", lambda deps, body, budget: deps.queues.send_delivery(body))

@@ -41,6 +41,8 @@ class DispatchMessage(BaseModel):
     # attempt's clock, so every attempt sends the same bytes and the peer can tell a retry from a
     # new task (it answers "replayed"). Messages without it: the deadline minus the tool timeout.
     issued_ms: int | None = None
+    # Attempts made before this message was queued (the turn worker's inline one: flightdeck.domain.outbox).
+    prior_attempts: int = Field(0, ge=0)
 
     def issued_at_ms(self, async_tool_timeout_ms: int) -> int:
         return self.issued_ms if self.issued_ms is not None else self.deadline_ms - async_tool_timeout_ms

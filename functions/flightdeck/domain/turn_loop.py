@@ -15,7 +15,9 @@ from flightdeck.domain import local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_tool_spec, error_reply
+from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.records import ResultSource, Session, ToolResult, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
@@ -43,12 +45,14 @@ class ThinkRetry(Exception):
 MAX_REPLY_BYTES = 180_000
 
 
-def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1) -> str:
+def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1,
+             budget: TimeBudget | None = None) -> str:
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error.
 
     attempt: the delivery attempt of this think (SQS receive count). A retryable model error
     below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
     the turn ends with an error answer, so the session is released and the caller is told.
+    budget: the invocation's time, for the dispatches and the delivery it runs inline.
     """
     store, s = deps.store, deps.settings
     session = store.get_session(session_id)
@@ -73,16 +77,16 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     reply = ModelReply.model_validate(iteration.reply)
     store.append_message(session_id, reply.message, turn, s.session_retention_ms)
     if reply.error:
-        _end_turn(deps, session, turn, reply.text, traceparent, status="error")
+        _end_turn(deps, session, turn, reply.text, traceparent, budget, status="error")
         outcome = "error"
     elif (reply.stop_reason == "tool_use" and reply.tool_uses and a2a_session
           and a2a_tasks.stop_if_canceled(deps, session_id, turn)):
         outcome = "canceled"  # canceled while the model thought: its tool calls are not started
     elif reply.stop_reason == "tool_use" and reply.tool_uses:
-        _start_tools(deps, session_id, turn, reply.tool_uses, traceparent)
+        _start_tools(deps, session_id, turn, reply.tool_uses, traceparent, budget)
         outcome = "tool_use"
     else:
-        _end_turn(deps, session, turn, reply.text, traceparent)
+        _end_turn(deps, session, turn, reply.text, traceparent, budget)
         outcome = "end_turn"
     return outcome
 
@@ -116,7 +120,8 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int) -> ModelRep
     return reply
 
 
-def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, Any]], traceparent: str) -> None:
+def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, Any]], traceparent: str,
+                 budget: TimeBudget | None) -> None:
     s, store = deps.settings, deps.store
     uses = uses[:HARD_MAX_TOOLS_PER_TURN]
     ids = [u["toolUseId"] for u in uses]
@@ -133,6 +138,7 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         agg = store.get_turn(session_id, turn)
         deadline_ms = agg.deadline_ms if agg else deadline_ms
     agent = s.agent
+    dispatches: list[dict[str, Any]] = []
     for use in refused:
         record_and_advance(deps, session_id, turn, error_result(
             use["toolUseId"], "too_many_tools", ResultSource.LOCAL,
@@ -143,7 +149,7 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         delegate = agent.delegate_for_tool(name)
         if delegate is not None:
             timeline("tool_use", f"delegating to {delegate.agent}: {str(args.get('task', ''))[:80]}", **ids_log)
-            deps.queues.send_dispatch({
+            dispatches.append({
                 "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id, "tool_name": name,
                 "task": str(args.get("task", "")), "total_tools": len(ids), "deadline_ms": deadline_ms,
                 "traceparent": child_traceparent(traceparent), "issued_ms": deadline_ms - s.async_tool_timeout_ms,
@@ -156,17 +162,19 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
             result = error_result(tool_use_id, "unknown_tool", ResultSource.LOCAL, f"no tool named {name!r}")
         count("LocalToolRuns")
         record_and_advance(deps, session_id, turn, result, by="local")
+    dispatch_now(deps, dispatches, budget)
 
 
-def _end_turn(deps: Deps, session: Session, turn: int, answer: str, traceparent: str, status: str = "success") -> None:
+def _end_turn(deps: Deps, session: Session, turn: int, answer: str, traceparent: str, budget: TimeBudget | None,
+              status: str = "success") -> None:
     store, session_id, route = deps.store, session.session_id, session.route
     if route is not None and route.status == "active" and route.expires_at > store.now_ms() // 1000:
         # The delivery message carries all delivery needs, so the route retires here.
-        deps.queues.send_delivery({
+        deliver_now(deps, {
             "session_id": session_id, "callback_service": route.callback_service,
             "bearer_token": route.bearer_token, "result": answer, "traceparent": traceparent,
             "created_ms": store.now_ms(), "status": status,
-        })
+        }, budget)
         store.retire_route(session_id)
         timeline("answer_ready", f"answer ready for {route.callback_service}", session_id=session_id, turn=turn)
     else:

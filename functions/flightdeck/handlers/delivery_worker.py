@@ -40,8 +40,10 @@ def handler(event: dict, context) -> dict:
             if isinstance(body, dict) and body.get("kind") == PUSH_KIND:
                 pushes.append((record, PushDelivery.model_validate(body)))
             else:
-                answers.append(Pending(record.message_id, DeliveryMessage.model_validate(body), attempt_of(record),
-                                       first_sent_ms(record)))
+                message = DeliveryMessage.model_validate(body)
+                # The retry budget counts from the first attempt, inline in the turn worker when it was.
+                first = min(message.created_ms or first_sent_ms(record), first_sent_ms(record) or message.created_ms)
+                answers.append(Pending(record.message_id, message, attempt_of(record), first))
         except ValueError as exc:  # not JSON, or not a delivery (pydantic's ValidationError is a ValueError)
             outcomes[record.message_id] = DeliveryOutcome(DeliveryStatus.DEAD, detail=f"malformed message: {exc}"[:500])
     # Answers for the same service share one request, so the whole batch is planned first...

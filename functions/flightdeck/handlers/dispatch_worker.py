@@ -22,7 +22,7 @@ def handler(event: dict, context) -> dict:
     def _record(record: SQSRecord) -> str:
         message = DispatchMessage.model_validate_json(record.body)
         bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
-        outcome = dispatch_delegation(d, message, attempt_of(record), budget)
+        outcome = dispatch_delegation(d, message, message.prior_attempts + attempt_of(record), budget)
         if outcome.status is DispatchStatus.RETRY:
             retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
         return outcome.status.value
