@@ -7,9 +7,12 @@ from typing import Any
 
 HOP_DESCRIPTIONS = {
     "ingest_and_think": "delegator: POST /api/chat -> turns queue (FIFO) -> think -> tool_use",
-    "dispatch_to_peer": "dispatch queue -> dispatch fn -> HTTP -> worker's /api/chat",
-    "peer_turn": "worker: turns queue -> think -> answer_ready",
-    "delivery_and_callback": "delivery queue -> delivery fn -> HTTP -> delegator's callback recorded",
+    "dispatch_to_peer": "delegator tool_use -> HTTP -> worker's /api/chat (inline in the turn worker, or through the "
+                        "dispatch queue and function)",
+    "peer_turn": "worker: turns queue -> think -> answer_ready (only where answer_ready is logged before the delivery)",
+    "delivery_and_callback": "worker answer_ready -> HTTP -> delegator's callback recorded (only where answer_ready is "
+                             "logged before the delivery)",
+    "peer_turn_and_delivery": "worker: turns queue -> think -> its answer sent -> delegator's callback recorded",
     "resume_and_answer": "turn complete -> turns queue -> think -> final_answer",
     "total_logged": "delegator chat_received -> final_answer (log timestamps)",
 }
@@ -223,7 +226,8 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     client = lat["client_round_trip"]
     rows.append(["Local round trip, 1 delegation (moto, 0 ms think)", f"p50 {num(client['p50'])} ms, p95 {num(client['p95'])} ms",
                  f"client POST -> final answer seen, {client['n']} turns; local only, moto-bound"])
-    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "resume_and_answer"):
+    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "peer_turn_and_delivery",
+                "resume_and_answer"):
         if hop in lat:
             rows.append([f"... hop {hop}", f"p50 {num(lat[hop]['p50'])} ms, p95 {num(lat[hop]['p95'])} ms",
                          HOP_DESCRIPTIONS[hop]])

@@ -729,6 +729,8 @@ HOPS = (
     ("dispatch_to_peer", (DELEGATOR, "tool_use"), (WORKER, "chat_received")),
     ("peer_turn", (WORKER, "chat_received"), (WORKER, "answer_ready")),
     ("delivery_and_callback", (WORKER, "answer_ready"), (DELEGATOR, "callback_accepted")),
+    # Whatever order the worker logs answer_ready and sends its answer in: its turn and the delivery together.
+    ("peer_turn_and_delivery", (WORKER, "chat_received"), (DELEGATOR, "callback_accepted")),
     ("resume_and_answer", (DELEGATOR, "callback_accepted"), (DELEGATOR, "final_answer")),
 )
 
@@ -736,6 +738,7 @@ HOPS = (
 def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
     """Per hop, from the agents' timeline timestamps (millisecond resolution, one clock)."""
     per_hop: dict[str, list[float]] = defaultdict(list)
+    out_of_order: Counter = Counter()
     for sid in sessions:
         [dispatched] = timeline.find(DELEGATOR, timeline="dispatched", session_id=sid)[:1] or [None]
         if dispatched is None:
@@ -748,8 +751,13 @@ def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
 
         for name, a, b in HOPS:
             ta, tb = at(*a), at(*b)
+            # A negative span: the two events are not logged in this order (e.g. answer_ready after an inline
+            # delivery): not a hop of this code base, counted apart.
             if ta is not None and tb is not None:
-                per_hop[name].append((tb - ta) * 1000)
+                if tb >= ta:
+                    per_hop[name].append((tb - ta) * 1000)
+                else:
+                    out_of_order[name] += 1
         first, last = at(DELEGATOR, "chat_received"), at(DELEGATOR, "final_answer")
         if first is not None and last is not None:
             per_hop["total_logged"].append((last - first) * 1000)
@@ -757,7 +765,10 @@ def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
         peer_in = at(WORKER, "chat_received")
         if peer_in is not None:
             per_hop["dispatch_ack_after_peer_accepted"].append((acked - peer_in) * 1000)
-    return {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+    out: dict[str, Any] = {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+    if out_of_order:
+        out["events_out_of_order"] = dict(out_of_order)
+    return out
 
 
 def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
