@@ -160,9 +160,16 @@ def local_demo(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from flightdeck.bench import report, runner
+    from flightdeck.bench import compare, report, runner
     from flightdeck.local.stack import StackError
 
+    before = None
+    if args.compare is not None:
+        try:
+            before = json.loads(args.compare.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            _complain(f"bench: --compare {args.compare}: {exc}")
+            return EXIT_USAGE
     roles = None
     if args.config is not None:
         deployment = _load(args.config, args.local_model)
@@ -175,7 +182,8 @@ def bench(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     try:
         opts = runner.options(args.quick, iterations=args.iterations, callbacks=args.callbacks,
-                              timeout_turns=args.timeout_turns, open_turns=args.open_turns, roles=roles)
+                              timeout_turns=args.timeout_turns, open_turns=args.open_turns, roles=roles,
+                              load_sessions=args.load_sessions)
         runner.validate(opts)
     except ValueError as exc:
         _complain(f"bench: {exc}")
@@ -189,6 +197,8 @@ def bench(args: argparse.Namespace) -> int:
         _complain(f"bench failed: {exc}")
         return EXIT_FAILURE
     print(report.render(result), flush=True)
+    if before is not None:
+        print("\n" + compare.table(before, result), flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -199,10 +209,13 @@ def bench(args: argparse.Namespace) -> int:
 def add_bench_command(commands: Any) -> None:
     sub = commands.add_parser(
         "bench",
-        help="measure cost per delegation, callback throughput, timeout precision, sweep cost, cold start",
+        help="measure cost per delegation, per-think cost over a conversation, load, callback throughput, timeout "
+        "precision, sweep cost, cold start",
         description="Run the agents on the local stack (moto), count what a delegation asks of AWS and price "
-        "it, measure callback throughput, timeout lateness, sweep reads and handler import time; print one "
-        "table (Markdown). Local seconds are moto-bound: read counts and ratios. See docs/PERFORMANCE.md.",
+        "it (against Step Functions and Lambda durable functions models), count a think's requests and units "
+        "over a 50-message conversation, run many sessions at once on the example deployment, measure callback "
+        "throughput, timeout lateness, sweep reads and handler import time; print one table (Markdown). Local "
+        "seconds are moto-bound: read counts and ratios. See docs/PERFORMANCE.md.",
     )
     sub.add_argument("--quick", action="store_true",
                      help="few iterations, 1,000 open turns instead of 10,000 (what CI runs, ~1 min)")
@@ -211,7 +224,12 @@ def add_bench_command(commands: Any) -> None:
     sub.add_argument("--callbacks", type=int, metavar="N", help="callbacks per mode (single, batch)")
     sub.add_argument("--timeout-turns", type=int, metavar="N", help="turns left to time out")
     sub.add_argument("--open-turns", type=int, metavar="N", help="open turns seeded for the sweep")
+    sub.add_argument("--load-sessions", type=int, metavar="N",
+                     help="sessions sent at once in the load phase, each delegating twice (default 40, --quick 10; "
+                     "0: no load phase)")
     sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
+    sub.add_argument("--compare", type=Path, metavar="BEFORE.json",
+                     help="also print a before/after table of the headline figures against an earlier --json result")
     sub.add_argument("--config", type=Path, metavar="FILE",
                      help="measure the round trips with this deployment file's agents: its first agent with "
                      "delegates and its first delegate (their prompts, models, tools, settings, memory), checked "

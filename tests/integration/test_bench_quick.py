@@ -3,7 +3,9 @@
 Never a timed test: nothing here compares a duration with a threshold. It checks
 that every figure is there, counts are positive, ratios are finite, and a few
 facts the design fixes (three API Gateway requests per one-delegation round trip,
-a sweep that reads only the overdue turns, 6 + k state transitions).
+a sweep that reads only the overdue turns, 6 + k state transitions), and that the
+sections agree with each other (a conversation of one think per message, a load
+whose delegations add up).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def test_prints_one_markdown_table_with_every_measure(result):
     assert len(table) == len(result["table"]) + 1  # header separator
     text = result["_stdout"]
     for measure in ("AWS requests per turn", "Cost per 1M delegations", "Step Functions", "Callback throughput",
-                    "Timeout lateness", "Sweep: items read", "Cold start proxy", "Local round trip"):
+                    "Timeout lateness", "Sweep: items read", "Cold start proxy", "Local round trip",
+                    "Step Functions leanest", "Lambda durable functions", "Conversation: AWS requests per think",
+                    "Conversation: DynamoDB read units", "Load: "):
         assert measure in text
 
 
@@ -55,11 +59,24 @@ def test_round_trips_are_counted_by_service_and_priced(result):
         assert finite_positive(per["dynamodb_request_units"]["wru"]) and finite_positive(per["dynamodb_request_units"]["rru"])
         assert finite_positive(per["log_bytes"]) and finite_positive(per["lambda_gb_seconds_local_proxy"])
         assert "empty_receive" in per["excluded_from_cost"]  # polling overhead, counted apart
+        # The local gateway's API Gateway lookups are control plane: never per delegation.
+        assert "apigateway" not in per["aws_requests_by_service"]
+        assert not [op for op in per["aws_requests_by_operation"] if op.split(".")[1].startswith(("GetApiKeys", "GetUsagePlans"))]
         costs = rt["cost_per_million_delegations_usd"]
         assert all(math.isfinite(v) and v >= 0 for v in costs.values()) and finite_positive(costs["total"])
         sfn = rt["step_functions_variant"]
         assert sfn["state_transitions_per_turn"] == 6 + k
         assert finite_positive(sfn["cost_per_million_delegations_usd"]["step_functions"])
+        lean = rt["step_functions_lean_variant"]
+        assert lean["state_transitions_per_turn"] == k
+        dur = rt["durable_functions_variant"]
+        assert dur["durable_operations_per_turn"] == 3 + 2 * k and dur["durable_invocations_per_turn"] == 1 + k
+        assert finite_positive(dur["checkpoint_bytes_per_turn"]) and dur["assumed_prices"]
+        for variant in (sfn, lean, dur):
+            total = variant["cost_per_million_delegations_usd"]
+            assert finite_positive(total["total"]) and all(math.isfinite(v) and v >= 0 for v in total.values())
+        # What the lean variant drops is gone from its counts: no timer invocations on the delegator.
+        assert not [f for f in lean["delegator_side"]["lambda_invocations"] if f.endswith("/deadline_timer")]
     # chat to the delegator, the task to the worker, the answer back: always three requests
     assert result["round_trip_one"]["per_turn"]["api_gateway_requests_total"] == 3
 
@@ -90,6 +107,49 @@ def test_timeouts_sweep_and_cold_start_have_their_figures(result):
 
 def test_local_latency_is_broken_down_by_hop(result):
     lat = result["latency_one_delegation_ms"]
-    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "resume_and_answer",
+    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn_and_delivery", "resume_and_answer",
                 "client_round_trip"):
         assert lat[hop]["n"] >= 1 and math.isfinite(lat[hop]["p50"]) and math.isfinite(lat[hop]["p95"])
+    # The split of the worker's part depends on the order it logs answer_ready and delivers: each turn either
+    # gives a non-negative span or is counted out of order, never a negative hop.
+    turns = lat["client_round_trip"]["n"]
+    for hop in ("peer_turn", "delivery_and_callback"):
+        measured = lat.get(hop, {}).get("n", 0)
+        assert measured + lat.get("events_out_of_order", {}).get(hop, 0) == turns
+        assert measured == 0 or lat[hop]["min"] >= 0
+
+
+def test_conversation_counts_one_think_per_message_at_1_10_and_50(result):
+    conv = result["conversation"]
+    assert conv["measured_at"] == [1, 10, 50]
+    for figure in ("requests_per_think", "read_units_per_think", "write_units_per_think", "requests_per_message",
+                   "history_bytes", "thinks"):
+        assert list(conv[figure]) == ["1", "10", "50"]
+        assert all(finite_positive(v) for v in conv[figure].values())
+    assert set(conv["thinks"].values()) == {1}  # no message delegates: one think each
+    # a whole message costs more than its think; the model is given more at every message
+    assert all(conv["requests_per_message"][k] > conv["requests_per_think"][k] for k in conv["thinks"])
+    assert conv["history_bytes"]["1"] < conv["history_bytes"]["10"] < conv["history_bytes"]["50"]
+    assert math.isfinite(conv["requests_growth_last_to_first"]) and math.isfinite(conv["read_units_growth_last_to_first"])
+
+
+def test_load_sessions_and_their_delegations_add_up(result):
+    load = result["load"]
+    assert load["sessions"] == result["options"]["load_sessions"] >= 1
+    assert load["delegations_per_session"] == 2 and load["delegator"] == "orchestrator"
+    assert load["sessions_accepted"] + sum(load["rejected_by_status"].values()) == load["sessions"]
+    assert 0 <= load["sessions_with_every_answer"] <= load["sessions_completed"] <= load["sessions_accepted"]
+    outcomes = load["delegations_answered"] + load["timed_out"] + load["delegations_failed"]
+    assert outcomes <= 2 * load["sessions_accepted"]
+    if load["sessions_completed"] == load["sessions_accepted"]:
+        assert outcomes == 2 * load["sessions_accepted"]  # every delegation of a finished session has a result
+    assert isinstance(load["timed_out"], int) and load["timed_out"] >= 0
+    assert finite_positive(load["delegations_per_s"]) and finite_positive(load["wall_s"])
+    assert finite_positive(load["moto_requests_per_s"])
+
+
+def test_cold_start_ratio_range_spans_the_handlers(result):
+    cold = result["cold_start"]
+    low, high = cold["ratio_range"]
+    ratios = [h["ratio_to_boto3"] for h in cold["handlers"].values()]
+    assert (low, high) == (min(ratios), max(ratios)) and finite_positive(low) and low <= high

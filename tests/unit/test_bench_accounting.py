@@ -26,6 +26,19 @@ def test_categories_separate_what_is_billed_per_delegation_from_time_based_overh
     assert category(aws("GetQueueAttributes", svc="sqs", fn=None)) == "setup"
     assert category(aws("Query", fn="sweeper")) == "schedule"
     assert category(inv("sweeper", src="schedule")) == "schedule"
+    # The local gateway's key and usage-plan lookups (API Gateway does them itself on AWS): not per delegation.
+    assert category(aws("GetApiKeys", svc="apigateway", fn=None)) == "control_plane"
+    assert category(aws("GetUsagePlans", svc="apigateway", fn="peer_authorizer")) == "control_plane"
+    assert category(aws("DescribeTable", fn="turn_worker")) == "control_plane"
+
+
+def test_control_plane_calls_are_reported_apart_and_cost_nothing_per_delegation():
+    records = [aws("GetApiKeys", svc="apigateway", fn=None), aws("GetUsagePlans", svc="apigateway", fn=None),
+               aws("GetItem", fn="chat_ingest", consistent=True, bytes=100)]
+    t = Tally.of(records)
+    assert t.aws_requests == {"dynamodb.GetItem": 1}
+    assert t.excluded == {"control_plane": 2}
+    assert "apigateway" not in t.by_service()
 
 
 def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():
@@ -143,3 +156,73 @@ def test_a_new_session_costs_one_write_in_the_keys_only_sessions_index():
                                        "txn": False, "leaves_index": False, "requires_open": False}])
     t = Tally.of([new, later], sizes={("t", "S#1", "META"): 3000})
     assert t.dynamodb["gsi_wru"] == 1  # keys only, whatever the item's size; its updates never write there
+
+
+def test_the_price_table_records_durable_function_prices_and_marks_the_assumed_ones():
+    table = prices.load()
+    assert table.durable_operation == pytest.approx(8e-6)
+    assert set(table.assumed) == {"lambda_durable_data_written_per_gb", "lambda_durable_data_retained_per_gb_month"}
+    assert "lambda_durable" in table.raw["sources"]
+    assert all("ASSUMPTION" in table.raw["notes"][name] for name in table.assumed)
+    with pytest.raises(ValueError, match="assumed"):
+        prices.parse({**table.raw, "assumed": ["no_such_price"]})
+
+
+def _delegator_turn(agent="A"):
+    """One measured one-delegation turn of the delegator A, as the counter records it."""
+    return [
+        inv("chat_ingest", agent=agent, src="http", route="POST /api/chat", ms=5.0),
+        aws("TransactWriteItems", agent=agent, fn="chat_ingest", writes=[]),
+        aws("SendMessage", svc="sqs", agent=agent, fn="chat_ingest", queue=f"{agent}-turns.fifo"),
+        inv("turn_worker", agent=agent, ms=20.0), inv("turn_worker", agent=agent, ms=30.0),
+        aws("Query", agent=agent, fn="turn_worker", consistent=True, bytes=10),
+        aws("SendMessage", svc="sqs", agent=agent, fn="turn_worker", queue=f"{agent}-dispatch"),
+        aws("SendMessage", svc="sqs", agent=agent, fn="turn_worker", queue=f"{agent}-timers"),
+        aws("ReceiveMessage", svc="sqs", agent=agent, fn=None, queue=f"{agent}-dispatch", n=1),
+        aws("DeleteMessageBatch", svc="sqs", agent=agent, fn=None, queue=f"{agent}-dispatch"),
+        aws("ReceiveMessage", svc="sqs", agent=agent, fn=None, queue=f"{agent}-turns.fifo", n=1),
+        inv("dispatch_worker", agent=agent, ms=50.0),
+        inv("callback", agent=agent, src="http", route="POST /api/tools/response", ms=4.0),
+        aws("TransactWriteItems", agent=agent, fn="callback", writes=[]),
+        inv("deadline_timer", agent=agent), aws("GetItem", agent=agent, fn="deadline_timer", consistent=True, bytes=10),
+    ]
+
+
+def test_the_lean_step_functions_model_drops_the_dispatch_and_timer_paths_and_keeps_the_rest():
+    assert stepfunctions.lean_transitions(1) == 1 and stepfunctions.lean_transitions(5) == 5
+    assert stepfunctions.lean_transitions(2, timed_out=1) == 3
+    out = stepfunctions.lean_model(delegator="A", records=_delegator_turn(), peer_tally=Tally(), delegations=1,
+                                   round_trips=1, sizes={}, memory_mb=512, log_bytes_delegator=0, prices=prices.load())
+    side = out["delegator_side"]
+    assert "A/deadline_timer" not in side["lambda_invocations"]
+    assert side["lambda_invocations"] == {"A/turn_worker": 2, "A/chat_ingest": 1, "A/dispatch_worker": 1, "A/callback": 1}
+    ops = side["aws_requests_by_operation"]
+    # the turns queue stays (thinks are outside the state machine); dispatch and timers queues go
+    assert ops["sqs.SendMessage"] == 1 and ops["sqs.ReceiveMessage"] == 1 and "sqs.DeleteMessageBatch" not in ops
+    assert "dynamodb.GetItem" not in ops and ops["dynamodb.TransactWriteItems"] == 2 and ops["dynamodb.Query"] == 1
+    assert ops["states.StartExecution"] == 1 and ops["states.SendTaskSuccess"] == 1
+    assert out["cost_per_million_delegations_usd"]["step_functions"] == 25.0
+
+
+def test_the_durable_functions_model_counts_operations_invocations_and_checkpoint_data():
+    from flightdeck.bench import durable
+
+    assert durable.operations(1) == 5 and durable.operations(5) == 13
+    assert durable.invocations(1) == 2 and durable.invocations(5) == 6
+    table = prices.load()
+    out = durable.model(delegator="A", records=_delegator_turn(), peer_tally=Tally(), delegations=1, round_trips=1,
+                        sizes={}, memory_mb=512, log_bytes_delegator=0, checkpoint_bytes=1024**3, prices=table)
+    side = out["delegator_side"]
+    # the durable function stands for the thinks and the dispatch: 2 invocations, their measured durations
+    assert side["lambda_invocations"] == {"A/durable_turn": 2, "A/chat_ingest": 1, "A/callback": 1}
+    assert side["handler_ms_local"]["A/durable_turn"] == pytest.approx(100.0)
+    ops = side["aws_requests_by_operation"]
+    assert not any(name.startswith("sqs.") for name in ops)  # no queues on the delegator
+    assert ops["dynamodb.TransactWriteItems"] == 1  # chat-ingest's; the callback's is gone
+    assert ops["dynamodb.UpdateItem"] == 1 and ops["lambda.SendDurableExecutionCallbackSuccess"] == 1
+    costs = out["cost_per_turn_usd"]
+    assert costs["durable_operations"] == pytest.approx(5 * 8e-6)
+    # 1 GB written once and kept 14 of 30 days, at the (assumed) prices
+    assert costs["durable_data"] == pytest.approx(0.25 + 0.15 * 14 / 30)
+    assert set(out["assumed_prices"]) == set(table.assumed)
+    assert costs["total"] == pytest.approx(sum(v for k, v in costs.items() if k != "total"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -104,3 +105,100 @@ def test_bench_config_needs_a_pair_and_the_local_model(tmp_path):
     with pytest.raises(ValueError, match="no agent delegates"):
         runner.roles_from(config_file.load(lonely), str(lonely))
     assert cli.main(["bench", "--quick", "--config", str(lonely)]) == cli.EXIT_USAGE
+
+
+def test_a_load_session_delegates_twice_with_two_delegates_or_one():
+    from flightdeck.adapters.models import tool_specs
+    from flightdeck.bench import load
+    from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
+    from flightdeck.domain.local_model import LocalModel
+
+    agent = AgentDefinition(name="orchestrator", model=ModelConfig(),
+                            delegates=[DelegateTool(agent="researcher"), DelegateTool(agent="critic")])
+    model = LocalModel(agent.model, agent, sleep=lambda s: None)
+    for delegates, tools in ((("researcher", "critic"), ["ask_researcher", "ask_critic"]),
+                             (("researcher",), ["ask_researcher", "ask_researcher"])):
+        message = {"role": "user", "content": [{"text": load.task(delegates, 7)}]}
+        reply = model.converse(system="", messages=[message], tools=tool_specs(agent))
+        assert [use["name"] for use in reply.tool_uses] == tools
+        assert all("session 7" in use["input"]["task"] for use in reply.tool_uses)
+
+
+def test_a_load_session_is_answered_timed_out_or_failed_per_delegation():
+    from flightdeck.bench import load
+
+    def result(status, text):
+        return {"toolResult": {"toolUseId": text, "status": status, "content": [{"text": text}]}}
+
+    session = {"status": "idle", "messages": [
+        {"role": "user", "content": [{"text": "@a x @b y"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "1", "name": "ask_a", "input": {}}}]},
+        {"role": "user", "content": [result("success", "fine"), result("error", '{"status":"error","reason":"timeout"}'),
+                                     result("error", '{"status":"error","reason":"dispatch_failed"}')]},
+        {"role": "assistant", "content": [{"text": "1 of 3 delegations answered."}]},
+    ]}
+    assert load.outcome(session) == {"answered": 1, "timed_out": 1, "failed": 1, "final": 1}
+    assert load.outcome({"status": "busy", "messages": session["messages"][:2]})["final"] == 0
+    assert load.EXAMPLE_CONFIG.is_file()
+
+
+def test_quick_and_full_runs_size_the_load_and_the_conversation():
+    full, quick = runner.options(False), runner.options(True)
+    assert full.load_sessions == 40 and 1 <= quick.load_sessions < 40
+    assert full.stack.conversation_at == quick.stack.conversation_at == (1, 10, 50)
+    assert runner.options(True, load_sessions=0).load_sessions == 0  # no load phase
+    with pytest.raises(ValueError, match="load sessions"):
+        runner.validate(runner.options(True, load_sessions=-1))
+    with pytest.raises(ValueError, match="conversation"):
+        runner.validate(runner.options(True, conversation_at=(0, 10)))
+    args = cli.build_parser().parse_args(["bench", "--quick", "--load-sessions", "4"])
+    assert args.load_sessions == 4
+
+
+def test_the_table_has_conversation_load_and_comparison_rows():
+    conversation = {"messages": 50, "requests_per_think": {"1": 4, "10": 4, "50": 4},
+                    "requests_per_message": {"1": 9, "10": 11, "50": 11},
+                    "read_units_per_think": {"1": 1.0, "10": 3.0, "50": 12.0},
+                    "write_units_per_think": {"1": 6, "10": 6, "50": 6},
+                    "history_bytes": {"1": 114, "10": 3365, "50": 18045}}
+    rows = report._conversation_rows(conversation)
+    assert rows[0][0] == "Conversation: AWS requests per think at messages 1 / 10 / 50" and rows[0][1] == "4 / 4 / 4"
+    assert rows[1][1] == "1 / 3 / 12 RRU" and "at least 1 / 1 / 5 RRU" in rows[1][2]
+    load = {"sessions": 40, "delegations_per_session": 2, "delegator": "orchestrator", "config": "x/three-agents.toml",
+            "delegates": ["researcher", "critic"], "wall_s": 20.0, "delegations_per_s": 4.0, "moto_requests_per_s": 120.0,
+            "session_latency_ms": {"p50": 1000.0, "max": 2000.0}, "sessions_completed": 40,
+            "sessions_with_every_answer": 39, "timed_out": 1, "delegations_failed": 0, "async_tool_timeout_ms": 30000,
+            "rejected_by_status": {"429": 2}}
+    rows = report._load_rows(load)
+    assert rows[0][1] == "4 delegations/s" and rows[1][1] == "40 of 40 completed, 1 of 80 timed out"
+    assert "rejected: 429 2" in rows[1][2]
+    assert report._conversation_rows(None) == [] and report._load_rows(None) == []
+
+
+def test_the_before_after_table_compares_data_plane_requests_and_marks_what_one_side_lacks(tmp_path, capsys):
+    from flightdeck.bench import compare
+
+    def result(services, conversation=None):
+        per = {"aws_requests_by_service": services, "aws_requests_by_operation": {"dynamodb.GetItem": services["dynamodb"]},
+               "dynamodb_request_units": {"wru": 4, "gsi_wru": 1, "rru": 2}, "lambda_invocations_total": 8,
+               "api_gateway_requests_total": 3}
+        out = {"command": "flightdeck bench --quick", "date": "d", "machine": {},
+               "round_trip_one": {"per_turn": per, "cost_per_million_delegations_usd": {"total": 62.13}}}
+        if conversation:
+            out["conversation"] = conversation
+        return out
+
+    before = result({"dynamodb": 52, "sqs": 17.3, "apigateway": 1.3})  # control plane counted per round trip then
+    after = result({"dynamodb": 4, "sqs": 2}, {"requests_per_think": {"1": 3, "10": 3, "50": 3}})
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in compare.table(before, after).splitlines()
+            if line.startswith("|")}
+    assert "| 69.3 | 6 |" in rows["1 delegation: data-plane requests per round trip (both agents, timer included)"]
+    assert "| not measured | 3 / 3 / 3 |" in rows["Conversation: requests per think at messages 1 / 10 / 50"]
+    assert "| $62.13 | $62.13 |" in rows["Cost per 1M delegations, 1 per turn (REST front door)"]
+    paths = []
+    for name, data in (("before.json", before), ("after.json", after)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(data))
+    assert compare.main([str(p) for p in paths]) == 0 and "| Measure | Before | After |" in capsys.readouterr().out
+    assert compare.main([]) == 2
+    assert cli.main(["bench", "--quick", "--compare", str(tmp_path / "missing.json")]) == cli.EXIT_USAGE

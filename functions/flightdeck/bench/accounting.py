@@ -13,6 +13,11 @@ Which counted calls are billed per delegation, and which are not:
   delegations, and the local pollers' 1 s polls say nothing about it. It is
   counted, reported separately and left out of the per-delegation cost;
   GetQueueAttributes (a poller learning its queue's ARN once) is set-up;
+- control-plane calls (any operation outside DATA_PLANE_OPERATIONS), such as
+  the local gateway's apigateway.GetApiKeys / GetUsagePlans: the local stand-in
+  for API Gateway's own key and usage-plan checks, made once per process and
+  cache period (on AWS, API Gateway does this itself, unbilled). Counted and
+  reported apart, never per delegation;
 - the scheduled sweeper's invocations and calls: a fixed cost per schedule
   tick (at most one a minute on AWS), reported separately.
 """
@@ -33,6 +38,14 @@ from flightdeck.bench.prices import PriceTable
 SQS_CHUNK_BYTES = 64 * 1024
 DEFAULT_MEMORY_MB = 512
 BILLED = ("handler", "event_source_mapping")
+# The requests AWS bills one by one (the data plane), by service. Any other call is control plane.
+DATA_PLANE_OPERATIONS = {
+    "dynamodb": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                           "BatchWriteItem", "TransactWriteItems", "TransactGetItems"}),
+    "sqs": frozenset({"SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+                      "ChangeMessageVisibility", "ChangeMessageVisibilityBatch"}),
+    "secretsmanager": frozenset({"GetSecretValue", "BatchGetSecretValue"}),
+}
 
 SizeLookup = Callable[[str, str, str], "int | None"]
 
@@ -57,17 +70,20 @@ def between(records: Iterable[dict[str, Any]], start: float, end: float) -> list
 
 
 def category(record: dict[str, Any]) -> str:
-    """handler | event_source_mapping | empty_receive | setup | schedule (AWS calls); invocations: handler | schedule."""
+    """AWS calls: handler | event_source_mapping | empty_receive | setup | control_plane | schedule;
+    invocations: handler | schedule."""
     fn = record.get("fn")
     if fn == topology.SWEEPER_HANDLER:
         return "schedule"
     if record.get("k") == "inv":
         return "handler"
+    if fn is None and record.get("op") == "GetQueueAttributes":
+        return "setup"
+    if record.get("op") not in DATA_PLANE_OPERATIONS.get(record.get("svc", ""), ()):
+        return "control_plane"
     if fn is None:
         if record.get("op") == "ReceiveMessage" and not record.get("n"):
             return "empty_receive"
-        if record.get("op") == "GetQueueAttributes":
-            return "setup"
         return "event_source_mapping"
     return "handler"
 
@@ -94,7 +110,7 @@ class Tally:
     dynamodb: Counter = field(default_factory=Counter)  # wru, gsi_wru, rru
     wru_by_item: Counter = field(default_factory=Counter)  # item kind -> table + index WRU
     dynamodb_by_item: Counter = field(default_factory=Counter)  # "Operation ITEMKIND" -> requests
-    excluded: Counter = field(default_factory=Counter)  # empty_receive, setup, schedule_calls, schedule_invocations
+    excluded: Counter = field(default_factory=Counter)  # empty_receive, setup, control_plane, schedule_calls, ..._invocations
     handler_ms: Counter = field(default_factory=Counter)  # "agent/function" -> measured local milliseconds
     gb_seconds: float = 0.0
     secrets_failed: float = 0.0

@@ -19,6 +19,9 @@ REQUIRED = (
     "secretsmanager_per_10k_api_calls",
     "stepfunctions_standard_per_1k_state_transitions",
     "cloudwatch_logs_ingestion_per_gb",
+    "lambda_durable_per_million_operations",
+    "lambda_durable_data_written_per_gb",
+    "lambda_durable_data_retained_per_gb_month",
 )
 
 
@@ -73,6 +76,23 @@ class PriceTable:
     def log_byte(self) -> float:
         return self["cloudwatch_logs_ingestion_per_gb"] / 1024**3
 
+    @property
+    def durable_operation(self) -> float:
+        return self["lambda_durable_per_million_operations"] / 1e6
+
+    @property
+    def durable_byte_written(self) -> float:
+        return self["lambda_durable_data_written_per_gb"] / 1024**3
+
+    @property
+    def durable_byte_month(self) -> float:
+        return self["lambda_durable_data_retained_per_gb_month"] / 1024**3
+
+    @property
+    def assumed(self) -> tuple[str, ...]:
+        """Prices the file marks as modelled assumptions rather than recorded list prices."""
+        return tuple(self.raw.get("assumed") or ())
+
 
 def parse(data: dict[str, Any]) -> PriceTable:
     prices = data.get("prices") or {}
@@ -81,6 +101,9 @@ def parse(data: dict[str, Any]) -> PriceTable:
         raise ValueError(f"price table lacks {', '.join(missing)}")
     if not data.get("recorded"):
         raise ValueError("price table has no 'recorded' date")
+    unknown = [name for name in data.get("assumed") or () if name not in prices]
+    if unknown:
+        raise ValueError(f"price table marks unknown prices as assumed: {', '.join(unknown)}")
     return PriceTable(region=str(data.get("region", "")), recorded=str(data["recorded"]),
                       prices={k: float(v) for k, v in prices.items()}, raw=data)
 

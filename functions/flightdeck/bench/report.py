@@ -7,9 +7,12 @@ from typing import Any
 
 HOP_DESCRIPTIONS = {
     "ingest_and_think": "delegator: POST /api/chat -> turns queue (FIFO) -> think -> tool_use",
-    "dispatch_to_peer": "dispatch queue -> dispatch fn -> HTTP -> worker's /api/chat",
-    "peer_turn": "worker: turns queue -> think -> answer_ready",
-    "delivery_and_callback": "delivery queue -> delivery fn -> HTTP -> delegator's callback recorded",
+    "dispatch_to_peer": "delegator tool_use -> HTTP -> worker's /api/chat (inline in the turn worker, or through the "
+                        "dispatch queue and function)",
+    "peer_turn": "worker: turns queue -> think -> answer_ready (only where answer_ready is logged before the delivery)",
+    "delivery_and_callback": "worker answer_ready -> HTTP -> delegator's callback recorded (only where answer_ready is "
+                             "logged before the delivery)",
+    "peer_turn_and_delivery": "worker: turns queue -> think -> its answer sent -> delegator's callback recorded",
     "resume_and_answer": "turn complete -> turns queue -> think -> final_answer",
     "total_logged": "delegator chat_received -> final_answer (log timestamps)",
 }
@@ -17,6 +20,7 @@ COST_LABELS = (
     ("api_gateway", "API GW"), ("dynamodb_writes", "DynamoDB writes"), ("dynamodb_reads", "DynamoDB reads"),
     ("lambda_requests", "Lambda requests"), ("lambda_duration", "Lambda GB-s (local proxy)"), ("sqs", "SQS"),
     ("secrets_manager", "Secrets Manager"), ("cloudwatch_logs", "CloudWatch Logs"), ("step_functions", "Step Functions"),
+    ("durable_operations", "durable operations"), ("durable_data", "durable data (ASSUMED price)"),
 )
 
 
@@ -75,7 +79,8 @@ def _round_trip_rows(rt: dict[str, Any]) -> list[list[str]]:
         [f"{label}: API Gateway requests", f"{num(per['api_gateway_requests_total'])}"
          f"{per_delegation(per['api_gateway_requests_total'])}", _named(per["api_gateway_requests"])],
         [f"{label}: not per delegation (excluded)", _named(excluded),
-         "local pollers' empty receives, poller set-up, the scheduled sweeper: time-based"],
+         "local pollers' empty receives, poller set-up, control-plane calls (the local gateway's "
+         "apigateway.GetApiKeys / GetUsagePlans), the scheduled sweeper: time-based, not per delegation"],
     ]
 
 
@@ -86,10 +91,71 @@ def _cost_rows(rt: dict[str, Any]) -> list[list[str]]:
     sfn = rt["step_functions_variant"]
     sfn_costs = sfn["cost_per_million_delegations_usd"]
     transitions = sfn["state_transitions_per_turn"]
-    return [
+    rows = [
         [f"Cost per 1M delegations, {label}", money(ours["total"]), _costs(ours)],
-        ["... same, Step Functions .waitForTaskToken", money(sfn_costs["total"]),
+        ["... same, Step Functions .waitForTaskToken, whole turn in the state machine (modelled)",
+         money(sfn_costs["total"]),
          f"model: {transitions} state transitions/turn ({num(transitions / k)} per delegation); " + _costs(sfn_costs)],
+    ]
+    lean = rt.get("step_functions_lean_variant")
+    if lean:
+        n = lean["state_transitions_per_turn"]
+        rows.append(["... same, Step Functions leanest: one .waitForTaskToken task per delegation, thinks outside "
+                     "(modelled)", money(lean["cost_per_million_delegations_usd"]["total"]),
+                     f"model: {n} state transition/turn ({num(n / k)} per delegation; +1 per timeout); measured "
+                     "but for the dispatch and timers queues and the deadline timer, which the task's timeout "
+                     "replaces; " + _costs(lean["cost_per_million_delegations_usd"])])
+    dur = rt.get("durable_functions_variant")
+    if dur:
+        rows.append(["... same, Lambda durable functions: create_callback + SendDurableExecutionCallbackSuccess "
+                     "(modelled, assumed prices)", money(dur["cost_per_million_delegations_usd"]["total"]),
+                     f"model: {dur['durable_operations_per_turn']} durable operations/turn at the recorded $8/M "
+                     f"(third-party transcription), {dur['durable_invocations_per_turn']} invocations (ASSUMED: "
+                     f"one resume per callback), {num(dur['checkpoint_bytes_per_turn'], 0)} checkpoint bytes/turn "
+                     f"written and kept {dur['retention_days']} days at ASSUMED prices (none in the stored docs); "
+                     + _costs(dur["cost_per_million_delegations_usd"])])
+    return rows
+
+
+def _at(values: dict[str, Any], digits: int = 1) -> str:
+    return " / ".join(num(v, digits) for v in values.values())
+
+
+def _conversation_rows(conv: dict[str, Any] | None) -> list[list[str]]:
+    if not conv:
+        return []
+    at = " / ".join(conv["requests_per_think"])
+    need = {k: max(1, math.ceil(b / 4096)) for k, b in conv["history_bytes"].items()}
+    return [
+        [f"Conversation: AWS requests per think at messages {at}", _at(conv["requests_per_think"]),
+         f"one session on the delegator, {conv['messages']} user messages one at a time (no delegation: one think "
+         f"each); the turn worker's own requests; the whole message (ingest, queue, think): "
+         f"{_at(conv['requests_per_message'])}"],
+        [f"Conversation: DynamoDB read units per think at messages {at}", _at(conv["read_units_per_think"]) + " RRU",
+         f"what the model is given: {_at(conv['history_bytes'], 0)} bytes of conversation, at least "
+         f"{' / '.join(str(v) for v in need.values())} RRU to read (4 KB, strongly consistent)"],
+        [f"Conversation: DynamoDB write units per think at messages {at}", _at(conv["write_units_per_think"]) + " WRU",
+         "table and index write units, from item sizes (a growing item is sized as it is after that message)"],
+    ]
+
+
+def _load_rows(load: dict[str, Any] | None) -> list[list[str]]:
+    if not load:
+        return []
+    total = load["sessions"] * load["delegations_per_session"]
+    lat = load["session_latency_ms"]
+    return [
+        [f"Load: {load['sessions']} sessions at once, {load['delegations_per_session']} delegations each",
+         f"{num(load['delegations_per_s'], 2)} delegations/s",
+         f"{load['delegator']} of {load['config'].rsplit('/', 1)[-1]} -> {', '.join(load['delegates'])}, the file's "
+         f"local stack as `flightdeck local up` runs it; wall {num(load['wall_s'], 1)} s from sending to the last "
+         f"answer, session p50 {num(lat['p50'], 0)} ms, max {num(lat['max'], 0)} ms; moto served "
+         f"{num(load['moto_requests_per_s'])} requests/s (2 cores, moto-bound)"],
+        ["Load: sessions completed, delegations timed out",
+         f"{load['sessions_completed']} of {load['sessions']} completed, {load['timed_out']} of {total} timed out",
+         f"{load['sessions_with_every_answer']} sessions with every answer, {load['delegations_failed']} delegations "
+         f"failed otherwise; ASYNC_TOOL_TIMEOUT_MS={load['async_tool_timeout_ms']}"
+         + (f"; rejected: {_named(load['rejected_by_status'])}" if load["rejected_by_status"] else "")],
     ]
 
 
@@ -137,6 +203,9 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
          + _named(sw["sweep"]["requests_by_operation"])],
     ]
 
+    rows += _conversation_rows(result.get("conversation"))
+    rows += _load_rows(result.get("load"))
+
     cs = result["cold_start"]
     handlers = cs["handlers"]
     slow = cs["slowest"]
@@ -157,7 +226,8 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     client = lat["client_round_trip"]
     rows.append(["Local round trip, 1 delegation (moto, 0 ms think)", f"p50 {num(client['p50'])} ms, p95 {num(client['p95'])} ms",
                  f"client POST -> final answer seen, {client['n']} turns; local only, moto-bound"])
-    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "resume_and_answer"):
+    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn", "delivery_and_callback", "peer_turn_and_delivery",
+                "resume_and_answer"):
         if hop in lat:
             rows.append([f"... hop {hop}", f"p50 {num(lat[hop]['p50'])} ms, p95 {num(lat[hop]['p95'])} ms",
                          HOP_DESCRIPTIONS[hop]])

@@ -13,6 +13,7 @@ from typing import Any, Callable, TextIO
 
 from flightdeck import topology
 from flightdeck.bench import coldstart, scenario, sweep
+from flightdeck.bench import load as load_test
 from flightdeck.bench.prices import PriceTable, load
 from flightdeck.bench.scenario import Roles, StackOptions, roles_from
 
@@ -32,6 +33,10 @@ class BenchOptions:
     coldstart_no_pyc: tuple[str, ...] | None = None
     # Handlers whose import is timed (None: every handler of flightdeck.topology).
     coldstart_handlers: tuple[str, ...] | None = None
+    # The load: sessions at once on the delegating agent of this deployment file (None: the bundled
+    # examples/three-agents.toml; `bench --config`: that file); 0 sessions: no load phase.
+    load_sessions: int = 40
+    load_config: str | None = None
 
 
 def options(quick: bool = False, **overrides: Any) -> BenchOptions:
@@ -44,6 +49,7 @@ def options(quick: bool = False, **overrides: Any) -> BenchOptions:
             open_turns=1_000,
             coldstart_repeats=1,
             coldstart_no_pyc=("turn_worker",),
+            load_sessions=10,
         )
     else:
         base = BenchOptions()
@@ -62,6 +68,10 @@ def validate(opts: BenchOptions) -> None:
         raise ValueError("overdue turns must be between 1 and the number of open turns")
     if opts.coldstart_repeats < 1:
         raise ValueError("cold start repeats must be at least 1")
+    if opts.load_sessions < 0:
+        raise ValueError("load sessions must be 0 (no load phase) or more")
+    if not s.conversation_at or min(s.conversation_at) < 1:
+        raise ValueError("the conversation's counted messages must be 1 or more")
 
 
 def machine() -> dict[str, Any]:
@@ -116,6 +126,17 @@ ASSUMPTIONS = {
     "cloudwatch_logs": "bytes of the JSON log lines the handlers write at INFO (the deployed default; the agents run at "
                        "DEBUG for the timeline, DEBUG lines are not counted), re-serialized; "
                        "Lambda's own START/END/REPORT lines are not included",
+    "control_plane": "calls outside the data plane (the local gateway's apigateway.GetApiKeys / GetUsagePlans, "
+                     "its stand-in for API Gateway's own key and usage-plan checks; any other control-plane "
+                     "operation) are counted apart, under the excluded line, never per delegation",
+    "comparisons": "the Step Functions and Lambda durable functions rows are models priced from the measured "
+                   "counts (flightdeck.bench.stepfunctions, flightdeck.bench.durable); the durable functions' "
+                   "data prices are assumptions (prices-us-east-1.json 'assumed'), its operation price a "
+                   "third-party transcription of the AWS pricing page",
+    "conversation": "one session on the delegator, user messages one at a time, each sent once the session is "
+                    "idle; the counted messages' windows are bounded by a quiet stack",
+    "load": "the deployment file's own stack (default examples/three-agents.toml) as `flightdeck local up` runs "
+            "it, all sessions sent at once after one warm-up session; moto-bound, 2 cores shared with the bench",
     "not_included": "the model (Bedrock tokens), data transfer, storage, CloudWatch metrics and alarms, the "
                     "EventBridge schedule (one sweep a minute whatever the load), free tiers",
 }
@@ -149,6 +170,10 @@ def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs:
     mark = time.monotonic()
     result.update(scenario.run(opts.stack, prices, say, logs))
     phases["local_stack"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    if opts.load_sessions:
+        config = opts.load_config or (opts.stack.roles.config if opts.stack.roles else str(load_test.EXAMPLE_CONFIG))
+        result["load"] = load_test.measure(config, opts.load_sessions, say, logs)
+        phases["load"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["sweep"] = sweep.measure(opts.open_turns, opts.overdue_turns, prices, say)
     phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["cold_start"] = coldstart.measure(opts.coldstart_repeats, opts.coldstart_no_pyc, say,

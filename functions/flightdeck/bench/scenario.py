@@ -31,7 +31,7 @@ from typing import Any, Callable, TextIO
 
 import requests
 
-from flightdeck.bench import stepfunctions
+from flightdeck.bench import durable, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.dynamo_units import item_size
@@ -122,6 +122,8 @@ class StackOptions:
     # table, one request at a time) is not kept busy by four agents sweeping every second.
     sweep_interval_ms: int = 60_000
     stagger_s: float = 0.25  # between timeout turns, so deadlines are spread out rather than a burst
+    # The conversation: one session on the delegator, one user message at a time; these messages' thinks counted.
+    conversation_at: tuple[int, ...] = (1, 10, 50)
     # `bench --config`: agents of a deployment file play the delegator and the worker.
     roles: Roles | None = None
 
@@ -381,12 +383,31 @@ class StackRun:
             self.blackhole.close()
             self.http.close()
 
-    def chat(self, agent: str, content: str) -> str:
-        headers = {"Authorization": f"Bearer {self.peer_tokens[BENCH_PEER]}"} if self.peer_tokens else {}
-        resp = self.post(f"{self.stack.urls[agent]}/api/chat", json={"content": content}, headers=headers)
-        if resp.status_code != 202:
-            raise BenchError(f"POST /api/chat to {agent} answered {resp.status_code}: {resp.text[:300]}")
-        return str(resp.json()["session_id"])
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.peer_tokens[BENCH_PEER]}"} if self.peer_tokens else {}
+
+    def chat(self, agent: str, content: str, session_id: str | None = None, busy_wait_s: float = 0.0) -> str:
+        """POST /api/chat (a new session, or the next message of session_id); a busy session is retried for busy_wait_s."""
+        body: dict[str, Any] = {"content": content, **({"session_id": session_id} if session_id else {})}
+        deadline = time.monotonic() + busy_wait_s
+        while True:
+            resp = self.post(f"{self.stack.urls[agent]}/api/chat", json=body, headers=self._auth())
+            if resp.status_code == 409 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the final answer is logged a moment before the session is idle again
+                continue
+            if resp.status_code != 202:
+                raise BenchError(f"POST /api/chat to {agent} answered {resp.status_code}: {resp.text[:300]}")
+            return str(resp.json()["session_id"])
+
+    def session(self, agent: str, session_id: str) -> dict[str, Any]:
+        try:
+            resp = self.http.get(f"{self.stack.urls[agent]}/api/sessions/{session_id}", headers=self._auth(),
+                                 timeout=HTTP_TIMEOUT_S)
+        except requests.RequestException as exc:
+            raise BenchError(f"GET session {session_id} failed: {exc}") from exc
+        if resp.status_code != 200:
+            raise BenchError(f"GET /api/sessions/{session_id} on {agent} answered {resp.status_code}: {resp.text[:300]}")
+        return resp.json()
 
     def records(self) -> list[dict[str, Any]]:
         """Every record the agents wrote so far (read incrementally: the files only grow)."""
@@ -418,10 +439,13 @@ class StackRun:
                 raise BenchError(f"{sorted(agents)} did not settle: {fired} of {timers} deadline timers ran")
             time.sleep(0.3)
 
-    def item_sizes(self, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], int]:
-        """Sizes of updated items, read back from moto (as they are now: after their last update)."""
+    def item_sizes(self, keys: set[tuple[str, str, str]], fresh: bool = False) -> dict[tuple[str, str, str], int]:
+        """Sizes of updated items, read back from moto (as they are now: after their last update).
+
+        fresh: read them again even if read before (an item that grows, like a conversation's session).
+        """
         wanted: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for table, pk, sk in keys - set(self.size_cache):
+        for table, pk, sk in keys - (set() if fresh else set(self.size_cache)):
             wanted[table].append((pk, sk))
         for table, pairs in wanted.items():
             for start in range(0, len(pairs), 100):
@@ -488,7 +512,10 @@ class StackRun:
         # A counted turn must not time out (its deadline is short so that its timer fires within the window).
         timed_out = [sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized",
                                                                       session_id=sid)]
-        return {"round_trips": n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
+        # What a durable execution would checkpoint per turn: the turn's conversation, read back after the window.
+        conversation_bytes = [len(json.dumps(self.session(DELEGATOR, sid).get("messages", []), separators=(",", ":"),
+                                             ensure_ascii=False)) for sid, _, _ in trips]
+        return {"round_trips": n, "conversation_bytes": sum(conversation_bytes) / n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
                 "timed_out": len(timed_out),
                 "sessions": [t[0] for t in trips], "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
                 "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)}}
@@ -601,6 +628,66 @@ class StackRun:
                                                               modes["batch"]["http_requests"]), 2)
         return modes
 
+    def conversation(self) -> dict[str, Any]:
+        """One session on the delegator, one user message at a time (each sent once the session is idle again).
+
+        The messages in `conversation_at` are counted: the stack is let go quiet before and after each, and
+        the delegator's records in between are that message's. A think is one turn-worker invocation; its
+        requests and units are the turn worker's own calls (what a think costs as the conversation grows);
+        the whole message (ingest, queue, think) is given too. No message delegates: one think each.
+        """
+        at = sorted(set(self.opts.conversation_at))
+        self.say(f"conversation: one session on the delegator, {at[-1]} user messages one at a time; "
+                 f"counting the thinks of messages {', '.join(map(str, at))}")
+        began = time.monotonic()
+        sid: str | None = None
+        previous = time.time() - 5.0  # when the previous message was sent
+        out: dict[str, dict[str, Any]] = {name: {} for name in (
+            "requests_per_think", "read_units_per_think", "write_units_per_think", "requests_per_message",
+            "thinks", "history_bytes", "think_requests_by_operation")}
+        for n in range(1, at[-1] + 1):
+            content = f"message {n}: how do the figures of report {n} compare with the previous ones?"
+            counted = n in at
+            if counted:  # the previous message's think and its trailing writes are over
+                self.settle({DELEGATOR}, previous, 0, not_before=time.time())
+            start = previous = time.time()
+            sid = self.chat(DELEGATOR, content, sid, busy_wait_s=30.0)
+            answered = lambda: len(self.timeline.find(DELEGATOR, timeline="final_answer", session_id=sid)) >= n  # noqa: E731
+            self.timeline.wait(answered, 60, f"the answer to message {n} of the conversation")
+            if not counted:
+                continue
+            end = self.settle({DELEGATOR}, start, 0, not_before=time.time())
+            window = [r for r in between(self.records(), start, end) if r.get("agent") == DELEGATOR]
+            # The session grows with every message: its size now, not as first read.
+            sizes = self.item_sizes(update_keys(window), fresh=True)
+            think_records = [r for r in window if r.get("fn") == "turn_worker"]
+            thinks = sum(1 for r in think_records if r.get("k") == "inv")
+            think = Tally.of(think_records, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR)).divided(max(1, thinks))
+            whole = Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR))
+            messages = self.session(DELEGATOR, sid).get("messages", [])
+            key = str(n)
+            out["thinks"][key] = thinks
+            out["requests_per_think"][key] = round(think.total_aws_requests, 2)
+            out["read_units_per_think"][key] = round(think.dynamodb["rru"], 2)
+            out["write_units_per_think"][key] = round(think.dynamodb["wru"] + think.dynamodb["gsi_wru"], 2)
+            out["requests_per_message"][key] = round(whole.total_aws_requests, 2)
+            out["think_requests_by_operation"][key] = {k: round(v, 2) for k, v in sorted(think.aws_requests.items())}
+            # What the model was given at this think: the conversation before its reply (compact JSON).
+            out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
+        first, last = str(at[0]), str(at[-1])
+        return {
+            "agent": DELEGATOR, "session_id": sid, "messages": at[-1], "measured_at": at,
+            **out,
+            "requests_growth_last_to_first": round(ratio(out["requests_per_think"][last],
+                                                         out["requests_per_think"][first]), 2),
+            "read_units_growth_last_to_first": round(ratio(out["read_units_per_think"][last],
+                                                           out["read_units_per_think"][first]), 2),
+            "wall_s": round(time.monotonic() - began, 1),
+            "basis": "requests and units of the turn worker's own calls per think (one think per message: no "
+                     "message delegates); requests_per_message adds the ingest and the queue; history_bytes: the "
+                     "messages the model was given, compact JSON",
+        }
+
     def timeout_lateness(self) -> dict[str, Any]:
         m = self.opts.timeout_turns
         self.say(f"timeout lateness: {m} turns whose delegate never answers "
@@ -642,6 +729,8 @@ HOPS = (
     ("dispatch_to_peer", (DELEGATOR, "tool_use"), (WORKER, "chat_received")),
     ("peer_turn", (WORKER, "chat_received"), (WORKER, "answer_ready")),
     ("delivery_and_callback", (WORKER, "answer_ready"), (DELEGATOR, "callback_accepted")),
+    # Whatever order the worker logs answer_ready and sends its answer in: its turn and the delivery together.
+    ("peer_turn_and_delivery", (WORKER, "chat_received"), (DELEGATOR, "callback_accepted")),
     ("resume_and_answer", (DELEGATOR, "callback_accepted"), (DELEGATOR, "final_answer")),
 )
 
@@ -649,6 +738,7 @@ HOPS = (
 def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
     """Per hop, from the agents' timeline timestamps (millisecond resolution, one clock)."""
     per_hop: dict[str, list[float]] = defaultdict(list)
+    out_of_order: Counter = Counter()
     for sid in sessions:
         [dispatched] = timeline.find(DELEGATOR, timeline="dispatched", session_id=sid)[:1] or [None]
         if dispatched is None:
@@ -661,8 +751,13 @@ def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
 
         for name, a, b in HOPS:
             ta, tb = at(*a), at(*b)
+            # A negative span: the two events are not logged in this order (e.g. answer_ready after an inline
+            # delivery): not a hop of this code base, counted apart.
             if ta is not None and tb is not None:
-                per_hop[name].append((tb - ta) * 1000)
+                if tb >= ta:
+                    per_hop[name].append((tb - ta) * 1000)
+                else:
+                    out_of_order[name] += 1
         first, last = at(DELEGATOR, "chat_received"), at(DELEGATOR, "final_answer")
         if first is not None and last is not None:
             per_hop["total_logged"].append((last - first) * 1000)
@@ -670,7 +765,10 @@ def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
         peer_in = at(WORKER, "chat_received")
         if peer_in is not None:
             per_hop["dispatch_ack_after_peer_accepted"].append((acked - peer_in) * 1000)
-    return {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+    out: dict[str, Any] = {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+    if out_of_order:
+        out["events_out_of_order"] = dict(out_of_order)
+    return out
 
 
 def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
@@ -689,6 +787,7 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
             fan = bench.counted_round_trips(opts.parallel_iterations, bench.fan_out_task,
                                             f"{opts.fan_out} parallel delegations",
                                             meanwhile=lambda: timeouts.update(bench.timeout_lateness()))
+            conversation = bench.conversation()
             startup_s = bench.startup_s
             latency = hop_latencies(bench.timeline, one["sessions"])
             latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(one["client_ms"]).items()}
@@ -703,6 +802,7 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
                                    "client_round_trip": fan_latency["client_round_trip"]},
             "callback_throughput": throughput,
             "timeouts": timeouts,
+            "conversation": conversation,
         }
 
 
@@ -721,11 +821,14 @@ def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: in
     opts = opts or StackOptions()
     peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=memory_mb(opts, WORKER), agents=[WORKER])
     peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
-    sfn = stepfunctions.model(
+    # The comparison models: the same measured turns, done another way.
+    common: dict[str, Any] = dict(
         delegator=DELEGATOR, records=run_["records"], peer_tally=peer.divided(n), delegations=delegations,
         round_trips=n, sizes=run_["sizes"], memory_mb=memory_mb(opts, DELEGATOR),
-        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices,
-    )
+        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices)
+    sfn = stepfunctions.model(**common)
+    lean = stepfunctions.lean_model(**common)
+    durable_ = durable.model(**common, checkpoint_bytes=run_.get("conversation_bytes", 0.0))
     costs = per.cost(prices)
     return {
         "round_trips": n,
@@ -734,4 +837,6 @@ def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: in
         "per_turn": per.to_dict(prices),
         "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
         "step_functions_variant": sfn,
+        "step_functions_lean_variant": lean,
+        "durable_functions_variant": durable_,
     }

@@ -88,3 +88,63 @@ def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tall
         "cost_per_turn_usd": costs,
         "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
     }
+
+
+# --- the leanest variant: one .waitForTaskToken task per delegation, thinks outside ------------------
+#
+# The state machine only waits: one Standard execution per delegation, started by the turn worker
+# (StartExecution instead of the dispatch queue), whose one state dispatches and waits:
+#
+#     Dispatch  Task  lambda:invoke.waitForTaskToken, TimeoutSeconds = ASYNC_TOOL_TIMEOUT,
+#                     Catch States.Timeout -> TimedOut
+#     TimedOut  Task  lambda:invoke (only on a timeout): writes the timeout result, completes the turn
+#
+# Everything else stays as measured: ingest, the turns queue, the thinks (turn worker), the callback
+# function, which records the result, completes the turn and enqueues the next think as it does now,
+# then calls SendTaskSuccess so the execution ends at once; the DynamoDB conditions settle a callback
+# racing the timeout. What goes: the dispatch queue (its send, receive, delete), the deadline timer
+# (the timers queue and the timer function with its reads: the task's timeout replaces it).
+
+LEAN_STATES_PER_DELEGATION = ("Dispatch",)
+LEAN_STATES_PER_TIMEOUT = ("TimedOut",)
+# Queues the lean variant drops (their names end so: flightdeck.topology's queue names).
+LEAN_DROPPED_QUEUES = ("-dispatch", "-timers")
+LEAN_DROPPED_FUNCTIONS = ("deadline_timer",)
+
+
+def lean_transitions(delegations: int, timed_out: int = 0) -> int:
+    return delegations * len(LEAN_STATES_PER_DELEGATION) + timed_out * len(LEAN_STATES_PER_TIMEOUT)
+
+
+def _lean_keeps(record: dict[str, Any]) -> bool:
+    if record.get("fn") in LEAN_DROPPED_FUNCTIONS:
+        return False
+    if record.get("k") == "aws" and record.get("svc") == "sqs":
+        return not str(record.get("queue", "")).endswith(LEAN_DROPPED_QUEUES)
+    return True
+
+
+def lean_model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tally, delegations: int,
+               round_trips: int, sizes: dict[tuple[str, str, str], int], memory_mb: int,
+               log_bytes_delegator: float, prices: PriceTable) -> dict[str, Any]:
+    """Cost of one turn with `delegations` delegations, each waited for by its own one-state execution."""
+    kept = [r for r in records if r.get("agent") == delegator and _lean_keeps(r)]
+    a = Tally.of(kept, sizes=sizes, memory_mb=memory_mb).divided(round_trips)
+    a.aws_requests["states.StartExecution"] += delegations
+    a.aws_requests["states.SendTaskSuccess"] += delegations
+    a.log_bytes = log_bytes_delegator
+    both = a.plus(peer_tally)
+    both.per = round_trips
+    n_transitions = lean_transitions(delegations)
+    costs = both.cost(prices)
+    costs["step_functions"] = n_transitions * prices.sfn_transition
+    costs["total"] += costs["step_functions"]
+    return {
+        "state_transitions_per_turn": n_transitions,
+        "states": {"per_delegation": list(LEAN_STATES_PER_DELEGATION), "per_timeout": list(LEAN_STATES_PER_TIMEOUT)},
+        "dropped": {"queues": list(LEAN_DROPPED_QUEUES), "functions": list(LEAN_DROPPED_FUNCTIONS)},
+        "delegator_side": a.to_dict(),
+        "usage": both.to_dict(),
+        "cost_per_turn_usd": costs,
+        "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
+    }
