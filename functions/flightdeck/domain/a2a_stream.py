@@ -16,9 +16,10 @@ one SSE `data:` line each):
 4. last: a status-update with final true and the state the task ended in (completed, failed,
    canceled, rejected; input-required and auth-required end a stream too).
 
-Each poll reads the task (A2AStatePort.get_task: one GetItem) and, while the task is not over,
-the session's timeline (StatePort.get_session, and get_results while its turn waits): at most
-three requests per poll interval. Closing the stream stops the reads and nothing else: the
+Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
+(StatePort.get_session: one Query, and get_results while its turn waits: one more): at most
+three requests per poll interval, the last poll included (the steps since the one before go out
+before the answer). Closing the stream stops the reads and nothing else: the
 task goes on, and tasks/resubscribe (or tasks/get) finds it.
 """
 
@@ -76,7 +77,9 @@ def ending(rec: TaskRecord) -> list[Event]:
 
 
 def _progress(deps: Deps, rec: TaskRecord, step: TimelineEvent) -> Event:
-    status = {"state": rec.state, "timestamp": _iso_now(deps),
+    # A step happened while the task worked, even when it is reported on the poll that found it over.
+    state = "working" if rec.state in STREAM_END_STATES else rec.state
+    status = {"state": state, "timestamp": _iso_now(deps),
               "message": agent_message(rec, describe(step), f"step-{step.id}")}
     return status_update(rec, status, final=False, metadata={"flightdeck": step.as_dict(rec.session_id)})
 
@@ -97,12 +100,12 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
         rec = a2a.get_task(session_id, key)
         if rec is None:  # expired (retention): nothing more will happen
             return Step([], done=True)
-        if rec.state in STREAM_END_STATES:
-            return Step(ending(rec), done=True)
+        over = rec.state in STREAM_END_STATES
         events: list[Event] = []
-        if rec.state != last["state"]:
+        if rec.state != last["state"] and not over:
             last["state"] = rec.state
             events.append(status_update(rec, status_of(rec), final=False))
+        # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
         session = deps.store.get_session(session_id)
         timeline = read_timeline(deps, session) if session is not None else []
         if last["baseline"] is None:
@@ -115,6 +118,8 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
             if event.kind in PROGRESS_KINDS and event.id not in sent and event.id not in last["baseline"]:
                 sent.add(event.id)
                 events.append(_progress(deps, rec, event))
+        if over:
+            return Step(events + ending(rec), done=True)
         return Step(events)
 
     return paced(pace, step)
