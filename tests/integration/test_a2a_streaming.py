@@ -312,3 +312,27 @@ def test_streaming_off_says_so_everywhere(aws, monkeypatch):
         events = httpx.get(f"{url}/api/sessions/{sid}/events", headers=agent.auth_headers())
         assert events.headers["content-type"].startswith("text/event-stream")
         assert [k for _, k, _ in _events(events.text)] == ["message", "thinking", "answer", "idle"]
+
+
+RAW_REQUESTS = [
+    "{", "[]", '{"jsonrpc": "2.0", "id": 1, "method": "nope"}',
+    '{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": "x~abc"}}',
+    '{"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": {"role": "user"}}}',
+    '{"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x~abc"}}',
+    "[" * 40 + "]" * 40,
+]
+
+
+def test_with_streaming_on_the_other_answers_are_the_route_s_own(aws, monkeypatch):
+    """With streaming on, the a2a entry answers every request ahead of the resolver: the same answers."""
+    answers = {}
+    for streaming in ("off", "on"):
+        with gateway("orchestrator") as url:
+            agent = make_agent(monkeypatch, extra_env={**STREAMING, "STREAMING": streaming})
+            for raw in RAW_REQUESTS:
+                got = httpx.post(f"{url}/a2a", content=raw, headers={**agent.auth_headers(),
+                                                                     "content-type": "application/json"})
+                assert got.status_code == 200 and got.headers["content-type"].startswith("application/json")
+                answers.setdefault(raw, []).append(got.json())
+    for raw, (off, on) in answers.items():
+        assert off == on and "error" in off, raw

@@ -22,6 +22,7 @@ from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.models import NOT_UNICODE, ErrorResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
+from flightdeck.api.sse import event_schema
 from flightdeck.domain import a2a
 from flightdeck.domain.a2a_client import PushStatus, receive_push
 from flightdeck.domain.a2a_models import (
@@ -270,7 +271,9 @@ def _remaining_ms() -> int | None:
     responses={200: {"description": "A JSON-RPC response: result or error; for message/stream and tasks/resubscribe "
                                     "Server-Sent Events, each data line a JSON-RPC response",
                      "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA},
-                                 "text/event-stream": {"schema": {"type": "string"}}}},
+                                 "text/event-stream": {"schema": event_schema(
+                                     "an event of message/stream or tasks/resubscribe: data is a JSON-RPC response "
+                                     "whose result is a Task, a status-update or an artifact-update")}}},
                401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
                      "content": {"application/json": {"model": ErrorResponse}}},
                403: {"description": "The token is unknown, wrong or revoked",

@@ -24,11 +24,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError, proxy_error
-from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, frame
+from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.domain.session_events import open_session, session_events
 from flightdeck.domain.streaming import Note, Pace
-from flightdeck.domain.timeline import TimelineEvent
+from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS, TimelineEvent
 from flightdeck.observability import count, logger
 from flightdeck.wiring import deps
 
@@ -78,7 +78,8 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
                          "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
                          "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, idle (last). "
                          "Replayed from the start, then live until the session is idle; comments keep it open",
-          "content": {EVENT_STREAM: {"schema": {"type": "string"}}}},
+          "content": {EVENT_STREAM: {"schema": event_schema(
+              "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)", TIMELINE_KINDS)}}},
     401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
     403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
     404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},

@@ -24,6 +24,16 @@ SSE_HEADERS = {
 }
 
 
+def event_schema(description: str, kinds: list[str] | None = None) -> dict[str, Any]:
+    """The OpenAPI schema of one event of a text/event-stream response: its fields as a client parses them."""
+    event: dict[str, Any] = {"type": "string"}
+    if kinds:
+        event["enum"] = kinds
+    return {"type": "object", "required": ["data"], "description": description, "properties": {
+        "id": {"type": "string"}, "event": event,
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "one line of JSON"}}}
+
+
 @dataclass
 class StreamReply:
     """An HTTP response whose body is written as it is produced."""

@@ -31,6 +31,8 @@ from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.records import Session, ToolResult
 
 PREVIEW_CHARS = 1_000
+KINDS = ["message", "thinking", "delegating", "tool_call", "callback_accepted", "timeout", "dispatch_failed",
+         "canceled", "tool_result", "answer", "idle"]
 
 # The kinds that tell a follower of an A2A task what the agent is doing (flightdeck.domain.a2a_stream).
 PROGRESS_KINDS = frozenset({"thinking", "delegating", "tool_call", "callback_accepted", "timeout",
