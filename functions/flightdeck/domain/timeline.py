@@ -18,7 +18,8 @@ turn it waits on, in order:
 Each event has an id that stays the same however often (and however late) the timeline is
 derived: a result has the same id while its turn waits (read from the result items) and
 after (read from the conversation). A stream sends each id once; a client that reconnects
-gets the timeline again from the start and may drop the ids it has seen.
+gets the timeline again from the start and may drop the ids it has seen. Replayed, a
+completed turn's results come in the order of the calls (live, as they were recorded).
 """
 
 from __future__ import annotations
