@@ -23,6 +23,7 @@ from .state import StateTable
 @dataclass(frozen=True)
 class Access:
     table: bool = False  # read/write the state table (and its deadline index)
+    read_table: bool = False  # read the state table alone (GetItem, Query...): no write of any kind
     read_peers: bool = False  # dynamodb:GetItem on the state table alone: look up one peer registry entry
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
@@ -66,7 +67,10 @@ ACCESS: dict[str, Access] = {
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
     # Push notification URLs must lie under an allowed service's URL (peer_urls).
+    # message/stream and tasks/resubscribe are this function too: they read what the others write.
     "a2a": Access(table=True, send=("turns", "delivery"), peer_urls=True),
+    # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll.
+    "session_events": Access(read_table=True),
     # API Gateway's REQUEST authorizer of the peer routes: looks the bearer token's peer up in the
     # registry (one GetItem) and names the peer's usage-plan API key. No queue, no secret, no writes.
     "peer_authorizer": Access(read_peers=True),
@@ -130,6 +134,17 @@ class Permissions(Construct):
                             "Table.grantReadWriteData also covers the table's indexes: this table has exactly "
                             "those of topology.INDEXES, the sparse deadline index the sweep queries and the "
                             "sessions index of GET /api/sessions; no other table is reachable."
+                        ),
+                    )
+                )
+            if access.read_table:
+                state.table.grant_read_data(function)
+                Validations.of(role).acknowledge(
+                    Acknowledgment(
+                        id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
+                        reason=(
+                            "Table.grantReadData also covers the table's indexes (those of topology.INDEXES); "
+                            "this function only reads, no other table is reachable."
                         ),
                     )
                 )

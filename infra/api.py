@@ -5,7 +5,16 @@ handler module also needs that handler's permissions (infra/access.py ACCESS) an
 its authentication story (AUTHENTICATION below: why no Cognito authorizer, and for
 routes that are not PEER_AUTH why no gateway authorizer at all).
 
-Peer routes (topology.PEER_AUTH: POST /api/chat, GET /api/sessions/{id}, GET /api/sessions, POST /a2a)
+Streaming routes (topology `stream`: POST /a2a, GET /api/sessions/{id}/events) have a Lambda proxy
+integration in response transfer mode STREAM: API Gateway invokes their function with
+InvokeWithResponseStream (the 2021-11-15 .../response-streaming-invocations URI) and relays the
+bytes as the function writes them, for up to the integration timeout of 15 minutes (the
+functions: infra/functions.py, the Lambda Web Adapter). They are peer routes like the others:
+same authorizer, same API key requirement, so the same usage plans meter and throttle them
+(a stream is one request to API Gateway's meter, each 10 MB of it one more).
+
+Peer routes (topology.PEER_AUTH: POST /api/chat, GET /api/sessions/{id}, GET /api/sessions,
+GET /api/sessions/{id}/events, POST /a2a)
 go through one Lambda REQUEST authorizer (the peer_authorizer function, keyed on the
 Authorization header, its answer cached `gateway.authorizer_cache_s`) and require an
 API key whose source is that authorizer (apiKeySource AUTHORIZER): the authorizer
@@ -84,6 +93,12 @@ AUTHENTICATION: dict[str, str] = {
         "consistent read, in constant time (401 malformed, 403 unknown or revoked), so a revocation applies "
         "at once, cache or not. A session is visible only to the peer that created it (404 to others); "
         "tokens are added, rotated and revoked with `flightdeck peers` without a redeploy."
+    ),
+    "session_events": (
+        "A Lambda REQUEST authorizer, not a Cognito user pool, as for GET /api/sessions/{id}: the peer authorizer "
+        "names the usage-plan API key of the bearer token's peer, and the function verifies the token against the "
+        "peer registry before it reads the session; a session is visible only to the peer that created it (404 to "
+        "others). The function reads the table and writes nothing."
     ),
     "a2a": (
         "A Lambda REQUEST authorizer, not a Cognito user pool, as for POST /api/chat: the peer authorizer "
@@ -268,9 +283,15 @@ class Api(Construct):
                     f"route {route.method} {route.path}: say in infra/api.py AUTHENTICATION how handler "
                     f"{route.handler!r} authenticates its callers"
                 )
+            streams = route.handler in topology.STREAMING_HANDLERS
+            if route.stream != streams:
+                raise ValueError(f"route {route.method} {route.path}: its handler {route.handler!r} serves streaming "
+                                 "and buffered routes; a function streams all its answers or none")
             if route.handler not in integrations:
                 integrations[route.handler] = apigateway.LambdaIntegration(
-                    functions[route.handler], proxy=True, allow_test_invoke=False
+                    functions[route.handler], proxy=True, allow_test_invoke=False,
+                    **({"response_transfer_mode": apigateway.ResponseTransferMode.STREAM,
+                        "timeout": Duration.seconds(topology.STREAM_TIMEOUT_S)} if streams else {}),
                 )
             options: dict = {}
             params = _PATH_PARAM.findall(route.path)

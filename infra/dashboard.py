@@ -58,6 +58,8 @@ A2A = ("A2A", [
     ("A2APushesQueued", "pushes queued"),
     ("A2APushesDelivered", "pushes delivered"),
     ("A2APushesRefused", "pushes refused"),
+    ("A2AStreamsOpened", "streams opened (message/stream, tasks/resubscribe)"),
+    ("SessionStreamsOpened", "session event streams opened"),
 ])
 APPLICATION_WIDGETS = (DELEGATIONS, CALLBACKS, ANSWERS, TURNS, A2A)
 # Emitted by the sweeper: a busy session past its liveness bound (see sessions_overdue_alarm).

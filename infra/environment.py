@@ -38,6 +38,7 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "PEER_URL_PARAMETER_PREFIX",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
+    "STREAMING",
 )
 # Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
 LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
@@ -147,6 +148,9 @@ def agent_environment(
             "PEER_URL_PARAMETER_PREFIX": peer_url_prefix,
             "POWERTOOLS_SERVICE_NAME": spec.name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            # The stack serves the streaming routes through STREAM integrations and the Lambda Web Adapter
+            # (infra/api.py, infra/functions.py): the card may say so.
+            "STREAMING": "on",
         }
     )
     try:

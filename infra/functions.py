@@ -5,13 +5,21 @@ agent's settings: every function validates the full Settings at cold start) and
 differ in handler, timeout and, above all, permissions (infra/access.py).
 Each has its own role, with no managed policy: the only built-in grant is writing
 to its own log group (an explicit LogGroup with retention, not the implicit one).
+
+The streaming functions (topology.STREAMING_HANDLERS: POST /a2a, GET /api/sessions/{id}/events)
+stream their answers through API Gateway's STREAM integration (infra/api.py), which invokes
+them with InvokeWithResponseStream. The managed Python runtime cannot write a streamed
+response, so they run the AWS Lambda Web Adapter, an AWS-published layer, with no container
+image: its /opt/bootstrap wraps the runtime (AWS_LAMBDA_EXEC_WRAPPER), starts the function's
+web server (the handler is the script flightdeck/handlers/web.sh, flightdeck.handlers.web)
+and relays its output as it is written (AWS_LWA_INVOKE_MODE=response_stream).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -27,6 +35,23 @@ from .queues import Queues, construct_id
 API_TIMEOUT_S = 25
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
+# The AWS Lambda Web Adapter layer (published by AWS in account 753240598075 of each commercial region;
+# https://github.com/awslabs/aws-lambda-web-adapter, v1.0), for the functions' architecture (infra/bundling.py).
+WEB_ADAPTER_ACCOUNT = "753240598075"
+WEB_ADAPTER_LAYER = {"arm64": "LambdaAdapterLayerArm64", "x86_64": "LambdaAdapterLayerX86"}
+WEB_ADAPTER_VERSION = 26
+# The streaming functions' handler: the script the adapter runs (in the asset, executable).
+WEB_HANDLER = "flightdeck/handlers/web.sh"
+WEB_PORT = 8080
+WEB_ADAPTER_ENVIRONMENT = {
+    "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+    "AWS_LWA_INVOKE_MODE": "response_stream",
+    "AWS_LWA_PORT": str(WEB_PORT),
+    # The X-Ray SDK reads the invocation's trace from the runtime process's environment, which the web
+    # server does not share: Lambda's own active tracing still records each invocation.
+    "POWERTOOLS_TRACE_DISABLED": "true",
+}
+
 
 def worker_handlers() -> frozenset[str]:
     """Handlers fed by SQS or the schedule (not by API Gateway)."""
@@ -34,11 +59,19 @@ def worker_handlers() -> frozenset[str]:
 
 
 def timeout_s(handler: str) -> int:
+    if handler in topology.STREAMING_HANDLERS:
+        return topology.STREAM_TIMEOUT_S
     return topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S
 
 
 def handler_string(handler: str) -> str:
-    return f"flightdeck.handlers.{handler}.handler"
+    """The function's handler: its module's entry point, or for a streaming function the adapter's start script."""
+    return WEB_HANDLER if handler in topology.STREAMING_HANDLERS else f"flightdeck.handlers.{handler}.handler"
+
+
+def web_adapter_layer_arn(architecture: lambda_.Architecture) -> str:
+    return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{WEB_ADAPTER_ACCOUNT}:layer:"
+            f"{WEB_ADAPTER_LAYER[architecture.name]}:{WEB_ADAPTER_VERSION}")
 
 
 class Functions(Construct):
@@ -68,6 +101,9 @@ class Functions(Construct):
                 description=f"Flightdeck {agent}: {handler} (least privilege, see infra/access.py)",
             )
             log_group.grant_write(role)
+            streams = handler in topology.STREAMING_HANDLERS
+            layers = [lambda_.LayerVersion.from_layer_version_arn(self, f"{cid}WebAdapter",
+                                                                  web_adapter_layer_arn(ARCHITECTURE))] if streams else None
             function = lambda_.Function(
                 self,
                 cid,
@@ -78,7 +114,8 @@ class Functions(Construct):
                 handler=handler_string(handler),
                 memory_size=memory_mb,
                 timeout=Duration.seconds(timeout_s(handler)),
-                environment=dict(environment),
+                environment={**environment, **(WEB_ADAPTER_ENVIRONMENT if streams else {})},
+                layers=layers,
                 role=role,
                 log_group=log_group,
                 tracing=lambda_.Tracing.ACTIVE,

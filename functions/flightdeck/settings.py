@@ -86,6 +86,20 @@ class Settings(BaseModel):
     # ends with an error answer. Below the turns queue's receive limit (topology), so it ends first.
     model_max_attempts: Annotated[int, Field(gt=0, le=4)] = Field(3, alias="MODEL_MAX_ATTEMPTS")
 
+    # Server-Sent Events (message/stream, tasks/resubscribe, GET /api/sessions/{id}/events).
+    # "on" only where the HTTP front streams responses: the local gateway, and on AWS the stack's
+    # STREAM integrations (it sets this). "off": the card says streaming: false, message/stream and
+    # tasks/resubscribe answer -32004, and the events route sends the timeline so far and ends.
+    streaming: Literal["on", "off"] = Field("off", alias="STREAMING")
+    # A stream reads the state at most once per interval (flightdeck.domain.streaming).
+    stream_poll_interval_ms: Annotated[int, Field(ge=100, le=10_000)] = Field(1_000, alias="STREAM_POLL_INTERVAL_MS")
+    # A stream ends after this long, final event or not (the client resubscribes): under the streaming
+    # function's 900 s timeout and API Gateway's 15-minute streaming limit.
+    stream_max_ms: Annotated[int, Field(ge=1_000, le=870_000)] = Field(840_000, alias="STREAM_MAX_MS")
+    # An SSE comment after this long without an event, under API Gateway's 5-minute idle timeout
+    # (and any proxy's shorter one).
+    stream_keepalive_ms: Annotated[int, Field(ge=1_000, le=240_000)] = Field(15_000, alias="STREAM_KEEPALIVE_MS")
+
     @field_validator("allowed_host_mapping", mode="before")
     @classmethod
     def _parse_allowlist(cls, value: Any) -> Allowlist:

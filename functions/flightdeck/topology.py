@@ -111,6 +111,9 @@ class Route:
     # CALLBACK_AUTH: the header that carries the token, checked before the body is read
     # ("": the tokens are in the body, one per item).
     token_header: str = ""
+    # Its answer may be Server-Sent Events, written as they come: its handler's function streams
+    # (STREAMING_HANDLERS: on AWS behind API Gateway's STREAM integration and the Lambda Web Adapter).
+    stream: bool = False
 
 
 # Every HTTP route, and the Lambda handler module that serves it.
@@ -119,13 +122,15 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
     # The caller's own sessions, newest first, a page at a time.
     Route("GET", "/api/sessions", "chat_ingest", PEER_AUTH),
+    # The session's timeline as Server-Sent Events: its own function, which reads and never writes.
+    Route("GET", "/api/sessions/{session_id}/events", "session_events", PEER_AUTH, stream=True),
     Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response",
           token_header="authorization"),
     Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
     Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
-    Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a"),
+    Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a", stream=True),
     Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push",
           token_header="x-a2a-notification-token"),
     # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
@@ -138,6 +143,12 @@ _ROUTES_BY_KEY = {(r.method, r.path): r for r in ROUTES}
 def route_for(method: str | None, path: str | None) -> Route | None:
     """The route of an API Gateway event (its httpMethod and resource), or None."""
     return _ROUTES_BY_KEY.get((method or "", path or ""))
+
+# The handlers whose functions stream their answers. A stream lasts up to STREAM_MAX_MS
+# (flightdeck.settings), so they get Lambda's longest timeout (API Gateway streams for up to
+# 15 minutes); every other API function answers within API Gateway's 29 s.
+STREAMING_HANDLERS = frozenset(r.handler for r in ROUTES if r.stream)
+STREAM_TIMEOUT_S = 900
 
 # The EventBridge-scheduled backstop sweep.
 SWEEPER_HANDLER = "sweeper"

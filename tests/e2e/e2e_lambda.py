@@ -214,6 +214,10 @@ class Invocation:
             if isinstance(self.result, dict) else []
 
 
+# The handler of the streaming functions: the Lambda Web Adapter's start script (infra/functions.py).
+STREAMING_HANDLER = "flightdeck/handlers/web.sh"
+
+
 class DeployedFunction:
     """One Lambda function: its configuration from moto, its role's policies, its own modules."""
 
@@ -222,7 +226,13 @@ class DeployedFunction:
         self.name = name
         self.agent = agent
         self.handler = self.config["Handler"]
-        self.short = self.handler.removeprefix("flightdeck.handlers.").removesuffix(".handler")
+        if self.handler == STREAMING_HANDLER:
+            # The web adapter's start script (infra/functions.py): the web server calls the function's own
+            # entry point, named in its description; here it is called directly, its stream read to the end.
+            self.short = self.config["Description"].rsplit(": ", 1)[1]
+            self.handler = f"flightdeck.handlers.{self.short}.handler"
+        else:
+            self.short = self.handler.removeprefix("flightdeck.handlers.").removesuffix(".handler")
         self.environment: dict[str, str] = dict(self.config.get("Environment", {}).get("Variables", {}))
         role_name = self.config["Role"].rsplit("/", 1)[-1]
         documents = [json.dumps(iam.get_role_policy(RoleName=role_name, PolicyName=p)["PolicyDocument"])
@@ -279,6 +289,9 @@ class DeployedFunction:
             try:
                 handler = getattr(importlib.import_module(module_name), attr)
                 call.result = handler(event, context)
+                if hasattr(call.result, "chunks"):  # a stream (flightdeck.api.sse.StreamReply), buffered here
+                    call.result = {"statusCode": call.result.status, "headers": call.result.headers,
+                                   "body": b"".join(call.result.chunks).decode("utf-8")}
             except Exception as exc:  # noqa: BLE001 - a function error, as Lambda reports it
                 call.error = exc
         self.stdout.seek(start)
@@ -489,7 +502,8 @@ class Runtime:
             if refusal is not None:
                 return refusal
         uri = method_config["methodIntegration"]["uri"]
-        function_arn = re.search(r"functions/(arn:[^/]+)/invocations", uri).group(1)
+        # Buffered (2015-03-31 .../invocations) or streaming (2021-11-15 .../response-streaming-invocations).
+        function_arn = re.search(r"functions/(arn:[^/]+)/(?:response-streaming-)?invocations", uri).group(1)
         call = self._check(self.functions[function_arn].invoke(event))
         if call.error is not None:
             return 502, {}, json.dumps({"message": "Internal server error"})

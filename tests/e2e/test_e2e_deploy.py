@@ -81,6 +81,9 @@ def round_trip(assembly, tmp_path_factory):
             ]
             result["status_after_forgery"] = chat.session(session_id)["status"]
             result["answer"] = chat.answer(session_id)
+            # The session's timeline from the deployed session_events function (its stream read to the end).
+            result["events"] = requests.get(f"{orchestrator_url}api/sessions/{session_id}/events",
+                                            headers=chat.headers, timeout=10)
         runtime.fail_on_failures("the round trip")
         result["dashboards"] = {
             agent: json.loads(boto3.client("cloudwatch", region_name=REGION).get_dashboard(
@@ -122,6 +125,17 @@ def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
     assert ("POST", stacks["Flightdeck-worker"].outputs["ApiUrl"] + "api/chat") in posts
     assert any(u.startswith(stacks["Flightdeck-orchestrator"].outputs["ApiUrl"] + "api/tools/response")
                for m, u in posts if m == "POST")
+
+
+def test_the_deployed_events_route_reads_the_timeline_with_its_read_only_role(round_trip) -> None:
+    answer, runtime = round_trip["events"], round_trip["runtime"]
+    assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/event-stream"), answer.text
+    kinds = [json.loads(line[6:])["kind"] for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert kinds == ["message", "thinking", "delegating", "delegating", "callback_accepted", "callback_accepted",
+                     "thinking", "answer", "idle"]
+    reader = runtime.function("orchestrator", "session_events")
+    actions = {action for action, _, allowed in reader.role.checked if allowed}
+    assert actions and all(a.startswith(("dynamodb:GetItem", "dynamodb:Query")) for a in actions), actions
 
 
 def test_each_agent_reads_exactly_the_url_its_peer_published(round_trip) -> None:

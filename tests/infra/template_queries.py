@@ -8,6 +8,8 @@ from typing import Any
 from flightdeck import topology
 
 Template = dict[str, Any]
+# The handler of the streaming functions (infra/functions.py WEB_HANDLER).
+STREAMING_HANDLER = "flightdeck/handlers/web.sh"
 
 
 def resources(template: Template, kind: str) -> dict[str, dict[str, Any]]:
@@ -36,8 +38,13 @@ def function_ids(template: Template) -> dict[str, str]:
     for lid, r in resources(template, "AWS::Lambda::Function").items():
         handler = r["Properties"]["Handler"]
         prefix, suffix = "flightdeck.handlers.", ".handler"
-        assert handler.startswith(prefix) and handler.endswith(suffix), handler
-        name = handler[len(prefix) : -len(suffix)]
+        if handler == STREAMING_HANDLER:
+            # A streaming function's handler is the web adapter's start script: its description names it.
+            name = r["Properties"]["Description"].rsplit(": ", 1)[1]
+            assert name in topology.STREAMING_HANDLERS, (lid, name)
+        else:
+            assert handler.startswith(prefix) and handler.endswith(suffix), handler
+            name = handler[len(prefix) : -len(suffix)]
         assert name not in out, f"two functions for handler {name}"
         out[name] = lid
     return out
@@ -105,7 +112,8 @@ class Reach:
     send: set[str] = field(default_factory=set)
     send_dlq: set[str] = field(default_factory=set)
     consume: set[str] = field(default_factory=set)
-    table: bool = False
+    table: bool = False  # reads and writes the table
+    read_table: bool = False  # reads the table (and its indexes) and writes nothing
     read_peers: bool = False  # dynamodb:GetItem alone, on the table alone (the peer authorizer's lookup)
     secret: bool = False  # the callback HMAC key
     peer_tokens: bool = False  # the bearer tokens presented to peers
@@ -145,7 +153,11 @@ def reach(template: Template, handler: str) -> Reach:
                     assert not dlq, f"{handler} consumes a DLQ"
                     result.consume.add(key)
             elif service == "dynamodb":
-                result.table = True
+                reading = act.split(":")[1].startswith(("Get", "BatchGet", "Query", "Scan", "Describe", "ConditionCheck"))
+                if reading:
+                    result.read_table = True
+                else:
+                    result.table = True
             elif service == "secretsmanager":
                 for lid in targets:
                     if lid.startswith("PeerTokens"):
@@ -162,6 +174,8 @@ def reach(template: Template, handler: str) -> Reach:
                 pass
             else:
                 result.other.add(act)
+    if result.table:
+        result.read_table = False  # reading is part of reading and writing
     return result
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 from flightdeck import topology
-from template_queries import function_ids, resources
+from template_queries import STREAMING_HANDLER, function_ids, resources
 
 from infra.bundling import RUNTIME_PROVIDED, TOOLS
 
@@ -59,12 +59,32 @@ def test_every_function_uses_the_one_asset(synth, asset: Path) -> None:
     assert keys == {asset.name.removeprefix("asset.") + ".zip"}
 
 
+def _entry_points(template, handler: str) -> list[str]:
+    """What a function runs: its handler string; for a streaming function (its handler the web adapter's
+    start script, flightdeck/handlers/web.sh) the web server's app and the handler module it calls."""
+    handler_string = template["Resources"][function_ids(template)[handler]]["Properties"]["Handler"]
+    if handler_string == STREAMING_HANDLER:
+        return [f"flightdeck.handlers.{handler}.handler", "flightdeck.handlers.web.app"]
+    return [handler_string]
+
+
+def test_the_streaming_functions_start_script_is_in_the_asset_and_executable(synth, asset: Path) -> None:
+    script = asset / STREAMING_HANDLER
+    assert script.is_file() and script.stat().st_mode & 0o111 == 0o111, oct(script.stat().st_mode)
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n") and "\r" not in text  # /bin/sh runs it as is (LF line ends)
+    assert "exec python3 -m flightdeck.handlers.web" in text
+
+
 @pytest.mark.parametrize("handler", topology.HANDLERS)
 def test_handler_module_is_in_the_asset(synth, asset: Path, handler: str) -> None:
-    template = synth.templates[STACK]
-    handler_string = template["Resources"][function_ids(template)[handler]]["Properties"]["Handler"]
+    for entry in _entry_points(synth.templates[STACK], handler):
+        _entry_point_in_asset(asset, entry)
+
+
+def _entry_point_in_asset(asset: Path, handler_string: str) -> None:
     module, attr = handler_string.rsplit(".", 1)
-    assert attr == "handler"
+    assert attr in ("handler", "app")
     spec = importlib.machinery.PathFinder.find_spec("flightdeck", [str(asset)])
     assert spec is not None and spec.origin == str(asset / "flightdeck" / "__init__.py")
     path = asset / Path(*module.split(".")).with_suffix(".py")
@@ -169,7 +189,7 @@ def _module_file(asset: Path, name: str) -> Path | None:
 def test_imports_reachable_from_handlers_resolve_in_the_asset(synth, asset: Path) -> None:
     _need_deps(synth)
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    todo = [f"flightdeck.handlers.{h}" for h in topology.HANDLERS]
+    todo = [f"flightdeck.handlers.{h}" for h in topology.HANDLERS] + ["flightdeck.handlers.web"]
     seen: set[str] = set()
     problems: list[str] = []
     while todo:
@@ -204,17 +224,20 @@ def test_imports_reachable_from_handlers_resolve_in_the_asset(synth, asset: Path
 
 _IMPORT_SCRIPT = """
 import importlib, json, sys
-asset, runtime, handler_string = sys.argv[1:4]
+asset, runtime = sys.argv[1:3]
 sys.path[:0] = [asset, runtime]
-module_name, attr = handler_string.rsplit(".", 1)
 result = {"ok": False}
 try:
-    module = importlib.import_module(module_name)
-    fn = getattr(module, attr)
+    ok, files = True, []
+    for handler_string in sys.argv[3:]:
+        module_name, attr = handler_string.rsplit(".", 1)
+        module = importlib.import_module(module_name)
+        fn = getattr(module, attr)
+        ok = ok and callable(fn) and module.__file__.startswith(asset)
+        files.append(module.__file__)
     result = {
-        "ok": callable(fn) and module.__file__.startswith(asset),
-        "file": module.__file__,
-        "callable": callable(fn),
+        "ok": ok,
+        "file": files,
         "pydantic": importlib.import_module("pydantic").__file__,
     }
 except BaseException as exc:
@@ -267,7 +290,8 @@ def import_results(host_synth, runtime_sdk_dir: Path) -> dict[str, dict]:
             LANG="C.UTF-8",
         )
         processes[handler] = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _IMPORT_SCRIPT, str(asset), str(runtime_sdk_dir), props["Handler"]],
+            [sys.executable, "-I", "-S", "-c", _IMPORT_SCRIPT, str(asset), str(runtime_sdk_dir),
+             *_entry_points(template, handler)],
             env=env,
             cwd=str(runtime_sdk_dir),
             stdout=subprocess.PIPE,

@@ -237,11 +237,14 @@ def test_one_function_per_handler(orchestrator_tpl) -> None:
 @pytest.mark.parametrize("handler", topology.HANDLERS)
 def test_function_runtime_architecture_code_and_logs(orchestrator_tpl, handler: str) -> None:
     props = function(orchestrator_tpl, handler)
-    assert props["Handler"] == f"flightdeck.handlers.{handler}.handler"
+    streams = handler in topology.STREAMING_HANDLERS
+    # A streaming function runs the web adapter's start script (tests/infra/test_infra_streaming.py).
+    assert props["Handler"] == ("flightdeck/handlers/web.sh" if streams else f"flightdeck.handlers.{handler}.handler")
     assert props["Runtime"] in ("python3.12", "python3.13")
     assert props["Architectures"] == ["arm64"]
     assert props["MemorySize"] == 512
-    assert props["Timeout"] == (topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S)
+    assert props["Timeout"] == (topology.STREAM_TIMEOUT_S if streams else
+                                topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S)
     assert props["TracingConfig"] == {"Mode": "Active"}
     # its own log group, with a retention
     (log_group,) = referenced_ids(props["LoggingConfig"]["LogGroup"])
@@ -295,7 +298,11 @@ EXPECTED_VARIABLES = {
 def test_environment_of_every_function(orchestrator_tpl) -> None:
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
     spec = deployment.agents["orchestrator"]
-    envs = [f["Properties"]["Environment"]["Variables"] for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()]
+    # The same settings everywhere; the streaming functions add their web adapter's own variables.
+    from infra.functions import WEB_ADAPTER_ENVIRONMENT
+
+    envs = [{k: v for k, v in f["Properties"]["Environment"]["Variables"].items() if k not in WEB_ADAPTER_ENVIRONMENT}
+            for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()]
     assert all(env == envs[0] for env in envs)
     env = envs[0]
     assert EXPECTED_VARIABLES <= set(env)
@@ -419,12 +426,15 @@ EXPECTED_REACH = {
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
+    # GET /api/sessions/{id}/events: the caller's registry entry and the session, read; nothing written or sent.
+    "session_events": dict(read_table=True),
 }
 
 
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
-    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_peers": False,
+    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_table": False,
+                "read_peers": False,
                 "secret": False, "peer_tokens": False, "bedrock": False, "peer_urls": set()}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)

@@ -373,10 +373,11 @@ def test_a_text_file_that_does_not_decode_is_invalid_params(orchestrator, file):
     assert err(rpc(orchestrator, "message/send", params), -32602)["message"].startswith("message.parts.0.file.bytes")
 
 
-def test_streaming_methods_are_unsupported_operations(orchestrator):
+def test_streaming_methods_are_unsupported_operations_while_streaming_is_off(orchestrator):
+    # STREAMING is off unless the deployment's front streams (tests/integration/test_a2a_streaming.py: on).
     for method in ("message/stream", "tasks/resubscribe"):
         error = err(rpc(orchestrator, method, {"id": "x", "message": message("hi")}), -32004)
-        assert "SSE" in error["message"]
+        assert "STREAMING=off" in error["message"]
 
 
 def test_no_authenticated_extended_card(orchestrator):

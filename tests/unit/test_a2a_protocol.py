@@ -24,8 +24,9 @@ def test_task_ids_name_their_context():
 
 
 def _rpc(raw):
-    # Envelope errors are answered before any method runs: no dependencies needed.
-    return handle_rpc(None, raw if isinstance(raw, str) else json.dumps(raw))
+    # Envelope errors are answered before any method runs: no dependencies needed (but whether streaming is on).
+    return handle_rpc(SimpleNamespace(settings=SimpleNamespace(streaming="off")),
+                      raw if isinstance(raw, str) else json.dumps(raw))
 
 
 @pytest.mark.parametrize("raw,code,request_id", [
@@ -36,7 +37,11 @@ def _rpc(raw):
     ({"jsonrpc": "2.0", "id": "a", "method": "nope"}, -32601, "a"),
     ({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": "x", "historyLength": -2}}, -32602, 3),
     ({"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"role": "user"}}}, -32602, 4),
-    ({"jsonrpc": "2.0", "id": 5, "method": "message/stream", "params": {}}, -32004, 5),
+    # The streaming methods' params are checked like the others'; with streaming off they answer -32004.
+    ({"jsonrpc": "2.0", "id": 5, "method": "message/stream", "params": {}}, -32602, 5),
+    ({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": {
+        "kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}}},
+     -32004, 7),
     ({"jsonrpc": "2.0", "id": 6, "method": "tasks/resubscribe", "params": {"id": "x"}}, -32004, 6),
     ({"jsonrpc": "2.0", "id": True, "method": "tasks/get"}, -32600, None),
     ({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "extra": 1}, -32600, 1),

@@ -189,3 +189,103 @@ def test_local_model_conversations_are_valid_converse_requests(client, model):
         stub.add_response("converse", _response([{"text": "ok"}], "end_turn"))
         model.converse(system="s", messages=messages, tools=tools)
         stub.assert_no_pending_responses()
+
+
+# --- ConverseStream --------------------------------------------------------------------------------
+
+from tests.support import eventstream as es  # noqa: E402
+from flightdeck.domain.model import ModelReply, TextDelta, collect  # noqa: E402
+
+
+def _stream_of(*events: bytes) -> bytes:
+    return b"".join(events)
+
+
+def test_converse_stream_yields_text_as_it_comes_then_the_reply_converse_would_give(client, model):
+    sent: list = []
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"delta": {"text": "Delegating "}, "contentBlockIndex": 0}),
+        es.event("contentBlockDelta", {"delta": {"text": "now."}, "contentBlockIndex": 0}),
+        es.event("contentBlockStop", {"contentBlockIndex": 0}),
+        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker"}},
+                                       "contentBlockIndex": 1}),
+        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "summ'}}, "contentBlockIndex": 1}),
+        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": 'arise"}'}}, "contentBlockIndex": 1}),
+        es.event("contentBlockStop", {"contentBlockIndex": 1}),
+        es.event("messageStop", {"stopReason": "tool_use"}),
+        es.event("metadata", {"usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12},
+                              "metrics": {"latencyMs": 9}}),
+    ), sent)
+    items = list(model.converse_stream(system="You orchestrate.", messages=MESSAGES, tools=TOOLS))
+    assert items[:-1] == [TextDelta("Delegating "), TextDelta("now.")]
+    reply = items[-1]
+    assert isinstance(reply, ModelReply) and reply.stop_reason == "tool_use"
+    assert reply.message == {"role": "assistant", "content": [
+        {"text": "Delegating now."},
+        {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker", "input": {"task": "summarise"}}}]}
+    assert reply.usage == {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}
+    # The same request as converse's.
+    assert sent == [{k: v for k, v in model.request(system="You orchestrate.", messages=MESSAGES, tools=TOOLS).items()
+                     if k != "modelId"}]
+
+
+def test_converse_stream_keeps_reasoning_and_its_signature(client, model):
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"delta": {"reasoningContent": {"text": "think"}}, "contentBlockIndex": 0}),
+        es.event("contentBlockDelta", {"delta": {"reasoningContent": {"signature": "sig"}}, "contentBlockIndex": 0}),
+        es.event("contentBlockDelta", {"delta": {"text": "Done."}, "contentBlockIndex": 1}),
+        es.event("messageStop", {"stopReason": "end_turn"}),
+    ))
+    reply = collect(model.converse_stream(system="", messages=MESSAGES, tools=[]))
+    assert reply.message["content"] == [{"reasoningContent": {"reasoningText": {"text": "think", "signature": "sig"}}},
+                                        {"text": "Done."}]
+    assert reply.text == "Done."
+
+
+@pytest.mark.parametrize("kind,retryable", [("throttlingException", True), ("modelStreamErrorException", True),
+                                            ("validationException", False)])
+def test_an_exception_event_mid_stream_is_a_model_error(client, model, kind, retryable):
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"delta": {"text": "par"}, "contentBlockIndex": 0}),
+        es.exception(kind, "it broke"),
+    ))
+    got = []
+    with pytest.raises(BedrockModelError) as failed:
+        for item in model.converse_stream(system="", messages=MESSAGES, tools=[]):
+            got.append(item)
+    assert got == [TextDelta("par")]  # what came before, and no reply made of half a message
+    assert failed.value.retryable is retryable and failed.value.code == kind[0].upper() + kind[1:]
+    assert "it broke" in str(failed.value)
+
+
+def test_a_stream_cut_off_before_message_stop_is_a_model_error(client, model):
+    es.answer_with(client, _stream_of(es.event("messageStart", {"role": "assistant"}),
+                                      es.event("contentBlockDelta", {"delta": {"text": "half"}, "contentBlockIndex": 0})))
+    with pytest.raises(BedrockModelError, match="stopped with ''"):
+        collect(model.converse_stream(system="", messages=MESSAGES, tools=[]))
+
+
+def test_a_tool_input_that_is_not_json_is_a_model_error(client, model):
+    es.answer_with(client, _stream_of(
+        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "t", "name": "ask_worker"}},
+                                       "contentBlockIndex": 0}),
+        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": '}}, "contentBlockIndex": 0}),
+        es.event("messageStop", {"stopReason": "tool_use"}),
+    ))
+    with pytest.raises(BedrockModelError) as failed:
+        collect(model.converse_stream(system="", messages=MESSAGES, tools=TOOLS))
+    assert failed.value.code == "BadToolInput"
+
+
+@pytest.mark.parametrize("code,retryable", [("ThrottlingException", True), ("AccessDeniedException", False)])
+def test_converse_stream_call_refused_is_a_model_error(client, model, code, retryable):
+    with Stubber(client) as stub:
+        stub.add_client_error("converse_stream", service_error_code=code, service_message="no", http_status_code=400,
+                              expected_params={"modelId": MODEL_ID, "messages": MESSAGES, "inferenceConfig": ANY})
+        with pytest.raises(BedrockModelError) as failed:
+            list(model.converse_stream(system="", messages=MESSAGES, tools=[]))
+        stub.assert_no_pending_responses()
+    assert failed.value.code == code and failed.value.retryable is retryable

@@ -358,3 +358,83 @@ def test_the_handler_module_is_imported_on_first_invocation(monkeypatch):
     assert function.function_name == "tester-sweeper"
     function.invoke({"detail-type": "Scheduled Event", "resources": []})
     assert f"{FAKES}.sweeper" in sys.modules
+
+
+# --- streams: chunks as they come ---------------------------------------------------------------
+
+
+@pytest.fixture
+def streaming_server(monkeypatch) -> Iterator[tuple[GatewayServer, dict[str, Any]]]:
+    """A gateway whose session_events handler streams: it waits for `go` after its first chunk."""
+    from flightdeck.api.sse import StreamReply
+
+    state: dict[str, Any] = {"go": threading.Event(), "closed": threading.Event(), "sent": 0}
+
+    def chunks():
+        try:
+            yield b"data: 1\n\n"
+            state["sent"] = 1
+            state["go"].wait(5)
+            for n in (2, 3):
+                yield f"data: {n}\n\n".encode()
+                state["sent"] = n
+            while state.get("endless"):  # a stream that only its client's going away can end
+                yield b": keep-alive\n\n"
+                time.sleep(0.01)
+        finally:
+            state["closed"].set()
+
+    package = types.ModuleType("fake_stream_pkg")
+    package.__path__ = []  # type: ignore[attr-defined]
+    module = types.ModuleType("fake_stream_pkg.session_events")
+    module.handler = lambda event, context: StreamReply(chunks())  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_stream_pkg", package)
+    monkeypatch.setitem(sys.modules, "fake_stream_pkg.session_events", module)
+    srv = GatewayServer(ApiGateway(FunctionRegistry("tester", package="fake_stream_pkg")), address=("127.0.0.1", 0))
+    srv.start_background()
+    yield srv, state
+    state["go"].set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_stream_is_written_chunk_by_chunk_as_it_comes(streaming_server):
+    srv, state = streaming_server
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request("GET", "/api/sessions/s1/events")
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
+    assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Content-Length") is None
+    assert response.read1(100) == b"data: 1\n\n"  # before the handler's generator went on
+    assert state["sent"] == 1
+    state["go"].set()
+    assert response.read() == b"data: 2\n\ndata: 3\n\n"
+    assert state["closed"].wait(2)
+    conn.close()
+
+
+def test_a_client_that_goes_away_closes_the_stream(streaming_server):
+    srv, state = streaming_server
+    state["endless"] = True
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request("GET", "/api/sessions/s1/events")
+    response = conn.getresponse()
+    assert response.read1(100) == b"data: 1\n\n"
+    conn.sock.close()  # the client hangs up mid-stream
+    response.close()
+    state["go"].set()
+    assert state["closed"].wait(5)  # a write fails and the generator is closed: its reads stop
+
+
+def test_an_http_1_0_client_gets_the_stream_up_to_the_connection_s_end(streaming_server):
+    srv, state = streaming_server
+    state["go"].set()
+    import socket
+
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+        sock.sendall(b"GET /api/sessions/s1/events HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding" not in head and body == b"data: 1\n\ndata: 2\n\ndata: 3\n\n"

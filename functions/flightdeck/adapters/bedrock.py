@@ -1,15 +1,21 @@
-"""Amazon Bedrock's Converse API behind the one model interface (flightdeck.domain.model)."""
+"""Amazon Bedrock's Converse API behind the one model interface (flightdeck.domain.model).
+
+`converse` is one Converse call. `converse_stream` is one ConverseStream call: it yields the
+reply's text as Bedrock sends it (TextDelta), then the reply assembled from the stream, the
+same ModelReply converse gives (text, toolUse blocks with their JSON input, reasoning).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Iterator
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from flightdeck.domain.agent import ModelConfig
-from flightdeck.domain.model import Message, ModelError, ModelReply, ToolSpec
+from flightdeck.domain.model import Message, ModelError, ModelReply, TextDelta, ToolSpec
 
 __all__ = ["BedrockModel", "BedrockModelError", "ModelError", "RETRYABLE_CODES"]
 
@@ -84,21 +90,116 @@ class BedrockModel:
     def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
         try:
             response = self.client.converse(**self.request(system=system, messages=messages, tools=tools))
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = error.get("Code", "Unknown")
-            raise BedrockModelError(
-                f"Bedrock converse failed for model {self.config.model_id!r}: {code}: {error.get('Message', exc)}",
-                code=code,
-                retryable=code in RETRYABLE_CODES,
-            ) from exc
-        except BotoCoreError as exc:  # timeouts, connection errors, invalid parameters
-            raise BedrockModelError(
-                f"Bedrock converse failed for model {self.config.model_id!r}: {type(exc).__name__}: {exc}",
-                code=type(exc).__name__,
-                retryable=not isinstance(exc, ParamValidationError),
-            ) from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error("converse", exc) from exc
         return _reply(response, self.config.model_id)
+
+    def converse_stream(self, *, system: str, messages: list[Message],
+                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
+        """ConverseStream: the text as it comes, then the whole reply (flightdeck.domain.model.StreamingModel).
+
+        A failure before or during the stream (an exception event: throttling, a model stream
+        error...) raises BedrockModelError, retryable as converse's are; nothing half-received
+        is returned as a reply.
+        """
+        reply = _StreamedReply()
+        try:
+            response = self.client.converse_stream(**self.request(system=system, messages=messages, tools=tools))
+            for event in response["stream"]:
+                delta = reply.add(event)
+                if delta:
+                    yield TextDelta(delta)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error("converse_stream", exc) from exc
+        yield _reply(reply.response(), self.config.model_id)
+
+    def _error(self, operation: str, exc: Exception) -> BedrockModelError:
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            # An exception event inside a stream names its member ("throttlingException"), a failed
+            # call its shape ("ThrottlingException"): one spelling for both.
+            code = str(error.get("Code", "Unknown"))
+            code = code[:1].upper() + code[1:]
+            return BedrockModelError(
+                f"Bedrock {operation} failed for model {self.config.model_id!r}: {code}: {error.get('Message', exc)}",
+                code=code,
+                retryable=code in RETRYABLE_CODES or code == "ModelStreamErrorException",
+            )
+        # Timeouts, connection errors, invalid parameters.
+        return BedrockModelError(
+            f"Bedrock {operation} failed for model {self.config.model_id!r}: {type(exc).__name__}: {exc}",
+            code=type(exc).__name__,
+            retryable=not isinstance(exc, ParamValidationError),
+        )
+
+
+class _StreamedReply:
+    """A ConverseStream's events put back together as a Converse response (output, stopReason, usage).
+
+    Bedrock sends each content block as start (a tool's id and name), deltas (text, a tool
+    input's JSON in pieces, reasoning text and its signature) and stop, by contentBlockIndex.
+    """
+
+    def __init__(self) -> None:
+        self.role = "assistant"
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.stop_reason = ""
+        self.usage: dict[str, Any] = {}
+
+    def _block(self, index: int) -> dict[str, Any]:
+        return self.blocks.setdefault(index, {"text": [], "tool": None, "input": [], "reasoning": [], "signature": ""})
+
+    def add(self, event: dict[str, Any]) -> str:
+        """Take one event; returns the text it adds ("" for any other event)."""
+        if "messageStart" in event:
+            self.role = event["messageStart"].get("role", "assistant")
+        elif "contentBlockStart" in event:
+            start = event["contentBlockStart"]
+            tool = (start.get("start") or {}).get("toolUse")
+            if tool:
+                self._block(int(start.get("contentBlockIndex", 0)))["tool"] = tool
+        elif "contentBlockDelta" in event:
+            body = event["contentBlockDelta"]
+            block = self._block(int(body.get("contentBlockIndex", 0)))
+            delta = body.get("delta") or {}
+            if isinstance(delta.get("text"), str):
+                block["text"].append(delta["text"])
+                return delta["text"]
+            if "toolUse" in delta:
+                block["input"].append(str(delta["toolUse"].get("input", "")))
+            reasoning = delta.get("reasoningContent") or {}
+            if isinstance(reasoning.get("text"), str):
+                block["reasoning"].append(reasoning["text"])
+            if isinstance(reasoning.get("signature"), str):
+                block["signature"] = reasoning["signature"]
+        elif "messageStop" in event:
+            self.stop_reason = event["messageStop"].get("stopReason", "")
+        elif "metadata" in event:
+            self.usage = event["metadata"].get("usage") or {}
+        return ""
+
+    def response(self) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block["tool"] is not None:
+                raw = "".join(block["input"])
+                try:
+                    tool_input = json.loads(raw) if raw.strip() else {}
+                except ValueError:
+                    raise BedrockModelError("Bedrock converse_stream sent a tool input that is not JSON",
+                                            code="BadToolInput") from None
+                content.append({"toolUse": {"toolUseId": block["tool"].get("toolUseId", ""),
+                                            "name": block["tool"].get("name", ""), "input": tool_input}})
+            elif block["reasoning"] or block["signature"]:
+                text = {"text": "".join(block["reasoning"])}
+                if block["signature"]:
+                    text["signature"] = block["signature"]
+                content.append({"reasoningContent": {"reasoningText": text}})
+            else:
+                content.append({"text": "".join(block["text"])})
+        return {"output": {"message": {"role": self.role, "content": content}}, "stopReason": self.stop_reason,
+                "usage": self.usage}
 
 
 def _reply(response: dict[str, Any], model_id: str) -> ModelReply:

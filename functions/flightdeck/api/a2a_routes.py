@@ -3,14 +3,15 @@
 JSON-RPC answers always go out with HTTP 200 and a JSON-RPC response object,
 errors included (never the REST error shape). The body is parsed here, not by
 the resolver's validation, so malformed JSON is -32700, not a REST 400.
-`message/stream` and `tasks/resubscribe` answer -32004: a Python Lambda behind
-API Gateway REST returns one buffered response, so there is no SSE stream to offer.
+`message/stream` and `tasks/resubscribe` answer Server-Sent Events when STREAMING is on
+(flightdeck.api.a2a_stream_routes, ahead of the resolver); with it off they answer -32004.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -21,6 +22,7 @@ from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.models import NOT_UNICODE, ErrorResponse, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
+from flightdeck.api.sse import event_schema
 from flightdeck.domain import a2a
 from flightdeck.domain.a2a_client import PushStatus, receive_push
 from flightdeck.domain.a2a_models import (
@@ -49,15 +51,19 @@ from flightdeck.wiring import deps
 router = Router()
 push_router = Router()
 
-NO_STREAMING = ("streaming is not offered: this agent runs as an AWS Lambda function behind API Gateway REST, "
-                "which returns one buffered response (no SSE); use message/send and tasks/get or push notifications")
+NO_STREAMING = ("streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
+                "use message/send and tasks/get or push notifications")
+# The streaming methods: answered as Server-Sent Events by flightdeck.api.a2a_stream_routes.
+STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 
 
-def _unsupported(message: str) -> Callable[..., Any]:
-    def method(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
-        raise A2AError(UNSUPPORTED_OPERATION, message)
-
-    return method
+def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
+    """A streaming method on the one-response path: only when streaming is off (the Lambda entry streams
+    them otherwise, ahead of the resolver)."""
+    if deps.settings.streaming == "on":
+        raise A2AError(UNSUPPORTED_OPERATION, "this path answers one JSON response; message/stream and "
+                                              "tasks/resubscribe are served as Server-Sent Events by POST /a2a")
+    raise A2AError(UNSUPPORTED_OPERATION, NO_STREAMING)
 
 
 def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
@@ -71,10 +77,10 @@ class _AnyParams(BaseModel):
 # method -> (params model, implementation(deps, params, remaining_ms, caller))
 METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str | None], Any]]] = {
     "message/send": (MessageSendParams, a2a.send_message),
-    "message/stream": (_AnyParams, _unsupported(NO_STREAMING)),
+    "message/stream": (MessageSendParams, _not_streamed),
     "tasks/get": (TaskQueryParams, a2a.get_task),
     "tasks/cancel": (TaskIdParams, a2a.cancel_task),
-    "tasks/resubscribe": (_AnyParams, _unsupported(NO_STREAMING)),
+    "tasks/resubscribe": (TaskIdParams, _not_streamed),
     "tasks/pushNotificationConfig/set": (TaskPushNotificationConfig, a2a.set_push_config),
     "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, a2a.get_push_config),
     "tasks/pushNotificationConfig/list": (ListTaskPushNotificationConfigParams, a2a.list_push_configs),
@@ -89,6 +95,8 @@ def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[s
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
+
+rpc_error = _error  # for the streaming routes (flightdeck.api.a2a_stream_routes)
 
 MAX_ERROR_DETAILS = 20
 
@@ -108,16 +116,23 @@ def _valid_id(body: dict[str, Any]) -> Any:
     return raw_id if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
 
 
-def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
-    """One JSON-RPC request in, one JSON-RPC response out (as a dict).
+@dataclass(frozen=True)
+class RpcCall:
+    """A JSON-RPC request that passed every check: its id, method and params (the method's model)."""
+
+    id: Any
+    method: str
+    params: Any
+
+
+def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
+    """The request, checked; or the JSON-RPC error response that refuses it.
 
     The checks run in this order, each answering with the spec's code: the body parses as JSON
     within strict_json's bounds (-32700); it is one Request object: "jsonrpc": "2.0", a string
     method, an id of a valid type, params absent or structured, no other members (-32600); the
     method exists (-32601); its params are an object of the method's shape, all text valid
-    Unicode (-32602); only then whether it has an id (below); then the method runs (its A2A codes).
-
-    caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
+    Unicode (-32602); only then whether it has an id (below).
     """
     try:
         body = strict_json.loads(raw)
@@ -140,7 +155,7 @@ def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str |
     note(operation=f"a2a:{request.method}" if entry is not None else "a2a:unknown")
     if entry is None:
         return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
-    params_model, method = entry
+    params_model, _ = entry
     if request.params is not None and not isinstance(request.params, dict):
         # JSON-RPC allows by-position params (an array); every A2A method takes an object.
         return _error(request_id, INVALID_PARAMS, f"Invalid params: {request.method} takes params as an object")
@@ -161,16 +176,31 @@ def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str |
         # wrong method or params too. Over HTTP a response is sent in any case.
         return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
                                              "not notifications)")
+    return RpcCall(request.id, request.method, params)
+
+
+def run_rpc(d: Deps, call: RpcCall, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+    """Run a checked request's method: its JSON-RPC response (A2A errors as error responses)."""
+    _, method = METHODS[call.method]
     try:
-        result = method(d, params, remaining_ms, caller)
+        result = method(d, call.params, remaining_ms, caller)
     except A2AError as exc:
-        return _error(request.id, exc.code, exc.message, exc.data)
+        return _error(call.id, exc.code, exc.message, exc.data)
     except ItemTooLargeError as exc:
-        return _error(request.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})")
+        return _error(call.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})")
     except Exception:
-        logger.exception("A2A method failed", extra={"method": request.method})
-        return _error(request.id, INTERNAL_ERROR, "Internal error: the request could not be processed")
-    return {"jsonrpc": "2.0", "id": request.id, "result": result}
+        logger.exception("A2A method failed", extra={"method": call.method})
+        return _error(call.id, INTERNAL_ERROR, "Internal error: the request could not be processed")
+    return {"jsonrpc": "2.0", "id": call.id, "result": result}
+
+
+def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+    """One JSON-RPC request in, one JSON-RPC response out (as a dict): validate_rpc, then run_rpc.
+
+    caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
+    """
+    call = validate_rpc(raw)
+    return call if isinstance(call, dict) else run_rpc(d, call, remaining_ms, caller)
 
 
 # JSON-RPC 2.0 response object: exactly one of result and error.
@@ -222,9 +252,14 @@ def _remaining_ms() -> int | None:
     "/a2a",
     summary="A2A v0.3 JSON-RPC endpoint",
     description=(
-        "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, tasks/get, tasks/cancel, "
-        "tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and tasks/resubscribe answer -32004 "
-        "(no streaming). Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
+        "JSON-RPC 2.0 requests of the A2A protocol v0.3: message/send, message/stream, tasks/get, tasks/cancel, "
+        "tasks/resubscribe, tasks/pushNotificationConfig/{set,get,list,delete}. message/stream and "
+        "tasks/resubscribe answer text/event-stream (where the agent card says streaming: true; -32004 otherwise): "
+        "each `data:` line a JSON-RPC response with the request's id whose result is the Task first, then "
+        "status-update events (working: each step of the agent), the answer as artifact-update chunks, and last a "
+        "status-update with final: true; a refusal of the method is the stream's one event (a JSON-RPC error). "
+        "A dropped connection does not cancel the task. "
+        "Requires a peer bearer token (HTTP 401/403 otherwise); a task or context of another "
         "peer is -32001. Every other answer is HTTP 200 with a JSON-RPC response object, errors included, "
         "checked in this order: -32700 not JSON (or nested deeper than 32, too wide, a number out of range, "
         "not UTF-8; too large or not JSON-typed: -32600); -32600 not one Request object; -32601 unknown method; "
@@ -233,8 +268,12 @@ def _remaining_ms() -> int | None:
         "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
         "inline bytes of text/* or application/json; anything else is -32005."
     ),
-    responses={200: {"description": "A JSON-RPC response: result or error",
-                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}}},
+    responses={200: {"description": "A JSON-RPC response: result or error; for message/stream and tasks/resubscribe "
+                                    "Server-Sent Events, each data line a JSON-RPC response",
+                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA},
+                                 "text/event-stream": {"schema": event_schema(
+                                     "an event of message/stream or tasks/resubscribe: data is a JSON-RPC response "
+                                     "whose result is a Task, a status-update or an artifact-update")}}},
                401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
                      "content": {"application/json": {"model": ErrorResponse}}},
                403: {"description": "The token is unknown, wrong or revoked",

@@ -14,6 +14,9 @@ from flightdeck.settings import get_settings
 router = Router()
 
 A2A_PROTOCOL_VERSION = "0.3.0"
+# What a streaming client should know (the card's description ends with it when streaming is on).
+STREAMING_NOTE = ("Streams (message/stream, tasks/resubscribe) follow a task to its final event; a dropped "
+                  "connection does not cancel the task: tasks/resubscribe or tasks/get finds it again.")
 
 
 def _base_url() -> str:
@@ -54,16 +57,21 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
             "description": "POST /a2a (and /api/chat) need the peer token this agent's operator issued to the "
                            "caller (flightdeck peers add): Authorization: Bearer fdp_<peer id>_<secret>.",
         }
+    description = settings.agent_description if settings.agent_config is None else agent.description
+    streaming = settings.streaming == "on"
+    if streaming:
+        description = f"{description.rstrip()} {STREAMING_NOTE}".strip()
     return {
         "protocolVersion": A2A_PROTOCOL_VERSION,
         "name": settings.agent_name,
-        "description": settings.agent_description if settings.agent_config is None else agent.description,
+        "description": description,
         "url": f"{base_url}/a2a",
         "preferredTransport": "JSONRPC",
         "version": settings.agent_version or __version__,
-        # Only what is implemented (flightdeck.domain.a2a): push notifications yes; no SSE streaming
-        # (a Python Lambda behind API Gateway REST cannot stream), no state-transition history.
-        "capabilities": {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False},
+        # Only what is implemented (flightdeck.domain.a2a): push notifications yes; SSE streaming where
+        # the deployment's HTTP front streams (STREAMING: the local gateway, the stack's STREAM
+        # integrations); no state-transition history.
+        "capabilities": {"streaming": streaming, "pushNotifications": True, "stateTransitionHistory": False},
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,

@@ -17,11 +17,13 @@ from flightdeck.api.auth import PEER_TOKEN_SCHEME
 
 
 def document() -> dict[str, Any]:
-    from flightdeck.api import a2a_routes, callback_routes, card_routes, chat_routes, service_routes, session_routes
+    from flightdeck.api import (a2a_routes, callback_routes, card_routes, chat_routes, service_routes,
+                                session_events_routes, session_routes)
     from flightdeck.api.resolver import build_resolver
 
-    app = build_resolver(chat_routes.router, session_routes.router, callback_routes.router, card_routes.router,
-                         service_routes.router, a2a_routes.router, a2a_routes.push_router)
+    app = build_resolver(chat_routes.router, session_routes.router, session_events_routes.router,
+                         callback_routes.router, card_routes.router, service_routes.router, a2a_routes.router,
+                         a2a_routes.push_router)
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",
         version=__version__,

@@ -56,7 +56,8 @@ def _allowed_methods(path: str) -> list[str]:
 Refusal = Callable[[int, str, str], dict[str, Any]]
 
 
-def _proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
+def proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
+    """A proxy response in the one error shape (for answers given outside the resolver)."""
     return {"statusCode": status, "headers": {"Content-Type": "application/json"},
             "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
 
@@ -158,13 +159,33 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     return app
 
 
-def http_handler(*routers: Router, refuse: Refusal | None = None):
+# A streaming route's answer ahead of the resolver: a StreamReply, a proxy response, or None (the
+# resolver answers). See flightdeck.api.sse.
+StreamHook = Callable[[dict[str, Any], Any], Any]
+
+
+def _streamed(stream: StreamHook, event: dict[str, Any], context: Any) -> Any:
+    """The hook's answer; its failures answered as the resolver answers a route's (503, 500)."""
+    try:
+        return stream(event, context)
+    except (BotoCoreError, ClientError):
+        logger.exception("AWS dependency failed")
+        response = proxy_error(503, "service_unavailable", "a dependency is unavailable; retry later")
+        response["headers"]["Retry-After"] = "1"
+        return response
+    except Exception:
+        logger.exception("unhandled error")
+        return proxy_error(500, "internal_error", "the request could not be processed; it may be retried")
+
+
+def http_handler(*routers: Router, refuse: Refusal | None = None, stream: StreamHook | None = None):
     """A Lambda entry point serving these routers, with logging, tracing and metrics.
 
     Per request, in this order: the caller is authenticated (routes whose topology auth is
     "peer", and callback routes with a header token: 401/403 before anything else is looked
-    at), the body size (413) and type (415, not UTF-8: 400) are checked, the route runs (its
-    body parsed by strict_json); then a delegation call gets its one audit line
+    at), the body size (413) and type (415, not UTF-8: 400) are checked, `stream` answers if
+    it will (a StreamReply: Server-Sent Events, written by the server as they come), else the
+    route runs (its body parsed by strict_json); then a delegation call gets its one audit line
     (flightdeck.api.auth). `refuse` renders the size and type refusals (default: the REST
     error shape; /a2a answers them in JSON-RPC).
     """
@@ -175,18 +196,21 @@ def http_handler(*routers: Router, refuse: Refusal | None = None):
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
     app = build_resolver(*routers)
-    render = refuse or _proxy_error
+    render = refuse or proxy_error
 
     @lambda_entry
     def handler(event: dict, context: LambdaContext) -> dict:
         route = auth.begin(event)
         response: Any = {"statusCode": 500}
         try:
-            response = (auth.authenticate(event, route) or _too_large(event, render) or _not_json(event, render)
-                        or app.resolve(event, context))
+            response = auth.authenticate(event, route) or _too_large(event, render) or _not_json(event, render)
+            if response is None and stream is not None:
+                response = _streamed(stream, event, context)
+            if response is None:
+                response = app.resolve(event, context)
             return response
         finally:
-            auth.audit_inbound(event, route, response)
+            auth.audit_inbound(event, route, getattr(response, "outcome", response))
 
     handler.app = app  # type: ignore[attr-defined]
     return handler

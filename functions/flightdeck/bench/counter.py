@@ -122,19 +122,48 @@ def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: C
     started = time.perf_counter()
     status: int | None = None
     ok = False
+    streamed = False
     try:
         result = call()
         ok = True
         if kind == "http" and isinstance(result, dict):
             status = result.get("statusCode")
+        if hasattr(result, "chunks"):  # a stream (flightdeck.api.sse): the invocation lasts as long as it
+            streamed = True
+            result.chunks = _streaming(sink, fn, result.chunks, lambda: _record(fn, kind, records, route, started,
+                                                                                 True, result.status, event))
         return result
     finally:
         _current.fn = previous
-        record = {"k": "inv", "t": time.time(), "fn": fn, "src": kind, "n": records, "route": route,
-                  "ms": round((time.perf_counter() - started) * 1000, 3), "ok": ok, "status": status}
-        if kind == "sqs" and route.endswith("-timers"):
-            record["timers"] = _timer_messages(event)
-        sink.write(record)
+        if not streamed:
+            sink.write(_record(fn, kind, records, route, started, ok, status, event))
+
+
+def _record(fn: str, kind: str, records: int, route: str, started: float, ok: bool, status: Any,
+            event: dict[str, Any]) -> dict[str, Any]:
+    record = {"k": "inv", "t": time.time(), "fn": fn, "src": kind, "n": records, "route": route,
+              "ms": round((time.perf_counter() - started) * 1000, 3), "ok": ok, "status": status}
+    if kind == "sqs" and route.endswith("-timers"):
+        record["timers"] = _timer_messages(event)
+    return record
+
+
+def _streaming(sink: Sink, fn: str, chunks: Any, record: Callable[[], dict[str, Any]]) -> Any:
+    """The stream's chunks, its AWS calls named after its function; its invocation recorded when it ends."""
+    try:
+        while True:
+            previous = getattr(_current, "fn", None)
+            _current.fn = fn
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            finally:
+                _current.fn = previous
+            yield chunk
+    finally:
+        getattr(chunks, "close", lambda: None)()
+        sink.write({**record(), "stream": True})
 
 
 def _timer_messages(event: dict[str, Any]) -> list[dict[str, Any]]:

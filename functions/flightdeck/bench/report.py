@@ -205,6 +205,7 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
 
     rows += _conversation_rows(result.get("conversation"))
     rows += _load_rows(result.get("load"))
+    rows += streaming_rows(result["streaming"]) if "streaming" in result else []
 
     cs = result["cold_start"]
     handlers = cs["handlers"]
@@ -234,6 +235,27 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     fan_total = result["latency_fan_out_ms"]["client_round_trip"]
     rows.append([f"Local round trip, {fan['delegations_per_turn']} delegations", f"p50 {num(fan_total['p50'])} ms, "
                  f"p95 {num(fan_total['p95'])} ms", f"{fan_total['n']} turns"])
+    return rows
+
+
+def streaming_rows(st: dict[str, Any]) -> list[list[str]]:
+    """What a streamed second and a streamed task cost (flightdeck.bench.streaming)."""
+    rows = []
+    for kind, label in (("message_stream", "message/stream"), ("session_events", "GET /api/sessions/{id}/events")):
+        r = st[kind]
+        second, task = r["per_streamed_second"], r["per_streamed_task"]
+        rows += [
+            [f"Streaming, {label}: a streamed second", f"{num(second['dynamodb_requests'])} DynamoDB reads",
+             f"{num(second['rru'])} RRU + {num(second['lambda_gb_s'], 2)} Lambda GB-s (the function lives as long as "
+             f"the stream), one poll per {num(st['poll_interval_s'], 1)} s: " + _ops(
+                 r["per_waiting_poll"]["requests_by_operation"], "dynamodb") + f"; {money(second['usd'] * 1e6)} per "
+             "million streamed seconds"],
+            [f"Streaming, {label}: a streamed task ({num(r['streamed_s'])} s, waits {st['delegate_wait_s']} s on a "
+             "delegate)", f"{num(task['dynamodb_requests'])} DynamoDB reads",
+             f"1 API Gateway request, 1 Lambda invocation, {num(task['rru'])} RRU, {num(task['lambda_gb_s'], 1)} GB-s, "
+             f"{r['events']} events: {money(task['usd_per_million'])} per million streamed tasks (Lambda duration "
+             f"{money(task['usd']['lambda_duration'] * 1e6)})"],
+        ]
     return rows
 
 

@@ -12,7 +12,7 @@ from importlib import metadata
 from typing import Any, Callable, TextIO
 
 from flightdeck import topology
-from flightdeck.bench import coldstart, scenario, sweep
+from flightdeck.bench import coldstart, scenario, streaming, sweep
 from flightdeck.bench import load as load_test
 from flightdeck.bench.prices import PriceTable, load
 from flightdeck.bench.scenario import Roles, StackOptions, roles_from
@@ -176,6 +176,8 @@ def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs:
         phases["load"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["sweep"] = sweep.measure(opts.open_turns, opts.overdue_turns, prices, say)
     phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    result["streaming"] = streaming.measure(prices, say, memory_mb=scenario.memory_mb(opts.stack, scenario.DELEGATOR))
+    phases["streaming"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["cold_start"] = coldstart.measure(opts.coldstart_repeats, opts.coldstart_no_pyc, say,
                                              handlers=opts.coldstart_handlers or topology.HANDLERS)
     phases["cold_start"] = round(time.monotonic() - mark, 1)

@@ -108,16 +108,31 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
     return history
 
 
-def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) -> dict[str, Any]:
-    """The A2A Task object. history_length: None for all of it, n for the last n messages."""
+def answer_artifact_id(rec: TaskRecord) -> str:
+    return f"{rec.key}-answer"
+
+
+def status_of(rec: TaskRecord) -> dict[str, Any]:
+    """The A2A TaskStatus of a task: its state, when it got there, and the answer or the reason."""
     status: dict[str, Any] = {"state": rec.state, "timestamp": _iso(rec.updated_ms)}
-    task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status}
     if rec.state == "completed":
         status["message"] = _agent_message(rec.task_id, rec.session_id, rec.answer, "answer")
-        task["artifacts"] = [{"artifactId": f"{rec.key}-answer", "name": "answer",
-                              "parts": [{"kind": "text", "text": rec.answer}]}]
     elif rec.status_text:
         status["message"] = _agent_message(rec.task_id, rec.session_id, rec.status_text, f"status-{rec.state}")
+    return status
+
+
+def agent_message(rec: TaskRecord, text: str, salt: str) -> dict[str, Any]:
+    """An agent Message of this task (its messageId derived from the task and salt)."""
+    return _agent_message(rec.task_id, rec.session_id, text, salt)
+
+
+def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+    """The A2A Task object. history_length: None for all of it, n for the last n messages."""
+    task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status_of(rec)}
+    if rec.state == "completed":
+        task["artifacts"] = [{"artifactId": answer_artifact_id(rec), "name": "answer",
+                              "parts": [{"kind": "text", "text": rec.answer}]}]
     if history_length != 0:
         history = _history(deps, rec)
         task["history"] = history[-history_length:] if history_length else history
@@ -127,6 +142,11 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
 
 
 # --- lookups ---------------------------------------------------------------------------------
+
+
+def visible_task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:
+    """The task, if it exists for the caller; A2AError -32001 otherwise."""
+    return _task(deps, task_id, caller)
 
 
 def _task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:

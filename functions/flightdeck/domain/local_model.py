@@ -30,11 +30,11 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.local_tools import get_tool
-from flightdeck.domain.model import Message, ModelReply, ToolSpec
+from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
 
 # A marker starts at the beginning of the text or after whitespace / an opening bracket,
 # so that e-mail addresses ("a@b.com") and exclamations ("wow!") are not markers.
@@ -118,6 +118,16 @@ class LocalModel:
             message=message,
             usage={"inputTokens": usage_in, "outputTokens": usage_out, "totalTokens": usage_in + usage_out},
         )
+
+    def converse_stream(self, *, system: str, messages: list[Message],
+                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
+        """The reply of converse, its text word by word first (flightdeck.domain.model.StreamingModel)."""
+        reply = self.converse(system=system, messages=messages, tools=tools)
+        for block in reply.message.get("content", []):
+            if isinstance(block.get("text"), str):
+                for piece in word_chunks(block["text"]):
+                    yield TextDelta(piece)
+        yield reply
 
     # --- parsing ---------------------------------------------------------------
 

@@ -9,7 +9,9 @@ Tools are Converse tool specs: {"toolSpec": {"name", "description", "inputSchema
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Protocol
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -37,6 +39,49 @@ class ModelReply(BaseModel):
 
 class Model(Protocol):
     def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply: ...
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's text, as the model produced it."""
+
+    text: str
+
+
+class StreamingModel(Model, Protocol):
+    """A model that can hand out its reply as it is produced (Bedrock ConverseStream).
+
+    converse_stream yields TextDelta pieces, then exactly one ModelReply: the same reply
+    converse would return (the pieces joined are its text).
+    """
+
+    def converse_stream(self, *, system: str, messages: list[Message],
+                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]: ...
+
+
+def collect(stream: Iterator[TextDelta | ModelReply]) -> ModelReply:
+    """The reply at the end of a converse_stream (the deltas are dropped)."""
+    reply = None
+    for item in stream:
+        if isinstance(item, ModelReply):
+            reply = item
+    if reply is None:
+        raise ModelError("the model stream ended without a reply")
+    return reply
+
+
+# A word with the whitespace after it: the pieces joined give back the text exactly.
+_WORD = re.compile(r"\s*\S+\s*|\s+")
+
+
+def word_chunks(text: str, max_chunks: int | None = None) -> list[str]:
+    """The text word by word (each piece a word and the whitespace after it; leading whitespace stays with
+    the first), joined back into at most max_chunks pieces of about equal word counts."""
+    words = _WORD.findall(text) or [text]
+    if max_chunks is None or len(words) <= max_chunks:
+        return words
+    size = -(-len(words) // max_chunks)  # ceiling: at most max_chunks pieces
+    return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
 
 
 def delegate_tool_spec(name: str, agent: str, description: str = "") -> ToolSpec:

@@ -16,6 +16,12 @@ error shape `{"error": {"code", "message"}}`):
 Like API Gateway REST APIs, `path` and `pathParameters` are passed as sent
 (percent-encoded), query string values decoded, and the request body is text
 unless it is not valid UTF-8, in which case it arrives base64-encoded.
+
+A handler that answers a stream (flightdeck.api.sse.StreamReply: the streaming routes,
+topology `stream`) has its chunks written as they come, with chunked transfer encoding,
+as API Gateway's STREAM integration relays a streaming function's output on AWS; the
+generator behind them is the one the deployed function's web server consumes. A client
+that goes away closes the generator (its reads stop; the task goes on).
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
+from flightdeck.api.sse import StreamReply
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, FunctionRegistry, LocalFunction
 from flightdeck.local.peer_gate import PeerGate
 
@@ -289,6 +296,20 @@ def parse_proxy_response(result: Any) -> HttpResponse:
     return HttpResponse(status, headers, data)
 
 
+@dataclass
+class StreamingHttpResponse:
+    """A response whose body is written chunk by chunk as the handler's stream produces it."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    chunks: Iterator[bytes]
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if callable(close):
+            close()
+
+
 def error_response(status: int, code: str, message: str, extra_headers: Sequence[tuple[str, str]] = ()) -> HttpResponse:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     return HttpResponse(status, [("Content-Type", "application/json"), *extra_headers], body)
@@ -309,7 +330,7 @@ class ApiGateway:
         self.peer_gate = peer_gate
 
     def handle(self, *, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes,
-               source_ip: str, local_port: int) -> HttpResponse:
+               source_ip: str, local_port: int) -> HttpResponse | StreamingHttpResponse:
         parts = urlsplit(target)
         path = parts.path or "/"
         try:
@@ -329,6 +350,9 @@ class ApiGateway:
         function: LocalFunction = self.functions.function(match.route.handler)
         try:
             result = function.invoke(event)
+            if isinstance(result, StreamReply):
+                headers = [(n, v) for n, v in result.headers.items() if n.lower() not in _FRAMING_HEADERS]
+                return StreamingHttpResponse(result.status, headers, result.chunks)
             return parse_proxy_response(result)
         except MalformedProxyResponse as exc:
             log.error("%s %s: malformed proxy response from %s: %s", method, path, function.module_name, exc)
@@ -387,7 +411,10 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         )
         self._write(response)
 
-    def _write(self, response: HttpResponse) -> None:
+    def _write(self, response: HttpResponse | StreamingHttpResponse) -> None:
+        if isinstance(response, StreamingHttpResponse):
+            self._stream(response)
+            return
         self.send_response(response.status)
         for name, value in response.headers:
             self.send_header(name, value)
@@ -395,6 +422,32 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)
+
+    def _stream(self, response: StreamingHttpResponse) -> None:
+        chunked = self.request_version != "HTTP/1.0"
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers:
+                self.send_header(name, value)
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.close_connection = True  # HTTP/1.0: the end of the body is the end of the connection
+            self.end_headers()
+            self.wfile.flush()
+            if self.command == "HEAD":
+                return
+            for chunk in response.chunks:
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    self.wfile.flush()
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away: stop reading the state for it
+        finally:
+            response.close()
 
     # Every method, even one HTTP does not define, reaches the router, which answers
     # 405 for what a path does not serve (http.server would say 501 itself).

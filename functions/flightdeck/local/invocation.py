@@ -111,7 +111,13 @@ class LocalFunction:
         return entry
 
     def invoke(self, event: dict[str, Any], context: LocalLambdaContext | None = None) -> Any:
-        """Run the handler on one event; its exceptions propagate (a failed invocation)."""
+        """Run the handler on one event; its exceptions propagate (a failed invocation).
+
+        A streaming handler returns at once with the stream (flightdeck.api.sse.StreamReply),
+        which its caller then reads outside the lock: on Lambda a streaming invocation has its
+        execution environment to itself for as long as it streams, while other requests get
+        other environments; here they share the module, whose per-request state is thread-local.
+        """
         with self._lock:
             entry = self._entry_point()
             observer = invocation_observer
@@ -141,5 +147,8 @@ class FunctionRegistry:
                     f"{self.agent}-{handler}".replace("_", "-"),
                     memory_mb=self.memory_mb,
                     region=self.region,
+                    # A streaming function's invocation lasts as long as its stream (infra/functions.py).
+                    timeout_s=topology.STREAM_TIMEOUT_S if handler in topology.STREAMING_HANDLERS
+                    else topology.WORKER_TIMEOUT_S,
                 )
             return self._functions[handler]

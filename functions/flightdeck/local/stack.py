@@ -212,6 +212,8 @@ class LocalStack:
             setting_variable("allowed_host_mapping"): spec.host_mapping(self.peer_urls()),
             # LOCAL ONLY tokens for the peers it calls (on AWS: the secret PEER_TOKENS_SECRET_ARN names).
             setting_variable("peer_tokens"): json.dumps(self.deployment.outbound_tokens(agent)),
+            # The gateway streams the streaming routes' answers (flightdeck.local.gateway).
+            setting_variable("streaming"): "on",
             "POWERTOOLS_SERVICE_NAME": agent,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_TRACE_DISABLED": "true",

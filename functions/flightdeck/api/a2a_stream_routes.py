@@ -1,0 +1,99 @@
+"""POST /a2a ahead of the resolver: message/stream and tasks/resubscribe as Server-Sent Events.
+
+With STREAMING on, the a2a function's entry point hands every request that passed
+authentication and the size and type checks here first (flightdeck.api.resolver.http_handler's
+`stream` hook). The body is parsed once (a2a_routes.validate_rpc):
+
+- a refused request, or any other method: its JSON-RPC response, as the route would give it;
+- message/stream, tasks/resubscribe: `text/event-stream`, each `data:` line a JSON-RPC
+  response with the request's id whose result is an A2A event (flightdeck.domain.a2a_stream),
+  as a2a-sdk's client reads them. A refusal of the method itself (a task of another peer,
+  bad parts, a busy context) is the one event of its stream: a JSON-RPC error response.
+
+With STREAMING off this hook answers nothing and the resolver's route answers -32004.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Iterator
+
+from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
+from flightdeck.api.auth import current_peer
+from flightdeck.api.sse import StreamReply, comment, frame
+from flightdeck.domain import a2a_stream
+from flightdeck.domain.a2a_models import INTERNAL_ERROR, INVALID_PARAMS, A2AError
+from flightdeck.domain.records import ItemTooLargeError
+from flightdeck.domain.streaming import Note, Pace
+from flightdeck.observability import count, logger
+from flightdeck.wiring import deps
+
+
+def _json(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload),
+            "isBase64Encoded": False}
+
+
+def _raw_body(event: dict[str, Any]) -> str:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        # Not UTF-8 was refused before (flightdeck.api.resolver._not_json).
+        body = base64.b64decode(body).decode("utf-8")
+    return body
+
+
+def _remaining_ms(context: Any) -> int | None:
+    getter = getattr(context, "get_remaining_time_in_millis", None)
+    return int(getter()) if callable(getter) else None
+
+
+def _frames(request_id: Any, events: Iterator[Any]) -> Iterator[bytes]:
+    try:
+        for event in events:
+            if isinstance(event, Note):
+                yield comment(event.text)
+            else:
+                yield frame({"jsonrpc": "2.0", "id": request_id, "result": event})
+    except Exception:  # a read failed mid-stream: say so in the stream's own terms, then end it
+        logger.exception("A2A stream failed")
+        yield frame(rpc_error(request_id, INTERNAL_ERROR, "Internal error: the stream could not go on; "
+                                                       "tasks/resubscribe to follow the task again"))
+
+
+def _one(payload: dict[str, Any]) -> StreamReply:
+    code = payload.get("error", {}).get("code")
+    return StreamReply(iter([frame(payload)]), outcome={"statusCode": 200, "body": json.dumps({"error": {"code": code}})})
+
+
+def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:
+    """The answer to one POST /a2a: a stream, a JSON-RPC response (proxy response), or None when off."""
+    d = deps()
+    if d.settings.streaming != "on":
+        return None
+    call = validate_rpc(_raw_body(event))
+    remaining_ms = _remaining_ms(context)
+    if isinstance(call, dict):
+        return _json(call)
+    if call.method not in STREAM_METHODS:
+        return _json(run_rpc(d, call, remaining_ms, current_peer()))
+    return _stream(d, call, remaining_ms)
+
+
+def _stream(d: Any, call: RpcCall, remaining_ms: int | None) -> StreamReply:
+    pace = Pace.of(d.settings, remaining_ms)
+    caller = current_peer()
+    try:
+        if call.method == "message/stream":
+            events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller)
+        else:
+            events = a2a_stream.resubscribe(d, call.params, pace, caller)
+    except A2AError as exc:
+        return _one(rpc_error(call.id, exc.code, exc.message, exc.data))
+    except ItemTooLargeError as exc:
+        return _one(rpc_error(call.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})"))
+    except Exception:
+        logger.exception("A2A stream could not start", extra={"method": call.method})
+        return _one(rpc_error(call.id, INTERNAL_ERROR, "Internal error: the request could not be processed"))
+    count("A2AStreamsOpened")
+    return StreamReply(_frames(call.id, events))

@@ -1,0 +1,101 @@
+"""GET /api/sessions/{session_id}/events: the session's timeline as Server-Sent Events.
+
+Each event is `id: <stable id>`, `event: <kind>`, `data: <JSON>` (flightdeck.domain.timeline):
+message, thinking, delegating, tool_call, callback_accepted, timeout, dispatch_failed,
+canceled, tool_result, answer, and last idle. The stream replays the timeline from the start,
+then follows the session until it is idle again (or STREAM_MAX_MS); `?follow=false` sends the
+timeline as it stands and ends. Same peer authentication as GET /api/sessions/{id}: another
+peer's session is 404.
+
+With STREAMING on, the session_events function's entry point answers from `open_stream`
+(the resolver's `stream` hook) as the events come; with it off the route below answers the
+timeline so far in one response.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Iterator, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+
+from flightdeck.api.auth import current_peer
+from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse
+from flightdeck.api.resolver import ApiError, proxy_error
+from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame
+from flightdeck.domain.records import SessionNotFoundError
+from flightdeck.domain.session_events import open_session, session_events
+from flightdeck.domain.streaming import Note, Pace
+from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS, TimelineEvent
+from flightdeck.observability import count, logger
+from flightdeck.wiring import deps
+
+router = Router()
+
+_ERROR_BODY = {"application/json": {"model": ErrorResponse}}
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def _frames(session_id: str, events: Iterator[TimelineEvent | Note]) -> Iterator[bytes]:
+    try:
+        for event in events:
+            if isinstance(event, Note):
+                yield comment(event.text)
+            else:
+                yield frame(event.as_dict(session_id), event=event.kind, event_id=event.id)
+    except Exception:  # a read failed mid-stream: say so, then end it (the client may reconnect)
+        logger.exception("session event stream failed", extra={"session_id": session_id})
+        yield frame({"kind": "error", "code": "stream_failed", "message": "the stream could not go on; reconnect"},
+                    event="error")
+
+
+def _not_found(session_id: str) -> ApiError:
+    return ApiError(404, "session_not_found", f"no session {session_id!r}")
+
+
+def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:
+    """The stream, or a 404; None (the route answers) when streaming is off or the request is malformed."""
+    d = deps()
+    session_id = (event.get("pathParameters") or {}).get("session_id") or ""
+    follow = ((event.get("queryStringParameters") or {}).get("follow") or "true").lower()
+    if d.settings.streaming != "on" or not _SESSION_ID.match(session_id) or follow not in ("true", "false"):
+        return None  # the route's validation answers a malformed request (422), as GET /api/sessions/{id}
+    try:
+        session = open_session(d, session_id, current_peer())
+    except SessionNotFoundError:
+        error = _not_found(session_id)
+        return proxy_error(error.status, error.code, error.message)
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    pace = Pace.of(d.settings, int(remaining()) if callable(remaining) else None)
+    count("SessionStreamsOpened")
+    return StreamReply(_frames(session_id, session_events(d, session, pace, follow=follow == "true")))
+
+
+@router.get("/api/sessions/<session_id>/events", summary="A session's timeline as Server-Sent Events", responses={
+    200: {"description": "text/event-stream: each event `id`, `event` (its kind) and one `data` line of JSON "
+                         "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
+                         "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, idle (last). "
+                         "Replayed from the start, then live until the session is idle; comments keep it open",
+          "content": {EVENT_STREAM: {"schema": event_schema(
+              "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)", TIMELINE_KINDS)}}},
+    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
+    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+    404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},
+    422: {"description": "session_id or follow malformed", "content": _ERROR_BODY},
+})
+def get_session_events(
+    session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)],
+    follow: Annotated[Literal["true", "false"], Query(description="false: the timeline as it stands, then the end")] = "true",
+) -> Response[str]:
+    # Reached when streaming is off (or with a malformed request, refused by validation before this
+    # runs): one response holds the timeline so far.
+    d = deps()
+    try:
+        session = open_session(d, session_id, current_peer())
+    except SessionNotFoundError:
+        raise _not_found(session_id) from None
+    body = b"".join(_frames(session_id, session_events(d, session, Pace.of(d.settings), follow=False)))
+    return Response(status_code=200, content_type=SSE_HEADERS["Content-Type"], body=body.decode("utf-8"),
+                    headers={k: v for k, v in SSE_HEADERS.items() if k != "Content-Type"})

@@ -1,0 +1,182 @@
+"""Streaming cost: what a streamed second and a streamed task cost in requests.
+
+One task is scripted on moto, in this process, through the real domain code (send_message, the
+turn loop with the local model, a delegation answered by record_and_advance): it thinks at 1 s,
+waits `wait_s` for its delegate, thinks again and completes. The real stream generators follow
+it (flightdeck.domain.a2a_stream for message/stream, flightdeck.domain.session_events for GET
+/api/sessions/{id}/events) on a scripted clock, one poll per STREAM_POLL_INTERVAL_MS, and only
+their own requests are counted (their store has its own counted client; the script's is not).
+
+Per stream, besides those reads: one API Gateway request (each 10 MB of the response one more)
+and one Lambda invocation whose duration is the whole stream: GB-s = streamed seconds x memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Any, Callable
+
+from flightdeck.bench.counter import ListSink, attach
+from flightdeck.bench.dynamo_units import read_units
+from flightdeck.bench.prices import PriceTable
+
+AGENT = "bench-stream"
+SECRET = "bench-only-stream-secret-0123456789abcdef"
+
+
+class _ScriptedClock:
+    """Fake time for the stream (no sleeping); at given times the script moves the task on."""
+
+    def __init__(self, script: list[tuple[float, Callable[[], None]]], mark: Callable[[], int]):
+        self.now = 0.0
+        self.script = sorted(script, key=lambda s: s[0])
+        self.mark = mark
+        self.marks: list[tuple[float, int]] = []  # (time, records counted so far) at the end of each poll
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.marks.append((self.now, self.mark()))
+        self.now += seconds
+        while self.script and self.script[0][0] <= self.now + 1e-9:
+            self.script.pop(0)[1]()
+
+
+def _reads(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ops = Counter(f"{r['svc']}.{r['op']}" for r in records)
+    rru = sum(read_units(int(r.get("bytes") or 0), consistent=bool(r.get("consistent")) and not r.get("index"))
+              for r in records if r.get("svc") == "dynamodb" and r.get("op") in ("GetItem", "Query"))
+    return {"requests": len(records), "requests_by_operation": dict(sorted(ops.items())), "rru": rru}
+
+
+def _environment(tables: dict[str, str], poll_ms: int) -> dict[str, str]:
+    config = {"name": AGENT, "model": {"provider": "local"},
+              "delegates": [{"agent": "worker", "service": "worker", "callback_service": AGENT}]}
+    return {"AGENT_NAME": AGENT, "AGENT_CONFIG": json.dumps(config), "TOOL_CALLBACK_SECRET": SECRET,
+            "ALLOWED_HOST_MAPPING": "worker:http://127.0.0.1:9", "INBOUND_AUTH": "off", "STREAMING": "on",
+            "STREAM_POLL_INTERVAL_MS": str(poll_ms), "STREAM_MAX_MS": "840000", **tables}
+
+
+def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int = 10, poll_ms: int = 1000,
+            memory_mb: int = 512) -> dict[str, Any]:
+    import boto3
+    from moto import mock_aws
+
+    from flightdeck.adapters.a2a_state import A2AStore
+    from flightdeck.adapters.dynamo_state import StateStore
+    from flightdeck.adapters.models import build_model
+    from flightdeck.adapters.sqs_queues import Queues
+    from flightdeck.domain import a2a_stream, session_events, turn_loop
+    from flightdeck.domain.a2a import send_message
+    from flightdeck.domain.a2a_models import MessageSendParams
+    from flightdeck.domain.a2a_ports import A2APorts, parse_task_id
+    from flightdeck.domain.aggregation import record_and_advance
+    from flightdeck.domain.ports import Deps
+    from flightdeck.domain.records import ResultSource, ToolResult
+    from flightdeck.domain.streaming import Note, Pace
+    from flightdeck.local.resources import create_agent_resources
+    from flightdeck.observability import logger
+    from flightdeck.settings import Settings
+
+    progress(f"streaming cost: a task that waits {wait_s} s for its delegate, followed by message/stream "
+             "and by GET /api/sessions/{id}/events")
+    saved_endpoint = os.environ.pop("AWS_ENDPOINT_URL", None)  # the in-process moto, never a server
+    saved_level = logger.log_level
+    logger.setLevel("ERROR")  # the script's timeline lines are not this command's output
+    results: dict[str, Any] = {}
+    try:
+        with mock_aws():
+            def client(service: str) -> Any:
+                return boto3.client(service, region_name="us-east-1", aws_access_key_id="bench",
+                                    aws_secret_access_key="bench")
+
+            ddb, sqs = client("dynamodb"), client("sqs")
+            res = create_agent_resources(AGENT, dynamodb=ddb, sqs=sqs)
+            settings = Settings.from_env(_environment(res.environment(), poll_ms))
+
+            def deps_with(dynamodb: Any) -> Deps:
+                store = StateStore(res.table_name, client=dynamodb)
+                queues = Queues(turns_url=res.queue_urls["turns"], dispatch_url=res.queue_urls["dispatch"],
+                                delivery_url=res.queue_urls["delivery"], timers_url=res.queue_urls["timers"],
+                                client=sqs)
+                return Deps(settings=settings, store=store, queues=queues, peers=None, keys=list,  # type: ignore[arg-type]
+                            model=lambda: build_model(settings.agent), a2a=A2APorts(A2AStore(store), http=None))  # type: ignore[arg-type]
+
+            script_deps = deps_with(ddb)
+            counted_client = client("dynamodb")
+            sink = ListSink(AGENT)
+            attach(counted_client, sink)
+            stream_deps = deps_with(counted_client)
+
+            for kind in ("message_stream", "session_events"):
+                sink.records.clear()
+                message = {"kind": "message", "role": "user", "messageId": f"bench-{kind}",
+                           "parts": [{"kind": "text", "text": "@worker summarise the report"}]}
+                task = send_message(script_deps, MessageSendParams.model_validate({"message": message}))
+                session_id, _ = parse_task_id(task["id"]) or ("", "")
+
+                def think(turn: int, sid: str = session_id) -> None:
+                    turn_loop.run_turn(script_deps, sid, turn)
+
+                def answer(sid: str = session_id) -> None:
+                    session = script_deps.store.get_session(sid)
+                    use = next(b["toolUse"] for b in session.messages[-1]["content"] if "toolUse" in b)
+                    record_and_advance(script_deps, sid, 1, ToolResult(use["toolUseId"], "success", "the summary",
+                                                                       ResultSource.CALLBACK), by="callback")
+
+                clock = _ScriptedClock([(1.0, lambda: think(1)), (1.0 + wait_s, answer),
+                                        (2.0 + wait_s, lambda: think(2))], mark=lambda: len(sink.records))
+                pace = Pace.of(settings, monotonic=clock.monotonic, sleep=clock.sleep)
+                if kind == "message_stream":
+                    key = parse_task_id(task["id"])[1]  # type: ignore[index]
+                    events = a2a_stream.follow(stream_deps, session_id, key, pace, task["status"]["state"],
+                                               since_task_message=True)
+                else:
+                    opened = session_events.open_session(stream_deps, session_id, None)
+                    events = session_events.session_events(stream_deps, opened, pace)
+                sent = [e for e in events if not isinstance(e, Note)]
+                ends = [count for _, count in clock.marks] + [len(sink.records)]
+                polls = [sink.records[a:b] for a, b in zip([0] + ends[:-1], ends)]
+                # A poll while the task waits on its delegate (the longest phase), half-way through.
+                middle = next(i for i, (t, _) in enumerate(clock.marks) if t >= 1.0 + wait_s / 2)
+                results[kind] = {"streamed_s": clock.now, "events": len(sent), "polls": len(polls),
+                                 **_reads(sink.records), "per_waiting_poll": _reads(polls[middle])}
+    finally:
+        logger.setLevel(saved_level)
+        if saved_endpoint is not None:
+            os.environ["AWS_ENDPOINT_URL"] = saved_endpoint
+    return _costs(results, prices, poll_ms / 1000, memory_mb, wait_s)
+
+
+def _costs(results: dict[str, Any], prices: PriceTable, poll_s: float, memory_mb: int, wait_s: int) -> dict[str, Any]:
+    gb = memory_mb / 1024
+    out: dict[str, Any] = {"poll_interval_s": poll_s, "lambda_memory_mb": memory_mb, "delegate_wait_s": wait_s}
+    for kind, r in results.items():
+        seconds = r["streamed_s"]
+        per_second = r["per_waiting_poll"]["requests"] / poll_s
+        task_usd = {
+            "api_gateway": prices.apigateway_request,
+            "lambda_requests": prices.lambda_request,
+            "lambda_duration": seconds * gb * prices.lambda_gb_second,
+            "dynamodb_reads": r["rru"] * prices.dynamodb_rru,
+        }
+        out[kind] = {
+            **r,
+            "per_streamed_second": {
+                "dynamodb_requests": per_second,
+                "rru": r["per_waiting_poll"]["rru"] / poll_s,
+                "lambda_gb_s": gb,
+                "usd": round(r["per_waiting_poll"]["rru"] / poll_s * prices.dynamodb_rru + gb * prices.lambda_gb_second, 9),
+            },
+            "per_streamed_task": {
+                "api_gateway_requests": 1, "lambda_invocations": 1, "dynamodb_requests": r["requests"],
+                "rru": r["rru"], "lambda_gb_s": round(seconds * gb, 3),
+                "usd": {k: round(v, 9) for k, v in task_usd.items()},
+                "usd_total": round(sum(task_usd.values()), 9),
+                "usd_per_million": round(sum(task_usd.values()) * 1e6, 2),
+            },
+        }
+    return out

@@ -1,0 +1,162 @@
+"""message/stream and tasks/resubscribe: a task's A2A v0.3 events as it moves, read from its stored state.
+
+The events, in order (the HTTP layer wraps each in a JSON-RPC response with the request's id,
+one SSE `data:` line each):
+
+1. the Task (kind "task"): as message/send answers it (working, or submitted), or on
+   tasks/resubscribe as it stands now (its artifacts included once it completed);
+2. status-update events (state working, final false) as the session moves, one per step of
+   its timeline (flightdeck.domain.timeline: thinking, delegating to <agent>, <agent>
+   answered, timed out...): the step in words as the status message, and as data in
+   metadata.flightdeck;
+3. once it completed: the answer as artifact-update events, word by word (the first replaces
+   the artifact, the others append, the last has lastChunk). They are the stored final answer
+   split into words: the turn worker stores the answer once (no write per chunk), and the
+   chunks go out back to back when it is stored, not as the model produced them;
+4. last: a status-update with final true and the state the task ended in (completed, failed,
+   canceled, rejected; input-required and auth-required end a stream too).
+
+Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
+(StatePort.get_session: one Query, and get_results while its turn waits: one more): at most
+three requests per poll interval, the last poll included (the steps since the one before go out
+before the answer). Closing the stream stops the reads and nothing else: the
+task goes on, and tasks/resubscribe (or tasks/get) finds it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from flightdeck.domain.a2a import (agent_message, answer_artifact_id, render_task, send_message, status_of,
+                                   visible_task)
+from flightdeck.domain.a2a_models import TERMINAL_STATES, MessageSendParams, TaskIdParams
+from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.model import word_chunks
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.session_events import read_timeline
+from flightdeck.domain.streaming import Note, Pace, Step, paced
+from flightdeck.domain.timeline import PROGRESS_KINDS, TimelineEvent, describe
+
+# A stream ends in these states: the terminal ones, and those that wait for the client.
+STREAM_END_STATES = TERMINAL_STATES | {"input-required", "auth-required"}
+# A long answer goes out in at most this many pieces (words grouped), not one event per word.
+MAX_ANSWER_CHUNKS = 200
+
+Event = dict[str, Any]
+
+
+def _iso_now(deps: Deps) -> str:
+    ms = deps.store.now_ms()
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def status_update(rec: TaskRecord, status: dict[str, Any], final: bool,
+                  metadata: dict[str, Any] | None = None) -> Event:
+    event: Event = {"kind": "status-update", "taskId": rec.task_id, "contextId": rec.session_id,
+                    "status": status, "final": final}
+    if metadata:
+        event["metadata"] = metadata
+    return event
+
+
+def artifact_updates(rec: TaskRecord) -> list[Event]:
+    chunks = word_chunks(rec.answer, MAX_ANSWER_CHUNKS)
+    return [{"kind": "artifact-update", "taskId": rec.task_id, "contextId": rec.session_id,
+             "artifact": {"artifactId": answer_artifact_id(rec), "name": "answer",
+                          "parts": [{"kind": "text", "text": chunk}]},
+             "append": index > 0, "lastChunk": index == len(chunks) - 1}
+            for index, chunk in enumerate(chunks)]
+
+
+def ending(rec: TaskRecord) -> list[Event]:
+    """The events that close a task's stream: its answer (if it completed), then the final status."""
+    events = artifact_updates(rec) if rec.state == "completed" else []
+    events.append(status_update(rec, status_of(rec), final=True))
+    return events
+
+
+def _progress(deps: Deps, rec: TaskRecord, step: TimelineEvent) -> Event:
+    # A step happened while the task worked, even when it is reported on the poll that found it over.
+    state = "working" if rec.state in STREAM_END_STATES else rec.state
+    status = {"state": state, "timestamp": _iso_now(deps),
+              "message": agent_message(rec, describe(step), f"step-{step.id}")}
+    return status_update(rec, status, final=False, metadata={"flightdeck": step.as_dict(rec.session_id)})
+
+
+def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
+           since_task_message: bool) -> Iterator[Event | Note]:
+    """The task's events after the first one, to its final status-update.
+
+    since_task_message: report the steps after the task's own message (message/stream: the task
+    just started on an idle session, so its message is the session's latest); otherwise only the
+    steps from now on (tasks/resubscribe: the Task sent first says what happened before).
+    """
+    a2a = ports(deps).store
+    sent: set[str] = set()
+    last = {"state": state, "baseline": None}
+
+    def step() -> Step[Event]:
+        rec = a2a.get_task(session_id, key)
+        if rec is None:  # expired (retention): nothing more will happen
+            return Step([], done=True)
+        over = rec.state in STREAM_END_STATES
+        events: list[Event] = []
+        if rec.state != last["state"] and not over:
+            last["state"] = rec.state
+            events.append(status_update(rec, status_of(rec), final=False))
+        # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
+        session = deps.store.get_session(session_id)
+        timeline = read_timeline(deps, session) if session is not None else []
+        if last["baseline"] is None:
+            if since_task_message:
+                mine = max((i for i, e in enumerate(timeline) if e.kind == "message"), default=-1)
+                last["baseline"] = {e.id for e in timeline[:mine + 1]}
+            else:
+                last["baseline"] = {e.id for e in timeline}
+        for event in timeline:
+            if event.kind in PROGRESS_KINDS and event.id not in sent and event.id not in last["baseline"]:
+                sent.add(event.id)
+                events.append(_progress(deps, rec, event))
+        if over:
+            return Step(events + ending(rec), done=True)
+        return Step(events)
+
+    return paced(pace, step)
+
+
+def message_stream(deps: Deps, params: MessageSendParams, pace: Pace, remaining_ms: int | None = None,
+                   caller: str | None = None) -> Iterator[Event | Note]:
+    """Start the task as message/send does (its A2AError raised here, before any event), then its events."""
+    config = params.configuration
+    if config is not None and config.blocking:
+        # The stream is the wait: the first event goes out as soon as the task exists.
+        params = params.model_copy(update={"configuration": config.model_copy(update={"blocking": False})})
+    task = send_message(deps, params, remaining_ms, caller)
+    session_id, key = parse_task_id(task["id"]) or ("", "")
+    state = task["status"]["state"]
+
+    def events() -> Iterator[Event | Note]:
+        yield task
+        if state in STREAM_END_STATES:
+            rec = ports(deps).store.get_task(session_id, key)
+            if rec is not None:
+                yield from ending(rec)
+            return
+        yield from follow(deps, session_id, key, pace, state, since_task_message=True)
+
+    return events()
+
+
+def resubscribe(deps: Deps, params: TaskIdParams, pace: Pace, caller: str | None = None) -> Iterator[Event | Note]:
+    """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events."""
+    rec = visible_task(deps, params.id, caller)
+
+    def events() -> Iterator[Event | Note]:
+        yield render_task(deps, rec)
+        if rec.state in STREAM_END_STATES:
+            yield status_update(rec, status_of(rec), final=True)
+            return
+        yield from follow(deps, rec.session_id, rec.key, pace, rec.state, since_task_message=False)
+
+    return events()
