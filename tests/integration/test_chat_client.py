@@ -301,7 +301,7 @@ def test_an_unknown_session_a_wrong_url_and_no_agent_say_so(orchestrator, capsys
 def test_a2a_mode_talks_to_our_agent_too(orchestrator, capsys):
     assert chat("--a2a", orchestrator, "--token", USER_TOKEN, "@worker over a2a") == 0
     out, err = capsys.readouterr()
-    assert "orchestrator (A2A 0.3.0)" in err and "message/send, then tasks/get" in err
+    assert "orchestrator (A2A 0.3.0)" in err and "message/stream" in err  # our card says it streams
     assert "working" in err and "completed" in err
     assert out.startswith("1 of 1 delegation answered.") and '[worker] Task: "over a2a"' in out
     # Without the token: the card says which scheme /a2a wants.

@@ -406,10 +406,13 @@ def test_a_stream_is_written_chunk_by_chunk_as_it_comes(streaming_server):
     assert response.status == 200 and response.getheader("Content-Type").startswith("text/event-stream")
     assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Content-Length") is None
     assert response.read1(100) == b"data: 1\n\n"  # before the handler's generator went on
+    deadline = time.monotonic() + 5
+    while state["sent"] != 1 and time.monotonic() < deadline:  # it resumes after the write, then waits for go
+        time.sleep(0.01)
     assert state["sent"] == 1
     state["go"].set()
     assert response.read() == b"data: 2\n\ndata: 3\n\n"
-    assert state["closed"].wait(2)
+    assert state["closed"].wait(10)
     conn.close()
 
 
