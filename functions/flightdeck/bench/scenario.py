@@ -697,7 +697,8 @@ class StackRun:
             sids.append(self.chat(TIMEKEEPER, f"@{BLACKHOLE} task {i} that is never answered"))
             time.sleep(self.opts.stagger_s)
         self.timeline.wait(lambda: all(self.timeline.find(TIMEKEEPER, timeline="final_answer", session_id=s) for s in sids),
-                           self.opts.timekeeper_timeout_ms / 1000 + 30 + m * 0.5, "the timekeeper's timeouts")
+                           # Generous: on a loaded machine a timer message may need a redelivery (its visibility timeout).
+                           self.opts.timekeeper_timeout_ms / 1000 + 90 + m, "the timekeeper's timeouts")
         # When each turn's timer message was received (the last receive, if it was chained or redelivered).
         received: dict[str, int] = {}
         for r in self.records():
