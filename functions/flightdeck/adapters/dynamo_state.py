@@ -396,6 +396,19 @@ class StateStore:
             }
         }
 
+    def _think_started_op(self, pk: str, turn: int) -> dict[str, Any]:
+        """The session is at `turn` and its think has happened: the owed-think mark goes."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: META}),
+                "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
+                "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
+                "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
+                "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
+            }
+        }
+
     def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int,
                        slot: int = MessageSlot.REPLY) -> bool:
         """Store a message at its place in think iteration `turn`; False if that place is taken (a redelivery).
@@ -406,16 +419,7 @@ class StateStore:
         pk = _pk(session_id)
         ops = [
             self._put_message_op(pk, turn, slot, message, self._expiry(retention_ms)),
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
-                    "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
-                    "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
-                }
-            },
+            self._think_started_op(pk, turn),
         ]
         reasons = self._transact(ops)
         if reasons is None:
@@ -487,16 +491,7 @@ class StateStore:
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
-                    "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
-                    "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
-                }
-            },
+            self._think_started_op(pk, turn),
         ])
         if reasons is None:
             return Iteration(session_id, turn, reply)
