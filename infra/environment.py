@@ -45,7 +45,7 @@ LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS",
 
 # Lambda takes a synchronous event of at most 6,291,456 bytes: API Gateway's proxy event holds the body
 # as a JSON string next to headers and the request context. Escaping can triple a body's size in that
-# string (a 4-byte UTF-8 character written as a 12-byte \\uXXXX\\uXXXX pair), so only bodies up to a third
+# string (a 4-byte UTF-8 character written as a 12-byte escaped surrogate pair such as \\ud83d\\ude00), so only bodies up to a third
 # of the limit, less the envelope, surely reach the function and its own 413. Larger bodies (up to API
 # Gateway's fixed 10 MB) get a 413 from API Gateway itself, whose body AWS does not document (reported as
 # {"message": "Request Too Long"}, not reshaped by gateway responses): README, "Invoke it".

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
@@ -25,13 +24,6 @@ class Accepted:
     replayed: bool  # the same delegation arrived again: nothing new was started
     # The number of user messages of the session, when known without another read (None: ask user_turn).
     user_messages: int | None = None
-
-
-def user_messages(messages: list[dict[str, Any]]) -> int:
-    """How many messages of a session a user or calling peer sent: role "user" with content of its own
-    (Converse also gives tool results the role "user")."""
-    return sum(1 for m in messages if m.get("role") == "user"
-               and not any(isinstance(b, dict) and "toolResult" in b for b in m.get("content", [])))
 
 
 def user_turn(deps: Deps, accepted: Accepted) -> int:
