@@ -9,6 +9,7 @@ from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
+from flightdeck.adapters.live_state import LiveStore
 from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
@@ -59,6 +60,8 @@ def deps() -> Deps:
         registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
         # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
         peer_tokens=lambda: outbound_peer_tokens(settings),
+        # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
+        live=LiveStore(store),
     )
 
 

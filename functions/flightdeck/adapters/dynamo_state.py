@@ -26,6 +26,7 @@ from flightdeck import topology
 from flightdeck.domain.records import (
     Iteration,
     ItemTooLargeError,
+    LiveText,
     MessageSlot,
     RecordOutcome,
     ReplayedError,
@@ -54,6 +55,9 @@ A2A_CURRENT = "A2A#CURRENT"
 # clears the mark, so on the happy path the recovery costs no request.
 OWED_THINK_GRACE_MS = 5_000
 OWED = "owed_think"
+# The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
+WATCH = "WATCH"
+LIVE = "LIVE"
 
 
 def _pk(session_id: str) -> str:
@@ -166,6 +170,13 @@ def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
     return ToolResult(item["tool_use_id"], item["result_status"], item["text"], ResultSource(item["source"]))
 
 
+def _live_fields(by_sk: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The live relay's Session fields (flightdeck.adapters.live_state writes the items)."""
+    watch, live = by_sk.get(WATCH), by_sk.get(LIVE)
+    return {"watched_until_ms": int(watch["until"]) if watch else 0,
+            "live": LiveText(int(live["turn"]), int(live["attempt"]), str(live["text"])) if live else None}
+
+
 class StateStore:
     """All of one agent's DynamoDB state. `clock` returns epoch milliseconds."""
 
@@ -268,6 +279,7 @@ class StateStore:
             iteration=_iteration(session_id, turn, iteration) if iteration else None,
             route=_route(session_id, route) if route else None,
             has_a2a_task=A2A_CURRENT in by_sk,
+            **_live_fields(by_sk),
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:

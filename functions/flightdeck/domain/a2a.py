@@ -19,7 +19,7 @@ import re
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -245,7 +245,8 @@ def _context_busy(deps: Deps, session_id: str) -> A2AError:
 
 
 def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None,
-                 caller: str | None = None) -> dict[str, Any]:
+                 caller: str | None = None, before_start: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """before_start: called with the context id once the task is created, before its first think is due."""
     s, store, a2a = deps.settings, deps.store, ports(deps).store
     require_caller(s.inbound_auth, caller)
     content = _content(params)
@@ -285,6 +286,8 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
                      created_ms=now, updated_ms=now, owner=caller or "")
     if not a2a.create_task(rec, push, s.session_retention_ms):
         raise _context_busy(deps, session_id)
+    if before_start is not None:
+        before_start(session_id)
     try:
         accepted = ingest_chat(deps, content, session_id, caller=caller)
     except SessionNotFoundError:

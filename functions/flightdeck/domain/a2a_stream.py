@@ -9,17 +9,24 @@ one SSE `data:` line each):
    its timeline (flightdeck.domain.timeline: thinking, delegating to <agent>, <agent>
    answered, timed out...): the step in words as the status message, and as data in
    metadata.flightdeck;
-3. once it completed: the answer as artifact-update events, word by word (the first replaces
-   the artifact, the others append, the last has lastChunk). They are the stored final answer
-   split into words: the turn worker stores the answer once (no write per chunk), and the
-   chunks go out back to back when it is stored, not as the model produced them;
+3. the answer as artifact-update events (the first replaces the artifact, the others append,
+   the last has lastChunk): while a think runs, the text it has produced so far, relayed as it
+   grows (flightdeck.domain.live: the stream marks the session watched, the turn worker writes
+   the text at most once per poll interval, each poll relays what is new); once the task
+   completed, the rest of the stored answer word by word, lastChunk on the last (an empty
+   text when nothing was left). The stored answer is the source of truth: when what was
+   relayed is not its beginning (the think that answered is not the one relayed: that one
+   called tools, or was retried), the answer replaces it, word by word from an append false;
+   after the last append false, the chunks joined are the stored answer;
 4. last: a status-update with final true and the state the task ended in (completed, failed,
    canceled, rejected; input-required and auth-required end a stream too).
 
 Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
-(StatePort.get_session: one Query, and get_results while its turn waits: one more): at most
-three requests per poll interval, the last poll included (the steps since the one before go out
-before the answer). Closing the stream stops the reads and nothing else: the
+and live text (StatePort.get_session: one Query, and get_results while its turn waits: one
+more): at most three requests per poll interval, the last poll included (the steps since the
+one before go out before the answer). Besides, one write marks the session watched (before the
+task starts on message/stream, on the first poll on tasks/resubscribe) and one again each
+WATCH_MS / 2 while the task runs. Closing the stream stops the reads and nothing else: the
 task goes on, and tasks/resubscribe (or tasks/get) finds it.
 """
 
@@ -32,6 +39,7 @@ from flightdeck.domain.a2a import (agent_message, answer_artifact_id, render_tas
                                    visible_task)
 from flightdeck.domain.a2a_models import TERMINAL_STATES, MessageSendParams, TaskIdParams
 from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.session_events import read_timeline
@@ -60,18 +68,23 @@ def status_update(rec: TaskRecord, status: dict[str, Any], final: bool,
     return event
 
 
-def artifact_updates(rec: TaskRecord) -> list[Event]:
-    chunks = word_chunks(rec.answer, MAX_ANSWER_CHUNKS)
-    return [{"kind": "artifact-update", "taskId": rec.task_id, "contextId": rec.session_id,
-             "artifact": {"artifactId": answer_artifact_id(rec), "name": "answer",
-                          "parts": [{"kind": "text", "text": chunk}]},
-             "append": index > 0, "lastChunk": index == len(chunks) - 1}
+def artifact_chunk(rec: TaskRecord, text: str, append: bool, last: bool) -> Event:
+    return {"kind": "artifact-update", "taskId": rec.task_id, "contextId": rec.session_id,
+            "artifact": {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": [{"kind": "text", "text": text}]},
+            "append": append, "lastChunk": last}
+
+
+def artifact_updates(rec: TaskRecord, rest: str | None = None) -> list[Event]:
+    """The stored answer word by word (rest None), or only its `rest` after what was relayed live."""
+    chunks = word_chunks(rec.answer if rest is None else rest, MAX_ANSWER_CHUNKS)
+    return [artifact_chunk(rec, chunk, append=rest is not None or index > 0, last=index == len(chunks) - 1)
             for index, chunk in enumerate(chunks)]
 
 
-def ending(rec: TaskRecord) -> list[Event]:
-    """The events that close a task's stream: its answer (if it completed), then the final status."""
-    events = artifact_updates(rec) if rec.state == "completed" else []
+def ending(rec: TaskRecord, relayed: TextFollower | None = None) -> list[Event]:
+    """The events that close a task's stream: its answer (if it completed; after what `relayed` sent of it
+    already), then the final status."""
+    events = artifact_updates(rec, relayed.rest(rec.answer) if relayed else None) if rec.state == "completed" else []
     events.append(status_update(rec, status_of(rec), final=True))
     return events
 
@@ -95,6 +108,7 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
     a2a = ports(deps).store
     sent: set[str] = set()
     last = {"state": state, "baseline": None}
+    relayed = TextFollower()
 
     def step() -> Step[Event]:
         rec = a2a.get_task(session_id, key)
@@ -107,6 +121,8 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
             events.append(status_update(rec, status_of(rec), final=False))
         # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
         session = deps.store.get_session(session_id)
+        if session is not None and not over:
+            keep_watching(deps, session)
         timeline = read_timeline(deps, session) if session is not None else []
         if last["baseline"] is None:
             if since_task_message:
@@ -119,7 +135,12 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
                 sent.add(event.id)
                 events.append(_progress(deps, rec, event))
         if over:
-            return Step(events + ending(rec), done=True)
+            return Step(events + ending(rec, relayed), done=True)
+        live = live_text(session) if session is not None else None
+        piece = relayed.next_piece(live) if live is not None else None
+        if piece is not None:
+            text, offset = piece
+            events.append(artifact_chunk(rec, text, append=offset > 0, last=False))
         return Step(events)
 
     return paced(pace, step)
@@ -132,7 +153,7 @@ def message_stream(deps: Deps, params: MessageSendParams, pace: Pace, remaining_
     if config is not None and config.blocking:
         # The stream is the wait: the first event goes out as soon as the task exists.
         params = params.model_copy(update={"configuration": config.model_copy(update={"blocking": False})})
-    task = send_message(deps, params, remaining_ms, caller)
+    task = send_message(deps, params, remaining_ms, caller, before_start=lambda sid: start_watching(deps, sid))
     session_id, key = parse_task_id(task["id"]) or ("", "")
     state = task["status"]["state"]
 

@@ -103,6 +103,28 @@ class LocalModel:
     def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
         if self.config.think_delay_ms > 0:
             self._sleep(self.config.think_delay_ms / 1000)
+        return self._reply(system, messages, tools)
+
+    def converse_stream(self, *, system: str, messages: list[Message],
+                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
+        """The reply of converse, its text word by word first (flightdeck.domain.model.StreamingModel).
+
+        The think delay is spread over the words (the same in all as converse's): each word comes
+        after its share of it, so a stream of a slow think visibly progresses.
+        """
+        reply = self._reply(system, messages, tools)
+        pieces = [piece for block in reply.message.get("content", []) if isinstance(block.get("text"), str)
+                  for piece in word_chunks(block["text"]) if piece]
+        delay_s = self.config.think_delay_ms / 1000
+        if delay_s > 0 and not pieces:
+            self._sleep(delay_s)
+        for piece in pieces:
+            if delay_s > 0:
+                self._sleep(delay_s / len(pieces))
+            yield TextDelta(piece)
+        yield reply
+
+    def _reply(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
         if not messages or messages[-1].get("role") != "user":
             raise ValueError("the conversation must end with a user message")
         last = messages[-1]
@@ -118,16 +140,6 @@ class LocalModel:
             message=message,
             usage={"inputTokens": usage_in, "outputTokens": usage_out, "totalTokens": usage_in + usage_out},
         )
-
-    def converse_stream(self, *, system: str, messages: list[Message],
-                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
-        """The reply of converse, its text word by word first (flightdeck.domain.model.StreamingModel)."""
-        reply = self.converse(system=system, messages=messages, tools=tools)
-        for block in reply.message.get("content", []):
-            if isinstance(block.get("text"), str):
-                for piece in word_chunks(block["text"]):
-                    yield TextDelta(piece)
-        yield reply
 
     # --- parsing ---------------------------------------------------------------
 

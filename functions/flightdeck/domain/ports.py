@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from flightdeck.domain.live import LivePort
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.model import Model
 from flightdeck.domain.peers import PeerRegistryPort
@@ -92,6 +93,8 @@ class Deps:
     registry: PeerRegistryPort | None = None
     # Outbound: service name -> the bearer token we present to that peer (PEER_TOKENS / its secret).
     peer_tokens: Callable[[], dict[str, str]] = dict
+    # The live relay of a think's text to the streams that watch it (flightdeck.domain.live); None: no relay.
+    live: LivePort | None = None
 
     def token_for(self, service: str) -> str | None:
         return self.peer_tokens().get(service)

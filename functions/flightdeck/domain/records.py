@@ -86,6 +86,19 @@ class Session:
     iteration: "Iteration | None" = None
     route: "ReplyRoute | None" = None
     has_a2a_task: bool = False
+    # Live relay (flightdeck.domain.live), read in the same query: until when a stream reader
+    # watches the session (epoch ms; 0: nobody), and the text of the think under way so far.
+    watched_until_ms: int = 0
+    live: "LiveText | None" = None
+
+
+@dataclass(frozen=True)
+class LiveText:
+    """The text a think has produced so far, as its turn worker last wrote it (flightdeck.domain.live)."""
+
+    turn: int
+    attempt: int
+    text: str
 
 
 @dataclass(frozen=True)

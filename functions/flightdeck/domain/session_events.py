@@ -3,20 +3,35 @@
 Opening checks that the session exists for the caller (404 otherwise, as GET
 /api/sessions/{id}). Then every poll reads the session (StatePort.get_session: one Query)
 and, while its turn waits on tool results, the results recorded so far (get_results: one
-Query): at most two requests a poll, nothing written. It sends each new event once and
-ends after the `idle` event (the session answered), or when the stream's time is up.
-With `follow` false it sends the timeline as it stands and ends.
+Query): at most two requests a poll. It sends each new event once and ends after the `idle`
+event (the session answered), or when the stream's time is up. With `follow` false it sends
+the timeline as it stands and ends.
+
+Following a busy session marks it watched (flightdeck.domain.live: one write, again each
+WATCH_MS / 2): a think that starts while it is marked relays its text, and the stream sends
+it as `text_delta` events, {iteration, attempt, offset, text}: `text` goes at `offset` in the
+text of think `iteration` (offset 0 after other deltas of that iteration: it starts over, a
+retried think). Once the think's reply is stored the rest of its text follows as one more
+delta, before the event that ends the think (`answer`, `delegating`...): the deltas of an
+iteration joined are then its text, the `answer` event's text for the think that answered.
+A think that started before the mark, or ended within one poll interval, sends no delta: its
+text is in its `answer` event, as ever.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from flightdeck.domain.live import TextFollower, keep_watching, live_text, stored_text
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
 from flightdeck.domain.streaming import Note, Pace, Step, paced
 from flightdeck.domain.timeline import TimelineEvent, derive, waits_on_results
+
+TEXT_DELTA = "text_delta"
+# The timeline events that come after a think's text: its deltas go before the first of them.
+_AFTER_THE_TEXT = frozenset({"answer", "delegating", "tool_call", "idle"})
 
 
 def open_session(deps: Deps, session_id: str, caller: str | None) -> Session:
@@ -37,13 +52,50 @@ def session_events(deps: Deps, session: Session, pace: Pace, follow: bool = True
     """The timeline of an opened session (open_session), each event once, to its idle event."""
     sent: set[str] = set()
     current = [session]  # the first poll uses the read that opened the stream
+    relayed = TextFollower()
+    finished: set[int] = set()  # the iterations whose stored text was sent whole
+
+    def deltas(found: Session) -> list[TimelineEvent]:
+        out = []
+        if relayed.key is not None and relayed.key[0] not in finished:
+            stored = stored_text(found, relayed.key[0])
+            rest = relayed.rest(stored) if stored is not None else None
+            if stored is not None:
+                finished.add(relayed.key[0])
+            if rest:
+                out.append(_delta(relayed.key, len(relayed.sent), rest))
+        live = live_text(found) if follow else None
+        piece = relayed.next_piece(live) if live is not None else None
+        if live is not None and piece is not None:
+            out.append(_delta((live.turn, live.attempt), piece[1], piece[0]))
+        return out
 
     def step() -> Step[TimelineEvent]:
         found = current.pop() if current else deps.store.get_session(session.session_id)
         if found is None:  # expired meanwhile (retention): nothing more will happen
             return Step([], done=True)
+        if follow:
+            keep_watching(deps, found)
         new = [e for e in read_timeline(deps, found) if e.id not in sent]
         sent.update(e.id for e in new)
-        return Step(new, done=found.status == "idle" or not follow)
+        return Step(_placed(new, deltas(found)), done=found.status == "idle" or not follow)
 
     return paced(pace, step)
+
+
+def _delta(key: tuple[int, int], offset: int, text: str) -> TimelineEvent:
+    iteration, attempt = key
+    return TimelineEvent(f"text.{iteration}.{attempt}.{offset + len(text)}", TEXT_DELTA,
+                         {"iteration": iteration, "attempt": attempt, "offset": offset, "text": text})
+
+
+def _placed(events: list[TimelineEvent], texts: list[TimelineEvent]) -> list[TimelineEvent]:
+    """The poll's timeline events with its text deltas where they happened: after the thinking event of their
+    iteration, else before the first event that follows a think's text, else last."""
+    if not texts:
+        return events
+    at = next((i + 1 for i, e in enumerate(events)
+               if e.kind == "thinking" and e.data.get("think") == texts[-1].data["iteration"]), None)
+    if at is None:
+        at = next((i for i, e in enumerate(events) if e.kind in _AFTER_THE_TEXT), len(events))
+    return events[:at] + texts + events[at:]

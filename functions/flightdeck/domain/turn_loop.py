@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from flightdeck.domain import a2a as a2a_tasks
-from flightdeck.domain import local_tools
+from flightdeck.domain import live, local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_tool_spec, error_reply
@@ -72,7 +72,7 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
         return "canceled"
     if iteration is None:
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
-        reply = _think(deps, session.messages, attempt)
+        reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt))
         try:
             # The reply is stored once: the iteration is also the conversation's assistant message.
             iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
@@ -95,11 +95,15 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     return outcome
 
 
-def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int) -> ModelReply:
-    """The model's reply, or an error reply that ends the turn (never an exception that strands it)."""
+def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live.LiveRelay | None = None) -> ModelReply:
+    """The model's reply, or an error reply that ends the turn (never an exception that strands it).
+
+    relay: a stream watches the session, so the model streams and its text is relayed as it comes.
+    """
     s = deps.settings
     try:
-        reply = deps.model().converse(system=s.agent.system_prompt, messages=messages, tools=tool_specs(deps))
+        ask = {"system": s.agent.system_prompt, "messages": messages, "tools": tool_specs(deps)}
+        reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
         if retryable and attempt < s.model_max_attempts:
