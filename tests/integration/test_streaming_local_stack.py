@@ -1,8 +1,9 @@
 """Streaming against the local stack: two agents in their own processes, moto, loopback HTTP, the peer
 gate (authorizer and usage plans) in front, a real delegation from the orchestrator to the worker.
 
-The a2a-sdk client (streaming=True) follows a task to its final event; it resubscribes to a task
-that is running; GET /api/sessions/{id}/events follows a full delegation.
+The a2a-sdk client (streaming=True) follows a task to its final event; it gets the worker's answer
+in pieces while the worker thinks (the live relay); it resubscribes to a task that is running;
+GET /api/sessions/{id}/events follows a full delegation.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ callback_secret = "test-only-worker-secret-0123456789abcdef01234"
 [agents.worker.peers]
 orchestrator = "{ORCHESTRATOR_TOKEN}"
 [agents.worker.model]
-think_delay_ms = 700     # the orchestrator's task works long enough to be resubscribed to
+think_delay_ms = 1200    # the orchestrator's task works long enough to be resubscribed to, the worker's
+                         # answer streams long enough to come in pieces
 """
 AS_USER = {"Authorization": f"Bearer {USER_TOKEN}"}
+AS_ORCHESTRATOR = {"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +94,32 @@ def test_sdk_client_streams_a_delegated_task_to_its_final_event(stack):
     answer = _answer(events)
     assert "1 of 1 delegation answered." in answer and "[worker]" in answer and "name two rivers" in answer
     assert final.status.message.parts[0].root.text == answer
+
+
+def test_sdk_client_gets_the_answer_in_pieces_while_the_agent_thinks(stack):
+    url = stack.urls["worker"]  # called as its peer, the orchestrator: its think is the slow one
+
+    async def state(http: httpx.AsyncClient, task_id: str) -> dict:
+        got = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get",
+                                                 "params": {"id": task_id}})
+        return got.json()["result"]
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=60, headers=AS_ORCHESTRATOR) as http:
+            client = await _client(http, url)
+            events, states = [], []
+            async for task, update in client.send_message(_message("tell me about the tides of the sea " * 3)):
+                events.append(update or task.model_copy(deep=True))
+                if isinstance(update, sdk.TaskArtifactUpdateEvent):
+                    states.append((await state(http, task.id))["status"]["state"])
+            return events, states, await state(http, events[0].id)
+
+    events, states, stored = asyncio.run(scenario())
+    assert events[-1].final and events[-1].status.state == sdk.TaskState.completed
+    assert states.count("working") >= 2, states  # pieces came before the think was over
+    chunks = [e for e in events if isinstance(e, sdk.TaskArtifactUpdateEvent)]
+    assert [c.append for c in chunks] == [False] + [True] * (len(chunks) - 1) and chunks[-1].last_chunk
+    assert _answer(events) == stored["artifacts"][0]["parts"][0]["text"]
 
 
 def test_sdk_client_resubscribes_to_a_running_task(stack):

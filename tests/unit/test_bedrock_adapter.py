@@ -289,3 +289,95 @@ def test_converse_stream_call_refused_is_a_model_error(client, model, code, retr
             list(model.converse_stream(system="", messages=MESSAGES, tools=[]))
         stub.assert_no_pending_responses()
     assert failed.value.code == code and failed.value.retryable is retryable
+
+
+# --- ConverseStream in a think: the relay gets the same reply converse gives, and the same errors ----------
+
+
+def test_a_text_only_stream_is_the_reply_converse_gives_for_the_same_answer(client, model):
+    usage = {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        *[es.event("contentBlockDelta", {"delta": {"text": piece}, "contentBlockIndex": 0})
+          for piece in ("The tide ", "turns ", "twice a day.")],
+        es.event("contentBlockStop", {"contentBlockIndex": 0}),
+        es.event("messageStop", {"stopReason": "end_turn"}),
+        es.event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}}),
+    ))
+    streamed = list(model.converse_stream(system="", messages=MESSAGES, tools=[]))
+    with Stubber(client) as stub:
+        stub.add_response("converse", _response([{"text": "The tide turns twice a day."}], "end_turn", usage))
+        whole = model.converse(system="", messages=MESSAGES, tools=[])
+    assert streamed[-1] == whole and [d.text for d in streamed[:-1]] == ["The tide ", "turns ", "twice a day."]
+
+
+class _Clock:
+    def __init__(self):
+        self.ms = 0
+
+    def now_ms(self):
+        self.ms += 400  # every look at the clock: 400 ms later (a slow model)
+        return self.ms
+
+
+class _Live:
+    def __init__(self):
+        self.calls = []
+
+    def watch(self, *args):
+        self.calls.append(("watch", *args))
+
+    def put_text(self, session_id, live, ttl_ms):
+        self.calls.append(("put", live.text))
+
+    def clear_text(self, *args):
+        self.calls.append(("clear", *args))
+
+
+def _think_deps(model, port):
+    from types import SimpleNamespace
+
+    agent = AgentDefinition(name="orchestrator", delegates=[DelegateTool(agent="worker")])
+    settings = SimpleNamespace(stream_poll_interval_ms=300, model_max_attempts=3,
+                               agent=agent)
+    return SimpleNamespace(settings=settings, store=_Clock(), live=port, model=lambda: model)
+
+
+def test_a_watched_think_on_bedrock_streams_and_stores_what_converse_would(client, model):
+    from flightdeck.domain import turn_loop
+    from flightdeck.domain.live import LiveRelay
+
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"delta": {"text": "Asking "}, "contentBlockIndex": 0}),
+        es.event("contentBlockDelta", {"delta": {"text": "the worker."}, "contentBlockIndex": 0}),
+        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "tooluse_y", "name": "ask_worker"}},
+                                       "contentBlockIndex": 1}),
+        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "sum it up"}'}}, "contentBlockIndex": 1}),
+        es.event("messageStop", {"stopReason": "tool_use"}),
+    ))
+    port = _Live()
+    deps = _think_deps(model, port)
+    reply = turn_loop._think(deps, MESSAGES, 1, LiveRelay(deps, "s1", 1, 1))
+    assert reply.stop_reason == "tool_use" and reply.text == "Asking the worker."
+    assert reply.tool_uses == [{"toolUseId": "tooluse_y", "name": "ask_worker", "input": {"task": "sum it up"}}]
+    assert port.calls == [("put", "Asking "), ("put", "Asking the worker."), ("clear", "s1", 1, 1)]
+
+
+def test_throttling_mid_stream_is_a_retryable_think(client, model):
+    from flightdeck.domain import turn_loop
+    from flightdeck.domain.live import LiveRelay
+
+    es.answer_with(client, _stream_of(
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"delta": {"text": "Half "}, "contentBlockIndex": 0}),
+        es.exception("throttlingException", "slow down"),
+    ))
+    port = _Live()
+    deps = _think_deps(model, port)
+    with pytest.raises(turn_loop.ThinkRetry):
+        turn_loop._think(deps, MESSAGES, 1, LiveRelay(deps, "s1", 1, 1))
+    assert port.calls == [("put", "Half "), ("clear", "s1", 1, 1)]  # what it wrote is gone again
+    # The last attempt: the turn ends with an error answer instead, as converse's failures do.
+    reply = turn_loop._think(deps, MESSAGES, 3, LiveRelay(deps, "s1", 1, 3))
+    assert reply.error == "model_error" and "ThrottlingException" in reply.text
