@@ -20,5 +20,14 @@ def test_a_streamed_second_and_a_streamed_task_in_requests():
     # The session's events: the session and the results (Query x2).
     assert events["per_waiting_poll"]["requests_by_operation"] == {"dynamodb.Query": 2}
     assert events["events"] == 7  # message, thinking, delegating, callback_accepted, thinking, answer, idle
+    # Each stream marks its session watched once: the task is shorter than half the mark's time.
+    assert a2a["watch_marks"] == 1 and events["watch_marks"] == 1
+    # The live relay: a watched 10 s think puts its text about once a second, then deletes it; unwatched,
+    # the same think asks nothing more.
+    relay = out["live_relay"]
+    assert relay["extra_requests_unwatched"] == 0 and relay["relay_requests"] == relay["text_writes"] + 1
+    assert relay["relay_requests_by_operation"] == {"dynamodb.PutItem": relay["text_writes"], "dynamodb.DeleteItem": 1}
+    assert 8 <= relay["text_writes"] <= 10 and relay["per_streamed_second"]["writes"] <= 1
     rows = report.streaming_rows(out)
-    assert len(rows) == 4 and rows[0][1] == "3 DynamoDB reads" and "per million streamed tasks" in rows[1][2]
+    assert len(rows) == 6 and rows[0][1] == "3 DynamoDB reads" and "per million streamed tasks" in rows[1][2]
+    assert rows[-1][1] == "0 requests more" and "DynamoDB writes" in rows[-2][1]

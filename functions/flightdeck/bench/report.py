@@ -253,8 +253,22 @@ def streaming_rows(st: dict[str, Any]) -> list[list[str]]:
             [f"Streaming, {label}: a streamed task ({num(r['streamed_s'])} s, waits {st['delegate_wait_s']} s on a "
              "delegate)", f"{num(task['dynamodb_requests'])} DynamoDB reads",
              f"1 API Gateway request, 1 Lambda invocation, {num(task['rru'])} RRU, {num(task['lambda_gb_s'], 1)} GB-s, "
-             f"{r['events']} events: {money(task['usd_per_million'])} per million streamed tasks (Lambda duration "
+             f"{r['events']} events, {r.get('watch_marks', 0)} write (the watch mark): "
+             f"{money(task['usd_per_million'])} per million streamed tasks (Lambda duration "
              f"{money(task['usd']['lambda_duration'] * 1e6)})"],
+        ]
+    relay = st.get("live_relay")
+    if relay:
+        second = relay["per_streamed_second"]
+        rows += [
+            ["Streaming, live relay: a streamed second of a watched think", f"{num(second['writes'], 2)} DynamoDB writes",
+             f"the turn worker puts the text so far ({num(relay['last_text_bytes'])} bytes at the end) at most once per "
+             f"{num(st['poll_interval_s'], 1)} s poll interval, and deletes it when the reply is in: a {relay['think_s']} s "
+             f"think asked {relay['relay_requests']} requests more (" + _ops(relay["relay_requests_by_operation"], "dynamodb")
+             + f"), {num(relay['wru'])} WRU; {money(second['usd'] * 1e6)} per million streamed seconds"],
+            ["Streaming, live relay: a think nobody watches", f"{relay['extra_requests_unwatched']} requests more",
+             f"the same think unwatched: {relay['requests_unwatched']} requests, none of them the relay's (the watch mark "
+             "is read in the session's one query)"],
         ]
     return rows
 

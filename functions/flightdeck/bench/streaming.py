@@ -9,6 +9,14 @@ their own requests are counted (their store has its own counted client; the scri
 
 Per stream, besides those reads: one API Gateway request (each 10 MB of the response one more)
 and one Lambda invocation whose duration is the whole stream: GB-s = streamed seconds x memory.
+The stream's writes are its watch marks (flightdeck.domain.live): one at the start, one more
+per WATCH_MS / 2 of a task that runs longer.
+
+The live relay (flightdeck.domain.live): one think of the local model, `think_s` long on a
+scripted clock, answering directly, run by the real turn loop twice: once with the session
+watched, once not. Only the turn worker's own requests are counted: what the watched think
+asks more is the relay's cost (its writes of the text so far, and the delete at the end); the
+unwatched one must ask nothing more than a think ever did.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from flightdeck.bench.counter import ListSink, attach
-from flightdeck.bench.dynamo_units import read_units
+from flightdeck.bench.dynamo_units import read_units, write_units
 from flightdeck.bench.prices import PriceTable
 
 AGENT = "bench-stream"
@@ -61,13 +69,16 @@ def _environment(tables: dict[str, str], poll_ms: int) -> dict[str, str]:
 
 
 def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int = 10, poll_ms: int = 1000,
-            memory_mb: int = 512) -> dict[str, Any]:
+            memory_mb: int = 512, think_s: int = 10) -> dict[str, Any]:
     import boto3
     from moto import mock_aws
 
     from flightdeck.adapters.a2a_state import A2AStore
     from flightdeck.adapters.dynamo_state import StateStore
+    from flightdeck.adapters.http_peers import Peers
+    from flightdeck.adapters.live_state import LiveStore
     from flightdeck.adapters.models import build_model
+    from flightdeck.adapters.secrets import signing_keys
     from flightdeck.adapters.sqs_queues import Queues
     from flightdeck.domain import a2a_stream, session_events, turn_loop
     from flightdeck.domain.a2a import send_message
@@ -97,13 +108,16 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
             res = create_agent_resources(AGENT, dynamodb=ddb, sqs=sqs)
             settings = Settings.from_env(_environment(res.environment(), poll_ms))
 
-            def deps_with(dynamodb: Any) -> Deps:
-                store = StateStore(res.table_name, client=dynamodb)
+            def deps_with(dynamodb: Any, clock: Callable[[], int] | None = None, model: Any = None) -> Deps:
+                store = StateStore(res.table_name, client=dynamodb, clock=clock)
                 queues = Queues(turns_url=res.queue_urls["turns"], dispatch_url=res.queue_urls["dispatch"],
                                 delivery_url=res.queue_urls["delivery"], timers_url=res.queue_urls["timers"],
                                 client=sqs)
-                return Deps(settings=settings, store=store, queues=queues, peers=None, keys=list,  # type: ignore[arg-type]
-                            model=lambda: build_model(settings.agent), a2a=A2APorts(A2AStore(store), http=None))  # type: ignore[arg-type]
+                # The think delegates (the dispatch mints a callback token): the secret's key signs it.
+                return Deps(settings=settings, store=store, queues=queues, peers=Peers(timeout_s=0.5),
+                            keys=lambda: signing_keys(settings),
+                            model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
+                            a2a=A2APorts(A2AStore(store), http=None), live=LiveStore(store))  # type: ignore[arg-type]
 
             script_deps = deps_with(ddb)
             counted_client = client("dynamodb")
@@ -143,7 +157,11 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
                 # A poll while the task waits on its delegate (the longest phase), half-way through.
                 middle = next(i for i, (t, _) in enumerate(clock.marks) if t >= 1.0 + wait_s / 2)
                 results[kind] = {"streamed_s": clock.now, "events": len(sent), "polls": len(polls),
-                                 **_reads(sink.records), "per_waiting_poll": _reads(polls[middle])}
+                                 **_reads(sink.records), "per_waiting_poll": _reads(polls[middle]),
+                                 "watch_marks": sum(1 for r in sink.records if r.get("op") == "UpdateItem")}
+
+            progress(f"live relay: a {think_s} s think of the local model, watched and not; the turn worker's requests")
+            results["live_relay"] = _live_relay(deps_with, client, think_s)
     finally:
         logger.setLevel(saved_level)
         if saved_endpoint is not None:
@@ -151,9 +169,78 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
     return _costs(results, prices, poll_ms / 1000, memory_mb, wait_s)
 
 
+# The live relay's think: a direct answer of about 100 words (the local model repeats its task).
+LIVE_TASK = "describe in plain words how the tides of the northern sea rise and fall twice a day " * 3
+
+
+class _ThinkClock:
+    """The think's time (epoch ms, as the store's clock): the local model's sleeps move it on."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.ms = int(time.time() * 1000)
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def sleep(self, seconds: float) -> None:
+        self.ms += round(seconds * 1000)
+
+
+def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], think_s: int) -> dict[str, Any]:
+    """The turn worker's requests for one think, unwatched and watched (deps_with: the bench's Deps on moto)."""
+    from flightdeck.adapters.live_state import LiveStore
+    from flightdeck.domain import turn_loop
+    from flightdeck.domain.a2a import send_message
+    from flightdeck.domain.a2a_models import MessageSendParams
+    from flightdeck.domain.a2a_ports import parse_task_id
+    from flightdeck.domain.agent import ModelConfig
+    from flightdeck.domain.live import WATCH_MS
+    from flightdeck.domain.local_model import LocalModel
+
+    out: dict[str, Any] = {"think_s": think_s}
+    for watched in (False, True):
+        clock = _ThinkClock()
+        script = deps_with(client("dynamodb"), clock.now_ms)
+        message = {"kind": "message", "role": "user", "messageId": f"bench-live-{watched}",
+                   "parts": [{"kind": "text", "text": LIVE_TASK}]}
+        task = send_message(script, MessageSendParams.model_validate({"message": message}))
+        session_id = parse_task_id(task["id"])[0]
+        if watched:
+            LiveStore(script.store).watch(session_id, clock.now_ms() + WATCH_MS)
+        counted, sink = client("dynamodb"), ListSink(AGENT)
+        attach(counted, sink)
+        model = LocalModel(ModelConfig(think_delay_ms=think_s * 1000), script.settings.agent, sleep=clock.sleep)
+        worker = deps_with(counted, clock.now_ms, model)
+        turn_loop.run_turn(worker, session_id, 1)
+        out["watched" if watched else "unwatched"] = sink.records[:]
+    alone, followed = out.pop("unwatched"), out.pop("watched")
+    relay = [w for r in followed for w in r.get("writes", []) if w.get("sk") == "LIVE"]
+    puts = [w for w in relay if w["op"] == "Put"]
+    sizes = [w.get("size", 0) for w in puts]
+    wru = sum(write_units(size) for size in sizes) + (write_units(sizes[-1]) if sizes else 0)  # a delete: its item
+    ops = Counter(f"{r['svc']}.{r['op']}" for r in followed) - Counter(f"{r['svc']}.{r['op']}" for r in alone)
+    out.update({
+        "requests_unwatched": len(alone), "requests_watched": len(followed),
+        "extra_requests_unwatched": sum(1 for r in alone for w in r.get("writes", []) if w.get("sk") in ("LIVE", "WATCH")),
+        "relay_requests": len(followed) - len(alone), "relay_requests_by_operation": dict(sorted(ops.items())),
+        "text_writes": len(puts), "deletes": len(relay) - len(puts), "wru": wru,
+        "last_text_bytes": sizes[-1] if sizes else 0,
+    })
+    return out
+
+
 def _costs(results: dict[str, Any], prices: PriceTable, poll_s: float, memory_mb: int, wait_s: int) -> dict[str, Any]:
     gb = memory_mb / 1024
     out: dict[str, Any] = {"poll_interval_s": poll_s, "lambda_memory_mb": memory_mb, "delegate_wait_s": wait_s}
+    relay = results.pop("live_relay", None)
+    if relay is not None:
+        seconds = relay["think_s"]
+        out["live_relay"] = {**relay, "per_streamed_second": {
+            "writes": round(relay["text_writes"] / seconds, 3), "wru": round(relay["wru"] / seconds, 3),
+            "usd": round(relay["wru"] / seconds * prices.dynamodb_wru, 9)},
+            "per_think_usd": round(relay["wru"] * prices.dynamodb_wru, 9)}
     for kind, r in results.items():
         seconds = r["streamed_s"]
         per_second = r["per_waiting_poll"]["requests"] / poll_s
