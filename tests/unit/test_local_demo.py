@@ -49,23 +49,31 @@ def test_toml_writer_escapes_strings(deployment, tmp_path):
     assert config_file.load(demo.write_deployment(odd, tmp_path)) == odd
 
 
-def test_timeline_prints_one_line_per_timeline_record_after_start():
+def test_timeline_prints_one_line_per_session_event_after_start():
     out = io.StringIO()
     timeline = demo.Timeline(out)
-    timeline.on_record("worker", {"timeline": "answer_ready", "message": "too early"})
+    timeline.on_event("worker", {"id": "input.1", "kind": "message", "text": "too early"})
     timeline.start()
-    timeline.on_record("worker", {"level": "INFO", "message": "not a timeline record"})
-    timeline.on_record("worker", {"timeline": "answer_delivered", "agent": "worker",
-                                  "message": "answer delivered to orchestrator"})
-    timeline.on_record("orchestrator", {"timeline": "dispatched", "tool_use_id": "tooluse_abcdefgh12345678"})
-    timeline.on_record("orchestrator", {"timeline": "final_answer", "message": "line one\nline two"})
+    timeline.on_event("orchestrator", {"id": "tool.t1", "kind": "delegating", "agent": "worker", "task": "list owls",
+                                       "tool_use_id": "t1", "tool": "ask_worker"})
+    timeline.on_event("worker", {"id": "text.1.1.6", "kind": "text_delta", "text": "[worker", "offset": 0})
+    timeline.on_event("orchestrator", {"id": "result.t1", "kind": "timeout", "agent": "worker", "status": "error"})
+    timeline.on_event("orchestrator", {"id": "answer.2", "kind": "answer", "text": "line one\nline two " + "x" * 200})
+    timeline.on_event("orchestrator", {"id": "idle.1", "kind": "idle"})
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3
-    assert lines[0].startswith("  +0.") and lines[0].endswith("s  worker        answer delivered to orchestrator")
-    assert "orchestrator  dispatched  [12345678]" in lines[1]
-    assert lines[2].endswith("orchestrator  line one …")
-    assert timeline.wait_for({"dispatched"}, 0)
-    assert not timeline.wait_for({"callback_late"}, 0.01)
+    assert len(lines) == 5
+    assert lines[0].startswith("  +0.") and lines[0].endswith("s  orchestrator  delegating to worker: list owls")
+    assert lines[1].endswith("worker        writing: …[worker")
+    assert lines[2].endswith("orchestrator  no answer from worker in time: timed out")
+    assert "answer: line one line two xxx" in lines[3] and lines[3].endswith("…")
+    assert timeline.agents_with("idle") == {"orchestrator"}
+    assert timeline.wait_for("orchestrator", "idle", 0) and not timeline.wait_for("worker", "idle", 0.01)
+
+
+def test_sse_events_are_read_as_they_come_comments_skipped():
+    raw = [b": keep-alive\n", b"\n", b"id: input.1\n", b"event: message\n", b'data: {"kind": "message"}\n', b"\n",
+           b'data: {"kind": "idle"}\r\n', b"\r\n"]
+    assert list(demo.sse_events(iter(raw))) == [{"kind": "message"}, {"kind": "idle"}]
 
 
 @pytest.mark.parametrize("session, answer", [

@@ -4,7 +4,8 @@ Each event is `id: <stable id>`, `event: <kind>`, `data: <JSON>` (flightdeck.dom
 message, thinking, delegating, tool_call, callback_accepted, timeout, dispatch_failed,
 canceled, tool_result, answer, and last idle. The stream replays the timeline from the start,
 then follows the session until it is idle again (or STREAM_MAX_MS); `?follow=false` sends the
-timeline as it stands and ends. Same peer authentication as GET /api/sessions/{id}: another
+timeline as it stands and ends. Following, it also sends `text_delta` events: the text of the
+think under way as the model produces it (flightdeck.domain.session_events). Same peer authentication as GET /api/sessions/{id}: another
 peer's session is 404.
 
 With STREAMING on, the session_events function's entry point answers from `open_stream`
@@ -26,7 +27,7 @@ from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError, proxy_error
 from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame
 from flightdeck.domain.records import SessionNotFoundError
-from flightdeck.domain.session_events import open_session, session_events
+from flightdeck.domain.session_events import TEXT_DELTA, open_session, session_events
 from flightdeck.domain.streaming import Note, Pace
 from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS, TimelineEvent
 from flightdeck.observability import count, logger
@@ -77,9 +78,13 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     200: {"description": "text/event-stream: each event `id`, `event` (its kind) and one `data` line of JSON "
                          "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
                          "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, idle (last). "
-                         "Replayed from the start, then live until the session is idle; comments keep it open",
+                         "Replayed from the start, then live until the session is idle; comments keep it open. Live "
+                         "only: text_delta {iteration, attempt, offset, text}, the text of the think under way as the "
+                         "model produces it (offset 0 again: it starts over); an iteration's deltas joined are its "
+                         "text, the answer event's text for the think that answered",
           "content": {EVENT_STREAM: {"schema": event_schema(
-              "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)", TIMELINE_KINDS)}}},
+              "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)",
+              [*TIMELINE_KINDS, TEXT_DELTA])}}},
     401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
     403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
     404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},

@@ -2,9 +2,10 @@
 
 The demo talks to the first agent of the file that delegates to other agents of the file,
 and by default gives it one task for each of them at once, so every delegate is exercised.
-The timeline is built from the agents' own JSON log lines: every record that
-carries a "timeline" key (chat_received, dispatched, answer_delivered, ...)
-becomes one line with the seconds elapsed since the task was sent.
+The timeline is drawn from the agents' own event streams (GET /api/sessions/{id}/events, as
+any client would read them): the delegator's session, and each delegate's session of a task
+it was given (its id derived as the delegator derives it, read with the delegator's token for
+that peer). Every event becomes one line with the seconds elapsed since the task was sent.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, TextIO
 
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
-from flightdeck.local.log_view import event_text
+from flightdeck.domain.dispatch import peer_session_id
+from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
 
 SCENARIOS = ("delegate", "parallel", "timeout")
@@ -32,12 +34,13 @@ POLL_INTERVAL_S = 0.25
 # The timeout scenario: the orchestrator gives up long before the worker answers.
 TIMEOUT_SCENARIO_WAIT_MS = 3000
 TIMEOUT_SCENARIO_THINK_MS = 8000
-# Timeline events that close the timeout scenario: the worker's answer arriving too late.
-LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
 # The peer the demo calls the delegator as: its token is the delegator's [agents.NAME.peers] entry.
 DEMO_PEER = "user"
-# The agents log every step of a delegation at DEBUG (flightdeck.observability): the timeline needs them.
-DEMO_LOG_LEVEL = {"POWERTOOLS_LOG_LEVEL": "DEBUG"}
+# The event streams read the state this often (flightdeck.domain.streaming): a lively timeline.
+DEMO_ENV = {"STREAM_POLL_INTERVAL_MS": "200"}
+# A delegate's session exists once the dispatch reached it: its stream is asked for until then.
+DELEGATE_SESSION_WAIT_S = 10.0
+PREVIEW_CHARS = 100
 NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -154,15 +157,34 @@ def write_deployment(deployment: DeploymentFile, directory: Path) -> Path:
 # --- the timeline -------------------------------------------------------------------------
 
 
+def event_line(event: dict[str, Any]) -> str:
+    """One line for a person: what a session event says (flightdeck.domain.timeline)."""
+    kind = str(event.get("kind", ""))
+
+    def preview(text: Any) -> str:
+        flat = " ".join(str(text).split())
+        return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS - 1] + "…"
+
+    if kind == "message":
+        return f"message: {preview(event.get('text', ''))}"
+    if kind == "text_delta":
+        return f"writing: …{preview(event.get('text', ''))}"
+    if kind == "answer":
+        return f"answer: {preview(event.get('text', ''))}"
+    if kind == "idle":
+        return "idle"
+    data = {k: v for k, v in event.items() if k not in ("id", "kind", "session_id")}
+    return describe(TimelineEvent(str(event.get("id", "")), kind, data))
+
+
 class Timeline:
-    """Prints timeline records as they arrive (called from the stack's relay threads)."""
+    """Prints session events as they arrive (called from the stream readers' threads)."""
 
     def __init__(self, out: TextIO, agent_width: int = 12):
         self.out = out
         self.agent_width = agent_width
         self.started_at: float | None = None
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self.seen: list[tuple[str, str]] = []  # (agent, event kind)
+        self.events: list[tuple[str, dict[str, Any]]] = []  # (agent, event)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -170,49 +192,105 @@ class Timeline:
         with self._lock:
             self.started_at = time.monotonic()
 
-    def on_record(self, agent: str, record: dict[str, Any]) -> None:
-        kind = record.get("timeline")
-        if not isinstance(kind, str):
-            return
+    def on_event(self, agent: str, event: dict[str, Any]) -> None:
         with self._lock:
             if self.started_at is None:
                 return  # before the task was sent
             elapsed = time.monotonic() - self.started_at
-            self.events.append((kind, record))
-            self.seen.append((agent, kind))
-            self.out.write(self.format(elapsed, agent, kind, record) + "\n")
+            self.events.append((agent, event))
+            self.out.write(self.format(elapsed, agent, event) + "\n")
             self.out.flush()
             self._changed.notify_all()
 
-    def format(self, elapsed: float, agent: str, kind: str, record: dict[str, Any]) -> str:
-        # One line per event; a long message (the final answer) is printed in full afterwards.
-        return f"  +{elapsed:.2f}s  {agent:<{self.agent_width}}  {event_text(kind, record)}"
+    def format(self, elapsed: float, agent: str, event: dict[str, Any]) -> str:
+        return f"  +{elapsed:.2f}s  {agent:<{self.agent_width}}  {event_line(event)}"
 
     def agents_with(self, kind: str) -> set[str]:
-        """The agents that logged an event of this kind so far."""
+        """The agents that sent an event of this kind so far."""
         with self._lock:
-            return {agent for agent, k in self.seen if k == kind}
+            return {agent for agent, e in self.events if e.get("kind") == kind}
 
-    def wait_for_count(self, kind: str, count: int, timeout_s: float) -> bool:
-        """Until `count` events of this kind have arrived (the last lines of a step may trail its effect)."""
+    def wait_for(self, agent: str, kind: str, timeout_s: float) -> bool:
+        """Until `agent` has sent an event of this kind."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            while sum(1 for k, _ in self.events if k == kind) < count:
+            while not any(a == agent and e.get("kind") == kind for a, e in self.events):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._changed.wait(remaining)
             return True
 
-    def wait_for(self, kinds: set[str], timeout_s: float) -> bool:
+
+def sse_events(response: Any) -> Any:
+    """The JSON data of each event of a text/event-stream response, as it arrives (comments skipped)."""
+    data: list[str] = []
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
+
+
+class Follower:
+    """Reads the event streams of one task: the delegator's session and the sessions it delegates to."""
+
+    def __init__(self, timeline: Timeline, deployment: DeploymentFile, urls: dict[str, str], delegator: str):
+        self.timeline, self.deployment, self.urls, self.delegator = timeline, deployment, urls, delegator
+        self.threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    def follow(self, agent: str, session_id: str, token: str, wait_s: float = 0.0) -> None:
+        thread = threading.Thread(target=self._read, args=(agent, session_id, token, wait_s), daemon=True,
+                                  name=f"demo-events-{agent}")
+        self.threads.append(thread)
+        thread.start()
+
+    def _read(self, agent: str, session_id: str, token: str, wait_s: float) -> None:
+        url = f"{self.urls[agent]}/api/sessions/{session_id}/events"
+        headers = {"Accept": "text/event-stream", **({"Authorization": f"Bearer {token}"} if token else {})}
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with direct_opener.open(urllib.request.Request(url, headers=headers), timeout=ANSWER_BOUND_S) as response:
+                    for event in sse_events(response):
+                        self.timeline.on_event(agent, event)
+                        if agent == self.delegator and event.get("kind") == "delegating":
+                            self._delegate(session_id, event)
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404 and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the dispatch has not reached the delegate yet
+                    continue
+                self.errors.append(f"GET {url} answered {exc.code}")
+                return
+            except (OSError, ValueError) as exc:
+                self.errors.append(f"GET {url} failed: {exc}")
+                return
+
+    def _delegate(self, session_id: str, event: dict[str, Any]) -> None:
+        name = str(event.get("agent", ""))
+        delegate = next((d for d in self.deployment.agents[self.delegator].delegates if d.agent == name), None)
+        if delegate is None or delegate.protocol != "flightdeck" or delegate.peer_service not in self.urls:
+            return  # not an agent of the file
+        # The session the delegate keeps for this task, owned by the delegator: read with the delegator's token.
+        token = self.deployment.outbound_tokens(self.delegator).get(delegate.peer_service, "")
+        self.follow(delegate.peer_service, peer_session_id(self.delegator, session_id, str(event.get("tool_use_id", ""))),
+                    token, wait_s=DELEGATE_SESSION_WAIT_S)
+
+    def join(self, timeout_s: float) -> bool:
+        """Until every stream ended (each ends when its session is idle); False if one is still open."""
         deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while not any(kind in kinds for kind, _ in self.events):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-            return True
+        while True:
+            alive = [t for t in self.threads if t.is_alive()]
+            if not alive:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            alive[0].join(remaining)
 
 
 # --- talking to an agent ------------------------------------------------------------------
@@ -326,8 +404,7 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
         if scenario == "timeout":
             config = write_deployment(timeout_variant(deployment, chosen), Path(scratch))
         timeline = Timeline(out, agent_width=max(12, *(len(n) for n in deployment.agents)))
-        with LocalStack(config, relay=logs, log_dir=log_dir, extra_env=DEMO_LOG_LEVEL) as stack:
-            stack.add_listener(timeline.on_record)
+        with LocalStack(config, relay=logs, log_dir=log_dir, extra_env=DEMO_ENV) as stack:
             out.write(f"Flightdeck demo, scenario {scenario!r}\n" if not chosen.custom else "Flightdeck demo\n")
             for name, url in stack.urls.items():
                 out.write(f"  {name:<{timeline.agent_width}}  {url}\n")
@@ -336,22 +413,21 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             timeline.start()
             base_url = stack.urls[chosen.delegator]
             session_id = send_task(base_url, chosen.task, chosen.token)
+            streams = Follower(timeline, deployment, dict(stack.urls), chosen.delegator)
+            streams.follow(chosen.delegator, session_id, chosen.token)
             answer, session = wait_for_session(base_url, session_id, answer_bound_s, chosen.token)
             tools = {d.agent: d.name for d in deployment.agents[chosen.delegator].delegates}
             if not chosen.custom:
                 expected = tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
                 check_outcome(scenario, session, expected)
-            # The callback that completed the turn logs its line after the fact: let it reach the timeline
-            # before the stack stops.
-            answered_results = sum(1 for r in tool_results(session) if r.get("status") == "success")
-            timeline.wait_for_count("callback_accepted", answered_results, 2.0)
-            if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
+            if scenario == "timeout" and not timeline.wait_for(chosen.delegate, "idle", 0):
                 out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
                 out.flush()
-                # The delegate thinks TIMEOUT_SCENARIO_THINK_MS in all; give it that plus delivery time.
-                if timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10):
-                    # ...and let its own report of the delivery reach the timeline.
-                    timeline.wait_for({"answer_delivered"}, 1.0)
+            # Each stream ends when its session is idle: the delegator's at its answer, a late delegate's
+            # (the timeout scenario: it thinks TIMEOUT_SCENARIO_THINK_MS in all) when it answered anyway.
+            streams.join(TIMEOUT_SCENARIO_THINK_MS / 1000 + 10 if scenario == "timeout" else 10.0)
+            if streams.errors:
+                raise DemoError("an event stream failed: " + "; ".join(streams.errors))
         answered = sorted(agent for agent, tool in tools.items() if tool in tools_answered(session))
         out.write(f"\nfinal answer from {chosen.delegator}"
                   + (f" (answered by {', '.join(answered)})" if answered else "") + ":\n")
