@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aws_cdk import Acknowledgment, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from flightdeck import topology
 from flightdeck.domain.agent import ModelConfig
 
 from .functions import Functions
@@ -25,6 +26,9 @@ class Access:
     table: bool = False  # read/write the state table (and its deadline index)
     read_table: bool = False  # read the state table alone (GetItem, Query...): no write of any kind
     read_peers: bool = False  # dynamodb:GetItem on the state table alone: look up one peer registry entry
+    # dynamodb:UpdateItem on the state table alone, of the live relay's watch mark's attributes alone (keys,
+    # `until`, the TTL), returning nothing: mark a session watched (flightdeck.adapters.live_state).
+    watch_sessions: bool = False
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
     secret: bool = False  # read the callback HMAC key
@@ -69,19 +73,25 @@ ACCESS: dict[str, Access] = {
     # Push notification URLs must lie under an allowed service's URL (peer_urls).
     # message/stream and tasks/resubscribe are this function too: they read what the others write.
     "a2a": Access(table=True, send=("turns", "delivery"), peer_urls=True),
-    # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll.
-    "session_events": Access(read_table=True),
+    # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll;
+    # the session's watch mark (the live relay), its one kind of write.
+    "session_events": Access(read_table=True, watch_sessions=True),
     # API Gateway's REQUEST authorizer of the peer routes: looks the bearer token's peer up in the
     # registry (one GetItem) and names the peer's usage-plan API key. No queue, no secret, no writes.
     "peer_authorizer": Access(read_peers=True),
 }
+
+# The attributes of the live relay's watch mark (flightdeck.adapters.live_state.LiveStore.watch).
+WATCH_ATTRIBUTES = (topology.PARTITION_KEY, topology.SORT_KEY, "until", topology.TTL_ATTRIBUTE)
+# A think that a stream watches calls ConverseStream (flightdeck.domain.live), the others Converse.
+BEDROCK_ACTIONS = ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
 
 # Cross-region inference profile ids start with a geography ("us.anthropic.claude-...").
 _PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 
 
 def bedrock_resources(model_id: str) -> list[str]:
-    """The ARNs `bedrock:InvokeModel` needs for a model id, inference profile id or ARN."""
+    """The ARNs `bedrock:InvokeModel` (and its streaming twin) needs for a model id, inference profile id or ARN."""
     if not model_id:
         raise ValueError("model.provider is 'bedrock' but model.model_id is empty")
     if model_id.startswith("arn:"):
@@ -154,6 +164,13 @@ class Permissions(Construct):
                 function.add_to_role_policy(
                     iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[state.table.table_arn])
                 )
+            if access.watch_sessions:
+                # IAM cannot name a sort key: the statement allows updating no attribute but the watch
+                # mark's (an item it makes holds nothing else), and returns none.
+                function.add_to_role_policy(iam.PolicyStatement(
+                    actions=["dynamodb:UpdateItem"], resources=[state.table.table_arn],
+                    conditions={"ForAllValues:StringEquals": {"dynamodb:Attributes": list(WATCH_ATTRIBUTES)},
+                                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"}}))
             for key in access.send:
                 queues[key].queue.grant_send_messages(function)
             for key in access.send_to_dlq:
@@ -166,7 +183,7 @@ class Permissions(Construct):
                 function.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=parameter_arns))
             if access.model and model.provider == "bedrock":
                 resources = bedrock_resources(model.model_id)
-                function.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources))
+                function.add_to_role_policy(iam.PolicyStatement(actions=BEDROCK_ACTIONS, resources=resources))
                 for arn in resources:
                     if "bedrock:*::foundation-model/" in arn:
                         Validations.of(role).acknowledge(

@@ -115,6 +115,8 @@ class Reach:
     table: bool = False  # reads and writes the table
     read_table: bool = False  # reads the table (and its indexes) and writes nothing
     read_peers: bool = False  # dynamodb:GetItem alone, on the table alone (the peer authorizer's lookup)
+    # dynamodb:UpdateItem alone, on the table alone, of the watch mark's attributes alone, returning none
+    watch_sessions: bool = False
     secret: bool = False  # the callback HMAC key
     peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
@@ -140,6 +142,12 @@ def reach(template: Template, handler: str) -> Reach:
         targets = set().union(*(referenced_ids(r) for r in statement_resources(st)))
         if acts == ["dynamodb:GetItem"] and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}]:
             result.read_peers = True
+            continue
+        if acts == ["dynamodb:UpdateItem"] and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}] \
+                and st.get("Condition") == {
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "until", "expires_at"]},
+                    "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"}}:
+            result.watch_sessions = True
             continue
         for act in acts:
             service = act.split(":")[0]

@@ -426,15 +426,16 @@ EXPECTED_REACH = {
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
-    # GET /api/sessions/{id}/events: the caller's registry entry and the session, read; nothing written or sent.
-    "session_events": dict(read_table=True),
+    # GET /api/sessions/{id}/events: the caller's registry entry and the session, read; its one write, the
+    # session's watch mark (the live relay: the keys, `until` and the TTL, nothing returned); nothing sent.
+    "session_events": dict(read_table=True, watch_sessions=True),
 }
 
 
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
     expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_table": False,
-                "read_peers": False,
+                "read_peers": False, "watch_sessions": False,
                 "secret": False, "peer_tokens": False, "bedrock": False, "peer_urls": set()}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
@@ -503,7 +504,8 @@ def test_bedrock_only_for_a_bedrock_agent(orchestrator_tpl, planner_tpl) -> None
     assert not any(reach(orchestrator_tpl, h).bedrock for h in topology.HANDLERS)
     assert {h for h in topology.HANDLERS if reach(planner_tpl, h).bedrock} == {"turn_worker"}
     (st,) = [s for s in statements_of(planner_tpl, "turn_worker") if any(a.startswith("bedrock:") for a in actions(s))]
-    assert actions(st) == ["bedrock:InvokeModel"]
+    # ConverseStream too: a think a stream watches streams (flightdeck.domain.live).
+    assert actions(st) == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
     text = json.dumps(statement_resources(st))
     assert ":inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in text
     assert ":bedrock:*::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0" in text
