@@ -251,7 +251,7 @@ def streaming_rows(st: dict[str, Any]) -> list[list[str]]:
                  r["per_waiting_poll"]["requests_by_operation"], "dynamodb") + f"; {money(second['usd'] * 1e6)} per "
              "million streamed seconds"],
             [f"Streaming, {label}: a streamed task ({num(r['streamed_s'])} s, waits {st['delegate_wait_s']} s on a "
-             "delegate)", f"{num(task['dynamodb_requests'])} DynamoDB reads",
+             "delegate)", f"{num(task['dynamodb_requests'] - r.get('watch_marks', 0))} DynamoDB reads",
              f"1 API Gateway request, 1 Lambda invocation, {num(task['rru'])} RRU, {num(task['lambda_gb_s'], 1)} GB-s, "
              f"{r['events']} events, {r.get('watch_marks', 0)} write (the watch mark): "
              f"{money(task['usd_per_million'])} per million streamed tasks (Lambda duration "
