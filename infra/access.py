@@ -154,7 +154,8 @@ class Permissions(Construct):
                         id=f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
                         reason=(
                             "Table.grantReadData also covers the table's indexes (those of topology.INDEXES); "
-                            "this function reads (and writes nothing but a watch mark, on the table alone); no other table is reachable."
+                            "this function reads (and writes nothing but a watch mark, on the table alone); "
+                            "no other table is reachable."
                         ),
                     )
                 )
