@@ -212,3 +212,56 @@ def test_the_local_model_spreads_its_delay_over_its_words():
     assert "".join(t for _, t in deltas) == reply.text and [t for _, t in deltas] == word_chunks(reply.text)
     times = [t for t, _ in deltas]
     assert times == sorted(times) and times[0] > 0 and 990 <= times[-1] <= 1010  # the whole delay, spread
+
+
+# --- how an A2A stream ends after what it relayed --------------------------------------------------------
+
+from flightdeck.domain import a2a_stream  # noqa: E402
+from flightdeck.domain.a2a_ports import TaskRecord  # noqa: E402
+
+ANSWER = "The tide turns twice a day, pulled by the moon."
+
+
+def _done(answer: str = ANSWER) -> TaskRecord:
+    return TaskRecord("s1", "k1", "completed", 1, {}, 0, 0, end_turn=2, answer=answer)
+
+
+def _artifact(events) -> str:
+    """The answer artifact as a client assembles it: append adds, append false starts it again."""
+    text = ""
+    for e in events:
+        if e["kind"] == "artifact-update":
+            piece = e["artifact"]["parts"][0]["text"]
+            text = text + piece if e["append"] else piece
+    return text
+
+
+def test_an_a2a_stream_ends_with_the_rest_of_the_answer_it_relayed():
+    f = live.TextFollower()
+    f.next_piece(LiveText(2, 1, "The tide turns"))
+    events = a2a_stream.ending(_done(), f)
+    chunks = [e for e in events if e["kind"] == "artifact-update"]
+    assert all(c["append"] for c in chunks) and chunks[-1]["lastChunk"] and not any(c["lastChunk"] for c in chunks[:-1])
+    assert "The tide turns" + "".join(c["artifact"]["parts"][0]["text"] for c in chunks) == ANSWER
+    assert events[-1]["kind"] == "status-update" and events[-1]["final"]
+
+
+def test_nothing_left_is_one_empty_last_chunk():
+    f = live.TextFollower()
+    f.next_piece(LiveText(2, 1, ANSWER))
+    chunks = [e for e in a2a_stream.ending(_done(), f) if e["kind"] == "artifact-update"]
+    assert [(c["artifact"]["parts"][0]["text"], c["append"], c["lastChunk"]) for c in chunks] == [("", True, True)]
+
+
+def test_what_another_think_said_is_replaced_by_the_answer():
+    f = live.TextFollower()
+    f.next_piece(LiveText(1, 1, "Delegating 1 task(s) to @worker."))  # a think that called tools
+    relayed = [a2a_stream.artifact_chunk(_done(), "Delegating 1 task(s) to @worker.", append=False, last=False)]
+    events = relayed + a2a_stream.ending(_done(), f)
+    chunks = [e for e in events if e["kind"] == "artifact-update"]
+    assert [c["append"] for c in chunks[1:]] == [False] + [True] * (len(chunks) - 2)
+    assert _artifact(events) == ANSWER
+    # Attached after the think: the whole answer, word by word; failed: no answer at all.
+    assert _artifact(a2a_stream.ending(_done())) == ANSWER
+    failed = TaskRecord("s1", "k1", "failed", 1, {}, 0, 0, answer="")
+    assert [e["kind"] for e in a2a_stream.ending(failed, f)] == ["status-update"]
