@@ -182,7 +182,7 @@ def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> 
 def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
     result = error_result(msg.tool_use_id, "dispatch_failed", ResultSource.DISPATCH_FAILED, detail)
-    record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch")
+    record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch", total=msg.total_tools)
     delegate = deps.settings.agent.delegate_for_tool(msg.tool_name)
     if delegate is not None and delegate.protocol == "a2a":
         deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")  # its claim, settled
