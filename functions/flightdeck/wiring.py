@@ -14,6 +14,7 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.a2a_client import dispatch_a2a
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
@@ -59,6 +60,8 @@ def deps() -> Deps:
         registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
         # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
         peer_tokens=lambda: outbound_peer_tokens(settings),
+        # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
+        transports={"a2a": dispatch_a2a},
     )
 
 

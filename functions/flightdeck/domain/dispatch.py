@@ -87,11 +87,12 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
         return skipped
     if delegate is None:
         return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
-    if delegate.protocol == "a2a":
-        # An A2A v0.3 peer: JSON-RPC message/send, answered by push notification or polled.
-        from flightdeck.domain.a2a_client import dispatch_a2a
-
-        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
+    if delegate.protocol != "flightdeck":
+        # Another protocol's peer (A2A v0.3: JSON-RPC message/send, answered by push or polled).
+        transport = deps.transports.get(delegate.protocol)
+        if transport is None:
+            return _fail(deps, msg, f"no transport for protocol {delegate.protocol!r} is wired")
+        return transport(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError as exc:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from flightdeck.domain.http_ports import PeerAnswer, PeerPort
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.model import Model
 from flightdeck.domain.peers import PeerRegistryPort
@@ -69,18 +70,6 @@ class QueuePort(Protocol):
     def delay_retry(self, queue_url: str, receipt_handle: str, delay_s: int) -> None: ...
 
 
-class PeerAnswer(Protocol):
-    status: int
-    body: Any
-    error: str
-    # Hex SHA-256 of the request body bytes as sent (the audit log's payload hash).
-    request_sha256: str
-
-
-class PeerPort(Protocol):
-    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None) -> PeerAnswer: ...
-
-
 @dataclass
 class Deps:
     """Everything a use case may touch, handed in by the composition root (flightdeck.wiring)."""
@@ -97,6 +86,10 @@ class Deps:
     registry: PeerRegistryPort | None = None
     # Outbound: service name -> the bearer token we present to that peer (PEER_TOKENS / its secret).
     peer_tokens: Callable[[], dict[str, str]] = dict
+    # How a delegation reaches a peer that speaks another protocol than ours, by the delegate's
+    # `protocol` ("a2a": flightdeck.domain.a2a_client.dispatch_a2a), registered in flightdeck.wiring:
+    # (deps, dispatch message, delegate, callback token, attempt) -> dispatch outcome.
+    transports: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def token_for(self, service: str) -> str | None:
         return self.peer_tokens().get(service)
