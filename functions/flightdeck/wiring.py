@@ -15,6 +15,7 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.a2a_client import dispatch_a2a
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
@@ -62,6 +63,8 @@ def deps() -> Deps:
         peer_tokens=lambda: outbound_peer_tokens(settings),
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
         live=LiveStore(store),
+        # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
+        transports={"a2a": dispatch_a2a},
     )
 
 

@@ -162,9 +162,13 @@ def test_turn_message_delivered_twice_has_one_effect(agent, peer):
     assert len({json.loads(m["Body"])["tool_use_id"] for m in dispatches}) == 1
     agent.run_queue("dispatch", dispatches)
     assert len({json.dumps(r["body"], sort_keys=True) for r in peer.requests}) == 1  # one request, replayed
+    # The redelivery re-arms the turn's timer (the first run may have died before arming it): a
+    # second firing finds the turn as the first left it. Both name the turn's one deadline.
     delayed = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"],
                                              AttributeNames=["ApproximateNumberOfMessagesDelayed"])
-    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "2"
+    agg = agent.item(f"S#{sid}", "TURN#000001")
+    assert agg["status"] == "waiting" and agg["received"] == 0 and len(agg["expected"]) == 1
     assert len(session(agent, sid)["messages"]) == 2
 
 
@@ -178,11 +182,16 @@ def test_end_turn_delivers_once_and_retires_the_route(agent, peer):
     agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls["turns"], ReceiptHandle=msg["ReceiptHandle"],
                                         VisibilityTimeout=0)
     agent.run_queue("turns")
+    # The answer's write retired the route and ended the turn in one transaction, so the
+    # redelivered think cannot tell whether the first run delivered: it sends the same answer
+    # again, and the caller records it once (a duplicate). The model was asked once.
     deliveries = agent.receive("delivery")
-    assert len(deliveries) == 1
-    assert agent.item(f"S#{sid}", "ROUTE")["status"] == "retired"
-    agent.run_queue("delivery", deliveries, delete=False)
-    agent.run_queue("delivery", deliveries)  # SQS redelivers: the target answers duplicate, no harm
+    assert len(deliveries) == 2 and len({json.loads(m["Body"])["result"] for m in deliveries}) == 1
+    route = agent.item(f"S#{sid}", "ROUTE")
+    assert route["status"] == "retired" and route["retired_turn"] == 1
+    assert agent.item(f"S#{sid}", "META")["status"] == "idle"
+    agent.run_queue("delivery", deliveries[:1], delete=False)
+    agent.run_queue("delivery", deliveries[:1])  # SQS redelivers: the target answers duplicate, no harm
     assert [r["path"] for r in peer.requests] == ["/api/tools/response"] * 2
     assert peer.requests[0]["headers"]["Authorization"] == f"Bearer {token}"
     assert peer.requests[0]["body"]["result"].startswith("[orchestrator] Task")

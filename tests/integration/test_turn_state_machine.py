@@ -113,17 +113,21 @@ class TurnMachine(RuleBasedStateMachine):
     def crash_between_recording_a_result_and_completing(self, i):
         """The result is written; the function dies before it checks whether the turn is complete."""
         tid = self.ids[i % len(self.ids)]
-        outcome = self.store.record_result(self.sid, 1, ToolResult(tid, "success", "c", ResultSource.CALLBACK), 10**9)
+        outcome, _ = self.store.record_result(self.sid, 1, ToolResult(tid, "success", "c", ResultSource.CALLBACK),
+                                              10**9)
         if outcome is RecordOutcome.ACCEPTED:
             self.first_value.setdefault(tid, "c")
 
-    @rule(i=st.integers(min_value=0, max_value=4), text=st.sampled_from(["a", "b"]))
-    def callback(self, i, text):
+    @rule(i=st.integers(min_value=0, max_value=4), text=st.sampled_from(["a", "b"]), sized=st.booleans())
+    def callback(self, i, text, sized):
+        """sized: the caller knows the turn's size (a token's claims), so the last result completes
+        the turn in the write that records it; else recording and completing are two writes."""
         tid = self.ids[i % len(self.ids)]
         was_complete = self.complete()
         before = self.store.get_results(self.sid, 1)
         adv = self._completing(lambda: record_and_advance(
-            self.deps, self.sid, 1, ToolResult(tid, "success", text, ResultSource.CALLBACK), by="callback"))
+            self.deps, self.sid, 1, ToolResult(tid, "success", text, ResultSource.CALLBACK), by="callback",
+            total=len(self.ids) if sized else None))
         if adv is None:  # crashed after its commit: what was written stays
             if any(r.tool_use_id == tid and r.source is ResultSource.CALLBACK
                    for r in self.store.get_results(self.sid, 1)):

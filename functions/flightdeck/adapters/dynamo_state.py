@@ -32,11 +32,13 @@ from flightdeck.domain.records import (
     ReplayedError,
     ReplyRoute,
     ResultSource,
+    Completion,
     Session,
     SessionBusyError,
     SessionNotFoundError,
     ToolResult,
     TurnAggregation,
+    TurnSeed,
 )
 from flightdeck.domain.liveness import Overdue
 
@@ -159,7 +161,16 @@ def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
 
 
 def _route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
-    return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]))
+    return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]),
+                      int(item.get("retired_turn", 0)))
+
+
+def _aggregation(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
+    return TurnAggregation(
+        session_id=session_id, turn=turn, expected=frozenset(item.get("expected", ())),
+        total=int(item["total_tools"]), received=int(item["received"]), status=item["status"],
+        deadline_ms=int(item["deadline_ms"]), completed_by=item.get("completed_by", ""),
+    )
 
 
 def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
@@ -266,6 +277,7 @@ class StateStore:
         by_sk = {i[SK]: i for i in items}
         iteration = by_sk.get(_iter_sk(turn))
         route = by_sk.get(ROUTE)
+        aggregation = by_sk.get(_turn_sk(turn))
         return Session(
             session_id=session_id,
             status=meta["status"],
@@ -279,6 +291,7 @@ class StateStore:
             iteration=_iteration(session_id, turn, iteration) if iteration else None,
             route=_route(session_id, route) if route else None,
             has_a2a_task=A2A_CURRENT in by_sk,
+            aggregation=_aggregation(session_id, turn, aggregation) if aggregation else None,
             **_live_fields(by_sk),
         )
 
@@ -408,16 +421,36 @@ class StateStore:
             }
         }
 
-    def _think_started_op(self, pk: str, turn: int) -> dict[str, Any]:
-        """The session is at `turn` and its think has happened: the owed-think mark goes."""
+    def _think_started_op(self, pk: str, turn: int, ends_turn: bool = False) -> dict[str, Any]:
+        """The session is busy at `turn` and its think has happened: the owed-think mark goes
+        (and with ends_turn, the session goes idle: the turn is over)."""
+        update = "SET updated_at = :now"
+        values = _vals(now=self.now_ms(), turn=turn, busy="busy")
+        if ends_turn:
+            update += ", #status = :idle"
+            values.update(_vals(idle="idle"))
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: META}),
-                "UpdateExpression": "SET updated_at = :now REMOVE #owed, #shard, #due",
-                "ConditionExpression": "attribute_exists(#pk) AND turn = :turn",
-                "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE},
-                "ExpressionAttributeValues": _vals(now=self.now_ms(), turn=turn),
+                "UpdateExpression": update + " REMOVE #owed, #shard, #due",
+                "ConditionExpression": "attribute_exists(#pk) AND turn = :turn AND #status = :busy",
+                "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE,
+                                             "#status": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _retire_route_op(self, pk: str, turn: int, now: int) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: ROUTE}),
+                "UpdateExpression": "SET #status = :retired, retired_at = :now, retired_turn = :turn",
+                "ConditionExpression": "#status = :active AND #ttl > :nows",
+                "ExpressionAttributeNames": {"#status": "status", "#ttl": TTL},
+                "ExpressionAttributeValues": _vals(retired="retired", active="active", now=now, turn=turn,
+                                                   nows=now // 1000),
             }
         }
 
@@ -484,15 +517,22 @@ class StateStore:
         item = self._get(_pk(session_id), _iter_sk(turn))
         return _iteration(session_id, turn, item) if item is not None else None
 
-    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int) -> Iteration:
-        """Store a model reply once (it is also the conversation's assistant message: no second copy);
-        a second writer gets the first one back, from the failed condition, without a read.
+    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int, *,
+                       seed: TurnSeed | None = None, ends_turn: bool = False,
+                       retires_route: bool = False) -> Iteration:
+        """Store a model reply once (it is also the conversation's assistant message: no second copy)
+        with the state change it makes, in one transaction; a second writer gets the first one back,
+        from the failed condition, without a read.
 
-        The same transaction clears the session's owed-think mark: the think has happened.
-        Raises LookupError when the session is no longer at this turn (a stale think).
+        Always: the session's owed-think mark goes (the think has happened). seed: the reply calls
+        tools, and their turn's aggregation record is created. ends_turn: the session goes idle.
+        retires_route: the reply answers the session's reply route, which retires at this turn (a
+        redelivery of this think re-sends the answer, which its caller deduplicates).
+        Raises LookupError when the session is no longer busy at this turn (a stale think).
         """
         pk = _pk(session_id)
-        reasons = self._transact([
+        now = self.now_ms()
+        ops: list[dict[str, Any]] = [
             {
                 "Put": {
                     "TableName": self.table,
@@ -503,34 +543,54 @@ class StateStore:
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
-            self._think_started_op(pk, turn),
-        ])
-        if reasons is None:
-            return Iteration(session_id, turn, reply)
-        first = reasons[0] if reasons else {}
-        if first.get("Code") == "ConditionalCheckFailed":
-            if first.get("Item"):
-                return _iteration(session_id, turn, _plain(first["Item"]))
-            stored = self.get_iteration(session_id, turn)
-            assert stored is not None
-            return stored
+            self._think_started_op(pk, turn, ends_turn=ends_turn),
+        ]
+        if seed is not None:
+            ops.append(self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now))
+        route_at = len(ops)
+        if retires_route:
+            ops.append(self._retire_route_op(pk, turn, now))
+        for _ in range(2):
+            reasons = self._transact(ops)
+            if reasons is None:
+                return Iteration(session_id, turn, reply, fresh=True)
+            first = reasons[0] if reasons else {}
+            if first.get("Code") == "ConditionalCheckFailed":
+                if first.get("Item"):
+                    return _iteration(session_id, turn, _plain(first["Item"]))
+                stored = self.get_iteration(session_id, turn)
+                assert stored is not None
+                return stored
+            if retires_route and len(reasons) > route_at and reasons[route_at].get("Code") == "ConditionalCheckFailed" \
+                    and all(r.get("Code") in (None, "None") for r in reasons[:route_at]):
+                ops = ops[:route_at]  # the route expired or was retired meanwhile: nothing to answer
+                continue
+            break
         raise LookupError(f"session {session_id} is not at turn {turn}")
 
     # --- turn aggregation (A side) -------------------------------------------------------
-    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int) -> bool:
-        """Create the turn's aggregation record; False if it already exists (redelivery)."""
+    def _seed_op(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int,
+                 now: int) -> dict[str, Any]:
         if not tool_use_ids or len(set(tool_use_ids)) != len(tool_use_ids):
             raise ValueError("tool_use_ids must be non-empty and distinct")
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(**{PK: _pk(session_id), SK: _turn_sk(turn), "expected": set(tool_use_ids),
+                                 "total_tools": len(tool_use_ids), "received": 0, "status": "waiting",
+                                 "deadline_ms": deadline_ms, SHARD: deadline_shard(session_id), DUE: deadline_ms,
+                                 "created_at": now, TTL: self._expiry(retention_ms)}),
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+            }
+        }
+
+    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int) -> bool:
+        """Create a turn's aggregation record on its own; False if it already exists. (A think
+        seeds its turn in the write that stores its reply: save_iteration(seed=...).)"""
+        put = self._seed_op(session_id, turn, tool_use_ids, deadline_ms, retention_ms, self.now_ms())["Put"]
         try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=_item(**{PK: _pk(session_id), SK: _turn_sk(turn), "expected": set(tool_use_ids),
-                              "total_tools": len(tool_use_ids), "received": 0, "status": "waiting",
-                              "deadline_ms": deadline_ms, SHARD: deadline_shard(session_id), DUE: deadline_ms,
-                              "created_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": PK},
-            )
+            self.client.put_item(**put)
             return True
         except ClientError as exc:
             if _is_condition_failure(exc):
@@ -539,53 +599,83 @@ class StateStore:
 
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None:
         item = self._get(_pk(session_id), _turn_sk(turn))
-        if item is None:
-            return None
-        return TurnAggregation(
-            session_id=session_id, turn=turn, expected=frozenset(item.get("expected", ())),
-            total=int(item["total_tools"]), received=int(item["received"]), status=item["status"],
-            deadline_ms=int(item["deadline_ms"]), completed_by=item.get("completed_by", ""),
-        )
+        return _aggregation(session_id, turn, item) if item is not None else None
 
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]:
         return [_result_of(i, i["tool_use_id"]) for i in self._query_prefix(_pk(session_id), f"RESULT#{turn:06d}#")]
 
-    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int) -> RecordOutcome:
-        """Write one result at most once and count it toward its waiting turn, atomically."""
+    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int,
+                      completion: Completion | None = None) -> tuple[RecordOutcome, bool]:
+        """Write one result at most once and count it toward its waiting turn, atomically; with
+        `completion`, the last expected result also completes the turn and claims the next think
+        in the same transaction (one request for a result, whether or not it is the last).
+
+        Returns (outcome, completed): completed is True only for the one write that completed it.
+        Which variant to try first follows the turn's size (a one-call turn: the completing one);
+        a failed count condition returns the turn item, which says which variant holds.
+        """
         pk = _pk(session_id)
-        ops = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: _result_sk(turn, result.tool_use_id), "tool_use_id": result.tool_use_id,
-                                     "result_status": result.status, "text": result.text, "source": result.source.value,
-                                     "recorded_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": {"#pk": PK},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
-                    "UpdateExpression": "ADD received :one",
-                    "ConditionExpression": "#status = :waiting AND contains(expected, :id)",
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": _vals(one=1, waiting="waiting", id=result.tool_use_id),
-                }
-            },
-        ]
-        reasons = self._transact(ops)
-        if reasons is None:
-            return RecordOutcome.ACCEPTED
-        put_reason = reasons[0] if reasons else {}
-        if put_reason.get("Code") == "ConditionalCheckFailed":
-            old = _plain(put_reason.get("Item") or {})
-            # The same kind of result again is a retry of an accepted one; anything
-            # else (a callback after a synthesized timeout) arrived too late.
-            return RecordOutcome.DUPLICATE if old.get("source") == result.source.value else RecordOutcome.LATE
-        return RecordOutcome.LATE
+        put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(**{PK: pk, SK: _result_sk(turn, result.tool_use_id), "tool_use_id": result.tool_use_id,
+                                 "result_status": result.status, "text": result.text, "source": result.source.value,
+                                 "recorded_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        count_only = {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
+                "UpdateExpression": "ADD received :one",
+                "ConditionExpression": "#status = :waiting AND contains(expected, :id)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": _vals(one=1, waiting="waiting", id=result.tool_use_id),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        last: bool | None = None
+        if completion is not None:
+            last = completion.total <= 1
+        for _ in range(4):
+            if last is None:
+                ops = [put, count_only]
+            elif last:
+                now = self.now_ms()
+                complete = self._complete_op(session_id, turn, completion.by, completion.tombstone_ms, now,
+                                             extra_condition=" AND contains(expected, :id) AND received = :before",
+                                             set_received=completion.total)
+                complete["Update"]["ExpressionAttributeValues"].update(
+                    _vals(id=result.tool_use_id, before=completion.total - 1))
+                complete["Update"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+                ops = [put, complete, self._advance_session_op(session_id, turn, now)]
+            else:
+                not_last = json.loads(json.dumps(count_only))
+                not_last["Update"]["ConditionExpression"] += " AND received < :before"
+                not_last["Update"]["ExpressionAttributeValues"].update(_vals(before=completion.total - 1))
+                ops = [put, not_last]
+            reasons = self._transact(ops)
+            if reasons is None:
+                return RecordOutcome.ACCEPTED, bool(last)
+            put_reason = reasons[0] if reasons else {}
+            if put_reason.get("Code") == "ConditionalCheckFailed":
+                old = _plain(put_reason.get("Item") or {})
+                # The same kind of result again is a retry of an accepted one; anything
+                # else (a callback after a synthesized timeout) arrived too late.
+                return (RecordOutcome.DUPLICATE if old.get("source") == result.source.value else RecordOutcome.LATE,
+                        False)
+            turn_reason = reasons[1] if len(reasons) > 1 else {}
+            agg = _plain(turn_reason.get("Item") or {})
+            if (last is None or completion is None or turn_reason.get("Code") != "ConditionalCheckFailed"
+                    or agg.get("status") != "waiting" or result.tool_use_id not in agg.get("expected", ())):
+                return RecordOutcome.LATE, False
+            # Only the count was wrong: the turn's item says whether this result is the last.
+            completion = Completion(completion.by, int(agg["total_tools"]), completion.tombstone_ms)
+            last = int(agg["received"]) >= completion.total - 1
+        return RecordOutcome.LATE, False
 
     def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool:
         """waiting -> complete once every expected result is in; True only for the winner.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -200,8 +199,3 @@ def progress_to(stream: TextIO) -> Callable[[str], None]:
 
     return say
 
-
-if __name__ == "__main__":  # pragma: no cover - use `flightdeck bench`
-    from flightdeck.cli import main
-
-    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -379,9 +379,11 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
             return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
         # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
         result = too_large_result(deps, claims.tool_use_id)
-        advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
+        advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push",
+                                     total=claims.total_tools)
         return PushOutcome(PushStatus.TOO_LARGE, advance.completed, peer=peer)
-    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push")
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push",
+                                     total=claims.total_tools)
     status = _FROM_RECORD[advance.outcome]
     timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
     return PushOutcome(status, advance.completed, peer=peer)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flightdeck.domain.ports import PeerAnswer
+from flightdeck.domain.http_ports import PeerAnswer
 
 # An A2A task id names its context (our session) and a random key: "<session_id>~<key>".
 TASK_ID_SEPARATOR = "~"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
+from flightdeck.domain.records import Completion, RecordOutcome, ResultSource, ToolResult, error_result
 from flightdeck.observability import count, timeline
 
 
@@ -20,11 +20,16 @@ class Advance:
     completed: bool  # this call completed the turn (and enqueued the next think)
 
 
-def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResult, *, by: str) -> Advance:
+def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResult, *, by: str,
+                       total: int | None = None) -> Advance:
+    """total: how many results the turn expects, when the caller knows it (a token's claims, the
+    think's call list): the last result then completes the turn in the write that records it."""
     s = deps.settings
-    outcome = deps.store.record_result(session_id, turn, result, s.session_retention_ms)
-    completed = False
-    if outcome is RecordOutcome.ACCEPTED:
+    completion = Completion(by, total, s.tool_agg_tombstone_ttl_ms) if total else None
+    outcome, completed = deps.store.record_result(session_id, turn, result, s.session_retention_ms, completion)
+    if completed:
+        _completed(deps, session_id, turn)
+    elif outcome is RecordOutcome.ACCEPTED and completion is None:
         completed = _complete_if_all_in(deps, session_id, turn, by)
     elif outcome is RecordOutcome.DUPLICATE:
         # A retry after a lost answer: the first attempt may have died between
@@ -35,12 +40,16 @@ def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResul
     return Advance(outcome, completed)
 
 
-def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool:
-    if not deps.store.complete_turn(session_id, turn, by, deps.settings.tool_agg_tombstone_ttl_ms):
-        return False
+def _completed(deps: Deps, session_id: str, turn: int) -> None:
     count("TurnsCompleted")
     timeline("turn_complete", f"turn {turn} complete: every result is in", session_id=session_id, turn=turn)
     deps.queues.send_turn(session_id, turn + 1)
+
+
+def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool:
+    if not deps.store.complete_turn(session_id, turn, by, deps.settings.tool_agg_tombstone_ttl_ms):
+        return False
+    _completed(deps, session_id, turn)
     return True
 
 

@@ -58,7 +58,8 @@ def accept_callback(deps: Deps, token: str, result_text: str, status: str = "suc
         return CallbackOutcome(CallbackStatus.TOO_LARGE, claims)
     result = ToolResult(claims.tool_use_id, "error" if status == "error" else "success", result_text,
                         ResultSource.CALLBACK)
-    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback")
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback",
+                                 total=claims.total_tools)
     status = _FROM_RECORD[advance.outcome]
     count({"accepted": "CallbacksAccepted", "duplicate": "CallbacksDuplicate", "late": "CallbacksLate"}[status.value])
     timeline(f"callback_{status.value}", f"callback from {claims.name}: {status.value}", **ids)

@@ -87,11 +87,12 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
         return skipped
     if delegate is None:
         return _fail(deps, msg, f"no delegating tool named {msg.tool_name!r}")
-    if delegate.protocol == "a2a":
-        # An A2A v0.3 peer: JSON-RPC message/send, answered by push notification or polled.
-        from flightdeck.domain.a2a_client import dispatch_a2a
-
-        return dispatch_a2a(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
+    if delegate.protocol != "flightdeck":
+        # Another protocol's peer (A2A v0.3: JSON-RPC message/send, answered by push or polled).
+        transport = deps.transports.get(delegate.protocol)
+        if transport is None:
+            return _fail(deps, msg, f"no transport for protocol {delegate.protocol!r} is wired")
+        return transport(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError as exc:
@@ -182,7 +183,7 @@ def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> 
 def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
     result = error_result(msg.tool_use_id, "dispatch_failed", ResultSource.DISPATCH_FAILED, detail)
-    record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch")
+    record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch", total=msg.total_tools)
     delegate = deps.settings.agent.delegate_for_tool(msg.tool_name)
     if delegate is not None and delegate.protocol == "a2a":
         deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")  # its claim, settled

@@ -21,14 +21,12 @@ earlier think that called tools). A failed write ends the relay of that think, n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from flightdeck.domain.model import ModelError, ModelReply
+from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import LiveText, Session
 from flightdeck.observability import count, logger
-
-if TYPE_CHECKING:
-    from flightdeck.domain.ports import Deps
 
 # How long a stream's mark keeps the session watched (it marks again at half of it).
 WATCH_MS = 120_000
@@ -39,17 +37,11 @@ LIVE_MAX_BYTES = 32_000
 LIVE_TTL_MS = 3_600_000
 
 
-class LivePort(Protocol):
-    def watch(self, session_id: str, until_ms: int) -> None: ...
-    def put_text(self, session_id: str, live: LiveText, ttl_ms: int) -> None: ...
-    def clear_text(self, session_id: str, turn: int, attempt: int) -> None: ...
-
-
-def watched(deps: "Deps", session: Session) -> bool:
+def watched(deps: Deps, session: Session) -> bool:
     return deps.live is not None and session.watched_until_ms > deps.store.now_ms()
 
 
-def _mark(deps: "Deps", session_id: str) -> None:
+def _mark(deps: Deps, session_id: str) -> None:
     assert deps.live is not None
     try:
         deps.live.watch(session_id, deps.store.now_ms() + WATCH_MS)
@@ -60,13 +52,13 @@ def _mark(deps: "Deps", session_id: str) -> None:
     count("LiveWatchMarks")
 
 
-def start_watching(deps: "Deps", session_id: str) -> None:
+def start_watching(deps: Deps, session_id: str) -> None:
     """A stream is about to start a task in this session: mark it watched before its think is due."""
     if deps.live is not None:
         _mark(deps, session_id)
 
 
-def keep_watching(deps: "Deps", session: Session) -> None:
+def keep_watching(deps: Deps, session: Session) -> None:
     """A stream follows this busy session: mark it watched, unless a mark lasts long enough already."""
     if deps.live is None or session.status != "busy":
         return
@@ -94,7 +86,7 @@ def stored_text(session: Session, turn: int) -> str | None:
 class LiveRelay:
     """One think's relay: ask the model for a stream, write its text at a bounded rate, delete it at the end."""
 
-    def __init__(self, deps: "Deps", session_id: str, turn: int, attempt: int):
+    def __init__(self, deps: Deps, session_id: str, turn: int, attempt: int):
         self.deps, self.session_id, self.turn, self.attempt = deps, session_id, turn, attempt
         self.interval_ms = deps.settings.stream_poll_interval_ms
         self.writes = 0
@@ -146,7 +138,7 @@ class LiveRelay:
         return True
 
 
-def relay_for(deps: "Deps", session: Session, attempt: int) -> LiveRelay | None:
+def relay_for(deps: Deps, session: Session, attempt: int) -> LiveRelay | None:
     """The relay of this think when a stream watches its session, else None (the think as ever)."""
     return LiveRelay(deps, session.session_id, session.turn, attempt) if watched(deps, session) else None
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from flightdeck.domain.live import LivePort
+from flightdeck.domain.http_ports import PeerAnswer, PeerPort
+from flightdeck.domain.live_ports import LivePort
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.model import Model
 from flightdeck.domain.peers import PeerRegistryPort
 from flightdeck.domain.records import (
+    Completion,
     Iteration,
     MessageSlot,
     RecordOutcome,
@@ -17,6 +19,7 @@ from flightdeck.domain.records import (
     Session,
     ToolResult,
     TurnAggregation,
+    TurnSeed,
 )
 from flightdeck.domain.tokens import SigningKey
 from flightdeck.observability import audit
@@ -39,12 +42,15 @@ class StatePort(Protocol):
     def get_route(self, session_id: str) -> ReplyRoute | None: ...
     def retire_route(self, session_id: str) -> bool: ...
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None: ...
-    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int) -> Iteration: ...
+    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int, *,
+                       seed: TurnSeed | None = None, ends_turn: bool = False,
+                       retires_route: bool = False) -> Iteration: ...
     def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int,
                   retention_ms: int) -> bool: ...
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None: ...
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]: ...
-    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int) -> RecordOutcome: ...
+    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int,
+                      completion: Completion | None = None) -> tuple[RecordOutcome, bool]: ...
     def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool: ...
     def complete_with_errors(self, session_id: str, turn: int, reason_results: Callable[[str], ToolResult],
                              completed_by: str, tombstone_ms: int, retention_ms: int) -> bool: ...
@@ -65,18 +71,6 @@ class QueuePort(Protocol):
     def delay_retry(self, queue_url: str, receipt_handle: str, delay_s: int) -> None: ...
 
 
-class PeerAnswer(Protocol):
-    status: int
-    body: Any
-    error: str
-    # Hex SHA-256 of the request body bytes as sent (the audit log's payload hash).
-    request_sha256: str
-
-
-class PeerPort(Protocol):
-    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None) -> PeerAnswer: ...
-
-
 @dataclass
 class Deps:
     """Everything a use case may touch, handed in by the composition root (flightdeck.wiring)."""
@@ -95,6 +89,10 @@ class Deps:
     peer_tokens: Callable[[], dict[str, str]] = dict
     # The live relay of a think's text to the streams that watch it (flightdeck.domain.live); None: no relay.
     live: LivePort | None = None
+    # How a delegation reaches a peer that speaks another protocol than ours, by the delegate's
+    # `protocol` ("a2a": flightdeck.domain.a2a_client.dispatch_a2a), registered in flightdeck.wiring:
+    # (deps, dispatch message, delegate, callback token, attempt) -> dispatch outcome.
+    transports: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def token_for(self, service: str) -> str | None:
         return self.peer_tokens().get(service)

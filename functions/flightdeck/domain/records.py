@@ -86,6 +86,8 @@ class Session:
     iteration: "Iteration | None" = None
     route: "ReplyRoute | None" = None
     has_a2a_task: bool = False
+    # The current turn's aggregation record, when it delegated (same query).
+    aggregation: "TurnAggregation | None" = None
     # Live relay (flightdeck.domain.live), read in the same query: until when a stream reader
     # watches the session (epoch ms; 0: nobody), and the text of the think under way so far.
     watched_until_ms: int = 0
@@ -114,12 +116,32 @@ class TurnAggregation:
 
 
 @dataclass(frozen=True)
+class TurnSeed:
+    """What a think that calls tools opens, in the same write as its reply: the turn's aggregation."""
+
+    tool_use_ids: tuple[str, ...]
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How a recorded result may complete its turn in the same write: who completes it, and the
+    turn's size (known to every caller: the token's claims, the think's own call list)."""
+
+    by: str
+    total: int
+    tombstone_ms: int
+
+
+@dataclass(frozen=True)
 class ReplyRoute:
     session_id: str
     callback_service: str
     bearer_token: str
     status: str  # "active" | "retired"
     expires_at: int
+    # The think iteration whose answer retired the route (0: not retired by an answer).
+    retired_turn: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,3 +151,5 @@ class Iteration:
     session_id: str
     turn: int
     reply: dict[str, Any]
+    # True for the think that stored it; False when a redelivery found it stored.
+    fresh: bool = False

@@ -6,6 +6,7 @@ iteration and every effect is idempotent, so a redelivery has the effect of one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -18,7 +19,7 @@ from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_t
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
-from flightdeck.domain.records import ResultSource, Session, ToolResult, error_result
+from flightdeck.domain.records import ReplyRoute, ResultSource, Session, ToolResult, TurnSeed, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
 # One TransactWriteItems (100 items) holds a turn's timeout results plus its completion
@@ -47,7 +48,8 @@ MAX_REPLY_BYTES = 180_000
 
 def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1,
              budget: TimeBudget | None = None) -> str:
-    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error.
+    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error,
+    or resent (a redelivery after the turn ended re-sent what follows its answer).
 
     attempt: the delivery attempt of this think (SQS receive count). A retryable model error
     below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
@@ -63,36 +65,68 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     traceparent = traceparent or session.parent.get("traceparent", "")
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
-    if session.status != "busy":
-        return "skipped"  # the turn already ended (a redelivery)
-    # A redelivery after the reply was stored re-runs the effects: each is idempotent.
     iteration = session.iteration
+    if session.status != "busy":
+        # The turn already ended. When it ended with this think's answer, a redelivery re-runs
+        # what follows that write (the answer's delivery, the A2A task's end): each is idempotent.
+        final = iteration is not None and not _calls_tools(ModelReply.model_validate(iteration.reply))
+        if final and (_answer_route(deps, session, turn) is not None or session.has_a2a_task):
+            _end_turn(deps, session, turn, ModelReply.model_validate(iteration.reply), traceparent, budget)
+            return "resent"
+        return "skipped"
+    # A redelivery after the reply was stored re-runs the effects: each is idempotent.
     a2a_session = session.has_a2a_task  # a task starts only on an idle session: none can appear mid-think
     if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):  # canceled: think no more
         return "canceled"
+    seed: TurnSeed | None = None
     if iteration is None:
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
         reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt))
+        calls = _calls_tools(reply)
+        if calls and not a2a_session:
+            # The calls' aggregation opens in the write that stores the reply. (An A2A session's
+            # opens after its cancel check, which must see the reply stored.)
+            ids = [u["toolUseId"] for u in reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN]]
+            seed = TurnSeed(tuple(ids), store.now_ms() + s.async_tool_timeout_ms)
+        route = None if calls else _answer_route(deps, session, turn)
         try:
             # The reply is stored once: the iteration is also the conversation's assistant message.
-            iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms)
+            iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms, seed=seed,
+                                             ends_turn=not calls, retires_route=route is not None)
         except LookupError:
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             return "skipped"
+        if not iteration.fresh:
+            seed = None  # another delivery of this think stored its reply first
+        elif not calls:
+            # That write ended the turn (and retired the route it answers).
+            session = dataclasses.replace(session, status="idle", route=_retired(route, turn))
     reply = ModelReply.model_validate(iteration.reply)
-    if reply.error:
-        _end_turn(deps, session, turn, reply.text, traceparent, budget, status="error")
-        outcome = "error"
-    elif (reply.stop_reason == "tool_use" and reply.tool_uses and a2a_session
-          and a2a_tasks.stop_if_canceled(deps, session_id, turn)):
-        outcome = "canceled"  # canceled while the model thought: its tool calls are not started
-    elif reply.stop_reason == "tool_use" and reply.tool_uses:
-        _start_tools(deps, session_id, turn, reply.tool_uses, traceparent, budget)
-        outcome = "tool_use"
-    else:
-        _end_turn(deps, session, turn, reply.text, traceparent, budget)
-        outcome = "end_turn"
-    return outcome
+    if not _calls_tools(reply):
+        return _end_turn(deps, session, turn, reply, traceparent, budget)
+    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):
+        return "canceled"  # canceled while the model thought: its tool calls are not started
+    _start_tools(deps, session, turn, reply.tool_uses, traceparent, budget, seed)
+    return "tool_use"
+
+
+def _calls_tools(reply: ModelReply) -> bool:
+    return not reply.error and reply.stop_reason == "tool_use" and bool(reply.tool_uses)
+
+
+def _answer_route(deps: Deps, session: Session, turn: int) -> ReplyRoute | None:
+    """The reply route this turn's answer goes to: the session's live route, or the one this
+    turn's answer already retired (a redelivery re-sends the answer; the caller deduplicates)."""
+    route = session.route
+    if route is None:
+        return None
+    if route.status == "active":
+        return route if route.expires_at > deps.store.now_ms() // 1000 else None
+    return route if route.retired_turn == turn else None
+
+
+def _retired(route: ReplyRoute | None, turn: int) -> ReplyRoute | None:
+    return dataclasses.replace(route, status="retired", retired_turn=turn) if route is not None else None
 
 
 def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live.LiveRelay | None = None) -> ModelReply:
@@ -128,9 +162,10 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     return reply
 
 
-def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, Any]], traceparent: str,
-                 budget: TimeBudget | None) -> None:
-    s, store = deps.settings, deps.store
+def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, Any]], traceparent: str,
+                 budget: TimeBudget | None, seed: TurnSeed | None) -> None:
+    """seed: the aggregation the reply's own write opened (None: a redelivery, or an A2A session)."""
+    s, store, session_id = deps.settings, deps.store, session.session_id
     uses = uses[:HARD_MAX_TOOLS_PER_TURN]
     ids = [u["toolUseId"] for u in uses]
     # Past the configured limit a call gets an immediate error result instead of running:
@@ -138,19 +173,27 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
     # never has more than MAX_TOOLS_PER_TURN delegations in flight.
     allowed, refused = uses[:s.max_tools_per_turn], uses[s.max_tools_per_turn:]
     now = store.now_ms()
-    deadline_ms = now + s.async_tool_timeout_ms
-    if store.seed_turn(session_id, turn, ids, deadline_ms, s.session_retention_ms):
+    agg = session.aggregation
+    if seed is not None:
+        deadline_ms, arm_timer = seed.deadline_ms, True
+    elif agg is not None:
+        # A redelivery: the first run may have died before arming the timer (a second one is harmless).
+        deadline_ms, arm_timer = agg.deadline_ms, agg.status == "waiting"
+    else:
+        deadline_ms = now + s.async_tool_timeout_ms
+        arm_timer = store.seed_turn(session_id, turn, ids, deadline_ms, s.session_retention_ms)
+        if not arm_timer:
+            existing = store.get_turn(session_id, turn)
+            deadline_ms = existing.deadline_ms if existing else deadline_ms
+    if arm_timer:
         deps.queues.send_timer({"session_id": session_id, "turn": turn, "deadline_ms": deadline_ms},
                                math.ceil((deadline_ms - now) / 1000))
-    else:
-        agg = store.get_turn(session_id, turn)
-        deadline_ms = agg.deadline_ms if agg else deadline_ms
     agent = s.agent
     dispatches: list[dict[str, Any]] = []
     for use in refused:
         record_and_advance(deps, session_id, turn, error_result(
             use["toolUseId"], "too_many_tools", ResultSource.LOCAL,
-            f"at most {s.max_tools_per_turn} tool calls per turn"), by="limit")
+            f"at most {s.max_tools_per_turn} tool calls per turn"), by="limit", total=len(ids))
     for use in allowed:
         name, tool_use_id, args = use["name"], use["toolUseId"], use.get("input") or {}
         ids_log = {"session_id": session_id, "turn": turn, "tool_use_id": tool_use_id}
@@ -169,24 +212,32 @@ def _start_tools(deps: Deps, session_id: str, turn: int, uses: list[dict[str, An
         else:
             result = error_result(tool_use_id, "unknown_tool", ResultSource.LOCAL, f"no tool named {name!r}")
         count("LocalToolRuns")
-        record_and_advance(deps, session_id, turn, result, by="local")
+        record_and_advance(deps, session_id, turn, result, by="local", total=len(ids))
     dispatch_now(deps, dispatches, budget)
 
 
-def _end_turn(deps: Deps, session: Session, turn: int, answer: str, traceparent: str, budget: TimeBudget | None,
-              status: str = "success") -> None:
-    store, session_id, route = deps.store, session.session_id, session.route
-    if route is not None and route.status == "active" and route.expires_at > store.now_ms() // 1000:
-        # The delivery message carries all delivery needs, so the route retires here.
+def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, traceparent: str,
+              budget: TimeBudget | None) -> str:
+    """What follows a final answer: its delivery on the reply route, the A2A task's end. The write
+    that stored the answer normally ended the turn too; a session still busy here (state written
+    before that was so) is ended now."""
+    store, session_id = deps.store, session.session_id
+    answer, status = reply.text, "error" if reply.error else "success"
+    route = _answer_route(deps, session, turn)
+    if route is not None:
+        # The delivery message carries all delivery needs.
         deliver_now(deps, {
             "session_id": session_id, "callback_service": route.callback_service,
             "bearer_token": route.bearer_token, "result": answer, "traceparent": traceparent,
             "created_ms": store.now_ms(), "status": status,
         }, budget)
-        store.retire_route(session_id)
+        if route.status == "active":
+            store.retire_route(session_id)
         timeline("answer_ready", f"answer ready for {route.callback_service}", session_id=session_id, turn=turn)
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
-    store.finish_session_turn(session_id, turn)
+    if session.status == "busy":
+        store.finish_session_turn(session_id, turn)
     if session.has_a2a_task:  # its A2A task completes, or fails with the error answer
         a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error")
+    return "error" if reply.error else "end_turn"

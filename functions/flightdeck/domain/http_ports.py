@@ -1,0 +1,21 @@
+"""What the domain needs from HTTP to other agents: a POST, and what came back.
+
+Its own module so that the core ports (flightdeck.domain.ports) and the A2A ports
+(flightdeck.domain.a2a_ports) both use it without importing each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class PeerAnswer(Protocol):
+    status: int
+    body: Any
+    error: str
+    # Hex SHA-256 of the request body bytes as sent (the audit log's payload hash).
+    request_sha256: str
+
+
+class PeerPort(Protocol):
+    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None) -> PeerAnswer: ...
