@@ -19,7 +19,7 @@ from typing import Any, Literal, Sequence, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flightdeck.domain.agent import DelegateTool, ModelConfig
+from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
 from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token, new_token
 from flightdeck.settings import Settings
@@ -127,16 +127,14 @@ class GatewaySection(BaseModel):
         return PeerLimits(self.peer_rate_limit, self.peer_burst_limit, self.peer_quota_per_day)
 
 
-class AgentSpec(BaseModel):
+class AgentSpec(AgentDefinition):
+    """An agent of a config file: its definition (flightdeck.domain.agent, inherited, not
+    re-declared) and what running it takes (services it may call, local secrets, deploy)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    # Also a resource name (queues, table, stack): a narrower alphabet than the definition's.
     name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    description: str = "A Flightdeck agent"
-    system_prompt: str = "You are a helpful agent."
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    local_tools: list[str] = Field(default_factory=list)
-    delegates: list[DelegateTool] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list)
     # Services this agent may call (ALLOWED_HOST_MAPPING): agent names from this file...
     allow: list[str] = Field(default_factory=list)
     # ...or explicit name -> base URL entries.
@@ -184,17 +182,7 @@ class AgentSpec(BaseModel):
         return usage_plans(self.name, self.gateway.default_limits(), self.peers, overrides, unidentified)
 
     def agent_config_json(self) -> str:
-        from flightdeck.domain.agent import AgentDefinition
-
-        definition = AgentDefinition(
-            name=self.name,
-            description=self.description,
-            system_prompt=self.system_prompt,
-            model=self.model,
-            local_tools=self.local_tools,
-            delegates=self.delegates,
-            skills=self.skills,
-        )
+        definition = AgentDefinition.model_validate(self.model_dump(include=set(AgentDefinition.model_fields)))
         return definition.model_dump_json()
 
     def host_mapping(self, urls: dict[str, str]) -> str:

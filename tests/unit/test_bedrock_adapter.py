@@ -167,7 +167,7 @@ def test_build_model_picks_bedrock():
 
 def test_local_model_conversations_are_valid_converse_requests(client, model):
     """What the local model writes (ids, blocks, tool specs) is a request Bedrock's model accepts."""
-    from flightdeck.adapters.models import tool_specs
+    from flightdeck.domain.toolbox import tool_specs
     from flightdeck.domain.local_model import LocalModel
 
     agent = AgentDefinition(name="a", delegates=[DelegateTool(agent="worker")], local_tools=["word_count", "calculator"])

@@ -108,7 +108,7 @@ def test_bench_config_needs_a_pair_and_the_local_model(tmp_path):
 
 
 def test_a_load_session_delegates_twice_with_two_delegates_or_one():
-    from flightdeck.adapters.models import tool_specs
+    from flightdeck.domain.toolbox import tool_specs
     from flightdeck.bench import load
     from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
     from flightdeck.domain.local_model import LocalModel

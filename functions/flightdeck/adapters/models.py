@@ -1,11 +1,10 @@
-"""Choose the model and the tool specs of an agent from its configuration."""
+"""Choose the model of an agent from its configuration."""
 
 from __future__ import annotations
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.local_model import LocalModel
-from flightdeck.domain.local_tools import specs_for
-from flightdeck.domain.model import Model, ToolSpec, delegate_tool_spec
+from flightdeck.domain.model import Model
 
 
 def build_model(agent: AgentDefinition) -> Model:
@@ -18,14 +17,3 @@ def build_model(agent: AgentDefinition) -> Model:
 
         return BedrockModel(agent.model)
     raise ValueError(f"unknown model provider {provider!r}")
-
-
-def tool_specs(agent: AgentDefinition) -> list[ToolSpec]:
-    """Delegating tools first, then local tools; tool names must be unique."""
-    specs = [delegate_tool_spec(d.name, d.agent, d.description) for d in agent.delegates]
-    specs += specs_for(agent.local_tools)
-    names = [s["toolSpec"]["name"] for s in specs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"agent {agent.name!r} has several tools named {', '.join(duplicates)}")
-    return specs

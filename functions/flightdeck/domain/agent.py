@@ -67,6 +67,15 @@ class AgentDefinition(BaseModel):
     delegates: list[DelegateTool] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _tool_names_are_unique(self) -> "AgentDefinition":
+        # The model calls a tool by name: two tools of one name could not be told apart.
+        names = [d.name for d in self.delegates] + list(self.local_tools)
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"agent {self.name!r} has several tools named {', '.join(duplicates)}")
+        return self
+
     def delegate_for_tool(self, tool_name: str) -> DelegateTool | None:
         return next((d for d in self.delegates if d.name == tool_name), None)
 

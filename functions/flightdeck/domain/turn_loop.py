@@ -15,22 +15,17 @@ from flightdeck.domain import a2a as a2a_tasks
 from flightdeck.domain import live, local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
-from flightdeck.domain.model import ModelError, ModelReply, ToolSpec, delegate_tool_spec, error_reply
+from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
+from flightdeck.domain.toolbox import tool_specs
 from flightdeck.domain.records import ReplyRoute, ResultSource, Session, ToolResult, TurnSeed, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
 # One TransactWriteItems (100 items) holds a turn's timeout results plus its completion
 # and the session's advance: no turn may expect more ids than this.
 HARD_MAX_TOOLS_PER_TURN = 98
-
-
-def tool_specs(deps: Deps) -> list[ToolSpec]:
-    agent = deps.settings.agent
-    specs = [delegate_tool_spec(d.name, d.agent, d.description) for d in agent.delegates]
-    return specs + local_tools.specs_for(agent.local_tools)
 
 
 class ThinkRetry(Exception):
@@ -136,7 +131,7 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     """
     s = deps.settings
     try:
-        ask = {"system": s.agent.system_prompt, "messages": messages, "tools": tool_specs(deps)}
+        ask = {"system": s.agent.system_prompt, "messages": messages, "tools": tool_specs(s.agent)}
         reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
