@@ -40,18 +40,18 @@ def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool
         return False
     count("TurnsCompleted")
     timeline("turn_complete", f"turn {turn} complete: every result is in", session_id=session_id, turn=turn)
-    deps.queues.send_turn(session_id, turn + 1)
+    deps.thinks.start(session_id, turn + 1)
     return True
 
 
 def ensure_next_think(deps: Deps, session_id: str, turn: int) -> None:
     """Re-send the next think for a complete turn whose next iteration has not started.
 
-    FIFO deduplication and the turn worker's idempotency make a re-send harmless.
+    The turn worker's idempotency makes a re-send harmless.
     """
     agg = deps.store.get_turn(session_id, turn)
     if agg is not None and agg.status == "complete" and deps.store.get_iteration(session_id, turn + 1) is None:
-        deps.queues.send_turn(session_id, turn + 1)
+        deps.thinks.start(session_id, turn + 1)
 
 
 def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
@@ -67,6 +67,6 @@ def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
         timeline("timeout_synthesized", f"turn {turn} timed out: synthesized timeout results", session_id=session_id,
                  turn=turn, by=by)
         timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
-        deps.queues.send_turn(session_id, turn + 1)
+        deps.thinks.start(session_id, turn + 1)
     # A loser needs no check: whoever completed marked the next think owed (flightdeck.domain.liveness).
     return won
