@@ -27,11 +27,11 @@ def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResul
     if outcome is RecordOutcome.ACCEPTED:
         completed = _complete_if_all_in(deps, session_id, turn, by)
     elif outcome is RecordOutcome.DUPLICATE:
-        # A retry after a lost answer: the first attempt may have died between
-        # completing the turn and enqueuing the next think.
+        # A retry after a lost answer: the first attempt may have died between recording the
+        # result and completing the turn. One that died after completing left the next think
+        # owed, and the sweep sends it: a think start is not deduplicated, so a duplicate never
+        # sends it again (it could not tell a send that failed from one that is thinking now).
         completed = _complete_if_all_in(deps, session_id, turn, by)
-        if not completed:
-            ensure_next_think(deps, session_id, turn)
     return Advance(outcome, completed)
 
 
@@ -42,16 +42,6 @@ def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool
     timeline("turn_complete", f"turn {turn} complete: every result is in", session_id=session_id, turn=turn)
     deps.thinks.start(session_id, turn + 1)
     return True
-
-
-def ensure_next_think(deps: Deps, session_id: str, turn: int) -> None:
-    """Re-send the next think for a complete turn whose next iteration has not started.
-
-    The turn worker's idempotency makes a re-send harmless.
-    """
-    agg = deps.store.get_turn(session_id, turn)
-    if agg is not None and agg.status == "complete" and deps.store.get_iteration(session_id, turn + 1) is None:
-        deps.thinks.start(session_id, turn + 1)
 
 
 def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
