@@ -300,6 +300,7 @@ class LambdaApiServer(http.server.ThreadingHTTPServer):
         return int(self.server_address[1])
 
     def start_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="lambda-api", daemon=True)
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="lambda-api",
+                                  daemon=True)
         thread.start()
         return thread
