@@ -271,3 +271,54 @@ def test_a_throttled_think_waits_out_its_backoff_on_the_turns_queue(orchestrator
                                                        AttributeNames=["ApproximateNumberOfMessagesDelayed"])
     assert attributes["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
     assert orchestrator.receive("turns") == [] and session(orchestrator, sid)["status"] == "busy"
+
+
+def test_a_reply_cut_off_mid_tool_call_ends_the_turn_with_an_error_answer(orchestrator, monkeypatch):
+    class Truncated:
+        def converse(self, **_):
+            return ModelReply(stop_reason="max_tokens", message={"role": "assistant", "content": [
+                {"toolUse": {"toolUseId": "t1", "name": "ask_worker", "input": {}}}]})
+
+    monkeypatch.setattr(wiring.deps(), "model", lambda: Truncated())
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "hello"})[0] == 202
+    [think] = orchestrator.receive("turns")
+    assert orchestrator.run_invocation(think["Invocation"]) == {"outcome": "error"}
+    body = session(orchestrator, sid)
+    assert body["status"] == "idle" and json.loads(final_text(body))["reason"] == "model_truncated"
+    assert orchestrator.bodies("dispatch") == []
+
+
+def test_a_delegated_session_whose_model_fails_answers_its_caller_with_status_error(aws, monkeypatch):
+    worker = make_agent(monkeypatch, "worker", delegates=[], allow="orchestrator:http://127.0.0.1:9")
+    model = _FailingModel(retryable=False)
+    monkeypatch.setattr(wiring.deps(), "model", lambda: model)
+    reply = {"callbackService": "orchestrator", "bearerToken": "tok-" + "x" * 40}
+    sid = new_session_id()
+    assert worker.api("chat_post", body={"session_id": sid, "content": "do it", "reply": reply})[0] == 202
+    worker.run_queue("turns")
+    [delivery] = worker.bodies("delivery")
+    assert delivery["status"] == "error" and json.loads(delivery["result"])["reason"] == "model_error"
+
+
+def test_seven_results_of_max_size_in_non_ascii_fit_and_the_next_think_runs(orchestrator):
+    sid, turn, ids = start_turn(orchestrator, 7)
+    big = "é" * 32_000  # 64,000 bytes as UTF-8: exactly MAX_RESULT_BYTES; 6x that once JSON-escaped
+    for tid in ids:
+        status, _, body = post(orchestrator, orchestrator.token(sid, turn, tid, total=7), big)
+        assert status == 202, body
+    orchestrator.run_queue("turns")
+    body = session(orchestrator, sid)
+    assert body["status"] == "idle"
+    results = [m for m in body["messages"] if m["role"] == "user" and "toolResult" in m["content"][0]]
+    assert [b["toolResult"]["content"][0]["text"] for b in results[0]["content"]] == [big] * 7
+
+
+def test_chat_content_is_bounded_by_its_stored_size_not_its_characters(orchestrator):
+    sid = new_session_id()
+    status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "é" * 100_000})
+    assert status == 202, body  # 200,000 bytes: within the limit, and stored
+    orchestrator.run_queue("turns")
+    assert session(orchestrator, sid)["status"] == "idle"
+    status, _, body = orchestrator.api("chat_post", body={"content": "😀" * 60_000})
+    assert status == 422 and "bytes" in json.dumps(body)  # 240,000 bytes: refused, saying why
