@@ -54,10 +54,10 @@ def orchestrator_on_server(moto_server, monkeypatch):
     """Like `orchestrator`, but every AWS call goes over HTTP to the moto server."""
     import uuid
 
+    import requests
+
     from flightdeck import wiring
     from tests.support.harness import make_agent
-
-    import requests
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     requests.post(f"{moto_server}/moto-api/config", json=MOTO_CONFIG, timeout=10).raise_for_status()

@@ -244,7 +244,7 @@ class LambdaApi:
             log.exception("invocation of %s failed", function.function_name)
             return 200, {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"}, \
                 json.dumps(error_payload(exc)).encode()
-        return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result).encode()
+        return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result, default=str).encode()
 
 
 def error_answer(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:
