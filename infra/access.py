@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Aws, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 from flightdeck import topology
@@ -31,6 +31,7 @@ class Access:
     watch_sessions: bool = False
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
+    start_thinks: bool = False  # lambda:InvokeFunction on the turn worker: every think starts as an async invoke
     secret: bool = False  # read the callback HMAC key
     peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
@@ -43,36 +44,38 @@ ACCESS: dict[str, Access] = {
     # POST /api/chat, GET /api/sessions/{id}, GET /api/sessions (the sessions index): store the session
     # (+ reply route), start a turn, read sessions. A task's reply.callbackService must resolve
     # before anything is stored (peer_urls).
-    "chat_ingest": Access(table=True, send=("turns",), peer_urls=True),
+    "chat_ingest": Access(table=True, start_thinks=True, peer_urls=True),
     # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
-    "callback": Access(table=True, send=("turns",), secret=True),
+    "callback": Access(table=True, start_thinks=True, secret=True),
     # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
     "agent_card": Access(),
     # One think step, and its outbound calls inline (flightdeck.domain.outbox): it mints the tokens
     # (secret) and POSTs each delegation with our bearer token for the peer (peer_tokens), POSTs the
     # final answer back, hands retryable failures to dispatch/delivery and refused answers to the
     # delivery DLQ; a deadline timer. Local tools run inline and record their results like any other:
-    # when the last one completes the turn, the turn worker itself enqueues the next think on turns.
+    # when the last one completes the turn, the turn worker itself starts the next think. A throttled
+    # model's think is retried after a delay through the turns queue.
     "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True, secret=True,
-                          peer_tokens=True, peer_urls=True, send_to_dlq=("delivery",)),
+                          peer_tokens=True, peer_urls=True, send_to_dlq=("delivery",), start_thinks=True),
     # Mints the token (secret) and POSTs the task to the peer with our bearer token for it (peer_tokens);
     # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
     # queue (kind "a2a_poll").
-    "dispatch_worker": Access(table=True, send=("turns", "timers"), secret=True, peer_tokens=True, peer_urls=True),
+    "dispatch_worker": Access(table=True, send=("timers",), start_thinks=True, secret=True, peer_tokens=True,
+                              peer_urls=True),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
     "delivery_worker": Access(send_to_dlq=("delivery",), peer_urls=True),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
     # Also polls A2A peers that do not push (tasks/get over HTTP with our bearer token for the peer,
     # the next poll on timers).
-    "deadline_timer": Access(table=True, send=("timers", "turns"), peer_tokens=True, peer_urls=True),
+    "deadline_timer": Access(table=True, send=("timers",), start_thinks=True, peer_tokens=True, peer_urls=True),
     # EventBridge backstop over the deadline index.
-    "sweeper": Access(table=True, send=("turns",)),
-    # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (turns queue); a task that ends
+    "sweeper": Access(table=True, start_thinks=True),
+    # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (it starts their thinks); a task that ends
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
     # Push notification URLs must lie under an allowed service's URL (peer_urls).
     # message/stream and tasks/resubscribe are this function too: they read what the others write.
-    "a2a": Access(table=True, send=("turns", "delivery"), peer_urls=True),
+    "a2a": Access(table=True, send=("delivery",), start_thinks=True, peer_urls=True),
     # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll;
     # the session's watch mark (the live relay), its one kind of write.
     "session_events": Access(read_table=True, watch_sessions=True),
@@ -121,6 +124,7 @@ class Permissions(Construct):
         peer_tokens: PeerTokensSecret,
         model: ModelConfig,
         peer_url_parameters: list[str] = (),
+        turn_worker_name: str,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -129,6 +133,10 @@ class Permissions(Construct):
             stack.format_arn(service="ssm", resource="parameter", resource_name=name.lstrip("/"))
             for name in peer_url_parameters
         ]
+        # Built from the fixed name, not the function's attribute: the turn worker's own policy names it
+        # too, and a reference would make the function depend on itself. Unqualified only: no versions.
+        turn_worker_arn = stack.format_arn(service="lambda", resource="function", resource_name=turn_worker_name,
+                                           arn_format=ArnFormat.COLON_RESOURCE_NAME)
         table_id = stack.get_logical_id(state.table.node.default_child)
         for handler, function in functions.functions.items():
             access = ACCESS.get(handler)
@@ -176,6 +184,9 @@ class Permissions(Construct):
                 queues[key].queue.grant_send_messages(function)
             for key in access.send_to_dlq:
                 queues[key].dlq.grant_send_messages(function)
+            if access.start_thinks:
+                function.add_to_role_policy(
+                    iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[turn_worker_arn]))
             if access.secret:
                 secret.secret.grant_read(function)
             if access.peer_tokens:

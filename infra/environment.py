@@ -21,6 +21,7 @@ METRICS_NAMESPACE = "Flightdeck"
 # Names, URLs and ARNs of this stack's resources: only the stack sets them.
 RESOURCE_VARIABLES = (
     "STATE_TABLE",
+    "TURN_WORKER_FUNCTION",
     "TURNS_QUEUE_URL",
     "DISPATCH_QUEUE_URL",
     "DELIVERY_QUEUE_URL",

@@ -22,6 +22,7 @@ from typing import Mapping
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -69,6 +70,21 @@ def handler_string(handler: str) -> str:
     return WEB_HANDLER if handler in topology.STREAMING_HANDLERS else f"flightdeck.handlers.{handler}.handler"
 
 
+def explicit_name(prefix: str, handler: str) -> str | None:
+    """The name of a function that is invoked by name (topology.ASYNC_INVOKES), else None (CloudFormation names it).
+
+    Its callers find it through an environment variable every function shares, itself included: a name
+    fixed before the function exists keeps that from being a reference cycle in the template.
+    """
+    if handler not in topology.ASYNC_INVOKES_BY_HANDLER:
+        return None
+    name = topology.function_name(prefix, handler)
+    if len(name) > topology.MAX_FUNCTION_NAME:
+        raise ValueError(f"function name {name!r} is longer than Lambda allows ({topology.MAX_FUNCTION_NAME}): "
+                         "use a shorter agent name")
+    return name
+
+
 def web_adapter_layer_arn(architecture: lambda_.Architecture) -> str:
     return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{WEB_ADAPTER_ACCOUNT}:layer:"
             f"{WEB_ADAPTER_LAYER[architecture.name]}:{WEB_ADAPTER_VERSION}")
@@ -81,6 +97,7 @@ class Functions(Construct):
         id: str,
         *,
         agent: str,
+        prefix: str,
         code: lambda_.Code,
         environment: Mapping[str, str],
         memory_mb: int,
@@ -107,6 +124,7 @@ class Functions(Construct):
             function = lambda_.Function(
                 self,
                 cid,
+                function_name=explicit_name(prefix, handler),
                 description=f"Flightdeck {agent}: {handler}",
                 runtime=RUNTIME,
                 architecture=ARCHITECTURE,
@@ -146,6 +164,16 @@ class Functions(Construct):
 
     def __getitem__(self, handler: str) -> lambda_.Function:
         return self.functions[handler]
+
+    def configure_async_invokes(self, queues: Queues) -> None:
+        """Lambda's asynchronous retries own a failed think (topology.ASYNC_INVOKES); what they give up on
+        goes to the dead-letter queue named there, whose alarm fires."""
+        for spec in topology.ASYNC_INVOKES:
+            self.functions[spec.handler].configure_async_invoke(
+                retry_attempts=spec.retry_attempts,
+                max_event_age=Duration.seconds(spec.max_event_age_s),
+                on_failure=destinations.SqsDestination(queues[spec.on_failure_queue].dlq),
+            )
 
     def consume(self, queues: Queues) -> None:
         """Each queue feeds its handler; failures are reported per message, not per batch."""

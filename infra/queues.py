@@ -29,14 +29,14 @@ class QueuePair:
 class Queues(Construct):
     """One SQS queue per topology entry.
 
-    - FIFO where the spec says so (turns: ordered per session, group = session id);
-      FIFO names must end in .fifo, so every queue gets the explicit name
-      `QueueSpec.name(prefix)` the local runtime uses too;
+    - FIFO where the spec says so (FIFO names must end in .fifo); every queue gets the
+      explicit name `QueueSpec.name(prefix)` the local runtime uses too;
     - a dead-letter queue (FIFO for a FIFO queue, as SQS requires) after
       `max_receive_count` receives; the DLQ keeps messages 14 days;
     - visibility timeout from the spec (6x the consuming function's timeout);
     - SSE with SQS-managed keys and a queue policy refusing non-TLS requests;
-    - an alarm as soon as a DLQ holds a message.
+    - an alarm as soon as a DLQ holds a message (also the on-failure destination of a function's
+      asynchronous invocations, where topology.ASYNC_INVOKES says so).
     """
 
     def __init__(self, scope: Construct, id: str, *, prefix: str, alarm_prefix: str) -> None:
@@ -69,13 +69,17 @@ class Queues(Construct):
                 # without one, identical bodies within 5 minutes are one message.
                 **({"fifo": True, "content_based_deduplication": True} if spec.fifo else {}),
             )
+            invoked = [a for a in topology.ASYNC_INVOKES if a.on_failure_queue == spec.key]
+            also = "".join(f" It also holds the asynchronous invocations of {a.handler} that failed "
+                           f"{1 + a.retry_attempts} times or waited over {a.max_event_age_s} s (Lambda's "
+                           "invocation records: the event is their requestPayload)." for a in invoked)
             alarm = cloudwatch.Alarm(
                 self,
                 f"{cid}DlqAlarm",
                 alarm_name=f"{alarm_prefix}-{spec.key}-dlq-not-empty",
                 alarm_description=(
                     f"Messages in the {spec.key} dead-letter queue {spec.dlq_name(prefix)}: "
-                    f"{spec.handler} gave up on them after {spec.max_receive_count} receives. "
+                    f"{spec.handler} gave up on them after {spec.max_receive_count} receives.{also} "
                     "Inspect, fix, then redrive them from the SQS console."
                 ),
                 metric=dlq.metric_approximate_number_of_messages_visible(

@@ -29,7 +29,7 @@ def stack_name(agent: str) -> str:
 
 
 def resource_prefix(agent: str) -> str:
-    """Prefix of the explicit (queue, alarm) names: flightdeck-<agent>."""
+    """Prefix of the explicit (queue, alarm, invoked function) names: flightdeck-<agent>."""
     return f"flightdeck-{agent}"
 
 
@@ -70,6 +70,8 @@ class FlightdeckStack(Stack):
             agent,
             {
                 "STATE_TABLE": state.table.table_name,
+                # A plain name, not a reference: the turn worker starts thinks in itself (infra/functions.py).
+                "TURN_WORKER_FUNCTION": topology.function_name(prefix, topology.THINK_HANDLER),
                 "TURNS_QUEUE_URL": queues["turns"].queue.queue_url,
                 "DISPATCH_QUEUE_URL": queues["dispatch"].queue.queue_url,
                 "DELIVERY_QUEUE_URL": queues["delivery"].queue.queue_url,
@@ -93,16 +95,19 @@ class FlightdeckStack(Stack):
             self,
             "Functions",
             agent=agent,
+            prefix=prefix,
             code=lambda_code(bundle),
             environment=env.variables,
             memory_mb=spec.deploy.memory_mb,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
         functions.consume(queues)
+        functions.configure_async_invokes(queues)
         Permissions(
             self, "Permissions", functions=functions, state=state, queues=queues, secret=secret,
             peer_tokens=peer_tokens, model=spec.model,
             peer_url_parameters=[topology.peer_url_parameter(peer_url_prefix, n) for n in env.host_mapping.discovered],
+            turn_worker_name=topology.function_name(prefix, topology.THINK_HANDLER),
         )
         api = Api(
             self,

@@ -10,13 +10,22 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "FlightdeckTest")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
+# Every Invoke a botocore client makes in this process is recorded, for the tests to run (tests.support.invokes).
+from tests.support.invokes import RECORDER  # noqa: E402
+
+RECORDER.install()
+# moto's Lambda without Docker: an asynchronous invoke is answered 202 and runs nothing (the tests run it).
+MOTO_CONFIG = {"lambda": {"use_docker": False}}
+
 
 @pytest.fixture
 def aws():
     from moto import mock_aws
 
-    with mock_aws():
+    RECORDER.clear()
+    with mock_aws(config=MOTO_CONFIG):
         yield
+    RECORDER.clear()
 
 
 @pytest.fixture
@@ -45,10 +54,14 @@ def orchestrator_on_server(moto_server, monkeypatch):
     """Like `orchestrator`, but every AWS call goes over HTTP to the moto server."""
     import uuid
 
+    import requests
+
     from flightdeck import wiring
     from tests.support.harness import make_agent
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    requests.post(f"{moto_server}/moto-api/config", json=MOTO_CONFIG, timeout=10).raise_for_status()
+    RECORDER.clear()
     # A fresh name per test: the server's state lives as long as the session.
     agent = make_agent(monkeypatch, name=f"orch-{uuid.uuid4().hex[:8]}")
     yield agent

@@ -241,7 +241,8 @@ SETTING_NAMES: tuple[str, ...] = tuple(sorted(f.alias for f in Settings.model_fi
 PASSTHROUGH_PREFIX = "POWERTOOLS_"
 # What a lone setting is validated against: the resource variables the stack or the local runtime sets.
 _SETTINGS_BASE = {
-    "AGENT_NAME": "check", "STATE_TABLE": "check-state", "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
+    "AGENT_NAME": "check", "STATE_TABLE": "check-state", "TURN_WORKER_FUNCTION": "check-turn-worker",
+    "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
     "DELIVERY_QUEUE_URL": "q", "TIMERS_QUEUE_URL": "q", "TOOL_CALLBACK_SECRET": "c" * 32,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -40,6 +40,10 @@ class Settings(BaseModel):
     agent_config: AgentDefinition | None = Field(None, alias="AGENT_CONFIG")
 
     state_table: str = Field(alias="STATE_TABLE", min_length=3)
+    # The turn worker's function name: every think starts as an asynchronous invoke of it.
+    turn_worker_function: str = Field(alias="TURN_WORKER_FUNCTION", min_length=1, max_length=64,
+                                      pattern=r"^[A-Za-z0-9_-]+$")
+    # The thinks' delayed retry path (a throttled model's backoff).
     turns_queue_url: str = Field(alias="TURNS_QUEUE_URL", min_length=1)
     dispatch_queue_url: str = Field(alias="DISPATCH_QUEUE_URL", min_length=1)
     delivery_queue_url: str = Field(alias="DELIVERY_QUEUE_URL", min_length=1)
@@ -82,8 +86,8 @@ class Settings(BaseModel):
     max_tools_per_turn: Annotated[int, Field(gt=0, le=50)] = Field(20, alias="MAX_TOOLS_PER_TURN")
     # Attempts before a dispatch is given up and recorded as dispatch_failed.
     dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(6, alias="DISPATCH_MAX_ATTEMPTS")
-    # Think attempts on a retryable model error (throttling, 5xx), with backoff, before the turn
-    # ends with an error answer. Below the turns queue's receive limit (topology), so it ends first.
+    # Think attempts on a retryable model error (throttling, 5xx), with backoff (each retry a delayed
+    # message on the turns queue), before the turn ends with an error answer.
     model_max_attempts: Annotated[int, Field(gt=0, le=4)] = Field(3, alias="MODEL_MAX_ATTEMPTS")
 
     # Server-Sent Events (message/stream, tasks/resubscribe, GET /api/sessions/{id}/events).

@@ -1,8 +1,8 @@
 """The shape of one agent's AWS resources, as plain data.
 
 Both the CDK constructs (infra/) and the local runtime (flightdeck.local) build
-tables and queues from these definitions, so names, keys, TTL attributes,
-indexes, FIFO-ness and redrive cannot drift between AWS and a laptop.
+tables, queues and functions from these definitions, so names, keys, TTL attributes,
+indexes, FIFO-ness, redrive and asynchronous invocation cannot drift between AWS and a laptop.
 No AWS imports here.
 """
 
@@ -68,7 +68,10 @@ class QueueSpec:
 # Visibility timeouts are six times the consuming function's timeout (AWS advice).
 WORKER_TIMEOUT_S = 30
 QUEUES: tuple[QueueSpec, ...] = (
-    QueueSpec("turns", fifo=True, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=1, handler="turn_worker"),
+    # A think starts with an asynchronous invoke of the turn worker (ASYNC_INVOKES below); this queue
+    # is only its delayed retry path (a model throttled: DelaySeconds backoff), so it is a standard queue
+    # (FIFO has no per-message delay). One think per invocation: each gets the whole invocation's time.
+    QueueSpec("turns", fifo=False, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=1, handler="turn_worker"),
     # Dispatch retries through visibility; the worker gives up itself (and records
     # dispatch_failed) before SQS would dead-letter the message.
     QueueSpec("dispatch", fifo=False, max_receive_count=12, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="dispatch_worker"),
@@ -80,6 +83,42 @@ QUEUES_BY_KEY = {q.key: q for q in QUEUES}
 
 def table_name(prefix: str) -> str:
     return f"{prefix}-state"
+
+
+# --- Lambda: function names and asynchronous invocations ---------------------------------
+# Lambda's limit on a function name.
+MAX_FUNCTION_NAME = 64
+# The handler that thinks: started by an asynchronous Invoke (flightdeck.adapters.lambda_thinks).
+THINK_HANDLER = "turn_worker"
+
+
+def function_name(prefix: str, handler: str) -> str:
+    """A function's explicit name (Lambda allows letters, digits, - and _): the thinks' invoke target is named
+    before the function exists, so a function may start thinks in itself without a template cycle."""
+    return f"{prefix}-{handler.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class AsyncInvokeSpec:
+    """How Lambda handles a function's asynchronous invocations (its EventInvokeConfig).
+
+    A failed invocation (the function raised or timed out) is run again `retry_attempts` times, a
+    minute or two apart; an event that failed them all, or waited longer than `max_event_age_s`,
+    goes to the dead-letter queue of the `on_failure_queue` queue, whose alarm fires.
+    """
+
+    handler: str
+    retry_attempts: int  # 0-2
+    max_event_age_s: int  # 60-21600
+    on_failure_queue: str  # a QUEUES key: the event goes to its dead-letter queue
+
+
+ASYNC_INVOKES: tuple[AsyncInvokeSpec, ...] = (
+    # Lambda's retries own a think that crashed (its effects are idempotent); the sweep re-sends an
+    # owed think whose event was given up. An hour-old think is long past any delegation's deadline.
+    AsyncInvokeSpec(THINK_HANDLER, retry_attempts=2, max_event_age_s=3600, on_failure_queue="turns"),
+)
+ASYNC_INVOKES_BY_HANDLER = {a.handler: a for a in ASYNC_INVOKES}
 
 
 # --- SSM: where each deployed agent publishes its API URL ------------------------------

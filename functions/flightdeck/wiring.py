@@ -9,6 +9,7 @@ from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
+from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.live_state import LiveStore
 from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
@@ -42,16 +43,19 @@ def deps() -> Deps:
         return build_model(settings.agent)
 
     store = StateStore(settings.state_table)
+    queues = Queues(
+        dispatch_url=settings.dispatch_queue_url,
+        delivery_url=settings.delivery_queue_url,
+        timers_url=settings.timers_queue_url,
+        delivery_dlq_url=settings.delivery_dlq_url,
+    )
     return Deps(
         settings=settings,
         store=store,
-        queues=Queues(
-            turns_url=settings.turns_queue_url,
-            dispatch_url=settings.dispatch_queue_url,
-            delivery_url=settings.delivery_queue_url,
-            timers_url=settings.timers_queue_url,
-            delivery_dlq_url=settings.delivery_dlq_url,
-        ),
+        queues=queues,
+        # Thinks start as asynchronous invokes of the turn worker; their delayed retries share the SQS client.
+        thinks=LambdaThinks(function_name=settings.turn_worker_function, retry_queue_url=settings.turns_queue_url,
+                            sqs_client=lambda: queues.client),
         peers=peers,
         keys=lambda: signing_keys(settings),
         model=model,

@@ -45,5 +45,10 @@ def cloud(assembly: Path, monkeypatch: pytest.MonkeyPatch):
                         "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws(), iam_enforced():
+    from tests.support.invokes import RECORDER
+
+    RECORDER.clear()
+    # moto's Lambda without Docker: an asynchronous invoke is answered 202 and runs nothing; e2e_lambda runs it.
+    with mock_aws(config={"lambda": {"use_docker": False}}), iam_enforced():
         yield MotoCloud(assembly)
+    RECORDER.clear()

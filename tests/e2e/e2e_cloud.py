@@ -21,6 +21,8 @@ service APIs from the template's own values, and nothing else is changed:
     methods' AuthorizerId are empty: callers pass the plan id (`peers add --usage-plan-id`), and
     the gateway of e2e_lambda takes the REST API's one authorizer for CUSTOM methods;
   - AWS::CloudWatch::Alarm, AWS::SQS::QueuePolicy, AWS::SNS::TopicPolicy: unsupported;
+  - AWS::Lambda::EventInvokeConfig (the turn worker's asynchronous retries and on-failure
+    destination): unsupported; put through PutFunctionEventInvokeConfig;
   - AWS::SSM::Parameter (the published API URL): moto's CloudFormation crashes on its Tags (a
     map in CloudFormation, a list to moto: TypeError); its Ref (the template's Name) is
     replaced before creation, and it is put after the stage it names (PutParameter);
@@ -58,7 +60,7 @@ CREATED_AFTER = (
     "AWS::ApiGateway::Stage", "AWS::ApiGateway::Authorizer", "AWS::ApiGateway::ApiKey",
     "AWS::ApiGateway::UsagePlan", "AWS::ApiGateway::UsagePlanKey", "AWS::ApiGateway::Account",
     "AWS::CloudWatch::Alarm", "AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy", "AWS::CloudWatch::Dashboard",
-    "AWS::SSM::Parameter",
+    "AWS::SSM::Parameter", "AWS::Lambda::EventInvokeConfig",
 )
 # Types moto's CloudFormation knows but fails on here: taken out of the template.
 DEFERRED = ("AWS::CloudWatch::Dashboard", "AWS::SSM::Parameter")
@@ -407,6 +409,12 @@ class MotoCloud:
             self.client("cloudwatch").put_dashboard(
                 DashboardName=props["DashboardName"], DashboardBody=props["DashboardBody"])
             return props["DashboardName"]
+        if kind == "AWS::Lambda::EventInvokeConfig":
+            self.client("lambda").put_function_event_invoke_config(
+                FunctionName=props["FunctionName"], Qualifier=props["Qualifier"],
+                **{k: props[k] for k in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds", "DestinationConfig")
+                   if k in props})
+            return f"{props['FunctionName']}:{props['Qualifier']}"
         if kind == "AWS::SNS::TopicPolicy":
             sns = self.client("sns")
             for arn in props["Topics"]:

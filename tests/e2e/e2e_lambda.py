@@ -15,6 +15,10 @@
   A call this harness cannot map to an action and a resource is refused too.
 - SQS: the event source mappings CloudFormation created feed their functions (receive, invoke
   with an SQS event, delete what the function did not report as failed).
+- Asynchronous invokes: an Invoke with InvocationType Event that moto accepted (202; it runs
+  nothing without Docker) is recorded (tests.support.invokes) and run here, with the function's
+  EventInvokeConfig as deployed: a failed run is run again up to MaximumRetryAttempts times, then
+  Lambda's invocation record goes to the on-failure destination queue.
 - HTTP: requests to a deployed REST API (https://<id>.execute-api...) are served like API
   Gateway's Lambda proxy integration, from the REST API moto holds: resource and method
   lookup, the REQUEST authorizer for CUSTOM methods (its answer not cached) and the API key it
@@ -44,6 +48,7 @@ import responses
 from botocore.exceptions import ClientError
 
 from e2e_cloud import ACCOUNT, REGION
+from tests.support.invokes import RECORDER
 
 _current_role: contextvars.ContextVar["FunctionRole | None"] = contextvars.ContextVar("role", default=None)
 
@@ -110,6 +115,9 @@ def requested(service: str, operation: str, params: dict[str, Any]) -> list[tupl
     if service == "secretsmanager" and "SecretId" in params:
         secret = params["SecretId"]
         return [(action, secret if secret.startswith("arn:") else _arn("secretsmanager", f"secret:{secret}"))]
+    if service == "lambda" and operation == "Invoke":
+        name = str(params["FunctionName"]).rsplit(":function:", 1)[-1]
+        return [("lambda:InvokeFunction", _arn("lambda", f"function:{name}"))]
     if service == "ssm":
         names = params.get("Names") or [params.get("Name")]
         return [(action, _arn("ssm", f"parameter{n}" if n.startswith("/") else f"parameter/{n}")) for n in names if n]
@@ -370,6 +378,7 @@ class Runtime:
             dynamodb = boto3.client("dynamodb", region_name=REGION)
             secrets = boto3.client("secretsmanager", region_name=REGION)
             ssm = boto3.client("ssm", region_name=REGION)
+            lam = boto3.client("lambda", region_name=REGION)
             for function in self.functions.values():
                 env, where = function.environment, f"{function.agent}/{function.short}"
 
@@ -387,6 +396,9 @@ class Runtime:
                     elif name == "STATE_TABLE":
                         if not exists(dynamodb.describe_table, TableName=value):
                             problems.append(f"{where}: {name}={value}: no such table")
+                    elif name.endswith("_FUNCTION"):
+                        if not exists(lam.get_function, FunctionName=value):
+                            problems.append(f"{where}: {name}={value}: no such function")
                     elif name.endswith("_SECRET_ARN") and value:
                         if not exists(secrets.describe_secret, SecretId=value):
                             problems.append(f"{where}: {name}={value}: no such secret")
@@ -409,8 +421,9 @@ class Runtime:
     # --- SQS ------------------------------------------------------------------------
 
     def pump_once(self, agents: set[str] | None = None) -> int:
-        """One pass over the event source mappings (of these agents); returns how many messages were handed over."""
-        handed = 0
+        """One pass over the asynchronous invocations and the event source mappings (of these agents);
+        returns how many events and messages were handed over."""
+        handed = self._run_async_invocations(agents)
         for mapping in self.mappings:
             if agents is not None and self.functions[mapping["FunctionArn"]].agent not in agents:
                 continue
@@ -438,6 +451,39 @@ class Runtime:
             for message in messages:
                 if message["MessageId"] not in failed:
                     self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return handed
+
+    def _run_async_invocations(self, agents: set[str] | None) -> int:
+        lam = boto3.client("lambda", region_name=REGION)
+        handed = 0
+        for function in self.functions.values():
+            if agents is not None and function.agent not in agents:
+                continue
+            for invocation in RECORDER.take(function.name):
+                handed += 1
+                invocation.attempts += 1
+                with as_the_platform():
+                    try:
+                        config = lam.get_function_event_invoke_config(FunctionName=function.name)
+                    except ClientError:
+                        config = {}  # Lambda's defaults: 2 retries, no destination
+                call = function.invoke(invocation.event)
+                if call.error is None:
+                    self._check(call)
+                    continue
+                if invocation.attempts <= config.get("MaximumRetryAttempts", 2):
+                    RECORDER.put_back(invocation)  # Lambda runs it again (here: on the next pass)
+                else:
+                    destination = config.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+                    if destination:
+                        url = self._sqs.get_queue_url(QueueName=destination.rsplit(":", 1)[-1])["QueueUrl"]
+                        with as_the_platform():
+                            self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
+                                "requestContext": {"condition": "RetriesExhausted",
+                                                   "approximateInvokeCount": invocation.attempts},
+                                "requestPayload": invocation.event,
+                                "responsePayload": {"errorMessage": str(call.error)}}))
+                self._check(call)
         return handed
 
     def run_until(self, done, *, max_passes: int = 60, what: str = "the condition",

@@ -115,6 +115,18 @@ def test_every_resource_a_function_s_environment_names_exists(round_trip) -> Non
     assert round_trip["missing"] == []
 
 
+def test_the_turn_worker_s_failed_thinks_go_to_the_turns_dlq(round_trip) -> None:
+    import boto3
+
+    runtime: Runtime = round_trip["runtime"]
+    for agent in ("orchestrator", "worker"):
+        name = runtime.function(agent, "turn_worker").name
+        config = boto3.client("lambda", region_name=REGION).get_function_event_invoke_config(FunctionName=name)
+        assert config["MaximumRetryAttempts"] == 2 and config["MaximumEventAgeInSeconds"] == 3600
+        destination = config["DestinationConfig"]["OnFailure"]["Destination"]
+        assert destination == f"arn:aws:sqs:{REGION}:123456789012:flightdeck-{agent}-turns-dlq"
+
+
 def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
     assert "2 of 2 delegations answered" in round_trip["answer"], round_trip["answer"]
     runtime: Runtime = round_trip["runtime"]
@@ -163,8 +175,15 @@ def test_every_aws_call_of_the_functions_was_checked_against_their_deployed_role
     runtime: Runtime = round_trip["runtime"]
     checked = [c for f in runtime.functions.values() for c in f.role.checked]
     services = {action.split(":")[0] for action, _, _ in checked}
-    assert {"dynamodb", "sqs", "secretsmanager", "ssm"} <= services, services
+    assert {"dynamodb", "sqs", "secretsmanager", "ssm", "lambda"} <= services, services
     assert [c for c in checked if not c[2]] == []
+    # Every think started as an asynchronous invoke of its agent's turn worker, allowed by the deployed roles.
+    # The orchestrator: the task (chat_ingest) and the turn its callbacks complete; the worker: its task.
+    for agent, expected in (("orchestrator", {"chat_ingest", "callback"}), ("worker", {"chat_ingest"})):
+        target = f"arn:aws:lambda:{REGION}:123456789012:function:flightdeck-{agent}-turn-worker"
+        starters = {f.short for f in runtime.by_agent[agent].values()
+                    if ("lambda:InvokeFunction", target, True) in f.role.checked}
+        assert starters == expected, starters
     invoked = {f.short for f in runtime.functions.values() if f.invocations}
     # dispatch_worker and delivery_worker are the retry path: the happy path does not invoke them.
     assert {"chat_ingest", "peer_authorizer", "turn_worker", "callback"} <= invoked

@@ -121,6 +121,7 @@ class Reach:
     peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
     peer_urls: set[str] = field(default_factory=set)  # names of the SSM parameters it may read (ssm:GetParameter)
+    invoke: set[str] = field(default_factory=set)  # names of the functions it may invoke (lambda:InvokeFunction)
     other: set[str] = field(default_factory=set)
 
 
@@ -131,6 +132,15 @@ def ssm_parameter_name(arn: Any) -> str:
     head, sep, name = text.partition(":parameter/")
     assert sep and "*" not in text and head.startswith("arn:"), f"not one exact parameter: {text}"
     return "/" + name
+
+
+def function_name_of_arn(arn: Any) -> str:
+    """The function an unqualified Lambda function ARN (a string or an Fn::Join of pseudo parameters) names."""
+    text = arn if isinstance(arn, str) else "".join(p if isinstance(p, str) else "?" for p in arn["Fn::Join"][1])
+    assert arn if isinstance(arn, str) else arn["Fn::Join"][0] == "", arn
+    head, sep, name = text.partition(":function:")
+    assert sep and "*" not in text and ":" not in name and head.startswith("arn:"), f"not one exact function: {text}"
+    return name
 
 
 def reach(template: Template, handler: str) -> Reach:
@@ -178,6 +188,8 @@ def reach(template: Template, handler: str) -> Reach:
                 result.bedrock = True
             elif act == "ssm:GetParameter":
                 result.peer_urls |= {ssm_parameter_name(r) for r in statement_resources(st)}
+            elif act == "lambda:InvokeFunction":
+                result.invoke |= {function_name_of_arn(r) for r in statement_resources(st)}
             elif service in ("sqs", "logs", "xray"):
                 pass
             else:

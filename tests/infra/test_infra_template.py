@@ -285,10 +285,42 @@ def test_no_other_event_source_mappings(orchestrator_tpl) -> None:
     assert len(resources(orchestrator_tpl, "AWS::Lambda::EventSourceMapping")) == len(topology.QUEUES)
 
 
+# --- thinks: asynchronous invokes of the turn worker ------------------------------------
+
+
+def test_a_think_that_fails_is_retried_by_lambda_then_lands_in_the_turns_dlq(orchestrator_tpl) -> None:
+    (config,) = [c["Properties"] for c in resources(orchestrator_tpl, "AWS::Lambda::EventInvokeConfig").values()]
+    assert config["FunctionName"] == {"Ref": function_ids(orchestrator_tpl)["turn_worker"]}
+    assert config["Qualifier"] == "$LATEST"
+    assert config["MaximumRetryAttempts"] == 2  # Lambda runs a failed think twice more
+    assert config["MaximumEventAgeInSeconds"] == 3600
+    turns_dlq = queue_id(orchestrator_tpl, "turns", dlq=True)
+    assert config["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [turns_dlq, "Arn"]}}}
+    # That queue keeps its alarm, which now also names the invocations it holds.
+    (alarm,) = [a["Properties"] for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"]["AlarmName"] == "flightdeck-orchestrator-turns-dlq-not-empty"]
+    assert "asynchronous invocations of turn_worker" in alarm["AlarmDescription"]
+    # The turns queue itself is the delayed retry path: a standard queue (FIFO has no per-message delay).
+    turns = orchestrator_tpl["Resources"][queue_id(orchestrator_tpl, "turns")]["Properties"]
+    assert turns["QueueName"] == "flightdeck-orchestrator-turns" and "FifoQueue" not in turns
+
+
+def test_only_the_turn_worker_has_a_fixed_name_and_no_function_references_itself(orchestrator_tpl) -> None:
+    names = {h: function(orchestrator_tpl, h).get("FunctionName") for h in topology.HANDLERS}
+    assert {h: n for h, n in names.items() if n} == {"turn_worker": "flightdeck-orchestrator-turn-worker"}
+    # The invoke permission names it by an ARN built from the name: no Ref/GetAtt of any function.
+    fn_ids = set(function_ids(orchestrator_tpl).values())
+    for handler in topology.HANDLERS:
+        for st in statements_of(orchestrator_tpl, handler):
+            if "lambda:InvokeFunction" in actions(st):
+                assert not set().union(*(referenced_ids(r) for r in statement_resources(st))) & fn_ids
+
+
 # --- environment ------------------------------------------------------------------------
 
 EXPECTED_VARIABLES = {
-    "AGENT_NAME", "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
+    "AGENT_NAME", "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURN_WORKER_FUNCTION", "TURNS_QUEUE_URL",
+    "DISPATCH_QUEUE_URL",
     "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN",
     "ALLOWED_HOST_MAPPING", "DISCOVERED_PEERS", "PEER_URL_PARAMETER_PREFIX", "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
@@ -314,6 +346,9 @@ def test_environment_of_every_function(orchestrator_tpl) -> None:
     assert env["POWERTOOLS_SERVICE_NAME"] == "orchestrator"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Flightdeck"
     assert env["STATE_TABLE"] == {"Ref": next(iter(resources(orchestrator_tpl, "AWS::DynamoDB::Table")))}
+    # A plain name (no reference: the turn worker's own environment names it), the turn worker's.
+    assert env["TURN_WORKER_FUNCTION"] == "flightdeck-orchestrator-turn-worker"
+    assert function(orchestrator_tpl, "turn_worker")["FunctionName"] == env["TURN_WORKER_FUNCTION"]
     for key in ("turns", "dispatch", "delivery", "timers"):
         assert env[f"{key.upper()}_QUEUE_URL"] == {"Ref": queue_id(orchestrator_tpl, key)}
     assert env["DELIVERY_DLQ_URL"] == {"Ref": queue_id(orchestrator_tpl, "delivery", dlq=True)}
@@ -402,27 +437,32 @@ def secret_id(template, prefix: str) -> str:
 # peer_urls: the SSM parameter the worker's stack publishes its URL in, read where a service name is
 # resolved (dispatch, delivery, a reply route, A2A push and poll URLs).
 WORKER_URL = {"/flightdeck/two-agents/worker/api-url"}
+# Every think starts as an asynchronous invoke of the turn worker, by its fixed name.
+TURN_WORKER = {"flightdeck-orchestrator-turn-worker"}
 EXPECTED_REACH = {
-    "chat_ingest": dict(table=True, send={"turns"}, peer_urls=WORKER_URL),
-    "callback": dict(table=True, send={"turns"}, secret=True),
+    "chat_ingest": dict(table=True, invoke=TURN_WORKER, peer_urls=WORKER_URL),
+    "callback": dict(table=True, invoke=TURN_WORKER, secret=True),
     "agent_card": dict(),
-    # + turns, beyond the issue's list: local tools complete a turn inside the turn worker
-    # (domain.turn_loop -> aggregation.record_and_advance -> queues.send_turn).
+    # + invoke, beyond the issue's list: local tools complete a turn inside the turn worker
+    # (domain.turn_loop -> aggregation.record_and_advance -> thinks.start), so it starts thinks in itself.
+    # + turns: a throttled model's think waits out its backoff there (the retry path), which the turn
+    # worker also consumes; + the turns DLQ: its asynchronous invocations' on-failure destination.
     # + secret, peer_tokens, peer_urls, the delivery DLQ: it dispatches and delivers inline
     # (domain.outbox), the queues being the retry path.
     "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"},
-                        secret=True, peer_tokens=True, peer_urls=WORKER_URL, send_dlq={"delivery"}),
+                        invoke=TURN_WORKER, secret=True, peer_tokens=True, peer_urls=WORKER_URL,
+                        send_dlq={"delivery", "turns"}),
     # + timers: an A2A peer that does not push is polled on the timers queue.
     # peer_tokens: it presents our bearer token to the peer it dispatches to.
-    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"turns", "timers"},
-                            peer_urls=WORKER_URL),
+    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"timers"},
+                            invoke=TURN_WORKER, peer_urls=WORKER_URL),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}, peer_urls=WORKER_URL),
     # peer_tokens, beyond the issue's "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}, peer_tokens=True,
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers"}, invoke=TURN_WORKER, peer_tokens=True,
                            peer_urls=WORKER_URL),
-    "sweeper": dict(table=True, send={"turns"}),
+    "sweeper": dict(table=True, invoke=TURN_WORKER),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
-    "a2a": dict(table=True, send={"turns", "delivery"}, peer_urls=WORKER_URL),
+    "a2a": dict(table=True, send={"delivery"}, invoke=TURN_WORKER, peer_urls=WORKER_URL),
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
@@ -435,7 +475,7 @@ EXPECTED_REACH = {
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
     expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_table": False,
-                "read_peers": False, "watch_sessions": False,
+                "read_peers": False, "watch_sessions": False, "invoke": set(),
                 "secret": False, "peer_tokens": False, "bedrock": False, "peer_urls": set()}
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
@@ -674,8 +714,8 @@ def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
 
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
     resources_ = {k: "x" * 8 for k in (
-        "STATE_TABLE", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL", "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL",
-        "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN")}
+        "STATE_TABLE", "TURN_WORKER_FUNCTION", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL", "DELIVERY_QUEUE_URL",
+        "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN")}
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS)
     agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS + 1)

@@ -17,6 +17,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
 PREFIX = "/flightdeck/two-agents"
 RESOURCES = {
     "STATE_TABLE": "flightdeck-worker-state",
+    "TURN_WORKER_FUNCTION": "flightdeck-worker-turn-worker",
     "TURNS_QUEUE_URL": "u1",
     "DISPATCH_QUEUE_URL": "u2",
     "DELIVERY_QUEUE_URL": "u3",

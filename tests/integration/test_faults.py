@@ -76,14 +76,20 @@ def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestra
     assert (status, body["status"]) == (202, "accepted")
 
 
-def test_sqs_outage_after_the_result_is_recorded_is_503_and_the_retry_enqueues_the_next_think(orchestrator):
+def test_lambda_outage_after_the_result_is_recorded_is_503_and_the_next_think_is_started_once(orchestrator):
+    from tests.integration.test_liveness import run_sweep, shift_clock
+    from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS
+
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
-    with _outage(wiring.deps().queues, "sqs"):
-        status, _, _ = post(orchestrator, token, "recorded, but the next think was not sent")
+    with _outage(wiring.deps().thinks, "lambda"):
+        status, _, _ = post(orchestrator, token, "recorded, but the next think was not started")
     assert status == 503
     assert len(result_items(orchestrator, sid)) == 1  # the result is in and the turn completed...
-    assert orchestrator.bodies("turns") == []  # ...but no next think went out
-    status, _, body = post(orchestrator, token, "recorded, but the next think was not sent")
-    assert (status, body["status"]) == (200, "duplicate")  # the retry is a duplicate...
-    assert [t["turn"] for t in orchestrator.bodies("turns")] == [turn + 1]  # ...that re-sends the next think
+    assert orchestrator.bodies("turns") == []  # ...but no next think was started
+    status, _, body = post(orchestrator, token, "recorded, but the next think was not started")
+    assert (status, body["status"]) == (200, "duplicate")  # the retry is a duplicate, which starts nothing:
+    assert orchestrator.bodies("turns") == []  # it cannot tell a failed start from a think under way
+    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)  # the completion left the next think owed: its owner starts it
+    assert [t["turn"] for t in orchestrator.bodies("turns")] == [turn + 1]

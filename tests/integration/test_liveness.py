@@ -1,7 +1,7 @@
 """Never stuck: a fault between a committed write and its follow-up step leaves an owner that finishes it.
 
-Each test goes through the real handlers on moto and fails exactly one step: the SQS send of
-the next think right after a completion (callback, deadline timer, sweep, dispatch_failed,
+Each test goes through the real handlers on moto and fails exactly one step: the asynchronous
+invoke that starts the next think right after a completion (callback, deadline timer, sweep, dispatch_failed,
 local tool, A2A cancel, ingest), or the model itself. Then time passes the owed-think grace and
 the scheduled sweep runs: the session must end idle with an answer, and nothing runs twice.
 """
@@ -12,32 +12,32 @@ import time
 import uuid
 
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 
 from flightdeck import wiring
+from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS
 from flightdeck.domain.model import ModelError, ModelReply
 from flightdeck.local.invocation import LocalLambdaContext
 from tests.integration.test_api_callbacks import post, start_turn
 from tests.support.harness import load_event, make_agent, new_session_id
 
-SQS_DOWN = ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected"}}, "SendMessage")
+LAMBDA_DOWN = ClientError({"Error": {"Code": "ServiceException", "Message": "injected"}}, "Invoke")
 
 
 def fail_next_think_send(monkeypatch, times: int = 1) -> dict:
-    """The turns queue refuses the next `times` sends (the step right after a completion)."""
-    queues = wiring.deps().queues
-    real = queues.send_turn
+    """Lambda refuses the next `times` think starts (the step right after a completion)."""
+    thinks = wiring.deps().thinks
+    real = thinks.start
     state = {"left": times, "failed": 0}
 
-    def send_turn(*args, **kwargs):
+    def start(*args, **kwargs):
         if state["left"] > 0:
             state["left"] -= 1
             state["failed"] += 1
-            raise SQS_DOWN
+            raise LAMBDA_DOWN
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(queues, "send_turn", send_turn)
+    monkeypatch.setattr(thinks, "start", start)
     return state
 
 
@@ -63,7 +63,7 @@ def session(agent, sid):
 
 def sweep_until_idle(agent, sid, offset_ms: int = 0):
     """After the owed-think grace: the sweep re-sends the think, the turn worker runs it."""
-    shift_clock(offset_ms + 10_000)
+    shift_clock(offset_ms + OWED_THINK_GRACE_MS + 1_000)
     run_sweep(agent)
     thinks = agent.receive("turns")
     assert thinks, "the sweep re-sent no think"
@@ -75,7 +75,7 @@ def sweep_until_idle(agent, sid, offset_ms: int = 0):
 
 def _as_messages(bodies):
     return [{"MessageId": str(uuid.uuid4()), "ReceiptHandle": "x", "Body": json.dumps(b),
-             "Attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": b["session_id"]}} for b in bodies]
+             "Attributes": {"ApproximateReceiveCount": "1"}} for b in bodies]
 
 
 def final_text(body) -> str:
@@ -157,17 +157,41 @@ def test_a_local_tool_completes_then_the_send_fails_and_the_sweep_recovers(aws, 
     assert agent.api("chat_post", body={"session_id": sid, "content": "!word_count one two three"})[0] == 202
     failed = fail_next_think_send(monkeypatch)
     [think] = agent.receive("turns")
-    event = agent.sqs_event("turns", [think])
-    with pytest.raises(BatchProcessingError):  # the whole (one-record) batch fails: Lambda redelivers it
-        handler("turn_worker")(event, LocalLambdaContext(function_name="t"))
+    with pytest.raises(ClientError):  # the invocation fails: Lambda runs it again
+        agent.run_invocation(think["Invocation"])
     assert failed["failed"] == 1
-    # The redelivered turn message sees a newer turn and skips.
-    resp = handler("turn_worker")(event, LocalLambdaContext(function_name="t"))
-    assert resp["batchItemFailures"] == [] and agent.bodies("turns") == []
-    # Lambda deletes it after that success (until then FIFO holds the session's group).
-    agent.sqs.delete_message(QueueUrl=agent.queue_urls["turns"], ReceiptHandle=think["ReceiptHandle"])
+    # Lambda's retry of the think sees a newer turn and skips.
+    [retry] = agent.receive("turns")
+    assert retry["Invocation"] is think["Invocation"]
+    assert agent.run_invocation(retry["Invocation"]) == {"outcome": "skipped"} and agent.bodies("turns") == []
     body = sweep_until_idle(agent, sid)
     assert "3" in final_text(body)
+
+
+def test_a_think_that_fails_every_attempt_lands_in_the_turns_dlq_and_the_sweep_recovers(orchestrator, monkeypatch):
+    real = wiring.deps().model()
+    calls = {"n": 0}
+
+    class BrokenThenFixed:
+        def converse(self, **kwargs):
+            calls["n"] += 1
+            if calls["n"] <= 3:
+                raise RuntimeError("a bug (injected)")  # not a model error: the invocation fails
+            return real.converse(**kwargs)
+
+    monkeypatch.setattr(wiring.deps(), "model", lambda: BrokenThenFixed())
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "just answer"})[0] == 202
+    # Lambda runs a failed asynchronous invocation twice more, then sends it to its on-failure destination.
+    for _ in range(3):
+        [think] = orchestrator.receive("turns")
+        with pytest.raises(RuntimeError):
+            orchestrator.run_invocation(think["Invocation"])
+    assert orchestrator.receive("turns") == [] and calls["n"] == 3
+    [record] = [json.loads(m["Body"]) for m in orchestrator.receive("turns", dlq=True)]
+    assert record["requestPayload"] == {"session_id": sid, "turn": 1, "traceparent": ""}
+    assert session(orchestrator, sid)["status"] == "busy"
+    sweep_until_idle(orchestrator, sid)  # the think is still owed: the sweep starts it again
 
 
 def test_ingest_stores_the_message_then_the_send_fails_answers_accepted_and_the_sweep_sends_the_think(
@@ -208,35 +232,45 @@ class _FailingModel:
         raise exc
 
 
-def _think(agent, sid, attempt: int) -> bool:
-    """One delivery of think 1 as its `attempt`-th receive; True if the record failed (to be retried)."""
-    msg = {"session_id": sid, "turn": 1, "traceparent": ""}
-    event = agent.sqs_event("turns", [{**_as_messages([msg])[0], "Attributes": {
-        "ApproximateReceiveCount": str(attempt), "MessageGroupId": sid}}])
-    try:
-        return bool(handler("turn_worker")(event, LocalLambdaContext(function_name="t"))["batchItemFailures"])
-    except BatchProcessingError:
-        return True
-
-
 @pytest.mark.parametrize("retryable", [True, False])
 def test_a_model_error_is_retried_within_its_budget_then_ends_the_turn_with_an_error_answer(
         orchestrator, monkeypatch, retryable):
+    from flightdeck.domain import turn_loop
+
     model = _FailingModel(retryable)
     monkeypatch.setattr(wiring.deps(), "model", lambda: model)
-    monkeypatch.setattr(wiring.deps().queues, "delay_retry", lambda *a, **k: None)  # the backoff itself
+    monkeypatch.setattr(turn_loop, "backoff_s", lambda attempt: 0)  # the backoff itself: its own test below
     sid = new_session_id()
     assert orchestrator.api("chat_post", body={"session_id": sid, "content": "hello"})[0] == 202
-    attempts = 0
-    for attempt in (1, 2, 3):
-        attempts = attempt
-        if not _think(orchestrator, sid, attempt):
-            break
-    assert attempts == (3 if retryable else 1) and model.calls == attempts
+    attempts = []
+    while thinks := orchestrator.receive("turns"):  # the invoke, then each retry from the turns queue
+        attempts += [json.loads(t["Body"]).get("attempt", 1) for t in thinks]
+        assert orchestrator.run_queue("turns", thinks) == {"batchItemFailures": []}
+    assert attempts == ([1, 2, 3] if retryable else [1]) and model.calls == len(attempts)
     body = session(orchestrator, sid)
     assert body["status"] == "idle"
     answer = json.loads(final_text(body))
     assert answer["status"] == "error" and answer["reason"] == "model_error"
+
+
+def test_a_throttled_think_waits_out_its_backoff_on_the_turns_queue(orchestrator, monkeypatch):
+    model = _FailingModel(retryable=True)
+    monkeypatch.setattr(wiring.deps(), "model", lambda: model)
+    sent = []
+    sqs = wiring.deps().queues.client
+    hook = lambda params, **_: sent.append(dict(params))  # noqa: E731 - observes, changes nothing
+    sqs.meta.events.register("before-parameter-build.sqs.SendMessage", hook)
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "hello"})[0] == 202
+    [think] = orchestrator.receive("turns")
+    assert orchestrator.run_invocation(think["Invocation"]) == {"outcome": "retry_scheduled"}  # no failed invocation
+    [retry] = [p for p in sent if p["QueueUrl"] == orchestrator.queue_urls["turns"]]
+    assert json.loads(retry["MessageBody"]) == {"session_id": sid, "turn": 1, "traceparent": "", "attempt": 2}
+    assert 1 <= retry["DelaySeconds"] <= 4  # backoff_s(1): full jitter over 2 s, at least 1 s
+    attributes = orchestrator.sqs.get_queue_attributes(QueueUrl=orchestrator.queue_urls["turns"],
+                                                       AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert orchestrator.receive("turns") == [] and session(orchestrator, sid)["status"] == "busy"
 
 
 def test_a_reply_cut_off_mid_tool_call_ends_the_turn_with_an_error_answer(orchestrator, monkeypatch):
@@ -248,7 +282,8 @@ def test_a_reply_cut_off_mid_tool_call_ends_the_turn_with_an_error_answer(orches
     monkeypatch.setattr(wiring.deps(), "model", lambda: Truncated())
     sid = new_session_id()
     assert orchestrator.api("chat_post", body={"session_id": sid, "content": "hello"})[0] == 202
-    assert not _think(orchestrator, sid, 1)
+    [think] = orchestrator.receive("turns")
+    assert orchestrator.run_invocation(think["Invocation"]) == {"outcome": "error"}
     body = session(orchestrator, sid)
     assert body["status"] == "idle" and json.loads(final_text(body))["reason"] == "model_truncated"
     assert orchestrator.bodies("dispatch") == []

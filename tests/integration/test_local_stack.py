@@ -105,6 +105,10 @@ def test_environment_is_composed_from_the_config_topology_and_overrides(stack):
     assert stack.env("worker")["PUBLIC_BASE_URL"] == stack.urls["worker"]
     assert env["ASYNC_TOOL_TIMEOUT_MS"] == deployment.defaults["ASYNC_TOOL_TIMEOUT_MS"]
     assert env["AWS_ENDPOINT_URL"] == stack.moto_endpoint
+    # Lambda's Invoke API is each agent's own (flightdeck.local.lambda_api), on loopback.
+    lambda_urls = {stack.env(name)["AWS_ENDPOINT_URL_LAMBDA"] for name in stack.agents}
+    assert len(lambda_urls) == len(stack.agents) and all(u.startswith("http://127.0.0.1:") for u in lambda_urls)
+    assert env["TURN_WORKER_FUNCTION"] == "orchestrator-turn-worker"
     assert env["POWERTOOLS_SERVICE_NAME"] == "orchestrator"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Flightdeck"
 
@@ -130,6 +134,24 @@ def test_queue_messages_reach_the_agents_handler_and_its_logs_reach_listeners(st
     finally:
         stack.remove_listener(records)
     assert "worker" in stack.test_relay.getvalue()  # type: ignore[attr-defined]
+
+
+def invoke_async(stack, agent: str, event: dict[str, Any]) -> dict[str, Any]:
+    lam = local_client("lambda", stack.env(agent)["AWS_ENDPOINT_URL_LAMBDA"])
+    return lam.invoke(FunctionName=f"{agent}-turn-worker", InvocationType="Event", Payload=json.dumps(event))
+
+
+def test_an_asynchronous_invoke_through_the_agent_s_lambda_api_runs_its_function(stack):
+    records = Records()
+    stack.add_listener(records)
+    try:
+        answer = invoke_async(stack, "worker", {"session_id": "s-local", "turn": 1})
+        assert answer["StatusCode"] == 202
+        agent, record = records.wait_for(lambda a, r: r.get("timeline") == "fake_invoke"
+                                         and r["event"].get("session_id") == "s-local")
+        assert agent == "worker" and record["function"] == "worker-turn-worker"
+    finally:
+        stack.remove_listener(records)
 
 
 def test_the_sweep_fires_on_schedule_for_every_agent(stack):
@@ -161,6 +183,7 @@ def test_an_agent_can_be_stopped_and_started_again_on_its_port(stack):
     stack.start_agent("worker")
     assert stack.urls["worker"] == url
     assert _get(url + "/.well-known/agent-card.json")[0] == 200
+    assert invoke_async(stack, "worker", {"session_id": "s-restarted", "turn": 1})["StatusCode"] == 202  # same port
 
 
 def test_stop_ends_every_process():

@@ -18,7 +18,7 @@ from flightdeck.settings import Settings, SettingsError
 
 PREFIX = "/flightdeck/test-deployment"
 BASE = {
-    "AGENT_NAME": "orchestrator", "STATE_TABLE": "orchestrator-state", "TURNS_QUEUE_URL": "q1",
+    "AGENT_NAME": "orchestrator", "STATE_TABLE": "orchestrator-state", "TURN_WORKER_FUNCTION": "f", "TURNS_QUEUE_URL": "q1",
     "DISPATCH_QUEUE_URL": "q2", "DELIVERY_QUEUE_URL": "q3", "TIMERS_QUEUE_URL": "q4",
     "TOOL_CALLBACK_SECRET": "s" * 40, "PEER_URL_PARAMETER_PREFIX": PREFIX,
 }

@@ -5,7 +5,7 @@ import boto3
 from flightdeck.adapters import secrets
 from flightdeck.settings import Settings
 
-BASE = {"AGENT_NAME": "orchestrator", "STATE_TABLE": "t-state", "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
+BASE = {"AGENT_NAME": "orchestrator", "STATE_TABLE": "t-state", "TURN_WORKER_FUNCTION": "f", "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
         "DELIVERY_QUEUE_URL": "q", "TIMERS_QUEUE_URL": "q"}
 
 

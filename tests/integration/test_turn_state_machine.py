@@ -1,8 +1,8 @@
-"""Random interleavings of callbacks, duplicates, the timer, the sweep, SQS redeliveries and crashes keep the invariants.
+"""Random interleavings of callbacks, duplicates, the timer, the sweep, redeliveries and crashes keep the invariants.
 
 Hypothesis drives one turn of N delegations through the real domain code and the
 DynamoDB adapter on moto, with a controllable clock. A crash can be armed between any
-committed write and its follow-up step (the next think's send after a completion, the
+committed write and its follow-up step (the next think's start after a completion, the
 completion check after a recorded result): at the end of every run, once time passes the
 liveness bound (deadline + sweep + grace), the session must be idle with its answer.
 """
@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from moto import mock_aws
 
-from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS, StateStore
+from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.aggregation import expire_turn, record_and_advance
 from flightdeck.domain.deadlines import sweep
@@ -25,7 +26,9 @@ from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
 from flightdeck.domain.turn_loop import run_turn
 from flightdeck.local.resources import create_agent_resources
 from flightdeck.settings import Settings
+from tests.conftest import MOTO_CONFIG
 from tests.support.harness import hand_outbound_to_queues
+from tests.support.invokes import RECORDER
 
 TIMEOUT_MS = 10_000
 
@@ -40,7 +43,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def world():
-    with mock_aws():
+    with mock_aws(config=MOTO_CONFIG):
         res = create_agent_resources("sm", dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                                      sqs=boto3.client("sqs", region_name="us-east-1"))
         yield res
@@ -50,16 +53,23 @@ class Crash(Exception):
     """The function died right after a committed write."""
 
 
-class CrashingQueues(Queues):
-    """The real SQS adapter, whose next think send can be made to fail (the process dies first)."""
+class CrashingThinks(LambdaThinks):
+    """The real adapter (an asynchronous invoke, on moto), whose next think start can be made to fail
+    (the process dies first)."""
 
     crash_next_send = False
+    by = ""  # who is starting thinks now ("sweep" while the sweep runs)
 
-    def send_turn(self, session_id, turn, traceparent=""):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.starts: list[tuple[str, str, int]] = []  # (by, session, turn) of every think started
+
+    def start(self, session_id, turn, traceparent=""):
         if self.crash_next_send:
             self.crash_next_send = False
-            raise Crash("died before sending the next think")
-        super().send_turn(session_id, turn, traceparent)
+            raise Crash("died before starting the next think")
+        super().start(session_id, turn, traceparent)
+        self.starts.append((self.by, session_id, turn))
 
 
 class TurnMachine(RuleBasedStateMachine):
@@ -72,15 +82,15 @@ class TurnMachine(RuleBasedStateMachine):
                "ASYNC_TOOL_TIMEOUT_MS": str(TIMEOUT_MS), **self.res.environment(),
                "AGENT_CONFIG": json.dumps({"name": "sm", "delegates": [{"agent": "worker"}]})}
         s = Settings.from_env(env)
-        self.sqs = boto3.client("sqs", region_name="us-east-1")
         self.store = StateStore(s.state_table, clock=self.clock)
-        self.queues = CrashingQueues(turns_url=s.turns_queue_url, dispatch_url=s.dispatch_queue_url,
-                                     delivery_url=s.delivery_queue_url, timers_url=s.timers_queue_url)
-        self.deps = Deps(settings=s, store=self.store, queues=self.queues,
+        self.queues = Queues(dispatch_url=s.dispatch_queue_url, delivery_url=s.delivery_queue_url,
+                             timers_url=s.timers_queue_url)
+        self.thinks = CrashingThinks(function_name=s.turn_worker_function, retry_queue_url=s.turns_queue_url)
+        self.deps = Deps(settings=s, store=self.store, queues=self.queues, thinks=self.thinks,
                          peers=None, keys=lambda: [], model=lambda: __import__(
                              "flightdeck.adapters.models", fromlist=["build_model"]).build_model(s.agent))
         self.next_thinks = 0
-        self.pending_thinks = 0  # next-think messages received from the queue, not yet run
+        self.pending_thinks = 0  # next thinks started (asynchronous invokes), not yet run
         self.next_think_runs = 0
         self.sid = f"sm-{uuid.uuid4()}"
         self.store.start_turn_with_message(self.sid, {"role": "user", "content": [
@@ -107,7 +117,7 @@ class TurnMachine(RuleBasedStateMachine):
 
     @rule()
     def crash_after_the_next_commit(self):
-        self.queues.crash_next_send = True
+        self.thinks.crash_next_send = True
 
     @rule(i=st.integers(min_value=0, max_value=4))
     def crash_between_recording_a_result_and_completing(self, i):
@@ -160,7 +170,14 @@ class TurnMachine(RuleBasedStateMachine):
     @rule()
     def sweep_runs(self):
         # The table is shared across examples: count only what happened to this turn.
-        self._completing(lambda: sweep(self.deps))
+        self._sweep()
+
+    def _sweep(self):
+        self.thinks.by = "sweep"
+        try:
+            self._completing(lambda: sweep(self.deps))
+        finally:
+            self.thinks.by = ""
 
     @rule()
     def turn_message_redelivered(self):
@@ -180,15 +197,15 @@ class TurnMachine(RuleBasedStateMachine):
 
     def teardown(self):
         """Liveness: with faults over and time past the bound, the sweep and timer release the session."""
-        self.queues.crash_next_send = False
-        self.clock.now += TIMEOUT_MS + 60_000
+        self.thinks.crash_next_send = False
+        self.clock.now += TIMEOUT_MS + OWED_THINK_GRACE_MS + 60_000
         for _ in range(2):  # the first round may only re-send; the second finds nothing owed
             self._completing(lambda: expire_turn(self.deps, self.sid, 1, by="timer"))
-            self._completing(lambda: sweep(self.deps))
+            self._sweep()
             self.one_next_think_per_completion()
             while self.pending_thinks:
                 self.next_think_delivered()
-            self.clock.now += 10_000
+            self.clock.now += OWED_THINK_GRACE_MS + 1_000
         session = self.store.get_session(self.sid)
         assert self.completions == 1 and session.status == "idle", (self.completions, session.status)
         assert session.messages[-1]["role"] == "assistant"
@@ -210,18 +227,16 @@ class TurnMachine(RuleBasedStateMachine):
 
     @invariant()
     def one_next_think_per_completion(self):
-        url = self.res.queue_urls["turns"]
-        while msgs := self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-            for m in msgs:
-                body = json.loads(m["Body"])
-                if body["session_id"] == self.sid and body["turn"] == 2:
-                    self.next_thinks += 1
-                    self.pending_thinks += 1
-                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        # Only a completion enqueues; a duplicate callback, a late timer or the sweep may re-send
-        # the same next think (crash recovery), which FIFO dedup and the turn worker make harmless.
-        # A crash right after the completion may leave none until the sweep re-sends it.
+        for invocation in RECORDER.take(self.thinks.function_name):
+            if invocation.event["session_id"] == self.sid and invocation.event["turn"] == 2:
+                self.next_thinks += 1
+                self.pending_thinks += 1
+        # Only the completion starts the next think; a crash right after it leaves none until the
+        # sweep, its owner, starts it once the owed grace has passed. A duplicate callback or a late
+        # timer never starts one (a start is not deduplicated).
         assert self.next_thinks == 0 or self.completions == 1
+        outside_the_sweep = [s for s in self.thinks.starts if s[1:] == (self.sid, 2) and s[0] != "sweep"]
+        assert len(outside_the_sweep) <= 1, outside_the_sweep
 
 
 def test_turn_state_machine(world, monkeypatch):

@@ -21,6 +21,7 @@ from flightdeck.domain.peers import new_token
 from flightdeck.domain.tokens import CallbackClaims, SigningKey, mint
 from flightdeck.local.invocation import LocalLambdaContext
 from flightdeck.local.resources import create_agent_resources
+from tests.support.invokes import RECORDER, Invocation
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SECRET = "test-secret-orchestrator-0123456789abcdef"
@@ -147,10 +148,20 @@ class Agent:
                                 iat=now if iat is None else iat, exp=now + exp_in_s)
         return mint(claims, SigningKey(secret.encode()))
 
-    # --- SQS ---------------------------------------------------------------------------------
+    # --- SQS, and the thinks' asynchronous invokes ----------------------------------------------
+    @property
+    def turn_worker_function(self) -> str:
+        return self.env["TURN_WORKER_FUNCTION"]
+
     def receive(self, key: str, max_messages: int = 10, dlq: bool = False) -> list[dict[str, Any]]:
+        """What is waiting for the queue's handler now. For "turns", the thinks started by an asynchronous
+        invoke come first (as message-shaped dicts whose "Invocation" is the event), then the queue's own
+        messages (the delayed retries): each think a test takes this way is taken, as a receive would."""
         url = (self.dlq_urls if dlq else self.queue_urls)[key]
         out: list[dict[str, Any]] = []
+        if key == "turns" and not dlq:
+            out.extend({"MessageId": f"invoke-{uuid.uuid4()}", "Body": json.dumps(i.event), "Invocation": i}
+                       for i in RECORDER.take(self.turn_worker_function))
         while True:
             resp = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=max_messages, AttributeNames=["All"],
                                             MessageAttributeNames=["All"], WaitTimeSeconds=0)
@@ -169,12 +180,16 @@ class Agent:
         ]}
 
     def run_queue(self, key: str, messages: list[dict[str, Any]] | None = None, delete: bool = True) -> dict[str, Any]:
-        """Feed messages (default: everything visible now) to the queue's handler, as Lambda's ESM does."""
+        """Feed messages (default: everything waiting now) to the queue's handler, as Lambda's ESM does;
+        for "turns", each asynchronous invoke first, as Lambda runs them (tests.support.invokes)."""
         spec = topology.QUEUES_BY_KEY[key]
         messages = self.receive(key) if messages is None else messages
+        module = importlib.import_module(f"flightdeck.handlers.{spec.handler}")
+        for m in [m for m in messages if "Invocation" in m]:
+            self.run_invocation(m["Invocation"])
+        messages = [m for m in messages if "Invocation" not in m]
         if not messages:
             return {"batchItemFailures": []}
-        module = importlib.import_module(f"flightdeck.handlers.{spec.handler}")
         resp = module.handler(self.sqs_event(key, messages), LocalLambdaContext(function_name=f"{self.name}-{key}"))
         failed = {f["itemIdentifier"] for f in resp.get("batchItemFailures", [])}
         if delete:
@@ -182,6 +197,23 @@ class Agent:
                 if m["MessageId"] not in failed:
                     self.sqs.delete_message(QueueUrl=self.queue_urls[key], ReceiptHandle=m["ReceiptHandle"])
         return resp
+
+    def run_invocation(self, invocation: Invocation) -> Any:
+        """Run one asynchronous invocation of the turn worker as Lambda does: a failed run raises here and
+        is queued again (RECORDER), twice; after the third failure its record goes to the turns DLQ."""
+        module = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
+        invocation.attempts += 1
+        try:
+            return module.handler(invocation.event, LocalLambdaContext(function_name=self.turn_worker_function))
+        except Exception as exc:
+            spec = topology.ASYNC_INVOKES_BY_HANDLER[topology.THINK_HANDLER]
+            if invocation.attempts <= spec.retry_attempts:
+                RECORDER.put_back(invocation)
+            else:
+                self.sqs.send_message(QueueUrl=self.dlq_urls[spec.on_failure_queue], MessageBody=json.dumps({
+                    "requestContext": {"condition": "RetriesExhausted", "approximateInvokeCount": invocation.attempts},
+                    "requestPayload": invocation.event, "responsePayload": {"errorMessage": str(exc)}}))
+            raise
 
     def bodies(self, key: str) -> list[dict[str, Any]]:
         return [json.loads(m["Body"]) for m in self.receive(key)]

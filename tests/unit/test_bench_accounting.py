@@ -32,6 +32,18 @@ def test_categories_separate_what_is_billed_per_delegation_from_time_based_overh
     assert category(aws("DescribeTable", fn="turn_worker")) == "control_plane"
 
 
+def test_an_asynchronous_invoke_is_billed_once_as_the_invocation_it_starts():
+    records = [aws("Invoke", svc="lambda", fn="chat_ingest", status=202), inv("turn_worker", src="invoke", ms=5.0)]
+    assert category(records[0]) == "async_invoke"
+    t = Tally.of(records)
+    assert t.aws_requests == {} and t.by_service() == {}  # not a DynamoDB/SQS/Secrets Manager request
+    assert t.invocations == {"a/turn_worker": 1} and t.async_invokes == {"a/chat_ingest": 1}
+    assert t.excluded == {}
+    per = t.divided(2).to_dict()
+    assert per["lambda_invocations_total"] == 0.5 and per["lambda_async_invokes_total"] == 0.5
+    assert per["aws_requests_total"] == 0
+
+
 def test_control_plane_calls_are_reported_apart_and_cost_nothing_per_delegation():
     records = [aws("GetApiKeys", svc="apigateway", fn=None), aws("GetUsagePlans", svc="apigateway", fn=None),
                aws("GetItem", fn="chat_ingest", consistent=True, bytes=100)]
@@ -46,7 +58,7 @@ def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():
         inv("chat_ingest", src="http", route="POST /api/chat", ms=3.2),
         inv("turn_worker", ms=10.0),
         inv("sweeper", src="schedule"),
-        aws("SendMessage", svc="sqs", queue="a-turns.fifo", bytes=100),
+        aws("SendMessage", svc="sqs", queue="a-other.fifo", bytes=100),
         aws("SendMessage", svc="sqs", queue="a-dispatch", bytes=70_000),  # two 64 KB chunks
         aws("ReceiveMessage", svc="sqs", fn=None, queue="a-dispatch", n=1),
         aws("ReceiveMessage", svc="sqs", fn=None, queue="a-dispatch", n=0),

@@ -54,8 +54,10 @@ A2A_CURRENT = "A2A#CURRENT"
 # A committed write that makes a think due (a new message, a completed turn) also marks it
 # owed on the session, in the deadline index, due this long after: the sweep re-sends an
 # owed think still unstarted by then (flightdeck.domain.liveness). The think's first write
-# clears the mark, so on the happy path the recovery costs no request.
-OWED_THINK_GRACE_MS = 5_000
+# clears the mark, so on the happy path the recovery costs no request. Longer than a think can
+# run (the turn worker's timeout): a think start has no deduplication, so a re-send must not
+# overlap the think it stands in for, which would call the model a second time.
+OWED_THINK_GRACE_MS = topology.WORKER_TIMEOUT_S * 1000 + 5_000
 OWED = "owed_think"
 # The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
 WATCH = "WATCH"

@@ -1,4 +1,7 @@
-"""SQS adapter: the four queues of one agent (turns FIFO, dispatch, delivery, timers)."""
+"""SQS adapter: the queues of one agent that carry work other than thinks (dispatch, delivery, timers).
+
+Thinks start through flightdeck.adapters.lambda_thinks (the turns queue is its delayed retry path).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +15,8 @@ MAX_DELAY_S = 900
 
 
 class Queues:
-    def __init__(self, *, turns_url: str, dispatch_url: str, delivery_url: str, timers_url: str,
+    def __init__(self, *, dispatch_url: str, delivery_url: str, timers_url: str,
                  delivery_dlq_url: str = "", client: Any = None):
-        self.turns_url = turns_url
         self.dispatch_url = dispatch_url
         self.delivery_url = delivery_url
         self.timers_url = timers_url
@@ -26,15 +28,6 @@ class Queues:
         if self._client is None:
             self._client = boto3.client("sqs")
         return self._client
-
-    def send_turn(self, session_id: str, turn: int, traceparent: str = "") -> None:
-        """Enqueue think iteration `turn`; FIFO deduplication makes a re-send harmless."""
-        self.client.send_message(
-            QueueUrl=self.turns_url,
-            MessageBody=json.dumps({"session_id": session_id, "turn": turn, "traceparent": traceparent}),
-            MessageGroupId=session_id,
-            MessageDeduplicationId=f"{session_id}:{turn}",
-        )
 
     def _send(self, url: str, body: dict[str, Any], delay_s: int = 0) -> None:
         self.client.send_message(QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay_s)

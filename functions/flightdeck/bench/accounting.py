@@ -19,7 +19,11 @@ Which counted calls are billed per delegation, and which are not:
   cache period (on AWS, API Gateway does this itself, unbilled). Counted and
   reported apart, never per delegation;
 - the scheduled sweeper's invocations and calls: a fixed cost per schedule
-  tick (at most one a minute on AWS), reported separately.
+  tick (at most one a minute on AWS), reported separately;
+- a Lambda Invoke call (a think started asynchronously): Lambda bills it as the
+  invocation it starts, one request, and that invocation is counted where the
+  local runtime runs it. The call itself is reported apart (async_invokes), never
+  added to the AWS requests or to the Lambda requests a second time.
 """
 
 from __future__ import annotations
@@ -70,9 +74,11 @@ def between(records: Iterable[dict[str, Any]], start: float, end: float) -> list
 
 
 def category(record: dict[str, Any]) -> str:
-    """AWS calls: handler | event_source_mapping | empty_receive | setup | control_plane | schedule;
+    """AWS calls: handler | event_source_mapping | empty_receive | setup | control_plane | schedule | async_invoke;
     invocations: handler | schedule."""
     fn = record.get("fn")
+    if record.get("k") != "inv" and (record.get("svc"), record.get("op")) == ("lambda", "Invoke"):
+        return "async_invoke"  # billed as the invocation it starts (counted there)
     if fn == topology.SWEEPER_HANDLER:
         return "schedule"
     if record.get("k") == "inv":
@@ -111,6 +117,7 @@ class Tally:
     wru_by_item: Counter = field(default_factory=Counter)  # item kind -> table + index WRU
     dynamodb_by_item: Counter = field(default_factory=Counter)  # "Operation ITEMKIND" -> requests
     excluded: Counter = field(default_factory=Counter)  # empty_receive, setup, control_plane, schedule_calls, ..._invocations
+    async_invokes: Counter = field(default_factory=Counter)  # "agent/function" -> Lambda Invoke calls it made
     handler_ms: Counter = field(default_factory=Counter)  # "agent/function" -> measured local milliseconds
     gb_seconds: float = 0.0
     secrets_failed: float = 0.0
@@ -148,6 +155,9 @@ class Tally:
 
     def _add_call(self, r: dict[str, Any], sizes: dict[tuple[str, str, str], int]) -> None:
         kind = category(r)
+        if kind == "async_invoke":
+            self.async_invokes[f"{r.get('agent')}/{r.get('fn') or 'local-runtime'}"] += 1
+            return
         if kind not in BILLED:
             key = "schedule_calls" if kind == "schedule" else kind
             self.excluded[key] += 1
@@ -198,7 +208,7 @@ class Tally:
         """The same usage per round trip (n round trips)."""
         out = Tally(per=n)
         for name in ("aws_requests", "by_function", "invocations", "gateway", "sqs_requests", "dynamodb",
-                     "wru_by_item", "dynamodb_by_item", "excluded", "handler_ms"):
+                     "wru_by_item", "dynamodb_by_item", "excluded", "async_invokes", "handler_ms"):
             setattr(out, name, Counter({k: v / n for k, v in getattr(self, name).items()}))
         out.gb_seconds = self.gb_seconds / n
         out.secrets_failed = self.secrets_failed / n
@@ -208,7 +218,7 @@ class Tally:
     def plus(self, other: "Tally") -> "Tally":
         out = Tally(per=self.per)
         for name in ("aws_requests", "by_function", "invocations", "gateway", "sqs_requests", "dynamodb",
-                     "wru_by_item", "dynamodb_by_item", "excluded", "handler_ms"):
+                     "wru_by_item", "dynamodb_by_item", "excluded", "async_invokes", "handler_ms"):
             setattr(out, name, getattr(self, name) + getattr(other, name))
         out.gb_seconds = self.gb_seconds + other.gb_seconds
         out.secrets_failed = self.secrets_failed + other.secrets_failed
@@ -265,6 +275,10 @@ class Tally:
             "aws_requests_by_function": rounded(self.by_function),
             "lambda_invocations_total": round(self.total_invocations, 3),
             "lambda_invocations": rounded(self.invocations),
+            # Of those invocations, the ones a function started with Lambda's Invoke API (by caller): the
+            # same Lambda requests, not more of them.
+            "lambda_async_invokes_total": round(sum(self.async_invokes.values()), 3),
+            "lambda_async_invokes": rounded(self.async_invokes),
             "api_gateway_requests_total": round(self.total_gateway, 3),
             "api_gateway_requests": rounded(self.gateway),
             "sqs_billed_requests": rounded(self.sqs_requests),

@@ -64,7 +64,8 @@ def handler_environment() -> dict[str, str]:
     env.update({
         "AGENT_NAME": "coldstart",
         "STATE_TABLE": "coldstart-state",
-        "TURNS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-turns.fifo",
+        "TURN_WORKER_FUNCTION": "coldstart-turn-worker",
+        "TURNS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-turns",
         "DISPATCH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-dispatch",
         "DELIVERY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-delivery",
         "TIMERS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-timers",

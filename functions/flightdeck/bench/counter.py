@@ -102,7 +102,8 @@ def attach(client: Any, sink: Sink) -> Any:
 
 
 def event_source(event: Any) -> tuple[str, int, str]:
-    """(kind, records, route) of a Lambda event: http (API Gateway proxy), sqs, schedule or other."""
+    """(kind, records, route) of a Lambda event: http (API Gateway proxy), sqs, schedule, or invoke (any
+    other event: one passed to Lambda's Invoke API, as the thinks' asynchronous invokes are)."""
     if isinstance(event, dict):
         if "httpMethod" in event:
             return "http", 1, f"{event.get('httpMethod')} {event.get('resource')}"
@@ -111,7 +112,7 @@ def event_source(event: Any) -> tuple[str, int, str]:
             return "sqs", len(records), records[0].get("eventSourceARN", "").rsplit(":", 1)[-1]
         if event.get("source") == "aws.events":
             return "schedule", 1, ""
-    return "other", 1, ""
+    return "invoke", 1, ""
 
 
 def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: Callable[[], Any]) -> Any:

@@ -30,8 +30,8 @@ worker and the dispatch function measured (the same work, in-process), without r
 Checkpoint data written: the turn's conversation (the user's message, the model's replies, the
 results), as read back through the API; kept for the default retention of 14 days.
 
-Kept on A, measured: API Gateway requests, chat-ingest (its DynamoDB requests; its SendMessage becomes
-the Invoke), the callback function, Secrets Manager reads, log bytes. Dropped: the turns, dispatch and
+Kept on A, measured: API Gateway requests, chat-ingest (its DynamoDB requests; its Invoke of the turn
+worker becomes the durable execution's), the callback function, Secrets Manager reads, log bytes. Dropped: the turns, dispatch and
 timers queues, the deadline timer and sweep, every DynamoDB request outside chat-ingest (the execution
 carries the conversation), but the one end-of-turn UpdateItem. The peer B is unchanged (measured).
 """

@@ -6,14 +6,14 @@ import math
 from typing import Any
 
 HOP_DESCRIPTIONS = {
-    "ingest_and_think": "delegator: POST /api/chat -> turns queue (FIFO) -> think -> tool_use",
+    "ingest_and_think": "delegator: POST /api/chat -> async invoke -> think -> tool_use",
     "dispatch_to_peer": "delegator tool_use -> HTTP -> worker's /api/chat (inline in the turn worker, or through the "
                         "dispatch queue and function)",
-    "peer_turn": "worker: turns queue -> think -> answer_ready (only where answer_ready is logged before the delivery)",
+    "peer_turn": "worker: async invoke -> think -> answer_ready (only where answer_ready is logged before the delivery)",
     "delivery_and_callback": "worker answer_ready -> HTTP -> delegator's callback recorded (only where answer_ready is "
                              "logged before the delivery)",
-    "peer_turn_and_delivery": "worker: turns queue -> think -> its answer sent -> delegator's callback recorded",
-    "resume_and_answer": "turn complete -> turns queue -> think -> final_answer",
+    "peer_turn_and_delivery": "worker: async invoke -> think -> its answer sent -> delegator's callback recorded",
+    "resume_and_answer": "turn complete -> async invoke -> think -> final_answer",
     "total_logged": "delegator chat_received -> final_answer (log timestamps)",
 }
 COST_LABELS = (
@@ -75,7 +75,8 @@ def _round_trip_rows(rt: dict[str, Any]) -> list[list[str]]:
         [f"{label}: Secrets Manager requests", _ops(per["aws_requests_by_operation"], "secretsmanager"),
          f"after caching; {num(per['secrets_manager_failed_calls'])} of them the uncached AWSPREVIOUS miss"],
         [f"{label}: Lambda invocations", f"{num(per['lambda_invocations_total'])}{per_delegation(per['lambda_invocations_total'])}",
-         _named(per["lambda_invocations"])],
+         _named(per["lambda_invocations"]) + f"; {num(per.get('lambda_async_invokes_total', 0))} of them started by an "
+         "asynchronous Invoke (billed once, as the invocation)"],
         [f"{label}: API Gateway requests", f"{num(per['api_gateway_requests_total'])}"
          f"{per_delegation(per['api_gateway_requests_total'])}", _named(per["api_gateway_requests"])],
         [f"{label}: not per delegation (excluded)", _named(excluded),

@@ -99,8 +99,8 @@ def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tall
 #                     Catch States.Timeout -> TimedOut
 #     TimedOut  Task  lambda:invoke (only on a timeout): writes the timeout result, completes the turn
 #
-# Everything else stays as measured: ingest, the turns queue, the thinks (turn worker), the callback
-# function, which records the result, completes the turn and enqueues the next think as it does now,
+# Everything else stays as measured: ingest, the thinks (turn worker, started by asynchronous invokes),
+# the callback function, which records the result, completes the turn and starts the next think as now,
 # then calls SendTaskSuccess so the execution ends at once; the DynamoDB conditions settle a callback
 # racing the timeout. What goes: the dispatch queue (its send, receive, delete), the deadline timer
 # (the timers queue and the timer function with its reads: the task's timeout replaces it).

@@ -68,6 +68,16 @@ def _environment(tables: dict[str, str], poll_ms: int) -> dict[str, str]:
             "STREAM_POLL_INTERVAL_MS": str(poll_ms), "STREAM_MAX_MS": "840000", **tables}
 
 
+class _ScriptedThinks:
+    """The script runs each think itself, at its scripted time: a think started by the domain is not run again."""
+
+    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        pass
+
+    def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:
+        raise AssertionError("the local model is never throttled")
+
+
 def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int = 10, poll_ms: int = 1000,
             memory_mb: int = 512, think_s: int = 10) -> dict[str, Any]:
     import boto3
@@ -110,12 +120,11 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
 
             def deps_with(dynamodb: Any, clock: Callable[[], int] | None = None, model: Any = None) -> Deps:
                 store = StateStore(res.table_name, client=dynamodb, clock=clock)
-                queues = Queues(turns_url=res.queue_urls["turns"], dispatch_url=res.queue_urls["dispatch"],
-                                delivery_url=res.queue_urls["delivery"], timers_url=res.queue_urls["timers"],
-                                client=sqs)
+                queues = Queues(dispatch_url=res.queue_urls["dispatch"], delivery_url=res.queue_urls["delivery"],
+                                timers_url=res.queue_urls["timers"], client=sqs)
                 # The think delegates (the dispatch mints a callback token): the secret's key signs it.
-                return Deps(settings=settings, store=store, queues=queues, peers=Peers(timeout_s=0.5),
-                            keys=lambda: signing_keys(settings),
+                return Deps(settings=settings, store=store, queues=queues, thinks=_ScriptedThinks(),
+                            peers=Peers(timeout_s=0.5), keys=lambda: signing_keys(settings),
                             model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
                             a2a=A2APorts(A2AStore(store), http=None), live=LiveStore(store))  # type: ignore[arg-type]
 

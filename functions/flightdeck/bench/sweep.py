@@ -24,14 +24,14 @@ RETENTION_MS = 7 * 86_400_000
 SWEEPS_PER_MONTH_AT_ONE_A_MINUTE = 30 * 24 * 60
 
 
-class _Queues:
-    """Stands in for the SQS adapter: the sweep's only queue effect is the next think."""
+class _Thinks:
+    """Stands in for the thinks adapter: the sweep's only effect outside the table is the next think."""
 
     def __init__(self) -> None:
-        self.turns: list[tuple[str, int]] = []
+        self.started: list[tuple[str, int]] = []
 
-    def send_turn(self, session_id: str, turn: int, traceparent: str = "") -> None:
-        self.turns.append((session_id, turn))
+    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        self.started.append((session_id, turn))
 
 
 def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
 
             sink.records.clear()
             logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
-            deps = SimpleNamespace(store=store, queues=_Queues(), settings=SimpleNamespace(
+            deps = SimpleNamespace(store=store, thinks=_Thinks(), settings=SimpleNamespace(
                 tool_agg_tombstone_ttl_ms=60_000, session_retention_ms=RETENTION_MS,
                 tool_agg_punctuate_interval_ms=15_000))
             expired = deadlines.sweep(deps)  # type: ignore[arg-type]

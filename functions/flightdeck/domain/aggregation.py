@@ -32,18 +32,18 @@ def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResul
     elif outcome is RecordOutcome.ACCEPTED and completion is None:
         completed = _complete_if_all_in(deps, session_id, turn, by)
     elif outcome is RecordOutcome.DUPLICATE:
-        # A retry after a lost answer: the first attempt may have died between
-        # completing the turn and enqueuing the next think.
+        # A retry after a lost answer: the first attempt may have died between recording the
+        # result and completing the turn. One that died after completing left the next think
+        # owed, and the sweep sends it: a think start is not deduplicated, so a duplicate never
+        # sends it again (it could not tell a send that failed from one that is thinking now).
         completed = _complete_if_all_in(deps, session_id, turn, by)
-        if not completed:
-            ensure_next_think(deps, session_id, turn)
     return Advance(outcome, completed)
 
 
 def _completed(deps: Deps, session_id: str, turn: int) -> None:
     count("TurnsCompleted")
     timeline("turn_complete", f"turn {turn} complete: every result is in", session_id=session_id, turn=turn)
-    deps.queues.send_turn(session_id, turn + 1)
+    deps.thinks.start(session_id, turn + 1)
 
 
 def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool:
@@ -51,16 +51,6 @@ def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool
         return False
     _completed(deps, session_id, turn)
     return True
-
-
-def ensure_next_think(deps: Deps, session_id: str, turn: int) -> None:
-    """Re-send the next think for a complete turn whose next iteration has not started.
-
-    FIFO deduplication and the turn worker's idempotency make a re-send harmless.
-    """
-    agg = deps.store.get_turn(session_id, turn)
-    if agg is not None and agg.status == "complete" and deps.store.get_iteration(session_id, turn + 1) is None:
-        deps.queues.send_turn(session_id, turn + 1)
 
 
 def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
@@ -76,6 +66,6 @@ def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
         timeline("timeout_synthesized", f"turn {turn} timed out: synthesized timeout results", session_id=session_id,
                  turn=turn, by=by)
         timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
-        deps.queues.send_turn(session_id, turn + 1)
+        deps.thinks.start(session_id, turn + 1)
     # A loser needs no check: whoever completed marked the next think owed (flightdeck.domain.liveness).
     return won

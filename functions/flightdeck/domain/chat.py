@@ -66,7 +66,7 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
         # A redelivered dispatch: the task is already under way (or answered).
         return Accepted(sid, replay.turn, replayed=True, user_messages=replay.user_messages)
     try:
-        deps.queues.send_turn(sid, turn, traceparent)
+        deps.thinks.start(sid, turn, traceparent)
     except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it
         # Answering an error here would make the caller retry a message that is already in
         # (a 409, or a second session); the owed-think mark makes the sweep the owner of the send.

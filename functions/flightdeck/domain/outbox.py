@@ -5,8 +5,8 @@ ends sends its answer to the caller from there too: the common case costs no que
 a receive and a delete each) and no extra invocation. Whatever is not done inline (a retryable
 refusal, an unreachable peer, no time left in the invocation, an unexpected error) is handed to
 the dispatch or delivery queue, whose worker retries it with backoff exactly as before. A crash
-before the hand-over is covered by the turn message itself: it is redelivered and its effects
-re-run (a re-sent task is a replay at the peer; a re-sent answer is a duplicate at the caller).
+before the hand-over is covered by the think's own retry (Lambda runs a failed asynchronous
+invocation again, SQS redelivers a retry message): its effects re-run (a re-sent task is a replay at the peer; a re-sent answer is a duplicate at the caller).
 """
 
 from __future__ import annotations

@@ -61,8 +61,16 @@ class StatePort(Protocol):
     def finish_dispatch(self, session_id: str, turn: int, tool_use_id: str, status: str) -> None: ...
 
 
+class ThinkPort(Protocol):
+    """Starts think iterations. A think may start twice (a re-send, an at-least-once delivery): the turn
+    worker skips a stale or finished one, and a second concurrent run stores nothing new."""
+
+    def start(self, session_id: str, turn: int, traceparent: str = "") -> None: ...
+    # A retryable model failure: think again (its `attempt`-th try) after delay_s, not sooner.
+    def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None: ...
+
+
 class QueuePort(Protocol):
-    def send_turn(self, session_id: str, turn: int, traceparent: str = "") -> None: ...
     def send_dispatch(self, body: dict[str, Any]) -> None: ...
     def send_delivery(self, body: dict[str, Any]) -> None: ...
     def send_delivery_dead_letter(self, body: dict[str, Any]) -> None: ...
@@ -78,6 +86,7 @@ class Deps:
     settings: "Settings"
     store: StatePort
     queues: QueuePort
+    thinks: ThinkPort
     peers: PeerPort
     keys: Callable[[], list[SigningKey]]
     model: Callable[[], Model]

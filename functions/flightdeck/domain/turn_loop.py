@@ -46,8 +46,8 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error,
     or resent (a redelivery after the turn ended re-sent what follows its answer).
 
-    attempt: the delivery attempt of this think (SQS receive count). A retryable model error
-    below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
+    attempt: the model attempt this think is (its event says so: 2, 3... after a throttled model). A
+    retryable model error below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
     the turn ends with an error answer, so the session is released and the caller is told.
     budget: the invocation's time, for the dispatches and the delivery it runs inline.
     """

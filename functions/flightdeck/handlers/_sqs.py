@@ -27,14 +27,8 @@ def retry_later(queues: QueuePort, queue_url: str, record: SQSRecord, delay_s: i
     raise RetryLater(f"retry in {delay_s}s")
 
 
-def process_batch(event: dict[str, Any], context: Any, record_handler: Callable[[SQSRecord], Any],
-                  fifo: bool = False) -> dict[str, Any]:
+def process_batch(event: dict[str, Any], context: Any, record_handler: Callable[[SQSRecord], Any]) -> dict[str, Any]:
     """Partial batch failures: only the records that raised are retried."""
-    if fifo:
-        from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
-
-        return process_partial_response(event=event, record_handler=record_handler,
-                                        processor=SqsFifoPartialProcessor(), context=context)
     # Failed records are deliberate backoffs (visibility already set), even when all of them fail.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

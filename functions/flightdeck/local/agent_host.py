@@ -1,10 +1,11 @@
-"""One agent on a laptop: its HTTP gateway, queue pollers and sweep schedule in one process.
+"""One agent on a laptop: its HTTP gateway, Lambda Invoke API, queue pollers and sweep schedule in one process.
 
     python -m flightdeck.local.agent_host --port 8080
-    python -m flightdeck.local.agent_host --listen-fd 5 --parent-pid 1234   (from flightdeck.local.stack)
+    python -m flightdeck.local.agent_host --listen-fd 5 --lambda-listen-fd 6 --parent-pid 1234   (from flightdeck.local.stack)
 
 The environment is the agent's Lambda environment (flightdeck.local.stack
-composes it), AWS_ENDPOINT_URL pointing at moto. Handlers' Powertools logs go
+composes it), AWS_ENDPOINT_URL pointing at moto and AWS_ENDPOINT_URL_LAMBDA at
+this host's Invoke API (flightdeck.local.lambda_api). Handlers' Powertools logs go
 to stdout as JSON lines; this host's own messages go to stderr.
 """
 
@@ -28,8 +29,10 @@ from flightdeck.adapters.usage_plans import CachedKeyLookup, UsagePlans
 from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
 from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
+from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer, async_configs
+from flightdeck.local.net import base_url, listen
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
-from flightdeck.local.resources import queue_url_variable
+from flightdeck.local.resources import dlq_url_variable, queue_url_variable
 from flightdeck.settings import Settings, SettingsError
 
 log = logging.getLogger("flightdeck.local")
@@ -67,6 +70,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     where.add_argument("--port", type=int, help="listen on this port (0: any free port)")
     where.add_argument("--listen-fd", type=int, help="serve on this already listening socket, inherited from the parent")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind with --port (default 127.0.0.1)")
+    parser.add_argument("--lambda-listen-fd", type=int,
+                        help="serve the Lambda Invoke API on this already listening loopback socket (default: a free "
+                             "loopback port, named in AWS_ENDPOINT_URL_LAMBDA for the functions of this process)")
     parser.add_argument("--parent-pid", type=int, help="exit when this process is no longer the parent")
     parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="the functions' memory_limit_in_mb")
     parser.add_argument("--handlers-package", default=HANDLERS_PACKAGE,
@@ -110,6 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                              CachedKeyLookup(UsagePlans(boto3.client("apigateway", region_name=region))),
                              cache_ttl_s=args.authorizer_cache_s, region=region)
     gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate)
+    # Lambda's Invoke API: the functions start thinks with asynchronous invokes (AWS_ENDPOINT_URL_LAMBDA).
+    if args.lambda_listen_fd is not None:
+        lambda_socket = socket.socket(fileno=args.lambda_listen_fd)
+    else:
+        lambda_socket = listen("127.0.0.1", 0, "the Lambda Invoke API")
+        os.environ["AWS_ENDPOINT_URL_LAMBDA"] = base_url("127.0.0.1", lambda_socket.getsockname()[1])
+    sqs = boto3.client("sqs", region_name=region)
+    invoker = AsyncInvoker(lambda url, body: sqs.send_message(QueueUrl=url, MessageBody=body))
+    lambda_server = LambdaApiServer(
+        LambdaApi(functions, invoker, async_configs(functions, lambda spec: os.environ[dlq_url_variable(spec)])),
+        lambda_socket)
     if args.listen_fd is not None:
         server = GatewayServer(gateway, listening_socket=socket.socket(fileno=args.listen_fd))
     else:
@@ -137,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for worker in workers:
         worker.start()
+    lambda_server.start_background()
     server.start_background()
     log.info("agent %s serving on http://%s:%d", agent, server.server_address[0], server.port)
 
@@ -145,7 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("agent %s stopping", agent)
     server.shutdown()
     server.server_close()
+    lambda_server.shutdown()
+    lambda_server.server_close()
     deadline = time.monotonic() + SHUTDOWN_GRACE_S
+    never_run = invoker.stop(SHUTDOWN_GRACE_S)
+    if never_run:
+        log.warning("%d asynchronous invocation(s) never ran; the sweep re-sends a think that is owed", never_run)
     for worker in workers:
         worker.join(max(0.0, deadline - time.monotonic()))
     busy = [w.name for w in workers if w.is_alive()]

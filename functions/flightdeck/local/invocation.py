@@ -143,8 +143,7 @@ class FunctionRegistry:
             if handler not in self._functions:
                 self._functions[handler] = LocalFunction(
                     f"{self.package}.{handler}",
-                    # Lambda function names allow letters, digits, - and _.
-                    f"{self.agent}-{handler}".replace("_", "-"),
+                    topology.function_name(self.agent, handler),
                     memory_mb=self.memory_mb,
                     region=self.region,
                     # A streaming function's invocation lasts as long as its stream (infra/functions.py).
@@ -152,3 +151,8 @@ class FunctionRegistry:
                     else topology.WORKER_TIMEOUT_S,
                 )
             return self._functions[handler]
+
+    def by_name(self, function_name: str) -> LocalFunction | None:
+        """The function of that name (one of topology.HANDLERS), or None."""
+        handler = next((h for h in topology.HANDLERS if topology.function_name(self.agent, h) == function_name), None)
+        return self.function(handler) if handler is not None else None

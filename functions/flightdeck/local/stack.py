@@ -152,6 +152,8 @@ class LocalStack:
         self.startup_timeout_s = startup_timeout_s
 
         self._ports: dict[str, int] = {}
+        # agent -> the loopback port of its Lambda Invoke API (flightdeck.local.lambda_api)
+        self._lambda_ports: dict[str, int] = {}
         self._moto_endpoint = ""
         self._resources: dict[str, AgentResources] = {}
         self._secrets: dict[str, str] = {}
@@ -192,6 +194,8 @@ class LocalStack:
         spec = self.deployment.agents[agent]
         aws = {
             "AWS_ENDPOINT_URL": self._moto_endpoint,
+            # Its functions start thinks with Lambda Invoke calls: served by its own agent host, not moto.
+            "AWS_ENDPOINT_URL_LAMBDA": base_url("127.0.0.1", self._lambda_ports[agent]),
             "AWS_DEFAULT_REGION": LOCAL_REGION,
             "AWS_REGION": LOCAL_REGION,
             **LOCAL_CREDENTIALS,
@@ -253,7 +257,7 @@ class LocalStack:
             self._started = True
             self._install_exit_hooks()
             # Bound but not yet handed to a child (each spawn closes the parent's copy).
-            unspawned: dict[str, socket.socket] = {}
+            unspawned: dict[str, tuple[socket.socket, socket.socket]] = {}
             try:
                 unspawned.update(self._bind_agent_ports())
                 self._start_moto(listen("127.0.0.1", self.moto_port, MOTO_OWNER))
@@ -263,8 +267,9 @@ class LocalStack:
                 for name in self.agents:
                     self._wait_until_answering(name)
             except BaseException:
-                for sock in unspawned.values():
-                    sock.close()
+                for pair in unspawned.values():
+                    for sock in pair:
+                        sock.close()
                 self.stop()
                 raise
             return self
@@ -287,7 +292,13 @@ class LocalStack:
                 if not previous.exited():
                     raise StackError(f"agent {name!r} is already running")
                 self._terminate([self._children.pop(name)])  # it crashed: reap it first
-            self._spawn_agent(name, listen(self.host, self._ports[name], f"agent {name!r}"))
+            sock = listen(self.host, self._ports[name], f"agent {name!r}")
+            try:
+                lambda_sock = listen("127.0.0.1", self._lambda_ports[name], f"agent {name!r}'s Lambda API")
+            except BaseException:
+                sock.close()
+                raise
+            self._spawn_agent(name, (sock, lambda_sock))
             self._wait_until_answering(name)
 
     def rotate_secret(self, name: str, new_secret: str) -> None:
@@ -316,17 +327,25 @@ class LocalStack:
 
     # --- start-up steps -------------------------------------------------------------------
 
-    def _bind_agent_ports(self) -> dict[str, socket.socket]:
-        sockets: dict[str, socket.socket] = {}
+    def _bind_agent_ports(self) -> dict[str, tuple[socket.socket, socket.socket]]:
+        """agent -> (its gateway's socket, its Lambda Invoke API's loopback socket)."""
+        sockets: dict[str, tuple[socket.socket, socket.socket]] = {}
         try:
             for index, name in enumerate(self.agents):
                 wanted = self.first_port + index if self.first_port else 0
                 sock = listen(self.host, wanted, f"agent {name!r}")
-                sockets[name] = sock
+                try:
+                    lambda_sock = listen("127.0.0.1", 0, f"agent {name!r}'s Lambda API")
+                except BaseException:
+                    sock.close()
+                    raise
+                sockets[name] = (sock, lambda_sock)
                 self._ports[name] = sock.getsockname()[1]
+                self._lambda_ports[name] = lambda_sock.getsockname()[1]
         except BaseException:
-            for sock in sockets.values():
-                sock.close()
+            for pair in sockets.values():
+                for sock in pair:
+                    sock.close()
             raise
         return sockets
 
@@ -355,15 +374,18 @@ class LocalStack:
             # (only the agent itself mints and verifies its tokens).
             self._secrets[name] = spec.callback_secret or secrets.token_urlsafe(48)
 
-    def _spawn_agent(self, name: str, sock: socket.socket) -> None:
+    def _spawn_agent(self, name: str, sockets: tuple[socket.socket, socket.socket]) -> None:
         spec = self.deployment.agents[name]
+        sock, lambda_sock = sockets
         env = {**_child_base_environment(), **self.env(name)}
         args = ["flightdeck.local.agent_host", "--memory-mb", str(spec.deploy.memory_mb),
                 "--handlers-package", self.handlers_package,
-                "--authorizer-cache-s", str(spec.gateway.authorizer_cache_s)]
-        self._spawn(name, args, sock, env)
+                "--authorizer-cache-s", str(spec.gateway.authorizer_cache_s),
+                "--lambda-listen-fd", str(lambda_sock.fileno())]
+        self._spawn(name, args, sock, env, extra_sockets=(lambda_sock,))
 
-    def _spawn(self, name: str, module_args: list[str], sock: socket.socket, env: dict[str, str]) -> None:
+    def _spawn(self, name: str, module_args: list[str], sock: socket.socket, env: dict[str, str],
+               extra_sockets: tuple[socket.socket, ...] = ()) -> None:
         fd = sock.fileno()
         command = [sys.executable, "-m", *module_args, "--listen-fd", str(fd), "--parent-pid", str(os.getpid())]
         try:
@@ -373,11 +395,12 @@ class LocalStack:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(fd,),
+                pass_fds=(fd, *(s.fileno() for s in extra_sockets)),
                 start_new_session=True,  # its own process group, killed as a whole
             )
         finally:
-            sock.close()  # the child holds the port now
+            for held in (sock, *extra_sockets):
+                held.close()  # the child holds the port now
         child = _Child(name, process)
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)

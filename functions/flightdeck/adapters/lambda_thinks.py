@@ -1,0 +1,54 @@
+"""Starting thinks: an asynchronous Lambda invoke of the turn worker; a delayed retry through the turns queue.
+
+One asynchronous Invoke is one Lambda request, billed as the invocation it starts: the SQS hop it
+replaces cost three more requests (send, receive, delete) per think. Lambda's async retries own a
+think that fails (flightdeck.topology.ASYNC_INVOKES). The turns queue stays for the one case an
+invoke cannot do: a think that must not start before a delay (model throttling backoff), which
+SQS DelaySeconds holds back without a function waiting.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import boto3
+
+from flightdeck.adapters.sqs_queues import MAX_DELAY_S
+
+
+def think_event(session_id: str, turn: int, traceparent: str = "", attempt: int = 1) -> dict[str, Any]:
+    """The turn worker's event (an invoke payload, or a retry message body)."""
+    event: dict[str, Any] = {"session_id": session_id, "turn": turn, "traceparent": traceparent}
+    if attempt > 1:
+        event["attempt"] = attempt
+    return event
+
+
+class LambdaThinks:
+    def __init__(self, *, function_name: str, retry_queue_url: str, client: Any = None,
+                 sqs_client: Callable[[], Any] | None = None):
+        self.function_name = function_name
+        self.retry_queue_url = retry_queue_url
+        self._client = client
+        self._sqs_client = sqs_client or (lambda: boto3.client("sqs"))
+
+    @property
+    def client(self) -> Any:
+        # Created on first use: most handlers never start a think, and a client costs import time.
+        if self._client is None:
+            self._client = boto3.client("lambda")
+        return self._client
+
+    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        """Start think iteration `turn` now: Lambda queues the event and answers 202."""
+        self.client.invoke(FunctionName=self.function_name, InvocationType="Event",
+                           Payload=json.dumps(think_event(session_id, turn, traceparent)).encode("utf-8"))
+
+    def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:
+        """Think again after delay_s: a message on the turns queue, delivered to the turn worker after the delay."""
+        self._sqs_client().send_message(
+            QueueUrl=self.retry_queue_url,
+            MessageBody=json.dumps(think_event(session_id, turn, traceparent, attempt)),
+            DelaySeconds=max(0, min(MAX_DELAY_S, delay_s)),
+        )

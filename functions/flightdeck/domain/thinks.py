@@ -1,0 +1,45 @@
+"""One think, however it was started: an asynchronous invoke, or a delayed retry from the turns queue.
+
+A retryable model failure within the model's attempt budget becomes a retry message delayed by
+its backoff (flightdeck.domain.ports.ThinkPort.retry_later), so no function waits out a backoff
+and the event that carried this attempt ends as a success.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from flightdeck.domain.ports import Deps
+from flightdeck.domain.time_budget import TimeBudget
+from flightdeck.domain.turn_loop import ThinkRetry, run_turn
+from flightdeck.observability import bind
+
+RETRY_SCHEDULED = "retry_scheduled"
+
+
+class ThinkMessage(BaseModel):
+    session_id: str = Field(min_length=1)
+    turn: int = Field(ge=1)
+    traceparent: str = ""
+    # The model attempt this think is (a retry after a throttled model carries 2, 3...).
+    attempt: int = Field(1, ge=1)
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> "ThinkMessage":
+        """The think of an event or message body. A record Lambda wrote to the turns dead-letter queue
+        for an invocation it gave up on carries the think as its requestPayload (a redrive sends it back)."""
+        payload = body.get("requestPayload")
+        return cls.model_validate(payload if isinstance(payload, dict) else body)
+
+
+def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -> str:
+    """Run think iteration message.turn; returns run_turn's outcome, or RETRY_SCHEDULED."""
+    bind(session_id=message.session_id, turn=message.turn)
+    try:
+        return run_turn(deps, message.session_id, message.turn, message.traceparent, message.attempt, budget)
+    except ThinkRetry as retry:
+        deps.thinks.retry_later(message.session_id, message.turn, message.traceparent, message.attempt + 1,
+                                retry.delay_s)
+        return RETRY_SCHEDULED

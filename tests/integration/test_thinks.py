@@ -1,0 +1,95 @@
+"""Starting thinks: the adapter's asynchronous invoke and delayed retry (on moto), and the turn worker's two event shapes."""
+
+import importlib
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from flightdeck import wiring
+from flightdeck.adapters.lambda_thinks import LambdaThinks
+from flightdeck.local.invocation import LocalLambdaContext
+from tests.support.harness import new_session_id
+from tests.support.invokes import RECORDER
+
+
+def _sent_to(agent, key):
+    """Every SendMessage the process makes to that queue (observed on the agent's SQS client)."""
+    sent = []
+    agent_queue = agent.queue_urls[key]
+    wiring.deps().queues.client.meta.events.register(
+        "before-parameter-build.sqs.SendMessage",
+        lambda params, **_: sent.append(dict(params)) if params["QueueUrl"] == agent_queue else None)
+    return sent
+
+
+def test_start_is_one_event_invoke_of_the_turn_worker_by_name(orchestrator):
+    thinks = wiring.deps().thinks
+    assert isinstance(thinks, LambdaThinks) and thinks.function_name == "orchestrator-turn-worker"
+    calls = []
+    thinks.client.meta.events.register("before-parameter-build.lambda.Invoke",
+                                       lambda params, **_: calls.append(dict(params)))
+    thinks.start("s-1", 4, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    [call] = calls
+    assert call["FunctionName"] == "orchestrator-turn-worker" and call["InvocationType"] == "Event"
+    assert json.loads(call["Payload"]) == {"session_id": "s-1", "turn": 4,
+                                           "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    # Lambda (moto) accepted it: 202, recorded for the test to run; no queue was written.
+    [invocation] = RECORDER.take("orchestrator-turn-worker")
+    assert invocation.event == json.loads(call["Payload"])
+    assert orchestrator.receive("turns") == []
+
+
+def test_retry_later_is_a_delayed_message_on_the_turns_queue(orchestrator):
+    sent = _sent_to(orchestrator, "turns")
+    wiring.deps().thinks.retry_later("s-1", 2, "", attempt=3, delay_s=7)
+    wiring.deps().thinks.retry_later("s-1", 2, "", attempt=3, delay_s=5_000)  # past SQS's 15 minutes: capped
+    assert [m["DelaySeconds"] for m in sent] == [7, 900]
+    assert json.loads(sent[0]["MessageBody"]) == {"session_id": "s-1", "turn": 2, "traceparent": "", "attempt": 3}
+    assert RECORDER.take("orchestrator-turn-worker") == []  # not an invoke
+
+
+def run(event):
+    """The turn worker's handler on one event (imported here: its settings are the test's)."""
+    handler = importlib.import_module("flightdeck.handlers.turn_worker").handler
+    return handler(event, LocalLambdaContext(function_name="orchestrator-turn-worker"))
+
+
+def _chat(orchestrator, content="just answer"):
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": content})[0] == 202
+    [think] = orchestrator.receive("turns")
+    return sid, think["Invocation"].event
+
+
+def test_the_turn_worker_runs_an_asynchronous_invoke_s_event(orchestrator):
+    sid, event = _chat(orchestrator)
+    assert event == {"session_id": sid, "turn": 1, "traceparent": ""}
+    assert run(event) == {"outcome": "end_turn"}
+    assert run(event) == {"outcome": "skipped"}  # delivered twice: one effect
+
+
+def test_the_turn_worker_runs_a_retry_from_the_turns_queue_and_a_redriven_dead_letter(orchestrator):
+    sid, event = _chat(orchestrator)
+    body = {**event, "attempt": 2}
+    messages = [{"MessageId": "m-1", "ReceiptHandle": "r", "Body": json.dumps(body), "Attributes": {}}]
+    assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": []}
+    status, _, session = orchestrator.api("session_get", SESSION_ID=sid)
+    assert session["status"] == "idle" and session["messages"][-1]["role"] == "assistant"
+    # Lambda's record of an invocation it gave up on (the turns DLQ), redriven to the queue: its think runs.
+    sid, event = _chat(orchestrator)
+    record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": event}
+    messages = [{"MessageId": "m-2", "ReceiptHandle": "r", "Body": json.dumps(record), "Attributes": {}}]
+    assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": []}
+    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["status"] == "idle"
+
+
+def test_a_malformed_think_fails_its_invocation_or_its_record_and_changes_nothing(orchestrator):
+    sid, _ = _chat(orchestrator)
+    before = orchestrator.table_items()
+    with pytest.raises(ValidationError, match="turn"):  # Lambda retries it, then it lands in the turns DLQ
+        run({"session_id": sid, "turn": 0})
+    messages = [{"MessageId": "m-1", "ReceiptHandle": "r", "Body": json.dumps({"turn": 1}), "Attributes": {}}]
+    assert run(orchestrator.sqs_event("turns", messages)) == {
+        "batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert orchestrator.table_items() == before
