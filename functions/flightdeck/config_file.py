@@ -137,6 +137,8 @@ class AgentSpec(BaseModel):
     local_tools: list[str] = Field(default_factory=list)
     delegates: list[DelegateTool] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)
+    # Offer the built-in ask_user tool (the agent may end a turn asking for input).
+    ask_user: bool = True
     # Services this agent may call (ALLOWED_HOST_MAPPING): agent names from this file...
     allow: list[str] = Field(default_factory=list)
     # ...or explicit name -> base URL entries.
@@ -194,6 +196,7 @@ class AgentSpec(BaseModel):
             local_tools=self.local_tools,
             delegates=self.delegates,
             skills=self.skills,
+            ask_user=self.ask_user,
         )
         return definition.model_dump_json()
 

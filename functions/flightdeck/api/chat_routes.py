@@ -30,7 +30,8 @@ _ERRORS = {
                          "out of range or NaN/Infinity (bad_number); or a callbackService that is not allowed",
           "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
     **_AUTH_ERRORS,
-    404: {"description": "session_id names a session of another peer (it does not exist for this caller)",
+    404: {"description": "session_id names a session of another peer (it does not exist for this caller), or, with "
+                         "continue_session, no session at all",
           "content": _ERROR_BODY},
     409: {"description": "The session is busy with a turn"},
     413: {"description": "Body too large"},
@@ -48,9 +49,11 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     try:
-        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer())
+        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer(),
+                               continue_session=request.continue_session)
     except SessionNotFoundError:
-        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}") from None
+        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}"
+                       + (" to continue" if request.continue_session else "")) from None
     except UnknownServiceError as exc:
         raise ApiError(400, "unknown_callback_service", str(exc)) from None
     except SessionBusyError:
