@@ -239,7 +239,8 @@ def test_build_model_and_tool_specs():
     agent = _orchestrator()
     assert isinstance(build_model(agent), LocalModel)
     names = [s["toolSpec"]["name"] for s in tool_specs(agent)]
-    assert names == ["ask_worker", "ask_helper", "word_count", "calculator"]
+    assert names == ["ask_worker", "ask_helper", "word_count", "calculator", "ask_user"]
+    assert "ask_user" not in [s["toolSpec"]["name"] for s in tool_specs(agent.model_copy(update={"ask_user": False}))]
     clash = AgentDefinition(name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], local_tools=["word_count"])
     with pytest.raises(ValueError, match="word_count"):
         tool_specs(clash)

@@ -12,6 +12,7 @@ from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ChatAccepted, ChatRequest, ErrorResponse, SessionView
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session, user_turn
 from flightdeck.domain.records import SessionBusyError, SessionNotFoundError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
@@ -75,4 +76,5 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
     return SessionView(session_id=session.session_id, status=session.status, turn=session.user_messages,
                        iteration=session.turn, messages=session.messages, created_at=session.created_at,
-                       updated_at=session.updated_at)
+                       updated_at=session.updated_at,
+                       question=pending_question(session.messages) if session.status == "idle" else None)

@@ -143,6 +143,8 @@ class SessionView(BaseModel):
     messages: list[dict[str, Any]]
     created_at: int
     updated_at: int
+    question: str | None = Field(None, description="While the session is idle after asking for input (its last "
+                                                   "think called ask_user): the question. The next message answers it")
 
 
 class SessionSummary(BaseModel):
