@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from flightdeck.api.strict_json import is_unicode
 
@@ -40,7 +40,7 @@ class ChatRequest(BaseModel):
     content: Text = Field(min_length=1, max_length=100_000,
                           description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
     reply: ReplyTo | None = None
-    continue_session: bool = Field(False, description="true: session_id names an existing session of the caller to "
+    continue_session: StrictBool = Field(False, description="true: session_id names an existing session of the caller to "
                                                       "continue (e.g. a delegation answering the agent's question); "
                                                       "404 if there is none, instead of starting it")
 
