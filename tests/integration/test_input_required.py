@@ -343,8 +343,9 @@ def test_a_message_naming_only_the_context_answers_its_waiting_task(agent):
     assert following["id"] != task["id"]
 
 
-def test_another_peer_cannot_answer_a_task_s_question_and_a_canceled_question_takes_no_answer(agent):
-    task = ok(rpc(agent, "message/send", {"message": _message("?ask which year? summarise")}))
+def test_another_peer_cannot_answer_a_task_s_question_and_a_canceled_question_takes_no_answer(agent, peer):
+    hooks = {"pushNotificationConfig": {"url": f"{peer.url}/hooks/a", "token": "t"}}
+    task = ok(rpc(agent, "message/send", {"message": _message("?ask which year? summarise"), "configuration": hooks}))
     agent.run_queue("turns")
     other = agent.add_peer("other")
     refused = rpc(agent, "message/send", {"message": _message("2024", taskId=task["id"])}, token=other)
@@ -352,6 +353,12 @@ def test_another_peer_cannot_answer_a_task_s_question_and_a_canceled_question_ta
     refused = rpc(agent, "message/send", {"message": _message("2024", contextId=task["contextId"])}, token=other)
     assert refused["error"]["code"] == -32001
     assert ok(rpc(agent, "tasks/get", {"id": task["id"]}))["status"]["state"] == "input-required"
+    assert [state for _, state in _pushes(agent)] == ["input-required"]
     assert ok(rpc(agent, "tasks/cancel", {"id": task["id"]}))["status"]["state"] == "canceled"
+    assert [state for _, state in _pushes(agent)] == ["canceled"]  # notified again: it ended
     late = rpc(agent, "message/send", {"message": _message("2024", taskId=task["id"])})
     assert late["error"]["code"] == -32602 and "terminal state: canceled" in late["error"]["message"]
+    # The session is not canceled: its next message (the caller's, through /api/chat) is answered.
+    chat(agent, {"session_id": task["contextId"], "content": "2024"})
+    agent.run_queue("turns")
+    assert 'told "2024"' in view(agent, task["contextId"])["messages"][-1]["content"][0]["text"]

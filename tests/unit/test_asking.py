@@ -214,3 +214,32 @@ def test_a_delegate_s_question_is_reported_when_the_agent_cannot_ask():
     first = _talk(agent, messages)
     final = _talk(agent, messages + [first.message, _results(first, asking.input_required_result("which?", "B"))])
     assert final.stop_reason == "end_turn" and '@worker via ask_worker ("summarise") asks: which?' in final.text
+
+
+# --- what clients see -----------------------------------------------------------------------------
+
+
+def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
+    from flightdeck.domain.timeline import derive
+
+    asked = _reply(("ask_user", {"question": "which year?"})).message
+    session = Session(session_id="s", status="idle", turn=1, messages=[_user("t"), asked], user_messages=1)
+    assert [(e.kind, e.data.get("text")) for e in derive(session, [], WORKER)] == [
+        ("message", "t"), ("thinking", None), ("question", "which year?"), ("idle", None)]
+
+
+def test_flightdeck_chat_prints_the_question_as_the_answer():
+    from flightdeck.chat_client.sessions import Timeline
+
+    class Console:
+        def __init__(self):
+            self.lines = []
+
+        def event(self, text, indent=0):
+            self.lines.append(text)
+
+    console = Console()
+    asked = _reply(("ask_user", {"question": "which year?"})).message
+    answers, seen = Timeline(console).draw([_user("t"), asked], mine="t")
+    assert answers == [("which year?", True)] and seen
+    assert console.lines == ["think 1: asks for input (your next message answers it)"]

@@ -165,30 +165,35 @@ class A2AStore:
         )
 
     def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",
-                    end_turn: int = 0) -> bool:
-        """submitted|working|input-required -> a terminal state, once; True only for the winner."""
+                    end_turn: int = 0, only_from: str = "", closed_turn: int = 0) -> bool:
+        """submitted|working|input-required (only_from: that state alone) -> a terminal state, once; True
+        only for the winner, who notifies (a question's notification is behind it: the mark is cleared).
+        closed_turn: the turn its session stopped at, when that is known now (a task waiting for input)."""
         pk = _pk(session_id)
+        condition = "#state = :from" if only_from else "#state IN (:submitted, :working, :input)"
+        values = _vals(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
+        values.update(_vals(**{"from": only_from}) if only_from else
+                      _vals(submitted="submitted", working="working", input="input-required"))
         task_op = {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                 "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
-                                    "end_turn = :end, updated_ms = :now",
-                "ConditionExpression": "#state IN (:submitted, :working, :input)",
+                                    "end_turn = :end, updated_ms = :now, notified = :f",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#state": "state"},
-                "ExpressionAttributeValues": _vals(state=state, answer=answer, text=status_text, end=end_turn,
-                                                   now=self.now_ms(), submitted="submitted", working="working",
-                                                   input="input-required"),
+                "ExpressionAttributeValues": values,
             }
         }
         current_op = {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: CURRENT}),
-                "UpdateExpression": "SET #open = :f, #state = :state",
+                "UpdateExpression": "SET #open = :f, #state = :state" + (", closed_turn = :closed" if closed_turn else ""),
                 "ConditionExpression": "#key = :key",
                 "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                "ExpressionAttributeValues": _vals(f=False, state=state, key=key),
+                "ExpressionAttributeValues": _vals(f=False, state=state, key=key,
+                                                   **({"closed": closed_turn} if closed_turn else {})),
             }
         }
         reasons = self._transact([task_op, current_op])

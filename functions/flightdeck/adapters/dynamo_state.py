@@ -157,6 +157,10 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
     return messages
 
 
+def _calls_tools(reply: dict[str, Any]) -> bool:
+    return any("toolUse" in b for b in (reply.get("message") or {}).get("content", []))
+
+
 def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
     return Iteration(session_id, turn, json.loads(item["reply"]))
 
@@ -555,7 +559,9 @@ class StateStore:
                 "Put": {
                     "TableName": self.table,
                     "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
-                                     "ends_turn": True if ends_turn else None, TTL: self._expiry(retention_ms)}),
+                                     # Only where it tells something: a reply that called tools, yet ended its turn.
+                                     "ends_turn": True if ends_turn and _calls_tools(reply) else None,
+                                     TTL: self._expiry(retention_ms)}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -390,13 +390,19 @@ def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = Non
     if rec.state in TERMINAL_STATES:
         not_cancelable.data["state"] = rec.state
         raise not_cancelable
-    session = deps.store.get_session(rec.session_id)
-    end_turn = session.turn if session else rec.start_turn
     a2a = ports(deps).store
-    if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
-        latest = a2a.get_task(rec.session_id, rec.key)
-        not_cancelable.data["state"] = latest.state if latest else "unknown"
-        raise not_cancelable
+    # Waiting for an answer, its session is idle at the question's turn: nothing to stop, and a later
+    # message to the session is not this task's (closed at that turn, in the same write).
+    waited = rec.state == "input-required" and a2a.finish_task(
+        rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=rec.end_turn,
+        only_from="input-required", closed_turn=rec.end_turn)
+    if not waited:
+        session = deps.store.get_session(rec.session_id)
+        end_turn = session.turn if session else rec.start_turn
+        if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
+            latest = a2a.get_task(rec.session_id, rec.key)
+            not_cancelable.data["state"] = latest.state if latest else "unknown"
+            raise not_cancelable
     count("A2ATasksCanceled")
     timeline("a2a_task_canceled", f"A2A task {rec.task_id} canceled", session_id=rec.session_id)
     _stop_delegations(deps, rec.session_id, rec.key)
