@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Sequence, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flightdeck.domain.agent import DelegateTool, ModelConfig
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
@@ -168,6 +168,14 @@ class AgentSpec(BaseModel):
             except PeerTokenError as exc:
                 raise ValueError(f"peers.{peer_id}: {exc}") from None
         return value
+
+    @model_validator(mode="after")
+    def _no_delegate_named_ask_user(self) -> "AgentSpec":
+        clash = next((d for d in self.delegates if d.name == "ask_user"), None) if self.ask_user else None
+        if clash is not None:
+            raise ValueError(f"delegate {clash.agent!r} would be the tool ask_user, which is the built-in ask_user "
+                             "tool: give it a tool_name, or set ask_user = false")
+        return self
 
     @field_validator("peer_tokens")
     @classmethod
