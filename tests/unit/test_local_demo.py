@@ -127,3 +127,14 @@ def test_demo_outcome_fails_when_a_delegation_failed():
     check_outcome("timeout", _session(("error", '{"status": "error", "reason": "timeout"}')))
     with pytest.raises(DemoError, match="timeout"):
         check_outcome("timeout", _session(("success", "a")))
+
+
+def test_the_ask_scenario_needs_the_delegate_to_have_asked_first(deployment):
+    from flightdeck.domain.asking import input_required_result
+    from flightdeck.local.demo import DemoError, check_outcome
+
+    task = demo.plan(deployment, "ask").task
+    assert task.startswith("@worker ?ask ") and " ?answer " in task
+    check_outcome("ask", _session(("success", input_required_result("which quarter?", "ctx")), ("success", "done")))
+    with pytest.raises(DemoError, match="ask a question first"):
+        check_outcome("ask", _session(("success", "done")))
