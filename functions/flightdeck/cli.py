@@ -255,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local demo                       # a task for every delegate at once, as a timeline\n"
             "  flightdeck local demo --config examples/three-agents.toml --message \"@critic is this clear?\"\n"
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
+            "  flightdeck local demo --scenario ask        # the delegate asks, the delegator answers in its context\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
             "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)"
         ),
@@ -307,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenario", choices=SCENARIOS, default=DEFAULT_SCENARIO,
                       help="parallel: one task for every delegate at once, two for a lone delegate (default); "
                       "delegate: one task for the first delegate; timeout: the first delegate answers after "
-                      "the delegator stopped waiting")
+                      "the delegator stopped waiting; ask: the first delegate asks a question (input-required), "
+                      "the delegator answers it in the delegate's context, the delegate finishes")
     demo.add_argument("--message", metavar="TEXT",
                       help='send this instead of the scenario\'s task (with the local model, "@name ..." delegates '
                       "to agent name)")

@@ -353,11 +353,20 @@ def test_a_push_after_the_timeout_is_late(agent, peer):
 
 
 @pytest.mark.parametrize("state,reason", [("failed", "peer_failed"), ("canceled", "peer_canceled"),
-                                          ("rejected", "peer_rejected"), ("input-required", "peer_input_required")])
+                                          ("rejected", "peer_rejected"), ("auth-required", "peer_auth_required")])
 def test_pushed_failures_are_structured_error_results(agent, peer, state, reason):
     sid, token = _dispatched_token(agent, peer)
     assert _push(agent, token, _task(state, "could not do it"))[0] == 202
     assert error_of(tool_result(agent, sid)) == {"status": "error", "reason": reason, "detail": "could not do it"}
+
+
+def test_a_pushed_input_required_task_is_the_peer_s_question_with_its_context_and_task(agent, peer):
+    sid, token = _dispatched_token(agent, peer)
+    assert _push(agent, token, _task("input-required", "which year?"))[0] == 202
+    result = tool_result(agent, sid)
+    assert result["status"] == "success"
+    assert json.loads(result["content"][0]["text"]) == {"status": "input_required", "question": "which year?",
+                                                        "context_id": "peer-ctx", "task_id": "peer-task-1"}
 
 
 def test_a2a_delegate_needs_a_card_url(monkeypatch):

@@ -102,8 +102,35 @@ class EchoExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
+class AskingExecutor(AgentExecutor):
+    """Asks "which year?" when the task says ?ask; the next message on the task answers it."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, str, str]] = []  # (text, task id, context id) of each message
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is None:
+            task = new_task(context.message)
+            await event_queue.enqueue_event(task)
+        text = context.get_user_input()
+        self.seen.append((text, task.id, task.context_id))
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        if "?ask" in text:
+            await updater.requires_input(updater.new_agent_message([sdk.Part(root=sdk.TextPart(text="which year?"))]),
+                                         final=True)
+            return
+        await updater.add_artifact([sdk.Part(root=sdk.TextPart(text=f"echo: {text} (answering which year?)"))],
+                                   name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
 @contextmanager
-def sdk_agent(push: bool, delay_s: float = 0.2):
+def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None = None):
     sock = _free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     card = sdk.AgentCard(
@@ -116,7 +143,8 @@ def sdk_agent(push: bool, delay_s: float = 0.2):
     if push:
         store = InMemoryPushNotificationConfigStore()
         extra = {"push_config_store": store, "push_sender": BasePushNotificationSender(httpx.AsyncClient(), store)}
-    handler = DefaultRequestHandler(agent_executor=EchoExecutor(delay_s), task_store=InMemoryTaskStore(), **extra)
+    handler = DefaultRequestHandler(agent_executor=executor or EchoExecutor(delay_s), task_store=InMemoryTaskStore(),
+                                    **extra)
     app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -228,6 +256,28 @@ def test_sdk_client_cancel_and_push_config_round_trip(served):
     assert deliveries[0]["task_id"] == task.id
 
 
+def test_sdk_client_answers_our_agent_s_question_on_its_task(served):
+    agent, url = served
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
+            client = await _client(http, url, blocking=True)
+            with pumping(agent, "turns"):
+                asked = await _send(client, "?ask which year? summarise the plan")
+                assert asked.status.state == sdk.TaskState.input_required
+                assert asked.status.message.parts[0].root.text == "which year?"
+                answer = sdk.Message(role=sdk.Role.user, parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
+                                     message_id=str(uuid.uuid4()), task_id=asked.id, context_id=asked.context_id)
+                async for done, _update in client.send_message(answer):
+                    break
+            return asked, done
+
+    asked, done = asyncio.run(scenario())
+    assert done.id == asked.id and done.status.state == sdk.TaskState.completed
+    assert 'told "2024"' in done.artifacts[0].parts[0].root.text
+    assert [m.role for m in done.history] == [sdk.Role.user, sdk.Role.agent, sdk.Role.user, sdk.Role.agent]
+
+
 # --- an a2a-sdk server as the peer we delegate to --------------------------------------------------
 
 
@@ -304,3 +354,24 @@ def test_delegate_to_an_sdk_agent_without_push_polls_it(aws, monkeypatch):
     s = _session(agent, sid)
     assert s["status"] == "idle"
     assert s["messages"][2]["content"][0]["toolResult"]["content"][0]["text"] == "echo: poll me"
+
+
+def test_an_sdk_agent_s_question_is_answered_on_its_task_and_it_finishes(aws, monkeypatch):
+    from flightdeck.domain.a2a_client import clear_card_cache
+
+    clear_card_cache()
+    executor = AskingExecutor()
+    with sdk_agent(push=True, executor=executor) as peer_url, gateway("orchestrator") as gateway_url:
+        agent = _delegating(monkeypatch, peer_url, gateway_url)
+        sid = new_session_id()
+        agent.api("chat_post", body={"session_id": sid, "content": "@echo ?ask which year? summarise ?answer 2024"})
+        with pumping(agent, "turns", "dispatch"):
+            s = _wait_for(lambda: (lambda v: v if v["status"] == "idle" else None)(_session(agent, sid)), 20)
+    results = [b["toolResult"] for m in s["messages"] for b in m["content"] if "toolResult" in b]
+    asked = json.loads(results[0]["content"][0]["text"])
+    [(first, task_id, context_id), (second, again_task, again_context)] = executor.seen
+    assert asked == {"status": "input_required", "question": "which year?", "context_id": context_id,
+                     "task_id": task_id}
+    assert (second, again_task, again_context) == ("2024", task_id, context_id)  # the same task, answered
+    assert results[1]["content"][0]["text"] == "echo: 2024 (answering which year?)"
+    assert "echo: 2024 (answering which year?)" in s["messages"][-1]["content"][0]["text"]

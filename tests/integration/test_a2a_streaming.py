@@ -154,6 +154,33 @@ def test_message_stream_follows_a_delegation_step_by_step(served):
     assert "Nile, Rhine" in _answer_of(events)
 
 
+def test_a_streamed_question_ends_its_stream_input_required_and_the_answer_streams_on_the_same_task(served):
+    agent, url = served
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
+            client = await _client(http, url)
+            asked, answered = [], []
+            with pumping(agent, "turns"):
+                async for task, update in client.send_message(_message("?ask which year? summarise the plan")):
+                    asked.append(update if update is not None else task.model_copy(deep=True))
+                answer = sdk.Message(role=sdk.Role.user, parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
+                                     message_id=str(uuid.uuid4()), task_id=task.id, context_id=task.context_id)
+                async for task, update in client.send_message(answer):
+                    answered.append(update if update is not None else task.model_copy(deep=True))
+            return asked, answered
+
+    asked, answered = asyncio.run(scenario())
+    assert isinstance(asked[0], sdk.Task) and not any(isinstance(e, sdk.TaskArtifactUpdateEvent) for e in asked)
+    final = asked[-1]
+    assert [e for e in asked[1:] if e.final] == [final]
+    assert final.status.state == sdk.TaskState.input_required
+    assert final.status.message.parts[0].root.text == "which year?"
+    _check_shapes(answered)
+    assert answered[0].id == asked[0].id and answered[0].status.state == sdk.TaskState.working
+    assert answered[-1].status.state == sdk.TaskState.completed and 'told "2024"' in _answer_of(answered)
+
+
 def test_resubscribe_replays_the_running_task_and_follows_it_to_the_end(served):
     agent, url = served
     sid = new_session_id()

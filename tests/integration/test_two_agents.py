@@ -342,3 +342,63 @@ def test_one_round_trip_is_one_audit_line_per_call_on_each_side(stack):
     [callback] = audited("orchestrator", delivery["payload_sha256"])
     assert (callback["direction"], callback["operation"], callback["peer"], callback["outcome"]) == \
         ("inbound", "tool_response", "worker", "accepted")
+
+
+# --- input-required across two agents (flightdeck.domain.asking) ----------------------------------------
+
+
+def _worker_session(stack, sid):
+    resp = requests.get(f"{stack.urls['worker']}/api/sessions/{sid}", timeout=10,
+                        headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_the_worker_asks_the_orchestrator_answers_in_its_context_and_the_worker_finishes(stack):
+    sid = chat(stack, "@worker ?ask which year? summarise the plan ?answer 2024")
+    session = wait_idle(stack, sid)
+    first, answered = tool_results(session)
+    asked = json.loads(first["content"][0]["text"])
+    first_call = session["messages"][1]["content"][-1]["toolUse"]
+    from flightdeck.domain.dispatch import peer_session_id
+
+    context = peer_session_id("orchestrator", sid, first_call["toolUseId"])
+    assert (first["status"], asked) == ("success", {"status": "input_required", "question": "which year?",
+                                                    "context_id": context})
+    [again] = [b["toolUse"] for b in session["messages"][3]["content"] if "toolUse" in b]
+    assert again["input"] == {"task": "2024", "context_id": context}
+    told = '[worker] Task: "summarise the plan" (asked "which year?", told "2024")'
+    assert answered["status"] == "success" and answered["content"][0]["text"].startswith(told)
+    assert told in final_text(session) and session["question"] is None
+    # The worker's one session holds the whole exchange: task, question, answer, answer.
+    worker = _worker_session(stack, context)
+    assert [m["role"] for m in worker["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert (worker["status"], worker["turn"], worker["question"]) == ("idle", 2, None)
+    assert len(stack.records.find("worker", timeline="answer_ready", session_id=context)) == 2
+
+
+def test_without_an_answer_the_question_goes_up_to_the_user_and_back_down(stack):
+    sid = chat(stack, "@worker ?ask which year? summarise the plan")
+    session = wait_idle(stack, sid)
+    assert session["question"] == "worker asks: which year?"
+    resp = requests.post(f"{stack.urls['orchestrator']}/api/chat", json={"session_id": sid, "content": "1999"},
+                         headers=AS_USER, timeout=10)
+    assert resp.status_code == 202
+    wait_for(lambda: len(wait_idle(stack, sid)["messages"]) > len(session["messages"]) + 2, 30, "no answer")
+    session = wait_idle(stack, sid)
+    assert 'told "1999"' in final_text(session) and session["question"] is None
+
+
+def test_only_the_peer_that_owns_a_worker_session_can_continue_it(stack):
+    sid = chat(stack, "@worker ?ask which year? summarise")
+    session = wait_idle(stack, sid)
+    context = json.loads(tool_results(session)[0]["content"][0]["text"])["context_id"]
+    body = {"session_id": context, "content": "2024", "continue_session": True,
+            "reply": {"callbackService": "patient", "bearerToken": "x" * 40}}
+    stolen = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10,
+                           headers={"Authorization": f"Bearer {PATIENT_TOKEN}"})
+    assert stolen.status_code == 404 and stolen.json()["error"]["code"] == "session_not_found"
+    unknown = requests.post(f"{stack.urls['worker']}/api/chat", json={**body, "session_id": "s-never-was"},
+                            timeout=10, headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
+    assert unknown.status_code == 404 and "to continue" in unknown.json()["error"]["message"]
+    assert _worker_session(stack, context)["question"] == "which year?"  # untouched

@@ -266,3 +266,14 @@ def test_for_aws_an_allowed_peer_may_live_elsewhere_but_a_delegate_must_resolve(
 ])
 def test_toml_keys_are_spelled_as_in_the_file(loc, key):
     assert config_file.toml_key(loc) == key
+
+
+def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_asking_is_off(tmp_path, capsys):
+    path = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"')
+    [line] = problem_lines(refused(path, capsys))
+    assert line == (f"{path}: [agents.orchestrator]: delegate 'critic': its tool name ask_user is the built-in "
+                    "ask_user tool's; give it another tool_name, or set ask_user = false. Fix: correct the value "
+                    "(see the comments in examples/two-agents.toml).")
+    off = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"').read_text()
+    path.write_text(off.replace("[agents.orchestrator]\n", "[agents.orchestrator]\nask_user = false\n", 1))
+    assert config_file.load(path).agents["orchestrator"].ask_user is False

@@ -99,7 +99,7 @@ def test_help_describes_the_commands(capsys):
     with pytest.raises(SystemExit):
         cli.main(["local", "demo", "--help"])
     text = capsys.readouterr().out
-    assert "--scenario {delegate,parallel,timeout}" in text and "(default)" in text
+    assert "--scenario {delegate,parallel,timeout,ask}" in text and "(default)" in text
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
@@ -135,3 +135,14 @@ def test_demo_outcome_fails_when_a_delegation_failed():
     check_outcome("timeout", _session(("error", '{"status": "error", "reason": "timeout"}')))
     with pytest.raises(DemoError, match="timeout"):
         check_outcome("timeout", _session(("success", "a")))
+
+
+def test_the_ask_scenario_needs_the_delegate_to_have_asked_first(deployment):
+    from flightdeck.domain.asking import input_required_result
+    from flightdeck.local.demo import DemoError, check_outcome
+
+    task = demo.plan(deployment, "ask").task
+    assert task.startswith("@worker ?ask ") and " ?answer " in task
+    check_outcome("ask", _session(("success", input_required_result("which quarter?", "ctx")), ("success", "done")))
+    with pytest.raises(DemoError, match="ask a question first"):
+        check_outcome("ask", _session(("success", "done")))

@@ -240,7 +240,8 @@ def test_build_model_and_tool_specs():
     agent = _orchestrator()
     assert isinstance(build_model(agent), LocalModel)
     names = [s["toolSpec"]["name"] for s in tool_specs(agent)]
-    assert names == ["ask_worker", "ask_helper", "word_count", "calculator"]
+    assert names == ["ask_worker", "ask_helper", "word_count", "calculator", "ask_user"]
+    assert "ask_user" not in [s["toolSpec"]["name"] for s in tool_specs(agent.model_copy(update={"ask_user": False}))]
     # Two tools of one name: the configuration is refused when it is read, not at a think.
     with pytest.raises(ValueError, match="several tools named word_count"):
         AgentDefinition(name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], local_tools=["word_count"])

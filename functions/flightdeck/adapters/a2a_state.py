@@ -27,7 +27,7 @@ from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, 
 
 
 CURRENT = A2A_CURRENT
-OPEN_STATES = ("submitted", "working")
+OPEN_STATES = ("submitted", "working", "input-required")
 
 
 def _task_sk(key: str) -> str:
@@ -165,29 +165,35 @@ class A2AStore:
         )
 
     def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",
-                    end_turn: int = 0) -> bool:
-        """submitted|working -> a terminal state, once; True only for the winner."""
+                    end_turn: int = 0, only_from: str = "", closed_turn: int = 0) -> bool:
+        """submitted|working|input-required (only_from: that state alone) -> a terminal state, once; True
+        only for the winner, who notifies (a question's notification is behind it: the mark is cleared).
+        closed_turn: the turn its session stopped at, when that is known now (a task waiting for input)."""
         pk = _pk(session_id)
+        condition = "#state = :from" if only_from else "#state IN (:submitted, :working, :input)"
+        values = _vals(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
+        values.update(_vals(**{"from": only_from}) if only_from else
+                      _vals(submitted="submitted", working="working", input="input-required"))
         task_op = {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                 "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
-                                    "end_turn = :end, updated_ms = :now",
-                "ConditionExpression": "#state IN (:submitted, :working)",
+                                    "end_turn = :end, updated_ms = :now, notified = :f",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#state": "state"},
-                "ExpressionAttributeValues": _vals(state=state, answer=answer, text=status_text, end=end_turn,
-                                                   now=self.now_ms(), submitted="submitted", working="working"),
+                "ExpressionAttributeValues": values,
             }
         }
         current_op = {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: CURRENT}),
-                "UpdateExpression": "SET #open = :f, #state = :state",
+                "UpdateExpression": "SET #open = :f, #state = :state" + (", closed_turn = :closed" if closed_turn else ""),
                 "ConditionExpression": "#key = :key",
                 "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                "ExpressionAttributeValues": _vals(f=False, state=state, key=key),
+                "ExpressionAttributeValues": _vals(f=False, state=state, key=key,
+                                                   **({"closed": closed_turn} if closed_turn else {})),
             }
         }
         reasons = self._transact([task_op, current_op])
@@ -197,6 +203,59 @@ class A2AStore:
             return False
         # The context's pointer names another task (cannot happen while this one is open): the task alone.
         return self._transact([task_op]) is None
+
+    def _current_state_op(self, pk: str, key: str, state: str) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: CURRENT}),
+                "UpdateExpression": "SET #state = :state",
+                "ConditionExpression": "#key = :key AND #open = :t",
+                "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
+                "ExpressionAttributeValues": _vals(state=state, key=key, t=True),
+            }
+        }
+
+    def ask_input(self, session_id: str, key: str, question: str, end_turn: int, *, notified: bool = False) -> bool:
+        """working (or input-required at an earlier turn) -> input-required at `end_turn`, with the question;
+        True only for the winner, who notifies. The task stays its context's open task."""
+        pk = _pk(session_id)
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
+                                        "notified = :notified",
+                    "ConditionExpression": "#state IN (:working, :input) AND end_turn <> :end",
+                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeValues": _vals(input="input-required", working="working", text=question,
+                                                       end=end_turn, now=self.now_ms(), notified=notified),
+                }
+            },
+            self._current_state_op(pk, key, "input-required"),
+        ]
+        return self._transact(ops) is None
+
+    def resume_task(self, session_id: str, key: str) -> bool:
+        """input-required -> working: the next message answers the question; True only for the winner."""
+        pk = _pk(session_id)
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "UpdateExpression": "SET #state = :working, status_text = :empty, end_turn = :zero, "
+                                        "updated_ms = :now, notified = :f",
+                    "ConditionExpression": "#state = :input",
+                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeValues": _vals(working="working", input="input-required", empty="", zero=0,
+                                                       now=self.now_ms(), f=False),
+                }
+            },
+            self._current_state_op(pk, key, "working"),
+        ]
+        return self._transact(ops) is None
 
     def mark_notified(self, session_id: str, key: str) -> None:
         self.client.update_item(

@@ -139,15 +139,20 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
     and after an assistant message that called tools in a turn that has completed, the user
     message of their results, built from the turn's result items in call order."""
     results: dict[int, dict[str, dict[str, Any]]] = {}
+    # Iterations whose reply ended their turn although it called tools (it asked for input: the next
+    # message answers its calls, flightdeck.domain.asking): they have no results to rebuild.
+    answered_by_message: set[int] = set()
     for i in items:
         if i[SK].startswith("RESULT#"):
             results.setdefault(int(i[SK].split("#")[1]), {})[i["tool_use_id"]] = i
+        elif i[SK].startswith("ITER#") and i.get("ends_turn"):
+            answered_by_message.add(int(i[SK].split("#")[1]))
     stored = stored_messages(items)
     messages: list[dict[str, Any]] = []
     for index, (turn, _slot, message) in enumerate(stored):
         messages.append(message)
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
-        if message.get("role") != "assistant" or not uses or turn >= current_turn:
+        if message.get("role") != "assistant" or not uses or turn >= current_turn or turn in answered_by_message:
             continue
         following = stored[index + 1][2] if index + 1 < len(stored) else {}
         if any("toolResult" in b for b in following.get("content", [])):
@@ -156,6 +161,10 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
         messages.append({"role": "user", "content": [
             _result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]})
     return messages
+
+
+def _calls_tools(reply: dict[str, Any]) -> bool:
+    return any("toolUse" in b for b in (reply.get("message") or {}).get("content", []))
 
 
 def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
@@ -309,6 +318,7 @@ class StateStore:
         parent: dict[str, Any] | None = None,
         owner: str | None = None,
         likely_new: bool = False,
+        must_exist: bool = False,
     ) -> int:
         """Append a user message to an idle (or new) session and claim the next turn.
 
@@ -319,13 +329,22 @@ class StateStore:
         peer's session does not exist for them. None: authentication is off, no owner.
         likely_new: try creating the session first, with no read (a fresh or derived id):
         one request when it is new; the failed condition returns the existing item otherwise.
+        must_exist: continue an existing session only (a delegation continuing a conversation):
+        SessionNotFoundError when there is none.
         Returns the turn number to enqueue. Raises SessionBusyError when the session
         is busy (or another message won the race).
         """
         pk = _pk(session_id)
-        meta = None if likely_new else self._get(pk, META)
+        meta = None if likely_new and not must_exist else self._get(pk, META)
+        if must_exist and meta is None:
+            raise SessionNotFoundError(session_id)
         for _ in range(2):
-            ops, turn = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner)
+            try:
+                ops, turn = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner)
+            except SessionBusyError:
+                if must_exist and route is not None:
+                    self._raise_if_replayed(session_id, route, owner)
+                raise
             reasons = self._transact(ops)
             if reasons is None:
                 return turn
@@ -346,8 +365,21 @@ class StateStore:
                 current = self._get(pk, META)
                 if current is not None and current.get("owner", "") != owner:
                     raise SessionNotFoundError(session_id)
+            if must_exist and route is not None:
+                self._raise_if_replayed(session_id, route, owner)
             raise SessionBusyError(session_id)
         raise SessionBusyError(session_id)
+
+    def _raise_if_replayed(self, session_id: str, route: tuple[str, str, int], owner: str | None) -> None:
+        """A continuation refused as busy may be a re-send of one already taken (same reply token)."""
+        pk = _pk(session_id)
+        existing = self._get(pk, ROUTE)
+        if existing is None or existing["bearer_token"] != route[1]:
+            return
+        meta = self._get(pk, META) or {}
+        if owner is not None and meta.get("owner", "") != owner:
+            raise SessionNotFoundError(session_id)
+        raise ReplayedError(session_id, int(meta.get("turn", 1)), int(meta.get("msg_count", 1)))
 
     def _start_ops(self, session_id: str, meta: dict[str, Any] | None, message: dict[str, Any], retention_ms: int,
                    route: tuple[str, str, int] | None, parent: dict[str, Any] | None,
@@ -404,10 +436,12 @@ class StateStore:
                     "TableName": self.table,
                     "Item": _item(**{PK: pk, SK: ROUTE, "callback_service": service, "bearer_token": token,
                                      "status": "active", "created_at": now, TTL: self._expiry(ttl_ms)}),
-                    # A live route is never overwritten: one answer per request.
-                    "ConditionExpression": "attribute_not_exists(#pk) OR #status = :retired OR #ttl < :nows",
+                    # A live route is never overwritten: one answer per request. Nor is a retired one by the
+                    # same request again (a re-sent continuation of the session: its replay).
+                    "ConditionExpression": "attribute_not_exists(#pk) OR ((#status = :retired OR #ttl < :nows) "
+                                           "AND bearer_token <> :token)",
                     "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL},
-                    "ExpressionAttributeValues": _vals(retired="retired", nows=now // 1000),
+                    "ExpressionAttributeValues": _vals(retired="retired", nows=now // 1000, token=token),
                 }
             })
         return ops, turn
@@ -539,6 +573,8 @@ class StateStore:
                 "Put": {
                     "TableName": self.table,
                     "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
+                                     # Only where it tells something: a reply that called tools, yet ended its turn.
+                                     "ends_turn": True if ends_turn and _calls_tools(reply) else None,
                                      TTL: self._expiry(retention_ms)}),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},

@@ -55,7 +55,7 @@ def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
-    outcome = accept_callback(deps(), _bearer_token(), body.result, body.status)
+    outcome = accept_callback(deps(), _bearer_token(), body.result, body.status, body.context_id or "")
     note(peer=outcome.claims.name if outcome.claims else None)
     return _single_response(outcome)
 
@@ -90,7 +90,7 @@ def post_tool_responses(body: BatchRequest) -> BatchResponse:
             continue
         traceparent = valid_traceparent(item.traceparent)
         bind(trace_id=trace_id_of(traceparent) if traceparent else None)
-        outcome = accept_callback(deps(), item.token, item.result, item.status)
+        outcome = accept_callback(deps(), item.token, item.result, item.status, item.context_id or "")
         if outcome.claims:
             peers.add(outcome.claims.name)
         status, message = _HTTP[outcome.status]

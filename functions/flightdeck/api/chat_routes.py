@@ -12,6 +12,7 @@ from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ChatAccepted, ChatRequest, ErrorResponse, SessionView
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ReplyRequest, ingest_chat, read_session, user_turn
 from flightdeck.domain.records import SessionBusyError, SessionNotFoundError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
@@ -30,7 +31,8 @@ _ERRORS = {
                          "out of range or NaN/Infinity (bad_number); or a callbackService that is not allowed",
           "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
     **_AUTH_ERRORS,
-    404: {"description": "session_id names a session of another peer (it does not exist for this caller)",
+    404: {"description": "session_id names a session of another peer (it does not exist for this caller), or, with "
+                         "continue_session, no session at all",
           "content": _ERROR_BODY},
     409: {"description": "The session is busy with a turn"},
     413: {"description": "Body too large"},
@@ -48,9 +50,11 @@ def post_chat(request: ChatRequest) -> Response[ChatAccepted]:
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     try:
-        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer())
+        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer(),
+                               continue_session=request.continue_session)
     except SessionNotFoundError:
-        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}") from None
+        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}"
+                       + (" to continue" if request.continue_session else "")) from None
     except UnknownServiceError as exc:
         raise ApiError(400, "unknown_callback_service", str(exc)) from None
     except SessionBusyError:
@@ -72,4 +76,5 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
     return SessionView(session_id=session.session_id, status=session.status, turn=session.user_messages,
                        iteration=session.turn, messages=session.messages, created_at=session.created_at,
-                       updated_at=session.updated_at)
+                       updated_at=session.updated_at,
+                       question=pending_question(session.messages) if session.status == "idle" else None)

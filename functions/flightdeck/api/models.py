@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from flightdeck.api.strict_json import is_unicode
 
@@ -40,6 +40,9 @@ class ChatRequest(BaseModel):
     content: Text = Field(min_length=1, max_length=100_000,
                           description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
     reply: ReplyTo | None = None
+    continue_session: StrictBool = Field(False, description="true: session_id names an existing session of the caller to "
+                                                      "continue (e.g. a delegation answering the agent's question); "
+                                                      "404 if there is none, instead of starting it")
 
     @field_validator("content")
     @classmethod
@@ -49,6 +52,12 @@ class ChatRequest(BaseModel):
         if size > MAX_CONTENT_BYTES:
             raise ValueError(f"content is {size:,} bytes as UTF-8; at most {MAX_CONTENT_BYTES:,} are accepted")
         return value
+
+    @model_validator(mode="after")
+    def _continues_a_named_session(self) -> "ChatRequest":
+        if self.continue_session and not self.session_id:
+            raise ValueError("continue_session needs the session_id of the session to continue")
+        return self
 
 
 class ChatAccepted(BaseModel):
@@ -60,12 +69,31 @@ class ChatAccepted(BaseModel):
     status: Literal["accepted", "replayed"]
 
 
+AnswerStatus = Literal["success", "error", "input_required"]
+_STATUS_DESCRIPTION = ("`error`: the peer could not do the task, and `result` says why. `input_required`: the peer "
+                       "asks a question (`result`) before it can go on; `context_id` names its session, which the "
+                       "answer continues.")
+_CONTEXT_ID_DESCRIPTION = "With status `input_required` (and only then): the session of the peer that takes the answer."
+
+
+def _context_with_question(status: str, context_id: str | None) -> None:
+    if status == "input_required" and not context_id:
+        raise ValueError("status input_required needs the context_id of the session that takes the answer")
+    if status != "input_required" and context_id is not None:
+        raise ValueError("context_id goes with status input_required only")
+
+
 class ToolResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     result: Text = Field(description="The peer's answer, as a string.")
-    status: Literal["success", "error"] = Field(
-        "success", description="`error`: the peer could not do the task, and `result` says why.")
+    status: AnswerStatus = Field("success", description=_STATUS_DESCRIPTION)
+    context_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description=_CONTEXT_ID_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _question_names_its_context(self) -> "ToolResponse":
+        _context_with_question(self.status, self.context_id)
+        return self
 
 
 class ToolResponseStatus(BaseModel):
@@ -78,9 +106,15 @@ class BatchItem(BaseModel):
 
     token: Text = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     result: Text
-    status: Literal["success", "error"] = "success"
+    status: AnswerStatus = "success"
+    context_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description=_CONTEXT_ID_DESCRIPTION)
     # W3C trace context of this item's delegation (a header cannot carry one per item).
     traceparent: Text = Field("", max_length=128)
+
+    @model_validator(mode="after")
+    def _question_names_its_context(self) -> "BatchItem":
+        _context_with_question(self.status, self.context_id)
+        return self
 
 
 class BatchRequest(BaseModel):
@@ -109,6 +143,8 @@ class SessionView(BaseModel):
     messages: list[dict[str, Any]]
     created_at: int
     updated_at: int
+    question: str | None = Field(None, description="While the session is idle after asking for input (its last "
+                                                   "think called ask_user): the question. The next message answers it")
 
 
 class SessionSummary(BaseModel):

@@ -2,7 +2,7 @@
 
 Each event is `id: <stable id>`, `event: <kind>`, `data: <JSON>` (flightdeck.domain.timeline):
 message, thinking, delegating, tool_call, callback_accepted, timeout, dispatch_failed,
-canceled, tool_result, answer, and last idle. The stream replays the timeline from the start,
+canceled, tool_result, answer (or question: the agent asks for input), and last idle. The stream replays the timeline from the start,
 then follows the session until it is idle again (or STREAM_MAX_MS); `?follow=false` sends the
 timeline as it stands and ends. Following, it also sends `text_delta` events: the text of the
 think under way as the model produces it (flightdeck.domain.session_events). Same peer authentication as GET /api/sessions/{id}: another
@@ -77,7 +77,8 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
 @router.get("/api/sessions/<session_id>/events", summary="A session's timeline as Server-Sent Events", responses={
     200: {"description": "text/event-stream: each event `id`, `event` (its kind) and one `data` line of JSON "
                          "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
-                         "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, idle (last). "
+                         "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, question (the "
+                         "agent asks for input: the next message answers it), idle (last). "
                          "Replayed from the start, then live until the session is idle; comments keep it open. Live "
                          "only: text_delta {iteration, attempt, offset, text}, the text of the think under way as the "
                          "model produces it (offset 0 again: it starts over); an iteration's deltas joined are its "

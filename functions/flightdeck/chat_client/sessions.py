@@ -3,7 +3,8 @@
 The timeline is drawn from what the API exposes, the session's messages (Converse shapes): each
 assistant message is one think iteration of the model (its reply); its toolUse blocks are the
 delegations it starts ("delegating to worker: task"); the toolResult blocks that come back say who
-answered, failed or timed out; an assistant message without tool calls is an answer.
+answered, failed or timed out; an assistant message without tool calls is an answer, and one whose
+calls are all ask_user a question (printed as the answer: the next message answers it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from flightdeck.chat_client.transport import (
 )
 
 DELEGATE_TOOL_PREFIX = "ask_"  # flightdeck.domain.agent.DelegateTool.name, unless a tool_name is configured
+ASK_USER = "ask_user"  # flightdeck.domain.asking: the agent asks for input
 
 
 # The client's own, lenient view of the API's payloads (flightdeck.api.models is the server's, strict
@@ -159,6 +161,10 @@ class Timeline:
         if not uses:
             self.console.event(f"think {self.thinks}: answer")
             return text
+        if all(use.get("name") == ASK_USER for use in uses):
+            self.console.event(f"think {self.thinks}: asks for input (your next message answers it)")
+            return "\n".join(str((use.get("input") or {}).get("question", "")) for use in uses
+                             if isinstance(use.get("input"), dict))
         self.console.event(f"think {self.thinks}" + (f": {preview(text, 80)}" if text else ""))
         for use in uses:
             name, args = str(use.get("name", "")), use.get("input")

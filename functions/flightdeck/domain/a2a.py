@@ -4,8 +4,12 @@
   started until the session is idle again. `message/send` stores the task, then
   hands the text to `domain.chat.ingest_chat`, so the same turn pipeline runs.
 * The turn loop calls `on_end_turn` when a turn ends with a final answer (the
-  task completes) and `stop_if_canceled` before it thinks (a canceled task
-  thinks no more).
+  task completes) or a question (the task waits in `input-required`, the question
+  its status message; flightdeck.domain.asking), and `stop_if_canceled` before it
+  thinks (a canceled task thinks no more).
+* The next message on an `input-required` task (its taskId, or its contextId
+  alone) continues it: the task works again, in the same session, whose model
+  sees its question and the answer.
 * Every terminal transition is one conditional write; its winner enqueues the
   task's push notifications on the delivery queue (kind "a2a_push"), which the
   delivery worker POSTs with retries, re-checking ALLOWED_HOST_MAPPING.
@@ -26,6 +30,7 @@ from pydantic import BaseModel
 
 from flightdeck.domain.a2a_models import (
     ACCEPTED_PARTS,
+    INTERRUPTED_STATES,
     CONTENT_TYPE_NOT_SUPPORTED,
     INPUT_MODES,
     INVALID_PARAMS,
@@ -47,6 +52,7 @@ from flightdeck.domain.a2a_models import (
     dump,
 )
 from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ingest_chat
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
@@ -91,20 +97,34 @@ def _agent_message(task_id: str, context_id: str, text: str, salt: str) -> dict[
     }
 
 
+def _user_message(task_id: str, context_id: str, text: str, salt: str) -> dict[str, Any]:
+    return {**_agent_message(task_id, context_id, text, salt), "role": "user"}
+
+
 def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
-    """The task's message, then what the agent said during its turns (tool traffic left out)."""
+    """The task's message, then what the agent said during its turns (its questions included) and the
+    messages that answered them (tool traffic left out)."""
     history = [rec.user_message]
     stored = ports(deps).store.task_messages(rec.session_id, rec.start_turn, rec.end_turn)
     skipped_own = False
     for index, item in enumerate(stored):
         role = item.message.get("role")
-        texts = [b["text"] for b in item.message.get("content", []) if isinstance(b.get("text"), str)]
+        content = item.message.get("content", [])
+        texts = [b["text"] for b in content if isinstance(b.get("text"), str)]
         if role == "user":
+            if any("toolResult" in b for b in content):
+                continue
             if not skipped_own and item.turn == rec.start_turn and texts:
                 skipped_own = True  # the session's copy of the task's own message
+            elif any(t.strip() for t in texts):  # a later message of the task: an answer to its question
+                history.append(_user_message(rec.task_id, rec.session_id, "".join(texts), f"u{item.turn}-{index}"))
             continue
-        if role == "assistant" and any(t.strip() for t in texts):
-            history.append(_agent_message(rec.task_id, rec.session_id, "".join(texts), f"h{item.turn}-{index}"))
+        said = "".join(texts)
+        question = pending_question([item.message])
+        if question:
+            said = f"{said.strip()}\n{question}" if said.strip() else question
+        if role == "assistant" and said.strip():
+            history.append(_agent_message(rec.task_id, rec.session_id, said, f"h{item.turn}-{index}"))
     return history
 
 
@@ -263,6 +283,8 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
         if rec.state in TERMINAL_STATES:
             raise A2AError(INVALID_PARAMS, f"Task {rec.task_id} is in terminal state: {rec.state}",
                            {"taskId": rec.task_id, "state": rec.state})
+        if rec.state == "input-required":
+            return _continue_task(deps, rec, content, config, remaining_ms, caller)
         raise A2AError(UNSUPPORTED_OPERATION, "this agent never asks for input: a task takes no further messages "
                                               "while it works; send a new message in its context when it is done",
                        {"taskId": rec.task_id, "state": rec.state})
@@ -285,6 +307,12 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
                      start_turn=(session.turn + 1) if session else 1, user_message=user_message,
                      created_ms=now, updated_ms=now, owner=caller or "")
     if not a2a.create_task(rec, push, s.session_retention_ms):
+        # The context's open task may be waiting for input: this message, naming the context alone, answers it.
+        current = a2a.get_current(session_id)
+        waiting = a2a.get_task(session_id, current.key) if current is not None and current.open \
+            and current.state == "input-required" else None
+        if waiting is not None and waiting.state == "input-required" and visible_to(waiting.owner, caller):
+            return _continue_task(deps, waiting, content, config, remaining_ms, caller)
         raise _context_busy(deps, session_id)
     if before_start is not None:
         before_start(session_id)
@@ -306,6 +334,35 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     return render_task(deps, current, config.historyLength if config else None)
 
 
+def _continue_task(deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None,
+                   caller: str | None) -> dict[str, Any]:
+    """The message answers the question of a task in input-required: the task works again (a conditional
+    write: one message wins), and the message starts the next turn of its session."""
+    a2a = ports(deps).store
+    push = validate_push_config(deps, config.pushNotificationConfig, rec.task_id) \
+        if config and config.pushNotificationConfig else None
+    if not a2a.resume_task(rec.session_id, rec.key):
+        raise _context_busy(deps, rec.session_id)  # another message answered it first
+    if push is not None:  # the answer's sender is told of what follows (a delegation's new callback token)
+        a2a.put_push(rec.session_id, rec.key, push, deps.settings.session_retention_ms)
+    try:
+        accepted = ingest_chat(deps, content, rec.session_id, caller=caller)
+    except (SessionBusyError, SessionNotFoundError) as exc:
+        # The session took another message first: the question stands (its notification was sent).
+        a2a.ask_input(rec.session_id, rec.key, rec.status_text, rec.end_turn, notified=True)
+        if isinstance(exc, SessionNotFoundError):
+            raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": rec.session_id}) from None
+        raise _context_busy(deps, rec.session_id) from None
+    count("A2ATasksContinued")
+    timeline("a2a_task_continued", f"A2A task {rec.task_id} continued: its question answered",
+             session_id=rec.session_id, turn=accepted.turn)
+    if config and config.blocking:
+        _wait_terminal(deps, rec.session_id, rec.key, remaining_ms)
+    current = a2a.get_task(rec.session_id, rec.key)
+    assert current is not None
+    return render_task(deps, current, config.historyLength if config else None)
+
+
 def _wait_terminal(deps: Deps, session_id: str, key: str, remaining_ms: int | None) -> None:
     budget = BLOCKING_WAIT_MAX_S
     if remaining_ms is not None:
@@ -314,7 +371,7 @@ def _wait_terminal(deps: Deps, session_id: str, key: str, remaining_ms: int | No
     pause = BLOCKING_POLL_FIRST_S
     while time.monotonic() < deadline:
         rec = ports(deps).store.get_task(session_id, key)
-        if rec is None or rec.state in TERMINAL_STATES:
+        if rec is None or rec.state in TERMINAL_STATES or rec.state in INTERRUPTED_STATES:
             return
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(BLOCKING_POLL_MAX_S, pause * 1.5)
@@ -336,13 +393,19 @@ def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = Non
     if rec.state in TERMINAL_STATES:
         not_cancelable.data["state"] = rec.state
         raise not_cancelable
-    session = deps.store.get_session(rec.session_id)
-    end_turn = session.turn if session else rec.start_turn
     a2a = ports(deps).store
-    if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
-        latest = a2a.get_task(rec.session_id, rec.key)
-        not_cancelable.data["state"] = latest.state if latest else "unknown"
-        raise not_cancelable
+    # Waiting for an answer, its session is idle at the question's turn: nothing to stop, and a later
+    # message to the session is not this task's (closed at that turn, in the same write).
+    waited = rec.state == "input-required" and a2a.finish_task(
+        rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=rec.end_turn,
+        only_from="input-required", closed_turn=rec.end_turn)
+    if not waited:
+        session = deps.store.get_session(rec.session_id)
+        end_turn = session.turn if session else rec.start_turn
+        if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
+            latest = a2a.get_task(rec.session_id, rec.key)
+            not_cancelable.data["state"] = latest.state if latest else "unknown"
+            raise not_cancelable
     count("A2ATasksCanceled")
     timeline("a2a_task_canceled", f"A2A task {rec.task_id} canceled", session_id=rec.session_id)
     _stop_delegations(deps, rec.session_id, rec.key)
@@ -415,16 +478,23 @@ def stop_if_canceled(deps: Deps, session_id: str, turn: int) -> bool:
     return True
 
 
-def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False) -> None:
+def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False,
+                question: str | None = None) -> None:
     """The session's turn ended with a final answer: its open A2A task completes (once), or fails
-    when the answer is an error (the model could not answer)."""
+    when the answer is an error (the model could not answer); or with a question: the task waits in
+    input-required, the question its status message (once per turn)."""
     if getattr(deps, "a2a", None) is None:
         return
     a2a = ports(deps).store
     current = a2a.get_current(session_id)
     if current is None or turn < current.start_turn:
         return
-    if current.open:
+    if current.open and question is not None:
+        if a2a.ask_input(session_id, current.key, question, turn):
+            count("A2ATasksInputRequired")
+            timeline("a2a_task_input_required", f"A2A task {task_id_of(session_id, current.key)} input-required",
+                     session_id=session_id, turn=turn)
+    elif current.open:
         state = "failed" if failed else "completed"
         if a2a.finish_task(session_id, current.key, state, answer=answer, end_turn=turn,
                            status_text=answer if failed else ""):
@@ -434,7 +504,7 @@ def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: boo
     elif current.state == "canceled" and not current.closed_turn:
         a2a.set_closed_turn(session_id, current.key, turn)  # a think that was under way when it was canceled
     rec = a2a.get_task(session_id, current.key)
-    if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
+    if rec is not None and (rec.state in TERMINAL_STATES or rec.state == "input-required") and not rec.notified:
         notify(deps, rec)
 
 
@@ -442,7 +512,8 @@ def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: boo
 
 
 def notify(deps: Deps, rec: TaskRecord) -> int:
-    """Enqueue the task for every push config it has (at least once), then mark it notified."""
+    """Enqueue the task for every push config it has (at least once), then mark it notified: when it
+    ended, and when it waits for input (continuing it clears the mark)."""
     a2a = ports(deps).store
     configs = a2a.list_push(rec.session_id, rec.key)
     if configs:

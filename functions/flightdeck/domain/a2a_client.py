@@ -32,6 +32,7 @@ from flightdeck.domain.a2a_models import (
 from flightdeck.domain.a2a_ports import RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
+from flightdeck.domain.asking import input_required_result
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
 from flightdeck.domain.dispatch import (
@@ -129,10 +130,16 @@ def task_answer(task: Task) -> str:
 
 
 def task_result(tool_use_id: str, task: Task) -> ToolResult:
-    """A terminal (or interrupted) peer task as our tool result."""
+    """A terminal (or interrupted) peer task as our tool result. A task that waits for input is the peer's
+    question (flightdeck.domain.asking): our model may answer it by delegating again in its context."""
     state = task.status.state
     if state == "completed":
         return ToolResult(tool_use_id, "success", task_answer(task), ResultSource.CALLBACK)
+    if state == "input-required":
+        message = task.status.message
+        question = (text_of_parts(message.parts) if message is not None else "") or task_answer(task)
+        return ToolResult(tool_use_id, "success", input_required_result(question, task.contextId, task.id),
+                          ResultSource.CALLBACK)
     detail = task_answer(task) or f"A2A task {task.id} ended in state {state}"
     return error_result(tool_use_id, f"peer_{state.replace('-', '_')}", ResultSource.CALLBACK, detail[:1000])
 
@@ -210,6 +217,8 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         "kind": "message", "role": "user", "parts": [{"kind": "text", "text": msg.task}],
         # The same delegation always sends the same message id: a peer may recognise a re-send.
         "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
+        # A continuation: in the peer's context, and of its task that asked for input (flightdeck.domain.asking).
+        **({"contextId": msg.context_id} if msg.context_id else {}), **({"taskId": msg.task_id} if msg.task_id else {}),
     }
     configuration: dict[str, Any] = {"blocking": False, "acceptedOutputModes": ["text/plain"]}
     if push_url:

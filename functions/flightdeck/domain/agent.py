@@ -66,6 +66,16 @@ class AgentDefinition(BaseModel):
     local_tools: list[str] = Field(default_factory=list)
     delegates: list[DelegateTool] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)
+    # Offer the built-in ask_user tool: the agent may end a turn asking for input (flightdeck.domain.asking).
+    ask_user: bool = True
+
+    @model_validator(mode="after")
+    def _ask_user_is_one_tool(self) -> "AgentDefinition":
+        clash = next((d for d in self.delegates if d.name == "ask_user"), None) if self.ask_user else None
+        if clash is not None:
+            raise ValueError(f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's; "
+                             "give it another tool_name, or set ask_user = false")
+        return self
 
     @model_validator(mode="after")
     def _tool_names_are_unique(self) -> "AgentDefinition":

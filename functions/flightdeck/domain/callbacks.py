@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from flightdeck.domain.aggregation import record_and_advance
+from flightdeck.domain.asking import INPUT_REQUIRED, input_required_result
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
 from flightdeck.domain.tokens import CallbackClaims, TokenError, verify
@@ -45,17 +46,23 @@ def verified_claims(deps: Deps, token: str, what: str = "callback") -> CallbackC
         return None
 
 
-def accept_callback(deps: Deps, token: str, result_text: str, status: str = "success") -> CallbackOutcome:
+def accept_callback(deps: Deps, token: str, result_text: str, status: str = "success",
+                    context_id: str = "") -> CallbackOutcome:
+    """status "input_required": result_text is the delegate's question, and context_id the conversation
+    that takes the answer; the model gets both as its tool result (flightdeck.domain.asking)."""
     s = deps.settings
     claims = verified_claims(deps, token)
     if claims is None:
         return CallbackOutcome(CallbackStatus.UNAUTHORIZED)
     ids = {"session_id": claims.session_id, "tool_use_id": claims.tool_use_id, "turn": claims.turn}
     bind(**ids)
+    if status == INPUT_REQUIRED:
+        result_text = input_required_result(result_text, context_id)
     if len(result_text.encode("utf-8")) > s.max_result_bytes:
         logger.warning("callback refused: result too large", extra=ids)
         count("CallbacksRefused")
         return CallbackOutcome(CallbackStatus.TOO_LARGE, claims)
+    # A question is a successful call: the delegate answered, with a question.
     result = ToolResult(claims.tool_use_id, "error" if status == "error" else "success", result_text,
                         ResultSource.CALLBACK)
     advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback",

@@ -40,9 +40,10 @@ def user_turn(deps: Deps, accepted: Accepted) -> int:
 
 
 def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: ReplyRequest | None = None,
-                traceparent: str = "", caller: str | None = None) -> Accepted:
+                traceparent: str = "", caller: str | None = None, continue_session: bool = False) -> Accepted:
     """Raises UnknownServiceError (callbackService not allowed), SessionBusyError, or SessionNotFoundError
-    (the session belongs to another peer: for the caller it does not exist).
+    (the session belongs to another peer: for the caller it does not exist; with continue_session, a
+    session that does not exist is not created either).
 
     caller: the authenticated peer, who owns a session it creates and alone may continue it;
     None only when inbound authentication is off.
@@ -61,7 +62,8 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
         # id, or a delegation's derived one, is tried as new first: one write, no read.
         turn = deps.store.start_turn_with_message(sid, message, s.session_retention_ms, route=route,
                                                   parent={"traceparent": traceparent} if traceparent else None,
-                                                  owner=caller, likely_new=session_id is None or reply is not None)
+                                                  owner=caller, likely_new=session_id is None or reply is not None,
+                                                  must_exist=continue_session and session_id is not None)
     except ReplayedError as replay:
         # A redelivered dispatch: the task is already under way (or answered).
         return Accepted(sid, replay.turn, replayed=True, user_messages=replay.user_messages)

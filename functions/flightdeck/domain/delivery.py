@@ -19,6 +19,7 @@ from typing import Callable
 from pydantic import BaseModel
 
 from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.asking import INPUT_REQUIRED
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.ports import Deps, audit_post
 from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
@@ -36,6 +37,8 @@ class DeliveryMessage(BaseModel):
     traceparent: str = ""
     created_ms: int = 0
     status: str = "success"  # "error": the agent could not do the task (the result says why)
+    # status "input_required": the result is the agent's question, and this the session that takes the answer.
+    context_id: str = ""
 
 
 class DeliveryStatus(str, enum.Enum):
@@ -103,7 +106,12 @@ def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None 
 
 def _answer_body(message: DeliveryMessage) -> dict[str, str]:
     # "status" only when it says something, so a peer that predates it still takes success answers.
-    return {"result": message.result, **({"status": "error"} if message.status == "error" else {})}
+    body = {"result": message.result}
+    if message.status in ("error", INPUT_REQUIRED):
+        body["status"] = message.status
+    if message.status == INPUT_REQUIRED:
+        body["context_id"] = message.context_id
+    return body
 
 
 def if_time_allows(deps: Deps, budget: TimeBudget | None, first_sent_ms: int,

@@ -43,6 +43,10 @@ class DispatchMessage(BaseModel):
     issued_ms: int | None = None
     # Attempts made before this message was queued (the turn worker's inline one: flightdeck.domain.outbox).
     prior_attempts: int = Field(0, ge=0)
+    # The delegate's conversation this task continues ("" for a new one; flightdeck.domain.asking): one of
+    # our agents' session, or an A2A contextId (with task_id, the A2A task that asked for input).
+    context_id: str = ""
+    task_id: str = ""
 
     def issued_at_ms(self, async_tool_timeout_ms: int) -> int:
         return self.issued_ms if self.issued_ms is not None else self.deadline_ms - async_tool_timeout_ms
@@ -101,9 +105,11 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
         return _fail(deps, msg, f"peer service {delegate.peer_service!r} is not in ALLOWED_HOST_MAPPING")
     token = callback_token(deps, msg, delegate)
     body = {
-        "session_id": peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
+        "session_id": msg.context_id or peer_session_id(s.agent_name, msg.session_id, msg.tool_use_id),
         "content": msg.task,
         "reply": {"callbackService": delegate.callback_service or s.agent_name, "bearerToken": token},
+        # A continuation must find the peer's session (it belongs to us), never start one.
+        **({"continue_session": True} if msg.context_id else {}),
     }
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
     # Our bearer token for this peer (its registry holds the hash): without it, a peer that

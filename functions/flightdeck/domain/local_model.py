@@ -13,10 +13,23 @@ Behaviour, as a pure function of (agent, system, messages, tools):
     ``[name] Task: "<task>" — answer: <n> words; reversed: "<words reversed>"``.
   - Mentions of agents it cannot delegate to are not delegated; the answer
     says they are unknown.
+  - ``?ask question?`` (when there is nothing to delegate or run, and ask_user
+    is among ``tools``): the agent asks the question (up to the first "?"; a
+    stock question when none is given) with one ask_user call, and its turn ends
+    (flightdeck.domain.asking). ``?answer text`` is not part of any task: it is
+    the answer this agent gives a delegate that asks it a question.
 * Results in (the last user message holds toolResult blocks): the final answer
   (end_turn) begins with a one-line summary ("2 of 2 delegations answered."),
   quotes every result's text verbatim naming the agent (or local tool) it came
-  from, and says which failed and why.
+  from, and says which failed and why. But:
+  - results that answer its own question (the user's next message, given as the
+    ask_user call's result): the task is answered with the answer, quoted; or,
+    when the question passed on a delegate's question, the answer goes to that
+    delegate, in its context (the delegating tool's context_id, task_id);
+  - a delegate's question (an input_required result): answered with the task's
+    ``?answer`` text by delegating it in the delegate's context (once per
+    context); without one, passed on to whoever gave the task (ask_user:
+    "<agent> asks: <question>").
 
 toolUse ids are ``tooluse_`` + 22 characters of a hash of the agent name, the
 conversation so far and the block's index: the same input gives the same ids.
@@ -33,12 +46,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
+from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
 from flightdeck.domain.local_tools import get_tool
 from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
 
 # A marker starts at the beginning of the text or after whitespace / an opening bracket,
 # so that e-mail addresses ("a@b.com") and exclamations ("wow!") are not markers.
-_MARKER = re.compile(r"(?<![^\s(\[{\"'])([@!])([a-z0-9][a-z0-9_-]*)")
+_MARKER = re.compile(r"(?<![^\s(\[{\"'])([@!?])([a-z0-9][a-z0-9_-]*)")
+ASK_MARKER, ANSWER_MARKER = "ask", "answer"  # ?ask, ?answer
+STOCK_QUESTION = "Could you tell me more about what you need?"
 _TASK_PREVIEW_CHARS = 80
 
 
@@ -129,7 +145,7 @@ class LocalModel:
             raise ValueError("the conversation must end with a user message")
         last = messages[-1]
         if _has_tool_results(last):
-            stop_reason, content = "end_turn", [{"text": self._final_answer(messages, tools)}]
+            stop_reason, content = self._results_in(messages, tools)
         else:
             stop_reason, content = self._new_task(_text_of(last), messages, tools)
         message = {"role": "assistant", "content": content}
@@ -155,6 +171,10 @@ class LocalModel:
                     markers.append((m.start(), m.end(), ("delegate", delegate.name, name)))
                 else:
                     markers.append((m.start(), m.end(), ("unknown", "", name)))
+            elif sigil == "?":
+                if name == ANSWER_MARKER:  # the answer for a delegate's question: no task's text
+                    markers.append((m.start(), m.end(), ("answer", "", name)))
+                # `?ask` stays in the text: it is the task's (or a delegate's task's) own
             elif name in self.agent.local_tools and name in available and get_tool(name) is not None:
                 markers.append((m.start(), m.end(), ("local", name, name)))
             # any other `!word` is ordinary text
@@ -166,6 +186,8 @@ class LocalModel:
         calls: list[_Call] = []
         unknown: list[str] = []
         for i, ((kind, tool, target), argument) in enumerate(segments):
+            if kind == "answer":
+                continue
             if kind == "unknown":
                 if target not in unknown:
                     unknown.append(target)
@@ -173,7 +195,7 @@ class LocalModel:
             if kind == "delegate" and not argument:
                 # "@a @b compare notes": a mention without a task shares the next task;
                 # "summarise this @a": or takes the text before the first mention.
-                following = (a for (k, _, _), a in segments[i + 1 :] if k != "local" and a)
+                following = (a for (k, _, _), a in segments[i + 1 :] if k not in ("local", "answer") and a)
                 argument = next(following, lead)
                 if not argument:
                     continue  # nothing to ask: not delegated
@@ -189,8 +211,41 @@ class LocalModel:
 
     # --- a new task ------------------------------------------------------------
 
+    @staticmethod
+    def _marker_text(text: str, name: str) -> str | None:
+        """The text after the first ?name marker, up to the next marker (None without one)."""
+        found = [m for m in _MARKER.finditer(text) if m.group(1) != "?" or m.group(2) in (ASK_MARKER, ANSWER_MARKER)]
+        for i, m in enumerate(found):
+            if m.group(1) == "?" and m.group(2) == name:
+                stop = found[i + 1].start() if i + 1 < len(found) else len(text)
+                return text[m.end():stop].strip()
+        return None
+
+    def _question(self, text: str) -> tuple[str, str] | None:
+        """(question, the task without it) when the text asks: `?ask which year? summarise`."""
+        match = next((m for m in _MARKER.finditer(text) if m.group(1) == "?" and m.group(2) == ASK_MARKER), None)
+        if match is None:
+            return None
+        after = self._marker_text(text, ASK_MARKER) or ""
+        mark = after.find("?")
+        question = after[:mark + 1].strip() if mark >= 0 else after
+        rest = after[mark + 1:] if mark >= 0 else ""
+        task = " ".join(f"{text[:match.start()]} {rest}".split())
+        return question or STOCK_QUESTION, task
+
+    def _ask(self, messages: list[Message], questions: list[str], said: str) -> tuple[str, list[dict]]:
+        content: list[dict] = [{"text": said}]
+        for index, question in enumerate(questions):
+            content.append({"toolUse": {"toolUseId": self._tool_use_id(messages, index), "name": ASK_USER,
+                                        "input": {"question": question}}})
+        return "tool_use", content
+
     def _new_task(self, text: str, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict]]:
         calls, unknown = self._parse(text, tools)
+        asked = self._question(text) if not calls and _offers(tools, ASK_USER) else None
+        if asked is not None:
+            question, _task = asked
+            return self._ask(messages, [question], f"Before I can do this, I need to know: {question}")
         if not calls:
             answer = self._answer(text)
             if unknown:
@@ -218,11 +273,12 @@ class LocalModel:
             )
         return "tool_use", content
 
-    def _answer(self, task: str) -> str:
+    def _answer(self, task: str, asked: tuple[str, str] | None = None) -> str:
         task = task.strip()
         words = task.split()
         reversed_words = " ".join(reversed(words))
-        return f'[{self.agent.name}] Task: "{task}" — answer: {len(words)} words; reversed: "{reversed_words}"'
+        told = f' (asked "{asked[0]}", told "{asked[1]}")' if asked else ""
+        return f'[{self.agent.name}] Task: "{task}"{told} — answer: {len(words)} words; reversed: "{reversed_words}"'
 
     @staticmethod
     def _unknown_line(unknown: list[str]) -> str:
@@ -230,6 +286,90 @@ class LocalModel:
         return f"Not delegated, unknown agent(s): {names}."
 
     # --- results in ------------------------------------------------------------
+
+    def _results_in(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict]]:
+        answered = asks(messages[-2]) if len(messages) >= 2 else []
+        if answered:
+            return self._answered(messages, answered)
+        questions = self._delegate_questions(messages)
+        if questions:
+            reply = self._answer_delegates(messages, tools, questions)
+            if reply is not None:
+                return reply
+        return "end_turn", [{"text": self._final_answer(messages, tools)}]
+
+    def _delegate_questions(self, messages: list[Message], at: int = -1) -> list[tuple[str, dict[str, str]]]:
+        """(delegating tool, its input_required fields) of each delegate's question in messages[at] (a results
+        message, after the assistant message that called them)."""
+        if len(messages) < 1 - at or messages[at - 1].get("role") != "assistant":
+            return []
+        called = {b["toolUse"].get("toolUseId"): b["toolUse"].get("name") for b in messages[at - 1].get("content", [])
+                  if "toolUse" in b}
+        out = []
+        for block in messages[at].get("content", []):
+            result = block.get("toolResult")
+            if not isinstance(result, dict) or result.get("status") == "error":
+                continue
+            tool = called.get(result.get("toolUseId"))
+            fields = parse_input_required(_result_text(result))
+            if fields is not None and tool and self.agent.delegate_for_tool(tool) is not None:
+                out.append((tool, fields))
+        return out
+
+    def _task_text(self, messages: list[Message]) -> str:
+        """The latest user text message: the task this turn works on."""
+        for message in reversed(messages):
+            if message.get("role") == "user" and not _has_tool_results(message):
+                return _text_of(message)
+        return ""
+
+    def _continue(self, messages: list[Message], answers: list[tuple[str, dict[str, str], str]],
+                  said: str) -> tuple[str, list[dict]]:
+        """Delegate each answer in the context of the question it answers."""
+        content: list[dict] = [{"text": said}]
+        for index, (tool, fields, answer) in enumerate(answers):
+            tool_input = {"task": answer, "context_id": fields["context_id"],
+                          **({"task_id": fields["task_id"]} if "task_id" in fields else {})}
+            content.append({"toolUse": {"toolUseId": self._tool_use_id(messages, index), "name": tool,
+                                        "input": tool_input}})
+        return "tool_use", content
+
+    def _answer_delegates(self, messages: list[Message], tools: list[ToolSpec],
+                          questions: list[tuple[str, dict[str, str]]]) -> tuple[str, list[dict]] | None:
+        """A delegate asked: answer with the task's ?answer (once per context), else pass the question on."""
+        answer = self._marker_text(self._task_text(messages), ANSWER_MARKER)
+        continued = {str((b["toolUse"].get("input") or {}).get("context_id")) for m in messages
+                     for b in m.get("content", []) if "toolUse" in b}
+        if answer and all(f["context_id"] not in continued for _, f in questions):
+            return self._continue(messages, [(t, f, answer) for t, f in questions],
+                                  f"Answering {len(questions)} question(s) of delegates: {answer}")
+        if _offers(tools, ASK_USER):
+            asked = [f"{self._agent_of(t)} asks: {f['question']}" for t, f in questions]
+            return self._ask(messages, asked, "A delegate needs an answer first.")
+        return None
+
+    def _agent_of(self, tool: str) -> str:
+        delegate = self.agent.delegate_for_tool(tool)
+        return delegate.agent if delegate is not None else tool
+
+    def _answered(self, messages: list[Message], ask_ids: list[str]) -> tuple[str, list[dict]]:
+        """The last message answers this agent's question (flightdeck.domain.asking: the answer is the result
+        of its ask_user calls)."""
+        results = {b["toolResult"].get("toolUseId"): _result_text(b["toolResult"])
+                   for b in messages[-1].get("content", []) if "toolResult" in b}
+        answer = next((results[i] for i in ask_ids if i in results), "")
+        # The question passed on the questions of delegates: the answer goes to them.
+        relayed = self._delegate_questions(messages, at=-3) if len(messages) >= 4 else []
+        if relayed:
+            return self._continue(messages, [(t, f, answer) for t, f in relayed],
+                                  f"Passing the answer on to {len(relayed)} delegate(s): {answer}")
+        asking = messages[-2]
+        questions = "\n".join(str((b["toolUse"].get("input") or {}).get("question", ""))
+                              for b in asking.get("content", []) if "toolUse" in b)
+        text = self._task_text(messages[:-2])
+        own = self._question(text)
+        task = own[1] if own is not None else text
+        return "end_turn", [{"text": self._answer(task, (questions, answer))}]
 
     def _final_answer(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         # What each toolUseId was: from the assistant message that asked for the tools.
@@ -262,8 +402,11 @@ class LocalModel:
             if delegate is not None:
                 delegated += 1
                 task = _preview(str(tool_input.get("task", "")))
+                question = None if failed else parse_input_required(text)
                 if failed:
                     lines.append(f'- @{delegate.agent} via {tool} ("{task}") failed: {_failure_reason(text)}')
+                elif question is not None:
+                    lines.append(f'- @{delegate.agent} via {tool} ("{task}") asks: {question["question"]}')
                 else:
                     answered += 1
                     lines.append(f'- @{delegate.agent} via {tool} ("{task}") answered:\n{text}')
@@ -290,3 +433,7 @@ class LocalModel:
         if unknown:
             out.append(self._unknown_line(unknown))
         return "\n".join(out)
+
+
+def _offers(tools: list[ToolSpec], name: str) -> bool:
+    return any(t.get("toolSpec", {}).get("name") == name for t in tools)

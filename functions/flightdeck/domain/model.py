@@ -84,19 +84,23 @@ def word_chunks(text: str, max_chunks: int | None = None) -> list[str]:
     return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
 
 
-def delegate_tool_spec(name: str, agent: str, description: str = "") -> ToolSpec:
-    """The Converse spec of a delegating tool: one string argument, the task."""
+def delegate_tool_spec(name: str, agent: str, description: str = "", a2a: bool = False) -> ToolSpec:
+    """The Converse spec of a delegating tool: the task, and optionally the conversation it continues
+    (flightdeck.domain.asking: a delegate that asked a question names its context_id)."""
+    properties: dict[str, Any] = {
+        "task": {"type": "string", "description": "What the agent should do (or the answer to its question)."},
+        "context_id": {"type": "string", "description": "Only to continue a conversation with this agent, e.g. to "
+                                                        "answer its question: the context_id its answer named. "
+                                                        "Leave out to start a new one."},
+    }
+    if a2a:
+        properties["task_id"] = {"type": "string", "description": "With context_id, to answer a question: the "
+                                                                  "task_id its answer named."}
     return {
         "toolSpec": {
             "name": name,
             "description": description or f"Delegate a task to the agent '{agent}'. The answer arrives asynchronously.",
-            "inputSchema": {
-                "json": {
-                    "type": "object",
-                    "properties": {"task": {"type": "string", "description": "What the agent should do."}},
-                    "required": ["task"],
-                }
-            },
+            "inputSchema": {"json": {"type": "object", "properties": properties, "required": ["task"]}},
         }
     }
 

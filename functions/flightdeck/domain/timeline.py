@@ -13,6 +13,7 @@ turn it waits on, in order:
   canceled           the call's A2A task was canceled
   tool_result        a local tool's result
   answer             the model ended its turn: the answer
+  question           the model ended its turn asking for input (ask_user): the question
   idle               the session is idle again (the last event of a stream)
 
 Each event has an id that stays the same however often (and however late) the timeline is
@@ -29,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flightdeck.domain.agent import AgentDefinition
+from flightdeck.domain.asking import asks, pending_question
 from flightdeck.domain.records import Session, ToolResult
 
 PREVIEW_CHARS = 1_000
 KINDS = ["message", "thinking", "delegating", "tool_call", "callback_accepted", "timeout", "dispatch_failed",
-         "canceled", "tool_result", "answer", "idle"]
+         "canceled", "tool_result", "answer", "question", "idle"]
 
 # The kinds that tell a follower of an A2A task what the agent is doing (flightdeck.domain.a2a_stream).
 PROGRESS_KINDS = frozenset({"thinking", "delegating", "tool_call", "callback_accepted", "timeout",
@@ -97,6 +99,10 @@ class _Builder:
     def assistant(self, message: dict[str, Any]) -> None:
         self.thinks += 1
         self.add(TimelineEvent(f"think.{self.thinks}", "thinking", {"think": self.thinks}))
+        if asks(message):
+            self.add(TimelineEvent(f"question.{self.thinks}", "question",
+                                   {"think": self.thinks, "text": pending_question([message]) or ""}))
+            return
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         for use in uses:
             tool_use_id = str(use.get("toolUseId", ""))

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from flightdeck.domain import a2a as a2a_tasks
-from flightdeck.domain import live, local_tools
+from flightdeck.domain import asking, live, local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
@@ -43,8 +43,8 @@ MAX_REPLY_BYTES = 180_000
 
 def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1,
              budget: TimeBudget | None = None) -> str:
-    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | canceled | error,
-    or resent (a redelivery after the turn ended re-sent what follows its answer).
+    """Returns what happened, for logs and tests: skipped | tool_use | end_turn | input_required | canceled |
+    error, or resent (a redelivery after the turn ended re-sent what follows its answer).
 
     attempt: the model attempt this think is (its event says so: 2, 3... after a throttled model). A
     retryable model error below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
@@ -64,7 +64,7 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     if session.status != "busy":
         # The turn already ended. When it ended with this think's answer, a redelivery re-runs
         # what follows that write (the answer's delivery, the A2A task's end): each is idempotent.
-        final = iteration is not None and not _calls_tools(ModelReply.model_validate(iteration.reply))
+        final = iteration is not None and not _runs_tools(deps, ModelReply.model_validate(iteration.reply))
         if final and (_answer_route(deps, session, turn) is not None or session.has_a2a_task):
             _end_turn(deps, session, turn, ModelReply.model_validate(iteration.reply), traceparent, budget)
             return "resent"
@@ -77,7 +77,7 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     if iteration is None:
         timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
         reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt))
-        calls = _calls_tools(reply)
+        calls = _runs_tools(deps, reply)  # a reply that asks for input ends the turn instead
         if calls and not a2a_session:
             # The calls' aggregation opens in the write that stores the reply. (An A2A session's
             # opens after its cancel check, which must see the reply stored.)
@@ -97,7 +97,7 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
             # That write ended the turn (and retired the route it answers).
             session = dataclasses.replace(session, status="idle", route=_retired(route, turn))
     reply = ModelReply.model_validate(iteration.reply)
-    if not _calls_tools(reply):
+    if not _runs_tools(deps, reply):
         return _end_turn(deps, session, turn, reply, traceparent, budget)
     if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):
         return "canceled"  # canceled while the model thought: its tool calls are not started
@@ -107,6 +107,16 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
 
 def _calls_tools(reply: ModelReply) -> bool:
     return not reply.error and reply.stop_reason == "tool_use" and bool(reply.tool_uses)
+
+
+def _question(deps: Deps, reply: ModelReply) -> str | None:
+    """The question the reply ends its turn with (flightdeck.domain.asking), or None."""
+    return asking.question_of(reply) if deps.settings.agent.ask_user else None
+
+
+def _runs_tools(deps: Deps, reply: ModelReply) -> bool:
+    """The reply calls tools to run (and so the turn goes on): not an answer, nor a question."""
+    return _calls_tools(reply) and _question(deps, reply) is None
 
 
 def _answer_route(deps: Deps, session: Session, turn: int) -> ReplyRoute | None:
@@ -131,7 +141,9 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     """
     s = deps.settings
     try:
-        ask = {"system": s.agent.system_prompt, "messages": messages, "tools": tool_specs(s.agent)}
+        # A message that answers the model's question is given to it as its ask_user call's result.
+        ask = {"system": s.agent.system_prompt, "messages": asking.answers_as_results(messages),
+               "tools": tool_specs(s.agent)}
         reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
@@ -194,14 +206,30 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
         ids_log = {"session_id": session_id, "turn": turn, "tool_use_id": tool_use_id}
         delegate = agent.delegate_for_tool(name)
         if delegate is not None:
-            timeline("tool_use", f"delegating to {delegate.agent}: {str(args.get('task', ''))[:80]}", **ids_log)
+            try:
+                context_id, task_id = asking.continued_context(session, delegate, s.agent_name, args)
+            except ValueError as exc:
+                record_and_advance(deps, session_id, turn, error_result(
+                    tool_use_id, "invalid_context_id", ResultSource.LOCAL, str(exc)), by="local", total=len(ids))
+                continue
+            timeline("tool_use", f"delegating to {delegate.agent}"
+                     + (f" (continuing {context_id})" if context_id else "")
+                     + f": {str(args.get('task', ''))[:80]}", **ids_log)
             dispatches.append({
                 "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id, "tool_name": name,
                 "task": str(args.get("task", "")), "total_tools": len(ids), "deadline_ms": deadline_ms,
                 "traceparent": child_traceparent(traceparent), "issued_ms": deadline_ms - s.async_tool_timeout_ms,
+                **({"context_id": context_id} if context_id else {}), **({"task_id": task_id} if task_id else {}),
             })
             continue
-        if name in agent.local_tools:
+        if agent.ask_user and name == asking.ASK_USER:
+            # Asking ends a turn only when it is all the reply does: here it came with other calls, or
+            # without a question. The model hears why, with the other results.
+            problem = asking.question_problem(args)
+            result = error_result(tool_use_id, "invalid_input" if problem else "ask_user_not_alone", ResultSource.LOCAL,
+                                  f"ask_user: {problem}" if problem else "ask_user must be the only tool call of its "
+                                  "reply: ask again, alone, once these results are in")
+        elif name in agent.local_tools:
             status, text = local_tools.run_local_tool(name, args)
             result = ToolResult(tool_use_id, status, text, ResultSource.LOCAL)
         else:
@@ -217,22 +245,28 @@ def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, tracep
     that stored the answer normally ended the turn too; a session still busy here (state written
     before that was so) is ended now."""
     store, session_id = deps.store, session.session_id
-    answer, status = reply.text, "error" if reply.error else "success"
+    question = _question(deps, reply)
+    answer = question if question is not None else reply.text
+    status = "error" if reply.error else asking.INPUT_REQUIRED if question is not None else "success"
     route = _answer_route(deps, session, turn)
     if route is not None:
-        # The delivery message carries all delivery needs.
+        # The delivery message carries all delivery needs; a question names the session to continue.
         deliver_now(deps, {
             "session_id": session_id, "callback_service": route.callback_service,
             "bearer_token": route.bearer_token, "result": answer, "traceparent": traceparent,
             "created_ms": store.now_ms(), "status": status,
+            **({"context_id": session_id} if question is not None else {}),
         }, budget)
         if route.status == "active":
             store.retire_route(session_id)
-        timeline("answer_ready", f"answer ready for {route.callback_service}", session_id=session_id, turn=turn)
+        timeline("answer_ready", f"{'question' if question is not None else 'answer'} ready for "
+                                 f"{route.callback_service}", session_id=session_id, turn=turn)
+    elif question is not None:
+        timeline("input_required", question[:500], session_id=session_id, turn=turn)
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     if session.status == "busy":
         store.finish_session_turn(session_id, turn)
-    if session.has_a2a_task:  # its A2A task completes, or fails with the error answer
-        a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error")
-    return "error" if reply.error else "end_turn"
+    if session.has_a2a_task:  # its A2A task completes, fails with the error answer, or waits for input
+        a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error", question=question)
+    return "error" if reply.error else status if question is not None else "end_turn"

@@ -22,11 +22,12 @@ from typing import Any, TextIO
 
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
+from flightdeck.domain.asking import parse_input_required
 from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
 
-SCENARIOS = ("delegate", "parallel", "timeout")
+SCENARIOS = ("delegate", "parallel", "timeout", "ask")
 DEFAULT_SCENARIO = "parallel"
 # How long the demo waits for the final answer after sending the task.
 ANSWER_BOUND_S = 60.0
@@ -88,6 +89,9 @@ def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) 
         "delegate": f"@{first} explain in one sentence why asynchronous delegation helps",
         "parallel": parallel,
         "timeout": f"@{first} take your time with this one",
+        # The delegate asks (input-required); the delegator answers in its context (the local model's
+        # ?ask and ?answer markers, flightdeck.domain.local_model).
+        "ask": f"@{first} ?ask which quarter? check the figures of the report ?answer the third quarter",
     }
     token = deployment.agents[delegator].peers.get(DEMO_PEER, "")
     if message is not None:
@@ -358,6 +362,8 @@ def check_outcome(scenario: str, session: dict[str, Any], expected_tools: tuple[
             raise DemoError(f"expected a synthesized timeout result, got: {texts}")
     elif any(r.get("status") != "success" for r in results):
         raise DemoError(f"a delegation failed: {texts}")
+    if scenario == "ask" and not any(parse_input_required(t) for t in texts):
+        raise DemoError(f"expected the delegate to ask a question first, got: {texts}")
     missing = [t for t in expected_tools if t not in tools_answered(session)] if scenario != "timeout" else []
     if missing:
         raise DemoError(f"no answer through {', '.join(missing)}: {texts}")
