@@ -32,8 +32,9 @@ POLL_INTERVAL_S = 0.25
 # The timeout scenario: the orchestrator gives up long before the worker answers.
 TIMEOUT_SCENARIO_WAIT_MS = 3000
 TIMEOUT_SCENARIO_THINK_MS = 8000
-# Timeline events that close the timeout scenario: the worker's answer arriving too late.
-LATE_ANSWER_EVENTS = {"callback_late", "callback_duplicate"}
+# Timeline events that close the timeout scenario: the worker, told to stop, closing its session
+# (or, had the cancel not reached it, its answer arriving too late).
+LATE_ANSWER_EVENTS = {"session_closed", "callback_late", "callback_duplicate"}
 # The peer the demo calls the delegator as: its token is the delegator's [agents.NAME.peers] entry.
 DEMO_PEER = "user"
 # The agents log every step of a delegation at DEBUG (flightdeck.observability): the timeline needs them.
@@ -96,6 +97,9 @@ def timeout_variant(deployment: DeploymentFile, chosen: Plan) -> DeploymentFile:
     """The deployment with a delegator that stops waiting long before its delegate answers."""
     variant = deployment.model_copy(deep=True)
     variant.agents[chosen.delegator].env["ASYNC_TOOL_TIMEOUT_MS"] = str(TIMEOUT_SCENARIO_WAIT_MS)
+    for delegate in variant.agents[chosen.delegator].delegates:
+        if delegate.agent == chosen.delegate:
+            delegate.timeout_ms = None  # its own timeout would outlast the scenario's wait
     variant.agents[chosen.delegate].model.think_delay_ms = TIMEOUT_SCENARIO_THINK_MS
     return variant
 
@@ -346,7 +350,7 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             answered_results = sum(1 for r in tool_results(session) if r.get("status") == "success")
             timeline.wait_for_count("callback_accepted", answered_results, 2.0)
             if scenario == "timeout" and not timeline.wait_for(LATE_ANSWER_EVENTS, 0):
-                out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
+                out.write(f"  (waiting for {chosen.delegate} to stop...)\n")
                 out.flush()
                 # The delegate thinks TIMEOUT_SCENARIO_THINK_MS in all; give it that plus delivery time.
                 if timeline.wait_for(LATE_ANSWER_EVENTS, TIMEOUT_SCENARIO_THINK_MS / 1000 + 10):
