@@ -225,3 +225,24 @@ def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws,
     [cancel] = [p["body"] for p in a2a_peer.posts if p["body"]["method"] == "tasks/cancel"]
     assert cancel["params"] == {"id": "peer-task-1"}
     assert result(agent, sid, ids["ask_slow"]) is None  # the other delegation still has its own time
+
+
+def test_what_stopping_a_delegation_costs_the_agent_whose_deadline_passed(agent, peer, world):
+    """The figures README gives (Cancellation): the timer's requests with and without the cancel."""
+    from collections import Counter
+
+    from flightdeck.bench import counter
+
+    d, clock, timers = world
+    t0 = clock.now
+    sid = start(agent, "@slow review the plan")
+    sink = counter.ListSink()
+    counter.attach(d.store.client, sink)
+    counter.attach(d.queues.client, sink)
+    clock.now = t0 + DEFAULT_MS
+    assert fire_timer(d, TimerMessage(**timers[0][0])) == "expired"
+    # The expiry as before (the turn and its results read, one transaction, the next think sent),
+    # and the cancel: the call list read, one HTTP request to the peer.
+    assert dict(Counter(r["op"] for r in sink.records)) == {"GetItem": 2, "Query": 1, "TransactWriteItems": 1,
+                                                           "SendMessage": 1}
+    assert len([r for r in peer.requests if r["path"].endswith("/cancel")]) == 1

@@ -160,3 +160,33 @@ def test_a_canceller_that_dies_after_its_write_leaves_the_close_to_the_sweep(age
     session = view(agent, sid)
     assert session["status"] == "idle" and session["messages"][-1]["content"][0]["text"] == CLOSING_TEXT
     assert agent.receive("delivery") == []
+
+
+def _count_aws(d):
+    from flightdeck.bench import counter
+
+    sink = counter.ListSink()
+    counter.attach(d.store.client, sink)
+    counter.attach(d.queues.client, sink)
+    return lambda: dict(sorted(__import__("collections").Counter(r["op"] for r in sink.records).items()))
+
+
+def test_what_a_cancel_costs_the_canceled_agent(agent, worker):
+    """The figures README gives (Cancellation): AWS requests of one cancel on the agent that stops."""
+    from flightdeck.wiring import deps
+
+    sid = delegated_task(agent)
+    requests = _count_aws(deps())
+    assert cancel(agent, sid)[0] == 200
+    # The caller's token (GetItem), the conditional write, the session read, the close.
+    assert requests() == {"GetItem": 1, "Query": 1, "TransactWriteItems": 1, "UpdateItem": 1}
+
+    sid = new_session_id()
+    assert agent.api("chat_post", body={"session_id": sid, "content": "@worker one"})[0] == 202
+    agent.run_queue("turns")
+    requests = _count_aws(deps())
+    assert cancel(agent, sid)[0] == 200
+    # Waiting on a delegation, the same and: the turn and its results read, the completion (canceled
+    # results), the call list read (to cancel its delegate: one HTTP request), the session read again.
+    assert requests() == {"GetItem": 3, "Query": 3, "TransactWriteItems": 2, "UpdateItem": 1}
+    assert len([r for r in worker.requests if r["path"].endswith("/cancel")]) == 1
