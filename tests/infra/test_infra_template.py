@@ -403,7 +403,9 @@ def secret_id(template, prefix: str) -> str:
 # resolved (dispatch, delivery, a reply route, A2A push and poll URLs).
 WORKER_URL = {"/flightdeck/two-agents/worker/api-url"}
 EXPECTED_REACH = {
-    "chat_ingest": dict(table=True, send={"turns"}, peer_urls=WORKER_URL),
+    # + dispatch, peer_tokens: POST /api/sessions/{id}/cancel cancels the session's own delegations at
+    # their peers (issue 14, point 10), a retry going to the dispatch queue.
+    "chat_ingest": dict(table=True, send={"turns", "dispatch"}, peer_tokens=True, peer_urls=WORKER_URL),
     "callback": dict(table=True, send={"turns"}, secret=True),
     "agent_card": dict(),
     # + turns, beyond the issue's list: local tools complete a turn inside the turn worker
@@ -418,11 +420,14 @@ EXPECTED_REACH = {
                             peer_urls=WORKER_URL),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}, peer_urls=WORKER_URL),
     # peer_tokens, beyond the issue's "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns"}, peer_tokens=True,
+    # + dispatch: the delegations a deadline gives up on are canceled at their peers (a retry on dispatch).
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "turns", "dispatch"}, peer_tokens=True,
                            peer_urls=WORKER_URL),
-    "sweeper": dict(table=True, send={"turns"}),
-    # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
-    "a2a": dict(table=True, send={"turns", "delivery"}, peer_urls=WORKER_URL),
+    # + dispatch, peer_tokens, peer_urls: as the timer, it cancels the delegations it times out.
+    "sweeper": dict(table=True, send={"turns", "dispatch"}, peer_tokens=True, peer_urls=WORKER_URL),
+    # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery, its
+    # delegations are canceled at their peers (peer_tokens; a retry on dispatch).
+    "a2a": dict(table=True, send={"turns", "delivery", "dispatch"}, peer_tokens=True, peer_urls=WORKER_URL),
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
@@ -476,7 +481,8 @@ def test_secret_readable_only_by_callback_and_dispatch(orchestrator_tpl) -> None
 def test_peer_tokens_readable_only_by_the_functions_that_call_peers(orchestrator_tpl, planner_tpl) -> None:
     for template in (orchestrator_tpl, planner_tpl):
         readers = {h for h in topology.HANDLERS if reach(template, h).peer_tokens}
-        assert readers == {"dispatch_worker", "deadline_timer", "turn_worker"}
+        # + the functions that cancel delegations at their peers (the cancel route, A2A tasks/cancel, the sweep).
+        assert readers == {"dispatch_worker", "deadline_timer", "turn_worker", "chat_ingest", "a2a", "sweeper"}
 
 
 def test_peer_tokens_secret_starts_empty_and_is_an_output(orch: Template, orchestrator_tpl) -> None:
