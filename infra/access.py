@@ -43,8 +43,9 @@ class Access:
 ACCESS: dict[str, Access] = {
     # POST /api/chat, GET /api/sessions/{id}, GET /api/sessions (the sessions index): store the session
     # (+ reply route), start a turn, read sessions. A task's reply.callbackService must resolve
-    # before anything is stored (peer_urls).
-    "chat_ingest": Access(table=True, start_thinks=True, peer_urls=True),
+    # before anything is stored (peer_urls). POST /api/sessions/{id}/cancel: a canceled session's own
+    # delegations are canceled at their peers (our bearer token for each: peer_tokens; a retry on dispatch).
+    "chat_ingest": Access(table=True, send=("dispatch",), start_thinks=True, peer_tokens=True, peer_urls=True),
     # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
     "callback": Access(table=True, start_thinks=True, secret=True),
     # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
@@ -66,16 +67,20 @@ ACCESS: dict[str, Access] = {
     "delivery_worker": Access(send_to_dlq=("delivery",), peer_urls=True),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
     # Also polls A2A peers that do not push (tasks/get over HTTP with our bearer token for the peer,
-    # the next poll on timers).
-    "deadline_timer": Access(table=True, send=("timers",), start_thinks=True, peer_tokens=True, peer_urls=True),
-    # EventBridge backstop over the deadline index.
-    "sweeper": Access(table=True, start_thinks=True),
+    # the next poll on timers). The delegations it times out are canceled at their peers (a retry
+    # on dispatch).
+    "deadline_timer": Access(table=True, send=("timers", "dispatch"), start_thinks=True, peer_tokens=True,
+                             peer_urls=True),
+    # EventBridge backstop over the deadline index; the delegations it times out are canceled at
+    # their peers, as the timer does.
+    "sweeper": Access(table=True, send=("dispatch",), start_thinks=True, peer_tokens=True, peer_urls=True),
     # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (it starts their thinks); a task that ends
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
     # Push notification URLs must lie under an allowed service's URL (peer_urls).
     # message/stream and tasks/resubscribe are this function too: they read what the others write.
-    "a2a": Access(table=True, send=("delivery",), start_thinks=True, peer_urls=True),
+    # A canceled task's own delegations are canceled at their peers (peer_tokens; a retry on dispatch).
+    "a2a": Access(table=True, send=("delivery", "dispatch"), start_thinks=True, peer_tokens=True, peer_urls=True),
     # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll;
     # the session's watch mark (the live relay), its one kind of write.
     "session_events": Access(read_table=True, watch_sessions=True),

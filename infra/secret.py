@@ -57,7 +57,8 @@ class PeerTokensSecret(Construct):
 
     The stack never writes it again (its template value stays "{}"), so a redeploy keeps what was
     put. Functions get its ARN in PEER_TOKENS_SECRET_ARN; only those that call peers may read it
-    (infra/access.py: dispatch_worker, and deadline_timer, which polls A2A peers).
+    (infra/access.py: turn_worker, dispatch_worker, deadline_timer, which polls A2A peers, and the
+    functions that cancel delegations at their peers: chat_ingest, a2a, sweeper).
     """
 
     def __init__(self, scope: Construct, id: str, *, agent: str) -> None:

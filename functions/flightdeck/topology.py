@@ -161,6 +161,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
     # The caller's own sessions, newest first, a page at a time.
     Route("GET", "/api/sessions", "chat_ingest", PEER_AUTH),
+    # Its owner stops waiting (a delegating agent whose deadline passed): the session stops, delivers nothing.
+    Route("POST", "/api/sessions/{session_id}/cancel", "chat_ingest", PEER_AUTH, audit="session_cancel"),
     # The session's timeline as Server-Sent Events: its own function, which reads and never writes.
     Route("GET", "/api/sessions/{session_id}/events", "session_events", PEER_AUTH, stream=True),
     Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response",

@@ -96,7 +96,8 @@ def test_one_request_authorizer_on_the_authorization_header(orchestrator_tpl) ->
 def test_the_peer_routes() -> None:
     peer_routes = {(r.method, r.path) for r in topology.ROUTES if r.auth == topology.PEER_AUTH}
     assert peer_routes == {("POST", "/api/chat"), ("GET", "/api/sessions/{session_id}"), ("GET", "/api/sessions"),
-                           ("GET", "/api/sessions/{session_id}/events"), ("POST", "/a2a")}
+                           ("GET", "/api/sessions/{session_id}/events"), ("POST", "/api/sessions/{session_id}/cancel"),
+                           ("POST", "/a2a")}
 
 
 @pytest.mark.parametrize("route", topology.ROUTES, ids=lambda r: f"{r.method} {r.path}")

@@ -440,7 +440,9 @@ WORKER_URL = {"/flightdeck/two-agents/worker/api-url"}
 # Every think starts as an asynchronous invoke of the turn worker, by its fixed name.
 TURN_WORKER = {"flightdeck-orchestrator-turn-worker"}
 EXPECTED_REACH = {
-    "chat_ingest": dict(table=True, invoke=TURN_WORKER, peer_urls=WORKER_URL),
+    # + dispatch, peer_tokens: POST /api/sessions/{id}/cancel cancels the session's own delegations at
+    # their peers (issue 14, point 10), a retry going to the dispatch queue.
+    "chat_ingest": dict(table=True, send={"dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
     "callback": dict(table=True, invoke=TURN_WORKER, secret=True),
     "agent_card": dict(),
     # + invoke, beyond the issue's list: local tools complete a turn inside the turn worker
@@ -458,11 +460,14 @@ EXPECTED_REACH = {
                             invoke=TURN_WORKER, peer_urls=WORKER_URL),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}, peer_urls=WORKER_URL),
     # peer_tokens, beyond the issue's "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers"}, invoke=TURN_WORKER, peer_tokens=True,
-                           peer_urls=WORKER_URL),
-    "sweeper": dict(table=True, invoke=TURN_WORKER),
-    # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery.
-    "a2a": dict(table=True, send={"delivery"}, invoke=TURN_WORKER, peer_urls=WORKER_URL),
+    # + dispatch: the delegations a deadline gives up on are canceled at their peers (a retry on dispatch).
+    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "dispatch"}, invoke=TURN_WORKER,
+                           peer_tokens=True, peer_urls=WORKER_URL),
+    # + dispatch, peer_tokens, peer_urls: as the timer, it cancels the delegations it times out.
+    "sweeper": dict(table=True, send={"dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
+    # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery, its
+    # delegations are canceled at their peers (peer_tokens; a retry on dispatch).
+    "a2a": dict(table=True, send={"delivery", "dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
@@ -517,7 +522,8 @@ def test_secret_readable_only_by_callback_and_dispatch(orchestrator_tpl) -> None
 def test_peer_tokens_readable_only_by_the_functions_that_call_peers(orchestrator_tpl, planner_tpl) -> None:
     for template in (orchestrator_tpl, planner_tpl):
         readers = {h for h in topology.HANDLERS if reach(template, h).peer_tokens}
-        assert readers == {"dispatch_worker", "deadline_timer", "turn_worker"}
+        # + the functions that cancel delegations at their peers (the cancel route, A2A tasks/cancel, the sweep).
+        assert readers == {"dispatch_worker", "deadline_timer", "turn_worker", "chat_ingest", "a2a", "sweeper"}
 
 
 def test_peer_tokens_secret_starts_empty_and_is_an_output(orch: Template, orchestrator_tpl) -> None:

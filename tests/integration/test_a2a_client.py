@@ -341,12 +341,15 @@ def test_push_receiver_checks_the_token_and_records_terminal_tasks_once(agent, p
     assert tool_result(agent, sid)["content"][0]["text"] == "pushed answer"
 
 
-def test_a_push_after_the_timeout_is_late(agent, peer):
+def test_a_push_after_the_timeout_is_late(agent, peer, monkeypatch):
     from flightdeck.domain.aggregation import expire_turn
     from flightdeck.wiring import deps
 
     sid, token = _dispatched_token(agent, peer)
+    deadline = deps().store.get_turn(sid, 1).deadline_ms
+    monkeypatch.setattr(deps().store, "_clock", lambda: deadline)  # the deadline has come
     assert expire_turn(deps(), sid, 1, by="timer")
+    monkeypatch.undo()
     assert _push(agent, token, _task("completed", "too late"))[0] == 410
     assert _push(agent, token, _task("failed", "too late"))[0] == 410
     assert error_of(tool_result(agent, sid))["reason"] == "timeout"

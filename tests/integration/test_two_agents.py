@@ -23,6 +23,8 @@ from tests.support.proxy import FlakyProxy
 pytestmark = pytest.mark.slow
 
 TIMEOUT_MS = 6000
+# The sleeper delegate's own timeout_ms (per-delegation timeouts): shorter than the orchestrator's default.
+SLEEPER_TIMEOUT_MS = 4000
 DOWN_FOR_S = float(__import__("os").environ.get("FLIGHTDECK_TEST_DOWN_FOR_S", "60"))
 # LOCAL ONLY test tokens: who may call whom (each agent's [peers]; the caller's own token for an agent
 # of this file is taken from there).
@@ -45,6 +47,7 @@ env = {{ ASYNC_TOOL_TIMEOUT_MS = "{TIMEOUT_MS}", DISPATCH_MAX_ATTEMPTS = "2" }}
 agent = "worker"
 [[agents.orchestrator.delegates]]
 agent = "sleeper"
+timeout_ms = {SLEEPER_TIMEOUT_MS}
 [[agents.orchestrator.delegates]]
 agent = "ghost"
 [[agents.orchestrator.delegates]]
@@ -145,10 +148,10 @@ def chat(stack, content, agent="orchestrator"):
     return resp.json()["session_id"]
 
 
-def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0):
+def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0, headers=AS_USER):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", headers=AS_USER, timeout=10).json()
+        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", headers=headers, timeout=10).json()
         if session["status"] == "idle":
             return session
         time.sleep(0.1)
@@ -201,22 +204,35 @@ def test_two_mentions_are_two_parallel_delegations_in_one_turn(stack):
     assert "2 of 2 delegations answered" in final_text(session)
 
 
-def test_a_worker_that_never_answers_times_out_on_time_and_its_late_answer_is_refused(stack):
+def test_a_worker_that_never_answers_times_out_at_its_own_deadline_and_is_told_to_stop(stack):
     sid = chat(stack, "@sleeper ponder the universe")
-    session = wait_idle(stack, sid, timeout_s=TIMEOUT_MS / 1000 + 10)
+    session = wait_idle(stack, sid, timeout_s=SLEEPER_TIMEOUT_MS / 1000 + 10)
     [result] = tool_results(session)
     assert json.loads(result["content"][0]["text"]) == {"status": "error", "reason": "timeout"}
     agg = table_item(stack, "orchestrator", f"S#{sid}", "TURN#000001")
+    # The delegate's own timeout_ms, not the orchestrator's ASYNC_TOOL_TIMEOUT_MS.
+    assert abs(int(agg["deadline_ms"]) - int(agg["created_at"]) - SLEEPER_TIMEOUT_MS) < 1000
     tool_use_id = session["messages"][1]["content"][-1]["toolUse"]["toolUseId"]
     res = table_item(stack, "orchestrator", f"S#{sid}", f"RESULT#000001#{tool_use_id}")
     lateness_ms = int(res["recorded_at"]) - int(agg["deadline_ms"])
     assert 0 <= lateness_ms <= 2000, lateness_ms
     assert "timeout" in final_text(session)
-    # The sleeper answers eventually: the orchestrator refuses it (410) and changes nothing.
-    deadline = time.monotonic() + 15
-    while not stack.records.find("orchestrator", timeline="callback_late", session_id=sid):
-        assert time.monotonic() < deadline, "the sleeper's late answer never arrived"
-        time.sleep(0.2)
+    # The orchestrator stopped waiting, so the sleeper is told to stop: its session ends canceled...
+    [dispatched] = stack.records.find("orchestrator", timeline="dispatched", session_id=sid)
+    peer_sid = dispatched["peer_session_id"]
+    wait_for(lambda: stack.records.find("orchestrator", timeline="delegation_canceled", session_id=sid), 10,
+             "the sleeper was never told to stop")
+    assert stack.records.find("sleeper", timeline="session_canceled", session_id=peer_sid)
+    as_orchestrator = {"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"}
+    closed = wait_idle(stack, peer_sid, agent="sleeper", timeout_s=10, headers=as_orchestrator)
+    assert "canceled" in closed["messages"][-1]["content"][0]["text"]
+    # ...its think, under way when the cancel came, cannot store its reply, and nothing is delivered.
+    wait_for(lambda: stack.records.find("sleeper", session_id=peer_sid,
+                                        message="the session moved on while the model thought; ignoring"),
+             TIMEOUT_MS / 1000 + 10, "the sleeper's think never ended")
+    assert not stack.records.find("sleeper", timeline="answer_ready", session_id=peer_sid)
+    assert not stack.records.find("sleeper", audit=True, operation="delivery", session_id=peer_sid)
+    assert not stack.records.find("orchestrator", timeline="callback_late", session_id=sid)
     assert tool_results(wait_idle(stack, sid)) == [result]
 
 

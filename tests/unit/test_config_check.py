@@ -7,6 +7,7 @@ Each case edits examples/three-agents.toml the way a new user would get it wrong
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -277,3 +278,19 @@ def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_as
     off = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"').read_text()
     path.write_text(off.replace("[agents.orchestrator]\n", "[agents.orchestrator]\nask_user = false\n", 1))
     assert config_file.load(path).agents["orchestrator"].ask_user is False
+
+
+def test_a_delegates_own_timeout_is_checked_and_named_by_its_key(tmp_path, capsys):
+    path = variant(tmp_path, "timeout_ms = 20000", 'timeout_ms = "soon"')
+    [line] = problem_lines(refused(path, capsys))
+    assert line == (f'{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be a valid integer (it is "soon"). '
+                    "Fix: write a whole number, without quotes.")
+    path = variant(tmp_path, "timeout_ms = 20000", "timeout_ms = 0")
+    [line] = problem_lines(refused(path, capsys))
+    assert line == (f"{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be greater than 0 (it is 0). "
+                    "Fix: use a number above 0.")
+    # It travels in AGENT_CONFIG: the agent's settings read it, unset meaning ASYNC_TOOL_TIMEOUT_MS.
+    spec = config_file.load(THREE).agents["orchestrator"]
+    delegates = json.loads(spec.agent_config_json())["delegates"]
+    assert [(d["agent"], d["timeout_ms"]) for d in delegates] == [("researcher", None), ("critic", 20000)]
+    assert [d.timeout_or(30000) for d in spec.delegates] == [30000, 20000]

@@ -73,3 +73,13 @@ def test_a_malformed_auth_setting_names_the_variable_and_never_echoes_a_token(ov
     variable = next(iter(override))
     assert variable in str(exc.value)
     assert "plain-password" not in str(exc.value) and "tooshort" not in str(exc.value)
+
+
+def test_a_delegates_timeout_in_agent_config_is_checked_and_defaults_to_the_agents():
+    config = {"name": "orchestrator", "delegates": [{"agent": "worker", "timeout_ms": 0}]}
+    with pytest.raises(SettingsError) as exc:
+        Settings.from_env({**BASE, "AGENT_CONFIG": json.dumps(config)})
+    assert "AGENT_CONFIG" in str(exc.value) and "timeout_ms" in str(exc.value)
+    config["delegates"] = [{"agent": "worker", "timeout_ms": 5000}, {"agent": "critic"}]
+    s = Settings.from_env({**BASE, "AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": "60000"})
+    assert [d.timeout_or(s.async_tool_timeout_ms) for d in s.agent.delegates] == [5000, 60000]

@@ -32,7 +32,9 @@ from flightdeck.domain.records import (
     ReplayedError,
     ReplyRoute,
     ResultSource,
+    SESSION_CANCELED,
     Completion,
+    Expiry,
     Session,
     SessionBusyError,
     SessionNotFoundError,
@@ -62,6 +64,7 @@ OWED = "owed_think"
 # The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
 WATCH = "WATCH"
 LIVE = "LIVE"
+CANCELED = SESSION_CANCELED
 
 
 def _pk(session_id: str) -> str:
@@ -181,6 +184,7 @@ def _aggregation(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggreg
         session_id=session_id, turn=turn, expected=frozenset(item.get("expected", ())),
         total=int(item["total_tools"]), received=int(item["received"]), status=item["status"],
         deadline_ms=int(item["deadline_ms"]), completed_by=item.get("completed_by", ""),
+        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()}, due_ms=int(item.get(DUE, 0)),
     )
 
 
@@ -526,6 +530,61 @@ class StateStore:
                 return False
             raise
 
+    # --- cancellation (B side: the caller stopped waiting) --------------------------------------
+    def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]:
+        """busy -> canceled, one conditional write: whatever the session was about to write (the reply
+        of a think under way, refused by save_iteration's `#status = :busy`) is written no more.
+
+        The same write marks the closing think owed, so the sweep sends it if the canceller dies
+        before closing (close_canceled_session clears it). owner: the authenticated caller, who must
+        own the session (a condition of the write); None: authentication is off.
+        Returns (outcome, turn): "canceled" (by this call, or earlier and not closed yet) or "idle"
+        (nothing to cancel). Raises SessionNotFoundError: none, or another peer's.
+        """
+        pk, now = _pk(session_id), self.now_ms()
+        condition = "#status = :busy"
+        names = {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
+        values = _vals(busy="busy", canceled=CANCELED, now=now, shard=deadline_shard(session_id),
+                       due=now + self.owed_think_grace_ms)
+        if owner is not None:
+            condition += " AND #owner = :owner"
+            names["#owner"] = "owner"
+            values.update(_vals(owner=owner))
+        try:
+            resp = self.client.update_item(
+                TableName=self.table, Key=_item(**{PK: pk, SK: META}),
+                UpdateExpression="SET #status = :canceled, updated_at = :now, canceled_at = :now, #owed = turn, "
+                                 "#shard = :shard, #due = :due",
+                ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW")
+            return CANCELED, int(_plain(resp["Attributes"])["turn"])
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        meta = self._get(pk, META)  # why it was refused (rare: the happy path reads nothing)
+        if meta is None or (owner is not None and meta.get("owner", "") != owner):
+            raise SessionNotFoundError(session_id)
+        return ("idle" if meta["status"] == "idle" else CANCELED), int(meta["turn"])
+
+    def close_canceled_session(self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]],
+                               retention_ms: int) -> bool:
+        """canceled -> idle at `turn`, with the closing messages ((slot, message): results for calls left
+        open, the closing line), in one transaction; the owed mark goes. False if already closed."""
+        pk, now = _pk(session_id), self.now_ms()
+        expires = self._expiry(retention_ms)
+        ops = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in messages]
+        ops.append({
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: META}),
+                "UpdateExpression": "SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due",
+                "ConditionExpression": "turn = :turn AND #status = :canceled",
+                "ExpressionAttributeNames": {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE},
+                "ExpressionAttributeValues": _vals(idle="idle", now=now, turn=turn, canceled=CANCELED),
+            }
+        })
+        return self._transact(ops) is None
+
     # --- reply routes (B side) -----------------------------------------------------------
     def get_route(self, session_id: str) -> ReplyRoute | None:
         item = self._get(_pk(session_id), ROUTE)
@@ -584,7 +643,8 @@ class StateStore:
             self._think_started_op(pk, turn, ends_turn=ends_turn),
         ]
         if seed is not None:
-            ops.append(self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now))
+            ops.append(self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now,
+                                     seed.deadlines))
         route_at = len(ops)
         if retires_route:
             ops.append(self._retire_route_op(pk, turn, now))
@@ -608,25 +668,31 @@ class StateStore:
 
     # --- turn aggregation (A side) -------------------------------------------------------
     def _seed_op(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int,
-                 now: int) -> dict[str, Any]:
+                 now: int, deadlines: dict[str, int] | None = None) -> dict[str, Any]:
         if not tool_use_ids or len(set(tool_use_ids)) != len(tool_use_ids):
             raise ValueError("tool_use_ids must be non-empty and distinct")
+        # Per-call deadlines are stored only when they differ; the index lists the turn at its earliest.
+        own = {i: int(deadlines[i]) for i in tool_use_ids if deadlines and i in deadlines}
+        per_call = own if len(set(own.values()) | {deadline_ms}) > 1 else None
         return {
             "Put": {
                 "TableName": self.table,
                 "Item": _item(**{PK: _pk(session_id), SK: _turn_sk(turn), "expected": set(tool_use_ids),
                                  "total_tools": len(tool_use_ids), "received": 0, "status": "waiting",
-                                 "deadline_ms": deadline_ms, SHARD: deadline_shard(session_id), DUE: deadline_ms,
+                                 "deadline_ms": deadline_ms, "deadlines": per_call,
+                                 SHARD: deadline_shard(session_id), DUE: min([deadline_ms, *own.values()]),
                                  "created_at": now, TTL: self._expiry(retention_ms)}),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
             }
         }
 
-    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int) -> bool:
+    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int,
+                  deadlines: dict[str, int] | None = None) -> bool:
         """Create a turn's aggregation record on its own; False if it already exists. (A think
-        seeds its turn in the write that stores its reply: save_iteration(seed=...).)"""
-        put = self._seed_op(session_id, turn, tool_use_ids, deadline_ms, retention_ms, self.now_ms())["Put"]
+        seeds its turn in the write that stores its reply: save_iteration(seed=...).)
+        deadline_ms: the latest of its calls' deadlines; deadlines: each call's, when they differ."""
+        put = self._seed_op(session_id, turn, tool_use_ids, deadline_ms, retention_ms, self.now_ms(), deadlines)["Put"]
         try:
             self.client.put_item(**put)
             return True
@@ -764,22 +830,33 @@ class StateStore:
         }
 
     def complete_with_errors(self, session_id: str, turn: int, reason_results: Callable[[str], ToolResult],
-                             completed_by: str, tombstone_ms: int, retention_ms: int) -> bool:
+                             completed_by: str, tombstone_ms: int, retention_ms: int,
+                             due_by_ms: int | None = None) -> Expiry:
         """Synthesize a result for every missing id and complete the turn, all in one transaction.
 
-        True only for the winner. A callback that commits first makes the
-        transaction fail its put condition; we then re-read and try again.
+        due_by_ms: only the missing ids whose deadline is at or before it (a timeout; None: every
+        missing id, a cancel). When other ids stay open, the due ones' results are written and
+        counted in one transaction that moves the turn, in the deadline index, to the earliest
+        deadline still open; the last of them completes the turn. won is True only for the
+        completer. A callback that commits first fails a condition (a put, or the count read
+        before); we then re-read and try again.
         """
         for _ in range(10):
             agg = self.get_turn(session_id, turn)
             if agg is None or agg.status != "waiting":
-                return False
+                return Expiry(False)
             have = {r.tool_use_id for r in self.get_results(session_id, turn)}
             missing = sorted(agg.expected - have)
+            due = missing if due_by_ms is None else [i for i in missing if agg.deadline_of(i) <= due_by_ms]
+            still_open = [i for i in missing if i not in due]
+            next_due = min((agg.deadline_of(i) for i in still_open), default=None)
+            if next_due is not None and not due:
+                self._move_due(session_id, turn, agg.due_ms, next_due)
+                return Expiry(False, (), next_due)
             now = self.now_ms()
             pk = _pk(session_id)
             ops: list[dict[str, Any]] = []
-            for tool_use_id in missing:
+            for tool_use_id in due:
                 r = reason_results(tool_use_id)
                 ops.append({
                     "Put": {
@@ -791,14 +868,41 @@ class StateStore:
                         "ExpressionAttributeNames": {"#pk": PK},
                     }
                 })
-            ops.append(self._complete_op(session_id, turn, completed_by, tombstone_ms, now, set_received=agg.total))
-            ops.append(self._advance_session_op(session_id, turn, now))
+            if next_due is None:
+                ops.append(self._complete_op(session_id, turn, completed_by, tombstone_ms, now, set_received=agg.total))
+                ops.append(self._advance_session_op(session_id, turn, now))
+            else:
+                ops.append({
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
+                        "UpdateExpression": f"ADD received :n SET {DUE} = :next",
+                        "ConditionExpression": "#status = :waiting AND received = :seen",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": _vals(n=len(due), next=next_due, waiting="waiting",
+                                                           seen=agg.received),
+                    }
+                })
             reasons = self._transact(ops)
             if reasons is None:
-                return True
-            if reasons[len(missing)].get("Code") == "ConditionalCheckFailed":
-                return False  # someone else completed it
-        return False
+                return Expiry(next_due is None, tuple(due), next_due)
+            if next_due is None and len(reasons) > len(due) and reasons[len(due)].get("Code") == "ConditionalCheckFailed":
+                return Expiry(False)  # someone else completed it
+        return Expiry(False)
+
+    def _move_due(self, session_id: str, turn: int, listed_ms: int, next_due_ms: int) -> None:
+        """Nothing is due yet (the earliest call answered in time): the index lists the turn at the next deadline."""
+        if listed_ms == next_due_ms:
+            return
+        try:
+            self.client.update_item(
+                TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: _turn_sk(turn)}),
+                UpdateExpression=f"SET {DUE} = :next", ConditionExpression="#status = :waiting",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=_vals(next=next_due_ms, waiting="waiting"))
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
 
     def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]:
         """What the sparse index says is due: waiting turns past their deadline, and owed thinks
@@ -825,7 +929,8 @@ class StateStore:
     def owed_think(self, session_id: str) -> int | None:
         """The think iteration a session is owed (committed as due, not yet started), or None."""
         meta = self._get(_pk(session_id), META)
-        if meta is None or meta.get("status") != "busy" or OWED not in meta:
+        # A canceled session is owed the think that closes it (flightdeck.domain.session_cancel).
+        if meta is None or meta.get("status") not in ("busy", CANCELED) or OWED not in meta:
             return None
         return int(meta[OWED]) if int(meta[OWED]) == int(meta["turn"]) else None
 

@@ -38,10 +38,12 @@ class Peers:
         """The same peers (and connection pool) for one invocation: no call outlasts its budget."""
         return Peers(self.timeout_s, self._session, budget)
 
-    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None) -> PeerResponse:
+    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None,
+                  timeout_s: float | None = None) -> PeerResponse:
         data = json_bytes(body)
         sent = payload_sha256(data)
-        timeout_s = self.timeout_s if self._budget is None else self._budget.call_timeout_s(self.timeout_s)
+        limit_s = min(self.timeout_s, timeout_s) if timeout_s else self.timeout_s
+        timeout_s = limit_s if self._budget is None else self._budget.call_timeout_s(limit_s)
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME, sent)
         try:

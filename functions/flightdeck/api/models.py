@@ -137,7 +137,8 @@ class BatchResponse(BaseModel):
 
 class SessionView(BaseModel):
     session_id: str
-    status: Literal["idle", "busy"]
+    status: Literal["idle", "busy", "canceled"] = Field(
+        description="canceled: its caller stopped waiting; it writes nothing more and is idle again once closed")
     turn: int = Field(description="The number of user messages in the session")
     iteration: int = Field(description="The latest model think iteration of the session")
     messages: list[dict[str, Any]]
@@ -149,9 +150,15 @@ class SessionView(BaseModel):
 
 class SessionSummary(BaseModel):
     session_id: str
-    status: Literal["idle", "busy"]
+    status: Literal["idle", "busy", "canceled"]
     created_at: int = Field(description="Epoch milliseconds")
     updated_at: int = Field(description="Epoch milliseconds")
+
+
+class SessionCanceled(BaseModel):
+    session_id: str
+    status: Literal["canceled"]
+    iteration: int = Field(description="The think iteration the session was at when canceled")
 
 
 class SessionList(BaseModel):

@@ -54,6 +54,7 @@ from flightdeck.domain.a2a_models import (
 from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ingest_chat
+from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.peers import require_caller, visible_to
@@ -408,11 +409,13 @@ def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = Non
             raise not_cancelable
     count("A2ATasksCanceled")
     timeline("a2a_task_canceled", f"A2A task {rec.task_id} canceled", session_id=rec.session_id)
-    _stop_delegations(deps, rec.session_id, rec.key)
+    stopped = _stop_delegations(deps, rec.session_id, rec.key)
     latest = a2a.get_task(rec.session_id, rec.key)
     assert latest is not None
     if not latest.notified:  # closing the session may have notified already
         notify(deps, latest)
+    if stopped is not None:  # last, best-effort: the delegations' peers are told to stop too
+        stop_delegations(deps, rec.session_id, *stopped, "the A2A task was canceled")
     return render_task(deps, latest)
 
 
@@ -420,20 +423,23 @@ def _canceled(tool_use_id: str):
     return error_result(tool_use_id, "canceled", ResultSource.TIMEOUT, "the A2A task was canceled by its client")
 
 
-def _stop_delegations(deps: Deps, session_id: str, key: str) -> None:
+def _stop_delegations(deps: Deps, session_id: str, key: str) -> tuple[int, tuple[str, ...]] | None:
     """Outstanding delegations stop counting: the waiting turn completes through the same conditional
-    transition as a timeout, with a `canceled` result for every missing id, and no next think."""
+    transition as a timeout, with a `canceled` result for every missing id, and no next think.
+    Returns (turn, the ids given a canceled result), for their peers to be told, or None."""
     store, s = deps.store, deps.settings
     session = store.get_session(session_id)
     if session is None or session.status != "busy":
-        return
+        return None
     agg = store.get_turn(session_id, session.turn)
     if agg is None or agg.status != "waiting":
-        return  # thinking: the turn loop stops at its next step (stop_if_canceled)
-    if store.complete_with_errors(session_id, session.turn, _canceled, "a2a_cancel", s.tool_agg_tombstone_ttl_ms,
-                                  s.session_retention_ms):
+        return None  # thinking: the turn loop stops at its next step (stop_if_canceled)
+    expiry = store.complete_with_errors(session_id, session.turn, _canceled, "a2a_cancel",
+                                        s.tool_agg_tombstone_ttl_ms, s.session_retention_ms)
+    if expiry.won:
         # The transaction moved the session to the next turn; nobody will think it.
         close_canceled(deps, session_id, session.turn + 1, key)
+    return session.turn, expiry.synthesized
 
 
 def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
@@ -476,6 +482,23 @@ def stop_if_canceled(deps: Deps, session_id: str, turn: int) -> bool:
         return False
     close_canceled(deps, session_id, turn, current.key)
     return True
+
+
+def on_session_canceled(deps: Deps, session_id: str, turn: int, text: str) -> None:
+    """The session was canceled through the REST API (flightdeck.domain.session_cancel) and closed at
+    `turn`: its open A2A task, if any, ends canceled too (once), and is notified."""
+    if getattr(deps, "a2a", None) is None:
+        return
+    a2a = ports(deps).store
+    current = a2a.get_current(session_id)
+    if current is None or turn < current.start_turn:
+        return
+    if current.open and a2a.finish_task(session_id, current.key, "canceled", status_text=text, end_turn=turn):
+        count("A2ATasksCanceled")
+        a2a.set_closed_turn(session_id, current.key, turn)
+    rec = a2a.get_task(session_id, current.key)
+    if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
+        notify(deps, rec)
 
 
 def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False,

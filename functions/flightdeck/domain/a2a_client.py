@@ -170,13 +170,14 @@ def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str)
 
 
 def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str,
-         **ids: Any) -> tuple[int, Any, str]:
+         *, timeout_s: float | None = None, **ids: Any) -> tuple[int, Any, str]:
     """(HTTP status, result or None, problem). problem "" on a JSON-RPC result.
 
     service: the delegate's service name, whose peer token (if we have one) goes along as a bearer token.
+    timeout_s: shorter than PEER_TIMEOUT_MS for this call (a best-effort cancel).
     """
     body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-    answer = deps.peers.post_json(url, body, {**headers, **bearer(deps.token_for(service))})
+    answer = deps.peers.post_json(url, body, {**headers, **bearer(deps.token_for(service))}, timeout_s=timeout_s)
     audit_post(f"a2a:{method}", service, answer, **ids)
     if not 200 <= answer.status < 300:
         return answer.status, None, (f"HTTP {answer.status}" if answer.status else f"unreachable: {answer.error}")

@@ -39,6 +39,9 @@ class DelegateTool(BaseModel):
     protocol: Literal["flightdeck", "a2a"] = "flightdeck"
     # protocol "a2a": the peer's agent card URL; it must lie under an ALLOWED_HOST_MAPPING base URL.
     card_url: str = Field("", max_length=2048)
+    # How long a turn waits for this delegate's answer before a timeout result stands in for it
+    # (unset: ASYNC_TOOL_TIMEOUT_MS). At most 7 days, the default session retention.
+    timeout_ms: int | None = Field(None, gt=0, le=7 * 86_400_000)
 
     @model_validator(mode="after")
     def _a2a_needs_a_card(self) -> "DelegateTool":
@@ -53,6 +56,10 @@ class DelegateTool(BaseModel):
     @property
     def peer_service(self) -> str:
         return self.service or self.agent
+
+    def timeout_or(self, default_ms: int) -> int:
+        """This delegation's wait: its own timeout_ms, else the agent's default (ASYNC_TOOL_TIMEOUT_MS)."""
+        return self.timeout_ms or default_ms
 
 
 class AgentDefinition(BaseModel):

@@ -1,7 +1,7 @@
 """Recording tool results and completing a turn exactly once.
 
 Every path that produces a result (a peer's callback, a local tool, a failed
-dispatch, a deadline) goes through `record_and_advance` or `expire_turn`, so the
+dispatch, a deadline) goes through `record_and_advance` or `expire_due`, so the
 same DynamoDB conditions decide every race and only the winner enqueues the next think.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import Completion, RecordOutcome, ResultSource, ToolResult, error_result
+from flightdeck.domain.records import Completion, Expiry, RecordOutcome, ResultSource, ToolResult, error_result
 from flightdeck.observability import count, timeline
 
 
@@ -53,19 +53,27 @@ def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool
     return True
 
 
-def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
-    """At or after the deadline: a timeout result for every missing id, and complete. True for the winner."""
+def expire_due(deps: Deps, session_id: str, turn: int, *, by: str) -> Expiry:
+    """At or after a deadline: a timeout result for every missing id whose own deadline has passed;
+    the turn completes when that leaves none open (each delegate may have its own timeout_ms)."""
     s = deps.settings
-    won = deps.store.complete_with_errors(
+    expiry = deps.store.complete_with_errors(
         session_id, turn,
         lambda tool_use_id: error_result(tool_use_id, "timeout", ResultSource.TIMEOUT),
-        by, s.tool_agg_tombstone_ttl_ms, s.session_retention_ms,
+        by, s.tool_agg_tombstone_ttl_ms, s.session_retention_ms, due_by_ms=deps.store.now_ms(),
     )
-    if won:
+    if expiry.synthesized:
         count("Timeouts")
-        timeline("timeout_synthesized", f"turn {turn} timed out: synthesized timeout results", session_id=session_id,
-                 turn=turn, by=by)
+        timeline("timeout_synthesized", f"turn {turn}: synthesized timeout results for {len(expiry.synthesized)} "
+                                        "call(s) past their deadline", session_id=session_id, turn=turn, by=by,
+                 tool_use_ids=list(expiry.synthesized))
+    if expiry.won:
         timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
         deps.thinks.start(session_id, turn + 1)
     # A loser needs no check: whoever completed marked the next think owed (flightdeck.domain.liveness).
-    return won
+    return expiry
+
+
+def expire_turn(deps: Deps, session_id: str, turn: int, *, by: str) -> bool:
+    """expire_due; True for the call that completed the turn."""
+    return expire_due(deps, session_id, turn, by=by).won

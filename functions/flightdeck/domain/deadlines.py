@@ -1,4 +1,4 @@
-"""Deadlines: the per-turn timer and the scheduled backstop sweep."""
+"""Deadlines: the per-turn timer (at each deadline still open) and the scheduled backstop sweep."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 from pydantic import BaseModel
 
-from flightdeck.domain.aggregation import expire_turn
+from flightdeck.domain.aggregation import expire_due
+from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.ports import Deps
 from flightdeck.observability import count, logger
 
@@ -18,13 +19,25 @@ class TimerMessage(BaseModel):
 
 
 def fire_timer(deps: Deps, timer: TimerMessage) -> str:
-    """Returns rechained | expired | already_complete."""
+    """Returns rechained | expired | rearmed | already_complete.
+
+    expired: this firing completed the turn. rearmed: the turn still waits for a later deadline (the
+    calls past theirs, if any, got their timeout results), and the timer is armed again for it.
+    The delegations it stopped waiting for are then told to stop (best-effort, after A's own steps).
+    """
     now = deps.store.now_ms()
     if now < timer.deadline_ms:
         # SQS delays stop at 900 s: a longer deadline is reached in hops.
         deps.queues.send_timer(timer.model_dump(), math.ceil((timer.deadline_ms - now) / 1000))
         return "rechained"
-    return "expired" if expire_turn(deps, timer.session_id, timer.turn, by="timer") else "already_complete"
+    expiry = expire_due(deps, timer.session_id, timer.turn, by="timer")
+    if expiry.next_deadline_ms is not None:
+        deps.queues.send_timer({**timer.model_dump(), "deadline_ms": expiry.next_deadline_ms},
+                               math.ceil((expiry.next_deadline_ms - now) / 1000))
+    stop_delegations(deps, timer.session_id, timer.turn, expiry.synthesized, "deadline passed")
+    if expiry.won:
+        return "expired"
+    return "rearmed" if expiry.next_deadline_ms is not None else "already_complete"
 
 
 # Past its due time by more than this, an entry means a session outlived the liveness bound
@@ -44,16 +57,23 @@ def sweep(deps: Deps, limit: int = 100) -> int:
         count("SessionsOverdue", len(late))
         logger.error("sessions past the liveness bound", extra={"sessions": [o.session_id for o in late][:20]})
     done = 0
+    stopped: list[tuple[str, int, tuple[str, ...]]] = []
     for item in overdue:
         try:
             if item.kind == "deadline":
-                done += expire_turn(deps, item.session_id, item.turn, by="sweep")
+                expiry = expire_due(deps, item.session_id, item.turn, by="sweep")
+                done += expiry.won
+                if expiry.synthesized:
+                    stopped.append((item.session_id, item.turn, expiry.synthesized))
             else:
                 done += resend_owed_think(deps, item.session_id, item.turn)
         except Exception:  # noqa: BLE001 - one failing session must not starve the others
             # Whatever committed left its mark in the index (an owed think, a waiting turn): the
             # next sweep picks it up again.
             logger.exception("sweep step failed; the next sweep retries it", extra={"session_id": item.session_id})
+    # Telling peers to stop comes after every expiry: best-effort, it never delays one.
+    for session_id, turn, ids in stopped:
+        stop_delegations(deps, session_id, turn, ids, "deadline passed")
     return done
 
 

@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+# A session whose caller stopped waiting (flightdeck.domain.session_cancel): it stores no further reply,
+# and is closed (idle again) at once, or by its next think.
+SESSION_CANCELED = "canceled"
+
+
 class SessionBusyError(Exception):
     """A new message arrived while the session is thinking or waiting on delegations."""
 
@@ -71,7 +76,7 @@ def error_result(tool_use_id: str, reason: str, source: ResultSource, detail: st
 @dataclass(frozen=True)
 class Session:
     session_id: str
-    status: str  # "idle" | "busy"
+    status: str  # "idle" | "busy" | "canceled" (SESSION_CANCELED: until it is closed)
     turn: int
     messages: list[dict[str, Any]]
     created_at: int = 0
@@ -111,8 +116,15 @@ class TurnAggregation:
     total: int
     received: int
     status: str  # "waiting" | "complete"
-    deadline_ms: int
+    deadline_ms: int  # the latest of its calls' deadlines: the turn waits no longer
     completed_by: str = ""
+    # Per call, when its delegations' deadlines differ (ids not listed: deadline_ms).
+    deadlines: dict[str, int] = field(default_factory=dict)
+    # Where the deadline index has it while it waits: its earliest deadline still open (0: not listed).
+    due_ms: int = 0
+
+    def deadline_of(self, tool_use_id: str) -> int:
+        return self.deadlines.get(tool_use_id, self.deadline_ms)
 
 
 @dataclass(frozen=True)
@@ -120,7 +132,19 @@ class TurnSeed:
     """What a think that calls tools opens, in the same write as its reply: the turn's aggregation."""
 
     tool_use_ids: tuple[str, ...]
-    deadline_ms: int
+    deadline_ms: int  # the latest of the calls' deadlines
+    # Each call's deadline (a delegate's own timeout_ms); empty: every call has deadline_ms.
+    deadlines: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What one expiry of a waiting turn did (a deadline passed, or its waiting was canceled)."""
+
+    won: bool  # this call completed the turn (and claimed its next think)
+    synthesized: tuple[str, ...] = ()  # the ids it wrote a timeout (or canceled) result for
+    # The turn still waits: the earliest deadline still open, where the deadline index now has it.
+    next_deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)

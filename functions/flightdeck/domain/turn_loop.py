@@ -19,8 +19,17 @@ from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
+from flightdeck.domain.records import (
+    SESSION_CANCELED,
+    ReplyRoute,
+    ResultSource,
+    Session,
+    ToolResult,
+    TurnSeed,
+    error_result,
+)
+from flightdeck.domain.session_cancel import close_canceled
 from flightdeck.domain.toolbox import tool_specs
-from flightdeck.domain.records import ReplyRoute, ResultSource, Session, ToolResult, TurnSeed, error_result
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
 # One TransactWriteItems (100 items) holds a turn's timeout results plus its completion
@@ -61,6 +70,11 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     iteration = session.iteration
+    if session.status == SESSION_CANCELED:
+        # Its caller stopped waiting: this think closes the session instead (the canceller's own close
+        # did not happen, or raced this one; flightdeck.domain.session_cancel).
+        close_canceled(deps, session)
+        return "canceled"
     if session.status != "busy":
         # The turn already ended. When it ended with this think's answer, a redelivery re-runs
         # what follows that write (the answer's delivery, the A2A task's end): each is idempotent.
@@ -81,8 +95,8 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
         if calls and not a2a_session:
             # The calls' aggregation opens in the write that stores the reply. (An A2A session's
             # opens after its cancel check, which must see the reply stored.)
-            ids = [u["toolUseId"] for u in reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN]]
-            seed = TurnSeed(tuple(ids), store.now_ms() + s.async_tool_timeout_ms)
+            deadlines = call_deadlines(deps, reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN], store.now_ms())
+            seed = TurnSeed(tuple(deadlines), max(deadlines.values()), deadlines)
         route = None if calls else _answer_route(deps, session, turn)
         try:
             # The reply is stored once: the iteration is also the conversation's assistant message.
@@ -169,6 +183,20 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     return reply
 
 
+def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int) -> dict[str, int]:
+    """Each call's deadline: a delegation's own timeout (its delegate's timeout_ms, else
+    ASYNC_TOOL_TIMEOUT_MS); any other call, answered inline, the turn's latest delegation's (or the
+    default's), so the turn waits no longer than its longest delegation."""
+    s = deps.settings
+    own = {}
+    for use in uses:
+        delegate = s.agent.delegate_for_tool(use["name"])
+        if delegate is not None:
+            own[use["toolUseId"]] = now_ms + delegate.timeout_or(s.async_tool_timeout_ms)
+    latest = max(own.values(), default=now_ms + s.async_tool_timeout_ms)
+    return {use["toolUseId"]: own.get(use["toolUseId"], latest) for use in uses}
+
+
 def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, Any]], traceparent: str,
                  budget: TimeBudget | None, seed: TurnSeed | None) -> None:
     """seed: the aggregation the reply's own write opened (None: a redelivery, or an A2A session)."""
@@ -182,19 +210,23 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
     now = store.now_ms()
     agg = session.aggregation
     if seed is not None:
-        deadline_ms, arm_timer = seed.deadline_ms, True
+        deadlines, arm_timer = seed.deadlines or dict.fromkeys(ids, seed.deadline_ms), True
     elif agg is not None:
         # A redelivery: the first run may have died before arming the timer (a second one is harmless).
-        deadline_ms, arm_timer = agg.deadline_ms, agg.status == "waiting"
+        deadlines, arm_timer = {i: agg.deadline_of(i) for i in ids}, agg.status == "waiting"
     else:
-        deadline_ms = now + s.async_tool_timeout_ms
-        arm_timer = store.seed_turn(session_id, turn, ids, deadline_ms, s.session_retention_ms)
+        deadlines = call_deadlines(deps, uses, now)
+        arm_timer = store.seed_turn(session_id, turn, ids, max(deadlines.values()), s.session_retention_ms,
+                                    deadlines=deadlines)
         if not arm_timer:
             existing = store.get_turn(session_id, turn)
-            deadline_ms = existing.deadline_ms if existing else deadline_ms
+            deadlines = {i: existing.deadline_of(i) for i in ids} if existing else deadlines
     if arm_timer:
-        deps.queues.send_timer({"session_id": session_id, "turn": turn, "deadline_ms": deadline_ms},
-                               math.ceil((deadline_ms - now) / 1000))
+        # One timer, at the earliest deadline: it re-arms itself for the next one still open
+        # (flightdeck.domain.deadlines), so a turn whose deadlines are all one costs one timer.
+        first = min(deadlines.values())
+        deps.queues.send_timer({"session_id": session_id, "turn": turn, "deadline_ms": first},
+                               math.ceil((first - now) / 1000))
     agent = s.agent
     dispatches: list[dict[str, Any]] = []
     for use in refused:
@@ -215,10 +247,13 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
             timeline("tool_use", f"delegating to {delegate.agent}"
                      + (f" (continuing {context_id})" if context_id else "")
                      + f": {str(args.get('task', ''))[:80]}", **ids_log)
+            deadline_ms = deadlines[tool_use_id]
             dispatches.append({
                 "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id, "tool_name": name,
                 "task": str(args.get("task", "")), "total_tools": len(ids), "deadline_ms": deadline_ms,
-                "traceparent": child_traceparent(traceparent), "issued_ms": deadline_ms - s.async_tool_timeout_ms,
+                "traceparent": child_traceparent(traceparent),
+                # The same on every run of this think (its deadline, less its timeout): the same token.
+                "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
                 **({"context_id": context_id} if context_id else {}), **({"task_id": task_id} if task_id else {}),
             })
             continue

@@ -1,4 +1,4 @@
-"""Lambda: POST /api/chat, GET /api/sessions/{session_id} and GET /api/sessions."""
+"""Lambda: POST /api/chat, GET /api/sessions/{session_id}, GET /api/sessions and POST /api/sessions/{session_id}/cancel."""
 
 from flightdeck.api import chat_routes, session_routes
 from flightdeck.api.resolver import http_handler

@@ -1,7 +1,10 @@
-"""Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack)."""
+"""Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack), or retry its cancel."""
+
+import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from flightdeck.domain.delegation_cancel import CancelMessage, cancel_delegation, is_cancel
 from flightdeck.domain.dispatch import DispatchMessage, DispatchStatus, dispatch_delegation
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
@@ -20,9 +23,15 @@ def handler(event: dict, context) -> dict:
     d = deps_within(budget)
 
     def _record(record: SQSRecord) -> str:
-        message = DispatchMessage.model_validate_json(record.body)
-        bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
-        outcome = dispatch_delegation(d, message, message.prior_attempts + attempt_of(record), budget)
+        body = json.loads(record.body)
+        if is_cancel(body):  # a delegation's cancel at its peer, retried here (flightdeck.domain.delegation_cancel)
+            cancel = CancelMessage.model_validate(body)
+            bind(session_id=cancel.session_id, tool_use_id=cancel.tool_use_id)
+            outcome = cancel_delegation(d, cancel, cancel.prior_attempts + attempt_of(record))
+        else:
+            message = DispatchMessage.model_validate(body)
+            bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
+            outcome = dispatch_delegation(d, message, message.prior_attempts + attempt_of(record), budget)
         if outcome.status is DispatchStatus.RETRY:
             retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
         return outcome.status.value

@@ -103,6 +103,9 @@ def timeout_variant(deployment: DeploymentFile, chosen: Plan) -> DeploymentFile:
     """The deployment with a delegator that stops waiting long before its delegate answers."""
     variant = deployment.model_copy(deep=True)
     variant.agents[chosen.delegator].env["ASYNC_TOOL_TIMEOUT_MS"] = str(TIMEOUT_SCENARIO_WAIT_MS)
+    for delegate in variant.agents[chosen.delegator].delegates:
+        if delegate.agent == chosen.delegate:
+            delegate.timeout_ms = None  # its own timeout would outlast the scenario's wait
     variant.agents[chosen.delegate].model.think_delay_ms = TIMEOUT_SCENARIO_THINK_MS
     return variant
 
@@ -427,10 +430,10 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
                 expected = tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
                 check_outcome(scenario, session, expected)
             if scenario == "timeout" and not timeline.wait_for(chosen.delegate, "idle", 0):
-                out.write(f"  (waiting for {chosen.delegate}'s late answer...)\n")
+                out.write(f"  (waiting for {chosen.delegate} to stop...)\n")
                 out.flush()
-            # Each stream ends when its session is idle: the delegator's at its answer, a late delegate's
-            # (the timeout scenario: it thinks TIMEOUT_SCENARIO_THINK_MS in all) when it answered anyway.
+            # Each stream ends when its session is idle: the delegator's at its answer, the timed-out
+            # delegate's (the timeout scenario) when the orchestrator's cancel has closed it.
             streams.join(TIMEOUT_SCENARIO_THINK_MS / 1000 + 10 if scenario == "timeout" else 10.0)
             if streams.errors:
                 raise DemoError("an event stream failed: " + "; ".join(streams.errors))
