@@ -17,6 +17,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from flightdeck.chat_client.sse import ServerEvent, StreamError, read_events
 from flightdeck.chat_client.transport import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -127,24 +128,11 @@ def card_url(url: str) -> str:
 
 
 def sse_data(response: requests.Response) -> Iterator[str]:
-    """The data of each server-sent event, as the WHATWG event-stream format defines it (A2A uses data
-    lines only). requests has no SSE reader, and this is the small part of the format A2A needs: lines
-    split on LF (a CR before it dropped), `data:` lines joined, a blank line ends an event, comments
-    (`:` keep-alives) skipped, an event cut off by the end of the stream not dispatched."""
-    buffer, data = b"", []
-    for chunk in response.iter_content(chunk_size=None):  # None: each chunk as it arrives
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.removesuffix(b"\r").decode("utf-8", "replace")
-            if not line:
-                if data:
-                    yield "\n".join(data)
-                    data = []
-                continue
-            name, _, value = line.partition(":")
-            if name == "data":
-                data.append(value.removeprefix(" "))
+    """The data of each server-sent event as it arrives (A2A's events are data lines only; comments, the
+    servers' keep-alives, are skipped)."""
+    for item in read_events(response.iter_content(chunk_size=None)):  # None: each chunk as it arrives
+        if isinstance(item, ServerEvent):
+            yield item.data
 
 
 def _part_text(part: Any) -> str:
@@ -409,7 +397,7 @@ class A2AChat:
                     final = isinstance(body.get("result"), dict) and body["result"].get("final") is True
                     if final or not self.waiting:
                         return
-            except requests.exceptions.RequestException as exc:
+            except (requests.exceptions.RequestException, StreamError) as exc:
                 if self.task_id is None:
                     raise Problem(f"the stream broke before the agent said anything: {preview(str(exc))}",
                                   fatal=False) from None

@@ -39,8 +39,19 @@ class Console:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     clock: Callable[[], float] = time.monotonic
+    # Whether an answer's text is printed as the model writes it (a think's text is known to be the answer
+    # only once it ends: the text of a think that goes on to delegate is printed too). None: when `out` is
+    # a terminal, so that `answer=$(flightdeck chat ...)` gets the answer and nothing else.
+    live: bool | None = None
     started: float = 0.0
     _open_line: bool = False  # an answer is being streamed: its line is not ended yet
+
+    @property
+    def shows_live_text(self) -> bool:
+        if self.live is not None:
+            return self.live
+        isatty = getattr(self.out, "isatty", None)
+        return bool(isatty()) if callable(isatty) else False
 
     def start(self) -> None:
         self.started = self.clock()
