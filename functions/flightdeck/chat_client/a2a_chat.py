@@ -322,8 +322,11 @@ class A2AChat:
             return False
         return self.state not in TERMINAL_STATES | INTERRUPTED_STATES
 
-    def _stream_answer(self) -> None:
-        """Print what the artifacts gained since last time (a streamed answer grows as it comes)."""
+    def _stream_answer(self, final: bool = False) -> None:
+        """Print what the artifacts gained since last time (a streamed answer grows as it comes): as it comes
+        on a terminal, else once the task ended (chunks may be text that the answer then replaces whole)."""
+        if not final and not self.console.shows_live_text:
+            return
         for key, text in self.artifacts.items():
             printed = self.printed.get(key, "")
             if text.startswith(printed) and text != printed:
@@ -435,7 +438,7 @@ class A2AChat:
             self.console.answer(self.direct_answer)
             self.continue_task = None
             return EXIT_OK
-        self._stream_answer()  # the artifacts' text not on the terminal yet (a stream prints it as it comes)
+        self._stream_answer(final=True)  # the artifacts' text not printed yet (a stream prints it as it comes)
         self.console.end_chunks()
         state = self.state
         if state in INTERRUPTED_STATES:

@@ -431,7 +431,7 @@ class SessionChat:
                 return False
             fruitless = 0 if progressed else fruitless + 1
             if fruitless >= MAX_FRUITLESS_STREAMS:
-                self.console.event(f"{fruitless} event streams in a row brought nothing new: polling instead", 1)
+                self.console.aside(f"{fruitless} event streams in a row brought nothing new: polling instead", 1)
                 return False
             self._check_deadline(watch)
             self.polling.pause(progressed)
@@ -474,10 +474,10 @@ class SessionChat:
                     if outcome is not None:
                         return outcome, len(self.drawn) > drawn
             except (requests.exceptions.RequestException, StreamError) as exc:
-                self.console.event(f"the event stream broke ({preview(str(exc), 80)}): reconnecting", 1)
+                self.console.aside(f"the event stream broke ({preview(str(exc), 80)}): reconnecting", 1)
                 return "reconnect", len(self.drawn) > drawn
         if time_up:
-            self.console.event("the event stream reached the server's time limit: reconnecting", 1)
+            self.console.aside("the event stream reached the server's time limit: reconnecting", 1)
             return "reconnect", len(self.drawn) > drawn
         # A stream that ends before the session is idle, without saying why, is the timeline so far: the
         # route does not follow sessions here (STREAMING=off, or an HTTP front that does not stream).
@@ -491,11 +491,11 @@ class SessionChat:
         except ValueError:
             event = None
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
-            self.console.event(f"skipped an event this client cannot read: {preview(data, 80)}", 1)
+            self.console.aside(f"skipped an event this client cannot read: {preview(data, 80)}", 1)
             return None
         kind = event["kind"]
         if kind == "error":  # the server could not go on (it says: reconnect)
-            self.console.event(f"the event stream failed at the server ({preview(str(event.get('message')))}): "
+            self.console.aside(f"the event stream failed at the server ({preview(str(event.get('message')))}): "
                                "reconnecting", 1)
             return "reconnect"
         if kind == "idle":
