@@ -355,8 +355,8 @@ class SessionChat:
             else:
                 console.event(f"message: {preview(text)}")
         elif kind == "thinking":
-            text = event.get("text")
-            console.event(f"think {event.get('think')}" + (f": {preview(str(text), 80)}" if text else ""))
+            said = event.get("text")  # polling has a delegating think's text; the stream does not
+            console.event(f"think {event.get('think')}" + (f": {preview(str(said), 80)}" if said else ""))
         elif kind == "delegating":
             console.event(f"delegating to {event.get('agent')}: {preview(str(event.get('task', '')))}", 1)
         elif kind == "tool_call":

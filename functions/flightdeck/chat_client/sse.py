@@ -12,7 +12,7 @@ fields (`retry:`) are ignored; an event cut off by the end of the stream is not 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 # A line longer than this is not an event stream's (one event of ours is one answer's text, well under
 # it): the stream is given up rather than buffered without end.
