@@ -270,13 +270,18 @@ def test_a_broken_event_stream_is_opened_again_and_nothing_is_drawn_twice(orches
     assert out == texts(session(orchestrator, sid)["messages"][-1]) + "\n"  # once
 
 
-def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, stack, capsys, monkeypatch):
+def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, stack, proxy, capsys, monkeypatch):
     monkeypatch.setenv("FLIGHTDECK_TOKEN", USER_TOKEN)  # the token from the environment
     feed(monkeypatch, "@worker first question", "", "a follow-up", "/card")
     assert chat(orchestrator) == 0  # stdin ends: Ctrl-D
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("session ")] == [
         f"session {session_id_in(err)}"]  # one session for both messages
+    # Each message followed on its own events stream (the first stream's replay is not drawn again).
+    sid = session_id_in(err)
+    assert proxy.paths() == ["/api/sessions?limit=1"] + [f"/api/sessions/{sid}/events"] * 2 + [
+        "/.well-known/agent-card.json"]
+    assert timeline(err).count("think 1") == 1 and timeline(err).count("think 3") == 1
     view = session(orchestrator, session_id_in(err))
     assert view["turn"] == 2 and view["status"] == "idle"
     first_answer, second_answer = texts(view["messages"][3]), texts(view["messages"][-1])
@@ -511,6 +516,18 @@ def test_the_stored_answer_wins_over_text_that_was_not_its_beginning_and_garbage
         "skipped an event this client cannot read: [1, 2]", "input_required: which one?",
         "think 1: answer (the text shown as it was written is not the answer stored; the answer follows whole)"]
     assert agent.gets == ["/api/sessions/s-1/events"]
+
+
+def test_a_session_idle_with_no_answer_to_the_message_is_a_failure(capsys):
+    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+                          streams=[[sse("message", "input.1", text="hi"), sse("idle", "idle.1", turn=1, iteration=0)]])
+    try:
+        assert chat(agent.url, "hi") == 1
+    finally:
+        agent.close()
+    out, err = capsys.readouterr()
+    assert out == "" and "the session is idle, with no answer to this message" in err
+    assert timeline(err) == ["sent: turn 1, think iteration 1", "idle: 1 message(s), 0 think iteration(s)"]
 
 
 def test_streams_that_break_time_out_or_fail_are_opened_again_and_nothing_is_printed_twice(monkeypatch):

@@ -328,6 +328,10 @@ class SessionChat:
         watch = _Watch(mine, accepted, deadline=self.console.clock() + self.polling.wait_s)
         if not (self.streams and self._stream(watch)):
             self._poll(watch)
+        if watch.answers:
+            # The turn ended with the answer: the next message is sent at once (a session busy again by
+            # then answers 409, and the client waits; one with an inbox queues it).
+            self.idle = True
         return watch.answers
 
     def _check_deadline(self, watch: _Watch, status: str = "busy") -> None:
@@ -439,8 +443,10 @@ class SessionChat:
     def _stream_once(self, watch: _Watch) -> tuple[Outcome, bool]:
         """One events stream, read to its end: how the watch goes on, and whether it drew anything."""
         url = f"{self._session_path}/events"
+        # A quiet stream is not read past the watch's deadline (by more than a second).
+        quiet_s = max(1.0, min(STREAM_READ_TIMEOUT_S, watch.deadline - self.console.clock() + 1))
         try:
-            response = send(self.http, "GET", url, token=self.token, stream=True, read_timeout_s=STREAM_READ_TIMEOUT_S,
+            response = send(self.http, "GET", url, token=self.token, stream=True, read_timeout_s=quiet_s,
                             headers={"Accept": "text/event-stream"})
         except Problem as problem:
             if problem.fatal:
@@ -525,7 +531,7 @@ class SessionChat:
             answered = any(self._step(watch, event) for event in timeline_of(view.messages, view.status == "busy"))
             changed = len(self.drawn) != drawn or view.status != status
             status = view.status
-            self.idle = status == "idle" or answered
+            self.idle = status == "idle"
             if answered or (status == "idle" and watch.taken):
                 if status == "idle" and watch.accepted is not None:
                     self.console.event(f"idle: {view.turn} message(s), {view.iteration} think iteration(s)")
