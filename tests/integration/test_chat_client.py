@@ -92,6 +92,7 @@ class Proxy:
 
     def __init__(self, target: str):
         self.target, self.requests, self.cut_at = target, [], None
+        self.asked = threading.Condition()  # notified at each request
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,7 +100,9 @@ class Proxy:
 
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                proxy.requests.append((self.command, self.path))
+                with proxy.asked:
+                    proxy.requests.append((self.command, self.path))
+                    proxy.asked.notify_all()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 with requests.request(self.command, proxy.target + self.path, data=body, headers=headers,
                                       stream=True, timeout=60) as answer:
@@ -141,6 +144,11 @@ class Proxy:
 
     def paths(self, method: str = "GET") -> list[str]:
         return [path for m, path in self.requests if m == method]
+
+    def wait_for(self, ending: str, timeout_s: float = 30.0) -> bool:
+        """Until a request for a path ending so has come (whether it did)."""
+        with self.asked:
+            return self.asked.wait_for(lambda: any(p.endswith(ending) for _, p in self.requests), timeout_s)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -582,19 +590,32 @@ def test_streams_that_bring_nothing_new_give_way_to_polling(capsys):
 def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
     """STREAMING=off: the events route answers the timeline so far and ends; the client polls, and does not
     ask for the events of the next message."""
-    from tests.integration.test_a2a_streaming import gateway, pumping
+    from tests.integration.test_a2a_streaming import gateway
     from tests.support.harness import make_agent
 
     with gateway("orchestrator") as url:
         agent = make_agent(monkeypatch, extra_env={"STREAMING": "off"})
         seen = Proxy(url)
+        stop = threading.Event()
+
+        def turns() -> None:
+            # The turn runs once the client has asked for the events: they cannot hold the answer already.
+            seen.wait_for("/events")
+            while not stop.is_set():
+                agent.run_queue("turns")
+                time.sleep(0.05)
+
+        pump = threading.Thread(target=turns, daemon=True)
+        pump.start()
         feed(monkeypatch, "hello there", "and again")
         try:
-            with pumping(agent, "turns"):
-                assert chat(seen.url, "--token", agent.peer_token) == 0
+            assert chat(seen.url, "--token", agent.peer_token) == 0
         finally:
+            stop.set()
+            pump.join(30)
             seen.close()
     out, err = capsys.readouterr()
+    out = "".join(line for line in out.splitlines(True) if not line.startswith('{"level"'))  # the agent's logs
     assert out.splitlines() == ['[orchestrator] Task: "hello there" — answer: 2 words; reversed: "there hello"',
                                 '[orchestrator] Task: "and again" — answer: 2 words; reversed: "again and"']
     assert err.count("the agent does not stream the session's events (the events route answered the timeline so "
