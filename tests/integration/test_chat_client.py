@@ -1,8 +1,12 @@
 """`flightdeck chat` as a user runs it (cli.main, stdin fed, stdout/stderr read), over real loopback HTTP:
 
 * against our agents: the bundled two-agent example on the local stack (moto, the real handlers,
-  every hop through the local gateway): a delegation's timeline and answer, a REPL whose follow-up
-  goes into the same session, a follow-up that waits for a busy session, clear auth and URL errors;
+  every hop through the local gateway), seen through a proxy that records (and may cut) what the
+  client asks: a delegation's timeline from the events stream and its answer as it is written, a
+  broken stream reconnected, a REPL whose follow-up goes into the same session, a follow-up that
+  waits for a busy session, clear auth and URL errors; the fallback to polling against an agent
+  with STREAMING=off (in-process gateway) and scripted agents (no events route, streams that
+  break, garbage, a queued message);
 * against a2a-sdk agents served by uvicorn: a conversation by contextId, an input-required round by
   taskId, a streamed answer (message/stream), the fallback to message/send, Ctrl-C as tasks/cancel,
   and an agent that cannot cancel.
@@ -43,6 +47,10 @@ pytestmark = pytest.mark.slow
 # The example's LOCAL ONLY token of the orchestrator's `user` peer (examples/two-agents.toml).
 USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].peers["user"]
 WORKER_THINK_MS = 700  # long enough for a session to be seen busy
+# The orchestrator's answer is written over this long: the events stream polls every 100 ms, and sends
+# the text as it grows.
+ORCHESTRATOR_THINK_MS = 500
+STREAM_ENV = {"STREAM_POLL_INTERVAL_MS": "100"}
 
 
 def chat(*args: str) -> int:
@@ -77,18 +85,120 @@ def free_port() -> int:
 # --- our agents, on the local stack ------------------------------------------------------------
 
 
+class Proxy:
+    """Loopback HTTP in front of an agent: records each request (method, path) and relays each answer as it
+    comes, an event stream chunk by chunk. `cut_at`: the next event stream to carry these bytes is broken
+    off right after them (the connection closed mid-stream, as a network drop would)."""
+
+    def __init__(self, target: str):
+        self.target, self.requests, self.cut_at = target, [], None
+        self.asked = threading.Condition()  # notified at each request
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with proxy.asked:
+                    proxy.requests.append((self.command, self.path))
+                    proxy.asked.notify_all()
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                with requests.request(self.command, proxy.target + self.path, data=body, headers=headers,
+                                      stream=True, timeout=60) as answer:
+                    self.send_response(answer.status_code)
+                    for name, value in answer.headers.items():
+                        if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                            self.send_header(name, value)
+                    if not answer.headers.get("Content-Type", "").startswith("text/event-stream"):
+                        payload = answer.content
+                        self.send_header("Content-Length", str(len(payload)))
+                        self.end_headers()
+                        self.wfile.write(payload)
+                        return
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    seen = b""
+                    for chunk in answer.iter_content(chunk_size=None):
+                        cut, seen = proxy.cut_at, seen + chunk
+                        if cut is not None and cut in seen:
+                            proxy.cut_at = None
+                            chunk = chunk[:max(0, len(chunk) - (len(seen) - seen.index(cut) - len(cut)))]
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunk else b"")
+                            self.wfile.flush()
+                            self.close_connection = True  # no last chunk: the stream broke
+                            return
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+
+            do_GET = do_POST = _relay
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def paths(self, method: str = "GET") -> list[str]:
+        return [path for m, path in self.requests if m == method]
+
+    def wait_for(self, ending: str, timeout_s: float = 30.0) -> bool:
+        """Until a request for a path ending so has come (whether it did)."""
+        with self.asked:
+            return self.asked.wait_for(lambda: any(p.endswith(ending) for _, p in self.requests), timeout_s)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Screen:
+    """A terminal: stdout and stderr written to one log, in order; stdout says it is a tty (so the client
+    prints the answer as it is written)."""
+
+    def __init__(self):
+        self.log: list[tuple[str, str]] = []
+        screen = self
+
+        class Stream(io.StringIO):
+            def __init__(self, name: str):
+                super().__init__()
+                self.name_ = name
+
+            def write(self, text: str) -> int:
+                screen.log.append((self.name_, text))
+                return super().write(text)
+
+            def isatty(self) -> bool:
+                return self.name_ == "out"
+
+        self.out, self.err = Stream("out"), Stream("err")
+
+
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LocalStack]:
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
     deployment.agents["worker"].model.think_delay_ms = WORKER_THINK_MS
-    with LocalStack(deployment, relay=None) as running:
+    deployment.agents["orchestrator"].model.think_delay_ms = ORCHESTRATOR_THINK_MS
+    with LocalStack(deployment, relay=None, extra_env=STREAM_ENV) as running:
         yield running
 
 
 @pytest.fixture
-def orchestrator(stack, monkeypatch) -> str:
+def proxy(stack) -> Iterator[Proxy]:
+    seen = Proxy(stack.urls["orchestrator"])
+    yield seen
+    seen.close()
+
+
+@pytest.fixture
+def orchestrator(proxy, monkeypatch) -> str:
+    """The orchestrator's URL, through the proxy."""
     monkeypatch.delenv("FLIGHTDECK_TOKEN", raising=False)
-    return stack.urls["orchestrator"]
+    return proxy.url
 
 
 def session(url: str, session_id: str) -> dict[str, Any]:
@@ -106,30 +216,80 @@ def texts(message: dict[str, Any]) -> str:
     return "\n".join(b["text"] for b in message["content"] if "text" in b)
 
 
-def test_one_message_shows_the_delegation_timeline_then_the_answer(orchestrator, capsys):
-    assert chat(orchestrator, "--token", USER_TOKEN, "@worker count these words @worker and these") == 0
+def timeline(err: str) -> list[str]:
+    return [line.split("s  ", 1)[1].strip() for line in err.splitlines() if line.strip()[:1].isdigit()]
+
+
+DELEGATION = "@worker count these words @worker and these"
+DELEGATION_STEPS = [
+    "sent: turn 1, think iteration 1", "think 1", "delegating to worker: count these words",
+    "delegating to worker: and these"]
+ANSWERED = ['worker answered: [worker] Task: "and these" — answer: 2 words; reversed: "these and"',
+            'worker answered: [worker] Task: "count these words" — answer: 3 words; reversed: "words these count"']
+
+
+def test_one_message_follows_the_delegation_on_the_events_stream(orchestrator, proxy, capsys):
+    assert chat(orchestrator, "--token", USER_TOKEN, DELEGATION) == 0
     out, err = capsys.readouterr()
-    lines = [line.split("s  ", 1)[1].strip() for line in err.splitlines() if line.strip()[:1].isdigit()]
-    assert lines[:4] == ["sent: turn 1, think iteration 1", "think 1: Delegating 2 task(s) to @worker.",
-                         "delegating to worker: count these words", "delegating to worker: and these"]
-    answered = [line for line in lines if line.startswith("worker answered: ")]
-    assert sorted(answered) == ['worker answered: [worker] Task: "and these" — answer: 2 words; reversed: "these and"',
-                                'worker answered: [worker] Task: "count these words" — answer: 3 words; reversed: '
-                                '"words these count"']
-    assert lines[-2:] == ["think 2: answer", "idle: 1 message(s), 2 think iteration(s)"]
-    # The answer, on stdout alone, is the session's last message.
-    view = session(orchestrator, session_id_in(err))
+    lines = timeline(err)
+    assert lines[:4] == DELEGATION_STEPS
+    assert sorted(line for line in lines if line.startswith("worker answered: ")) == ANSWERED
+    assert lines[-2:] == ["think 2", "think 2: answer"]  # the answer ends the message
+    assert len(lines) == 8, lines  # each step once
+    # All of it came from one events stream: the session was not polled.
+    sid = session_id_in(err)
+    assert proxy.paths("POST") == ["/api/chat"] and proxy.paths() == [f"/api/sessions/{sid}/events"]
+    # The answer, on stdout alone (not a terminal: printed once it is in), is the session's last message.
+    view = session(orchestrator, sid)
     assert out == texts(view["messages"][-1]) + "\n"
     assert out.startswith("2 of 2 delegations answered.")
 
 
-def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, capsys, monkeypatch):
+def test_the_answer_is_printed_as_it_is_written(orchestrator, monkeypatch):
+    screen = Screen()
+    monkeypatch.setattr(sys, "stdout", screen.out)
+    monkeypatch.setattr(sys, "stderr", screen.err)
+    assert chat(orchestrator, "--token", USER_TOKEN, "@worker tell me about the tides of the northern sea") == 0
+    answer = texts(session(orchestrator, session_id_in(screen.err.getvalue()))["messages"][-1])
+    out = screen.out.getvalue()
+    assert out.endswith(answer + "\n") and out.count(answer) == 1  # printed once (after any text of think 1)
+    # It came in pieces while think 2 ran, before the line that says the answer is in.
+    pieces, said_in = [], None
+    for i, (stream, text) in enumerate(screen.log):
+        if stream == "err" and "think 2: answer" in text:
+            said_in = i
+        elif stream == "out" and said_in is None and text.strip() and answer.startswith("".join(pieces) + text):
+            pieces.append(text)
+    assert said_in is not None and len(pieces) >= 3, screen.log
+    assert "".join(pieces) == answer[:len("".join(pieces))] and answer.startswith(pieces[0])
+
+
+def test_a_broken_event_stream_is_opened_again_and_nothing_is_drawn_twice(orchestrator, proxy, capsys):
+    proxy.cut_at = b"event: delegating"  # mid-event: that event is not whole yet
+    assert chat(orchestrator, "--token", USER_TOKEN, DELEGATION) == 0
+    out, err = capsys.readouterr()
+    lines = timeline(err)
+    assert proxy.cut_at is None and "the event stream broke" in err and "reconnecting" in err
+    steps = [line for line in lines if not line.startswith("the event stream broke")]
+    assert steps[:4] == DELEGATION_STEPS and sorted(s for s in steps if s.startswith("worker")) == ANSWERED
+    assert steps[-2:] == ["think 2", "think 2: answer"] and len(steps) == 8, lines
+    sid = session_id_in(err)
+    assert proxy.paths() == [f"/api/sessions/{sid}/events"] * 2  # opened again; not polled
+    assert out == texts(session(orchestrator, sid)["messages"][-1]) + "\n"  # once
+
+
+def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, stack, proxy, capsys, monkeypatch):
     monkeypatch.setenv("FLIGHTDECK_TOKEN", USER_TOKEN)  # the token from the environment
     feed(monkeypatch, "@worker first question", "", "a follow-up", "/card")
     assert chat(orchestrator) == 0  # stdin ends: Ctrl-D
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("session ")] == [
         f"session {session_id_in(err)}"]  # one session for both messages
+    # Each message followed on its own events stream (the first stream's replay is not drawn again).
+    sid = session_id_in(err)
+    assert proxy.paths() == ["/api/sessions?limit=1"] + [f"/api/sessions/{sid}/events"] * 2 + [
+        "/.well-known/agent-card.json"]
+    assert timeline(err).count("think 1") == 1 and timeline(err).count("think 3") == 1
     view = session(orchestrator, session_id_in(err))
     assert view["turn"] == 2 and view["status"] == "idle"
     first_answer, second_answer = texts(view["messages"][3]), texts(view["messages"][-1])
@@ -137,7 +297,7 @@ def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, capsys, m
     assert "sent: turn 2, think iteration 3" in err and "think 3: answer" in err
     card = json.loads(out[out.index("{"):])
     assert out[:out.index("{")] == f"{first_answer}\n{second_answer}\n"
-    assert card["name"] == "orchestrator" and card["url"] == f"{orchestrator}/a2a"
+    assert card["name"] == "orchestrator" and card["url"] == f"{stack.urls['orchestrator']}/a2a"
 
 
 def test_a_follow_up_to_a_busy_session_waits_until_it_is_idle(orchestrator, capsys):
@@ -205,15 +365,36 @@ def test_ctrl_c_stops_watching_and_the_next_message_waits_for_the_session(orches
     assert view["turn"] == 2 and capsys.readouterr().out == texts(view["messages"][-1]) + "\n"
 
 
-class InboxAgent:
-    """Loopback HTTP scripted as an agent with an inbox (POST /api/chat answers 202 "queued"): GET
-    /api/sessions/{id} answers the given views in turn, then the last one again."""
+CUT = b""  # in a scripted stream: the connection breaks off there (no last chunk)
 
-    def __init__(self, views: list[dict[str, Any]]):
-        self.views, self.posts = views, []
+
+def sse(kind: str, event_id: str | None = None, **data: Any) -> bytes:
+    """One event as the events route frames it."""
+    body = {"kind": kind, "session_id": "s-1", **({"id": event_id} if event_id else {}), **data}
+    return (f"id: {event_id}\n" if event_id else "").encode() + f"event: {kind}\ndata: {json.dumps(body)}\n\n".encode()
+
+
+def delta(iteration: int, offset: int, text: str) -> bytes:
+    return sse("text_delta", f"text.{iteration}.1.{offset + len(text)}", iteration=iteration, attempt=1,
+               offset=offset, text=text)
+
+
+class ScriptedAgent:
+    """Loopback HTTP scripted as one of our agents. POST /api/chat answers `accepted` (202); GET
+    /api/sessions/{id} the given views in turn, then the last one again; GET .../events the given streams in
+    turn, then 404 (a status: that answer; else the stream's pieces, each written as it comes, CUT breaking
+    the connection off)."""
+
+    def __init__(self, views: list[dict[str, Any]], streams: list[int | list[bytes]] = (),
+                 accepted: dict[str, Any] | None = None):
+        self.views, self.streams, self.posts, self.gets = list(views), list(streams), [], []
+        self.accepted = accepted or {"session_id": "s-1", "turn": 2, "iteration": 1, "status": "queued",
+                                     "position": 1}
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def _send(self, payload: Any, status: int = 200) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -222,17 +403,36 @@ class InboxAgent:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, script: int | list[bytes]) -> None:
+                if isinstance(script, int):
+                    return self._send({"error": {"code": f"http_{script}", "message": "no events here"}}, script)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for piece in script:
+                    if piece == CUT:
+                        self.close_connection = True
+                        return
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
             def do_GET(self):  # noqa: N802
+                agent.gets.append(self.path)
+                if self.path.endswith("/events"):
+                    return self._stream(agent.streams.pop(0) if agent.streams else 404)
                 self._send(agent.views.pop(0) if len(agent.views) > 1 else agent.views[0])
 
             def do_POST(self):  # noqa: N802
                 agent.posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self._send({"session_id": "s-1", "turn": 2, "iteration": 1, "status": "queued", "position": 1}, 202)
+                self._send(agent.accepted, 202)
 
             def log_message(self, *args):
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}"
 
@@ -246,9 +446,10 @@ def _view(status: str, *messages: tuple[str, str]) -> dict[str, Any]:
             "messages": [{"role": role, "content": [{"text": text}]} for role, text in messages]}
 
 
-def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys):
+@pytest.mark.parametrize("events", [404, 405, 501], ids=["no-route", "no-method", "not-implemented"])
+def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys, events):
     answered = [("user", "first"), ("assistant", "first answer")]
-    agent = InboxAgent([
+    agent = ScriptedAgent([
         _view("idle", *answered),  # joining (--session): idle, so the client sends...
         # ...but a message from elsewhere got in first: this one is queued behind it.
         _view("busy", *answered, ("user", "from elsewhere")),
@@ -256,7 +457,7 @@ def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys):
         _view("busy", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine")),
         _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine"),
               ("assistant", "my answer")),
-    ])
+    ], streams=[events])  # an agent without the events route: polled
     try:
         assert chat(agent.url, "--session", "s-1", "mine") == 0
     finally:
@@ -265,7 +466,166 @@ def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys):
     assert out == "my answer\n"  # not the answer of the message queued before it
     assert "queued (position 1): the agent reads it at its next think" in err
     assert "message: from elsewhere" in err and "answer to an earlier message: elsewhere answer" in err
+    assert f"does not stream the session's events (HTTP {events} from GET .../events: no events here" in err
     assert agent.posts == [{"content": "mine", "session_id": "s-1"}] and agent.views == [agent.views[-1]]
+    assert agent.gets[:2] == ["/api/sessions/s-1", "/api/sessions/s-1/events"]
+
+
+def _screen(monkeypatch) -> Screen:
+    screen = Screen()
+    monkeypatch.setattr(sys, "stdout", screen.out)
+    monkeypatch.setattr(sys, "stderr", screen.err)
+    return screen
+
+
+def test_a_queued_message_followed_on_the_events_stream(monkeypatch):
+    agent = ScriptedAgent([_view("idle", ("user", "first"), ("assistant", "first answer"))], streams=[[
+        # The replay: what the client has drawn already (joining), then the message queued before this one.
+        sse("message", "input.1", text="first"), sse("thinking", "think.1", think=1),
+        sse("answer", "answer.1", think=1, text="first answer"),
+        sse("message", "input.2", text="from elsewhere"), sse("thinking", "think.2", think=2),
+        delta(2, 0, "elsewhere"), sse("answer", "answer.2", think=2, text="elsewhere answer"),
+        sse("message", "input.3", text="mine"), sse("thinking", "think.3", think=3),
+        delta(3, 0, "my "), delta(3, 3, "ans"), sse("answer", "answer.3", think=3, text="my answer"),
+    ]])
+    screen = _screen(monkeypatch)
+    try:
+        assert chat(agent.url, "--session", "s-1", "mine") == 0
+    finally:
+        agent.close()
+    err = screen.err.getvalue()
+    assert [text for stream, text in screen.log if stream == "out"] == ["my ", "ans", "wer", "\n"]
+    assert timeline(err) == ["queued (position 1): the agent reads it at its next think", "message: from elsewhere",
+                             "think 2", "think 2: answer", "answer to an earlier message: elsewhere answer",
+                             "think 3", "think 3: answer"]
+    assert agent.gets == ["/api/sessions/s-1", "/api/sessions/s-1/events"]  # joined, then followed: no polls
+
+
+def test_the_stored_answer_wins_over_text_that_was_not_its_beginning_and_garbage_is_skipped(monkeypatch):
+    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+                          streams=[[
+                              sse("message", "input.1", text="hi"), sse("thinking", "think.1", think=1),
+                              b": keep-alive\n\n", b"data: {not json\n\n", b"data: [1, 2]\n\n",
+                              sse("input_required", "ask.1", question="which one?"),  # a kind from a newer server
+                              delta(1, 0, "Hel"), delta(1, 3, "lo"),
+                              delta(1, 9, "gap"),  # a piece missed in between: not printed
+                              delta(1, 0, "Goodbye"),  # the think starts over
+                              sse("answer", "answer.1", think=1, text="Good day"),
+                          ]])
+    screen = _screen(monkeypatch)
+    try:
+        assert chat(agent.url, "hi") == 0
+    finally:
+        agent.close()
+    err = screen.err.getvalue()
+    assert screen.out.getvalue() == "Hello\nGoodbye\nGood day\n"
+    assert timeline(err) == [
+        "sent: turn 1, think iteration 1", "think 1", "skipped an event this client cannot read: {not json",
+        "skipped an event this client cannot read: [1, 2]", "input_required: which one?",
+        "think 1: answer (the text shown as it was written is not the answer stored; the answer follows whole)"]
+    assert agent.gets == ["/api/sessions/s-1/events"]
+
+
+def test_a_session_idle_with_no_answer_to_the_message_is_a_failure(capsys):
+    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+                          streams=[[sse("message", "input.1", text="hi"), sse("idle", "idle.1", turn=1, iteration=0)]])
+    try:
+        assert chat(agent.url, "hi") == 1
+    finally:
+        agent.close()
+    out, err = capsys.readouterr()
+    assert out == "" and "the session is idle, with no answer to this message" in err
+    assert timeline(err) == ["sent: turn 1, think iteration 1", "idle: 1 message(s), 0 think iteration(s)"]
+
+
+def test_streams_that_break_time_out_or_fail_are_opened_again_and_nothing_is_printed_twice(monkeypatch):
+    def replay(*more: bytes) -> list[bytes]:
+        return [sse("message", "input.1", text="go"), sse("thinking", "think.1", think=1),
+                sse("delegating", "tool.t1", agent="worker", task="x"), *more]
+
+    answered = sse("callback_accepted", "result.t1", agent="worker", status="success", text="done")
+    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"}, streams=[
+        [*replay()[:2], sse("delegating", "tool.t1", agent="worker", task="x")[:20], CUT],  # breaks mid-event
+        replay(answered, b": stream closed after 840 s without a final event; reconnect to follow on\n\n"),
+        replay(answered, sse("thinking", "think.2", think=2), delta(2, 0, "The answer"),
+               sse("error", None, code="stream_failed", message="the stream could not go on; reconnect")),
+        # A new stream sends the text so far from offset 0: only what is new is printed.
+        replay(answered, sse("thinking", "think.2", think=2), delta(2, 0, "The answer so far"),
+               delta(2, 17, " and more."), sse("answer", "answer.2", think=2, text="The answer so far and more."),
+               sse("idle", "idle.1", turn=1, iteration=2)),
+    ])
+    screen = _screen(monkeypatch)
+    try:
+        assert chat(agent.url, "go") == 0
+    finally:
+        agent.close()
+    err = screen.err.getvalue()
+    assert screen.out.getvalue() == "The answer so far and more.\n"
+    assert [text for stream, text in screen.log if stream == "out"] == ["The answer", " so far", " and more.", "\n"]
+    steps = [line for line in timeline(err) if not line.startswith("the event stream")]
+    assert steps == ["sent: turn 1, think iteration 1", "think 1", "delegating to worker: x", "worker answered: done",
+                     "think 2", "think 2: answer"]
+    assert "the event stream broke" in err and "the event stream reached the server's time limit" in err
+    assert "the event stream failed at the server (the stream could not go on; reconnect)" in err
+    assert agent.gets == ["/api/sessions/s-1/events"] * 4
+
+
+def test_streams_that_bring_nothing_new_give_way_to_polling(capsys):
+    stuck = [sse("message", "input.1", text="go"), sse("thinking", "think.1", think=1), CUT]
+    agent = ScriptedAgent([_view("idle", ("user", "go"), ("assistant", "the answer"))],
+                          accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+                          streams=[stuck] * 4)
+    try:
+        assert chat(agent.url, "go") == 0
+    finally:
+        agent.close()
+    out, err = capsys.readouterr()
+    assert out == "the answer\n"
+    assert "3 event streams in a row brought nothing new: polling instead" in err
+    assert [line for line in timeline(err) if not line.startswith(("the event stream", "3 event"))] == [
+        "sent: turn 1, think iteration 1", "think 1", "think 1: answer", "idle: 1 message(s), 1 think iteration(s)"]
+    assert agent.gets == ["/api/sessions/s-1/events"] * 4 + ["/api/sessions/s-1"]
+
+
+def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
+    """STREAMING=off: the events route answers the timeline so far and ends; the client polls, and does not
+    ask for the events of the next message."""
+    from tests.integration.test_a2a_streaming import gateway
+    from tests.support.harness import make_agent
+
+    with gateway("orchestrator") as url:
+        agent = make_agent(monkeypatch, extra_env={"STREAMING": "off"})
+        seen = Proxy(url)
+        stop = threading.Event()
+
+        def turns() -> None:
+            # The turn runs once the client has asked for the events: they cannot hold the answer already.
+            seen.wait_for("/events")
+            while not stop.is_set():
+                agent.run_queue("turns")
+                time.sleep(0.05)
+
+        pump = threading.Thread(target=turns, daemon=True)
+        pump.start()
+        feed(monkeypatch, "hello there", "and again")
+        try:
+            assert chat(seen.url, "--token", agent.peer_token) == 0
+        finally:
+            stop.set()
+            pump.join(30)
+            seen.close()
+    out, err = capsys.readouterr()
+    out = "".join(line for line in out.splitlines(True) if not line.startswith('{"level"'))  # the agent's logs
+    assert out.splitlines() == ['[orchestrator] Task: "hello there" — answer: 2 words; reversed: "there hello"',
+                                '[orchestrator] Task: "and again" — answer: 2 words; reversed: "again and"']
+    assert err.count("the agent does not stream the session's events (the events route answered the timeline so "
+                     "far and ended (STREAMING=off?)): polling") == 1
+    sid = session_id_in(err)
+    gets = seen.paths()
+    assert gets[:2] == ["/api/sessions?limit=1", f"/api/sessions/{sid}/events"]
+    assert set(gets[2:]) == {f"/api/sessions/{sid}"}  # polled, the second message too
+    lines = timeline(err)
+    assert lines.count("think 1: answer") == 1 and lines.count("think 2: answer") == 1
 
 
 @pytest.mark.parametrize(("token", "says"), [

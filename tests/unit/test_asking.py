@@ -220,7 +220,6 @@ def test_a_delegate_s_question_is_reported_when_the_agent_cannot_ask():
 
 
 def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
-    from flightdeck.domain.timeline import derive
 
     asked = _reply(("ask_user", {"question": "which year?"})).message
     session = Session(session_id="s", status="idle", turn=1, messages=[_user("t"), asked], user_messages=1)
@@ -229,17 +228,13 @@ def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
 
 
 def test_flightdeck_chat_prints_the_question_as_the_answer():
-    from flightdeck.chat_client.sessions import Timeline
+    """Polled or streamed, the chat sees a question event (the id the events route gives it), which
+    it prints as the answer: the next message answers it."""
+    from flightdeck.chat_client.sessions import timeline_of
 
-    class Console:
-        def __init__(self):
-            self.lines = []
-
-        def event(self, text, indent=0):
-            self.lines.append(text)
-
-    console = Console()
     asked = _reply(("ask_user", {"question": "which year?"})).message
-    answers, seen = Timeline(console).draw([_user("t"), asked], mine="t")
-    assert answers == [("which year?", True)] and seen
-    assert console.lines == ["think 1: asks for input (your next message answers it)"]
+    events = timeline_of([_user("t"), asked], busy=False)
+    question = [e for e in events if e["kind"] == "question"]
+    assert question == [{"id": "question.1", "kind": "question", "think": 1, "text": "which year?"}]
+    assert not [e for e in events if e["kind"] in ("tool_call", "delegating", "answer")]
+    # The id is the one flightdeck.domain.timeline gives a question (question.<think>).

@@ -1,4 +1,4 @@
-"""`flightdeck chat`: a terminal client for one of our agents (POST /api/chat, GET /api/sessions/{id})
+"""`flightdeck chat`: a terminal client for one of our agents (POST /api/chat, GET /api/sessions/{id}/events)
 or for any A2A v0.3 agent (its card, message/send or message/stream, tasks/get, tasks/cancel).
 
 A tool (infra.bundling.TOOLS): it only speaks HTTP to an agent and is never imported by Lambda code.

@@ -17,6 +17,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from flightdeck.chat_client.sse import ServerEvent, StreamError, read_events
 from flightdeck.chat_client.transport import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -127,24 +128,11 @@ def card_url(url: str) -> str:
 
 
 def sse_data(response: requests.Response) -> Iterator[str]:
-    """The data of each server-sent event, as the WHATWG event-stream format defines it (A2A uses data
-    lines only). requests has no SSE reader, and this is the small part of the format A2A needs: lines
-    split on LF (a CR before it dropped), `data:` lines joined, a blank line ends an event, comments
-    (`:` keep-alives) skipped, an event cut off by the end of the stream not dispatched."""
-    buffer, data = b"", []
-    for chunk in response.iter_content(chunk_size=None):  # None: each chunk as it arrives
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.removesuffix(b"\r").decode("utf-8", "replace")
-            if not line:
-                if data:
-                    yield "\n".join(data)
-                    data = []
-                continue
-            name, _, value = line.partition(":")
-            if name == "data":
-                data.append(value.removeprefix(" "))
+    """The data of each server-sent event as it arrives (A2A's events are data lines only; comments, the
+    servers' keep-alives, are skipped)."""
+    for item in read_events(response.iter_content(chunk_size=None)):  # None: each chunk as it arrives
+        if isinstance(item, ServerEvent):
+            yield item.data
 
 
 def _part_text(part: Any) -> str:
@@ -334,8 +322,11 @@ class A2AChat:
             return False
         return self.state not in TERMINAL_STATES | INTERRUPTED_STATES
 
-    def _stream_answer(self) -> None:
-        """Print what the artifacts gained since last time (a streamed answer grows as it comes)."""
+    def _stream_answer(self, final: bool = False) -> None:
+        """Print what the artifacts gained since last time (a streamed answer grows as it comes): as it comes
+        on a terminal, else once the task ended (chunks may be text that the answer then replaces whole)."""
+        if not final and not self.console.shows_live_text:
+            return
         for key, text in self.artifacts.items():
             printed = self.printed.get(key, "")
             if text.startswith(printed) and text != printed:
@@ -409,7 +400,7 @@ class A2AChat:
                     final = isinstance(body.get("result"), dict) and body["result"].get("final") is True
                     if final or not self.waiting:
                         return
-            except requests.exceptions.RequestException as exc:
+            except (requests.exceptions.RequestException, StreamError) as exc:
                 if self.task_id is None:
                     raise Problem(f"the stream broke before the agent said anything: {preview(str(exc))}",
                                   fatal=False) from None
@@ -447,7 +438,7 @@ class A2AChat:
             self.console.answer(self.direct_answer)
             self.continue_task = None
             return EXIT_OK
-        self._stream_answer()  # the artifacts' text not on the terminal yet (a stream prints it as it comes)
+        self._stream_answer(final=True)  # the artifacts' text not printed yet (a stream prints it as it comes)
         self.console.end_chunks()
         state = self.state
         if state in INTERRUPTED_STATES:

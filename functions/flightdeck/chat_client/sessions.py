@@ -1,21 +1,32 @@
-"""Chat with one of our agents: POST /api/chat, then GET /api/sessions/{id} until the session is idle.
+"""Chat with one of our agents: POST /api/chat, then follow the session until the answer is in.
 
-The timeline is drawn from what the API exposes, the session's messages (Converse shapes): each
-assistant message is one think iteration of the model (its reply); its toolUse blocks are the
-delegations it starts ("delegating to worker: task"); the toolResult blocks that come back say who
-answered, failed or timed out; an assistant message without tool calls is an answer, and one whose
-calls are all ask_user a question (printed as the answer: the next message answers it).
+Following is GET /api/sessions/{id}/events, the session's timeline as Server-Sent Events
+(flightdeck.domain.timeline): each step as it happens, and the answer's text as the model writes
+it (`text_delta`). Where that route is missing or refused (404, 405, 501), or does not follow (with
+STREAMING=off it answers the timeline so far and ends), the client polls GET /api/sessions/{id}
+instead; a stream that breaks, or ends at the server's time limit, is opened again (it replays the
+timeline from the start), and polled after a few tries that bring nothing new.
+
+Both ways draw one timeline, keyed by the server's event ids (input.N, think.N, tool.<toolUseId>,
+result.<toolUseId>, answer.N), which polling derives from the session's messages as the server does
+(`timeline_of`): a reconnect, or a switch to polling, draws nothing twice. From the messages (Converse
+shapes): each assistant message is one think iteration of the model (its reply); its toolUse blocks
+are the delegations it starts ("delegating to worker: task"); the toolResult blocks that come back
+say who answered, failed or timed out; an assistant message without tool calls is an answer.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flightdeck.chat_client.sse import Comment, StreamError, read_events
 from flightdeck.chat_client.transport import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -31,7 +42,19 @@ from flightdeck.chat_client.transport import (
 )
 
 DELEGATE_TOOL_PREFIX = "ask_"  # flightdeck.domain.agent.DelegateTool.name, unless a tool_name is configured
+TEXT_DELTA = "text_delta"  # flightdeck.domain.session_events.TEXT_DELTA
 ASK_USER = "ask_user"  # flightdeck.domain.asking: the agent asks for input
+# The timeline kinds of a tool's result (flightdeck.domain.timeline).
+RESULT_KINDS = frozenset({"callback_accepted", "timeout", "dispatch_failed", "canceled", "tool_result"})
+# A quiet stream carries keep-alive comments (every 15 s by default): past this without a byte, it is
+# taken as broken and opened again.
+STREAM_READ_TIMEOUT_S = 120.0
+# Streams opened in a row that bring nothing new before the client polls instead.
+MAX_FRUITLESS_STREAMS = 3
+# Statuses with which a server says it has no events route for us (then the conversation polls).
+_NO_EVENTS_ROUTE = (404, 405, 501)
+
+Outcome = Literal["done", "reconnect", "poll", "off"]
 
 
 # The client's own, lenient view of the API's payloads (flightdeck.api.models is the server's, strict
@@ -106,74 +129,80 @@ def describe_result(who: str, result: dict[str, Any]) -> str:
     return f"{who} failed: {preview(text)}"
 
 
-class Timeline:
-    """Turns the session's new messages into timeline lines; returns the answers among them."""
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.shown = 0  # messages of the session already drawn
-        self.thinks = 0  # assistant messages so far: the think iteration of the next one is thinks + 1
-        self.tools: dict[str, str] = {}  # toolUseId -> who it went to
-
-    def catch_up(self, messages: list[dict[str, Any]]) -> None:
-        """Take in a session's history without drawing it (joining with --session)."""
-        for message in messages:
-            if message.get("role") == "assistant":
-                self.thinks += 1
-            for block in _blocks(message):
-                use = block.get("toolUse")
-                if isinstance(use, dict):
-                    self.tools[str(use.get("toolUseId"))] = delegate_of(str(use.get("name", "")))
-        self.shown = len(messages)
-
-    def draw(self, messages: list[dict[str, Any]], mine: str | None,
-             seen_mine: bool = False) -> tuple[list[tuple[str, bool]], bool]:
-        """Draw messages[self.shown:]: (each answer among them with whether it came after `mine`, whether
-        `mine` has been seen). `mine`: the message just sent, looked for among the user messages."""
-        if len(messages) < self.shown:  # the server trimmed the history: start over from what it has
-            self.shown = len(messages)
-        answers: list[tuple[str, bool]] = []
-        for message in messages[self.shown:]:
-            blocks = _blocks(message)
-            if message.get("role") == "assistant":
-                answer = self._think(blocks)
-                if answer is not None:
-                    answers.append((answer, seen_mine))
+def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, Any]]:
+    """The session's timeline as the events route sends it (its ids and kinds, the fields drawn), from its
+    messages: what polling draws. The ids follow flightdeck.domain.timeline.derive (a unit test holds them
+    together); a delegating think also carries its text, which the route does not send."""
+    events: list[dict[str, Any]] = []
+    calls: dict[str, str] = {}  # toolUseId -> who it went to
+    inputs = thinks = 0
+    for message in messages:
+        blocks = _blocks(message)
+        if message.get("role") == "assistant":
+            thinks += 1
+            uses = [b["toolUse"] for b in blocks if isinstance(b.get("toolUse"), dict)]
+            text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
+            if uses and all(use.get("name") == ASK_USER for use in uses):
+                # The agent asks for input: its question is this turn's answer; the next message answers it.
+                question = "\n".join(str(u["input"].get("question", "")) for u in uses if isinstance(u.get("input"), dict))
+                events.append({"id": f"think.{thinks}", "kind": "thinking", "think": thinks, "text": ""})
+                events.append({"id": f"question.{thinks}", "kind": "question", "think": thinks, "text": question})
                 continue
-            for block in blocks:
-                result = block.get("toolResult")
-                if isinstance(result, dict):
-                    who = self.tools.get(str(result.get("toolUseId")), "a tool")
-                    self.console.event(describe_result(who, result), 1)
-            text = _text([b for b in blocks if "text" in b])
-            if text and not any("toolResult" in b for b in blocks):
-                if mine is not None and not seen_mine and mine in text:
-                    seen_mine = True  # in the session now (an inbox may join several messages into one)
+            events.append({"id": f"think.{thinks}", "kind": "thinking", "think": thinks, "text": text if uses else ""})
+            for use in uses:
+                tool_use_id, name, args = str(use.get("toolUseId", "")), str(use.get("name", "")), use.get("input")
+                calls[tool_use_id] = who = delegate_of(name)
+                if isinstance(args, dict) and set(args) == {"task"}:
+                    events.append({"id": f"tool.{tool_use_id}", "kind": "delegating", "agent": who,
+                                   "task": str(args["task"])})
                 else:
-                    self.console.event(f"message: {preview(text)}")
-        self.shown = len(messages)
-        return answers, seen_mine
+                    events.append({"id": f"tool.{tool_use_id}", "kind": "tool_call", "tool": name, "input": args})
+            if not uses:
+                events.append({"id": f"answer.{thinks}", "kind": "answer", "think": thinks, "text": text})
+            continue
+        results = [b["toolResult"] for b in blocks if isinstance(b.get("toolResult"), dict)]
+        for result in results:
+            tool_use_id = str(result.get("toolUseId", ""))
+            events.append({"id": f"result.{tool_use_id}", "kind": "callback_accepted",
+                           "agent": calls.get(tool_use_id, "a tool"), "status": result.get("status"),
+                           "text": _text(_blocks(result))})
+        if not results:
+            inputs += 1
+            events.append({"id": f"input.{inputs}", "kind": "message", "text": _text(blocks)})
+    last = messages[-1] if messages else {}
+    if busy and last.get("role") != "assistant":  # the next think is under way (or owed)
+        events.append({"id": f"think.{thinks + 1}", "kind": "thinking", "think": thinks + 1})
+    return events
 
-    def _think(self, blocks: list[dict[str, Any]]) -> str | None:
-        self.thinks += 1
-        text = _text([b for b in blocks if "text" in b])
-        uses = [b["toolUse"] for b in blocks if isinstance(b.get("toolUse"), dict)]
-        if not uses:
-            self.console.event(f"think {self.thinks}: answer")
-            return text
-        if all(use.get("name") == ASK_USER for use in uses):
-            self.console.event(f"think {self.thinks}: asks for input (your next message answers it)")
-            return "\n".join(str((use.get("input") or {}).get("question", "")) for use in uses
-                             if isinstance(use.get("input"), dict))
-        self.console.event(f"think {self.thinks}" + (f": {preview(text, 80)}" if text else ""))
-        for use in uses:
-            name, args = str(use.get("name", "")), use.get("input")
-            self.tools[str(use.get("toolUseId"))] = who = delegate_of(name)
-            if isinstance(args, dict) and set(args) == {"task"}:
-                self.console.event(f"delegating to {who}: {preview(str(args['task']))}", 1)
-            else:
-                self.console.event(f"running {name}: {preview(json.dumps(args, ensure_ascii=False))}", 1)
-        return None
+
+def _holds(text: str, mine: str) -> bool:
+    """Whether a user message's text (the events route's preview of it, cut with "…") holds `mine` (an inbox
+    may join several messages into one)."""
+    return mine in text or (text.endswith("…") and mine.startswith(text[:-1]))
+
+
+@dataclass
+class _Watch:
+    """Following the session for one message (`mine`; None: waiting for the session to be idle)."""
+
+    mine: str | None
+    accepted: ChatAccepted | None
+    deadline: float
+    seen_mine: bool = False  # the message is in the session: the next answer is its answer
+    answers: list[str] = field(default_factory=list)
+    live: dict[int, str] = field(default_factory=dict)  # think -> its text printed as the model wrote it
+
+    def is_mine(self, event_id: str, text: str) -> bool:
+        if self.mine is None or self.seen_mine:
+            return False
+        accepted = self.accepted
+        if accepted is not None and accepted.status != "queued" and accepted.turn > 0:
+            return event_id == f"input.{accepted.turn}"  # the turn it started
+        return _holds(text, self.mine)
+
+    @property
+    def taken(self) -> bool:
+        return self.mine is None or self.seen_mine
 
 
 class SessionChat:
@@ -184,8 +213,9 @@ class SessionChat:
         self.url = base_url(url)
         self.token, self.session_id = token, session_id
         self.console, self.polling, self.http = console, polling, http
-        self.timeline = Timeline(console)
-        self.idle = True  # as far as this client knows: it only sends to an idle session
+        self.drawn: set[str] = set()  # the timeline's event ids drawn so far
+        self.idle = True  # as far as this client knows: it waits for a busy session before sending
+        self.streams = True  # whether the agent streams the session's events (until it says otherwise)
 
     # --- HTTP -------------------------------------------------------------------------------
 
@@ -213,6 +243,11 @@ class SessionChat:
             raise Problem(f"{self.url} did not answer JSON (HTTP {response.status_code}): is it a Flightdeck "
                           "agent's base URL?") from None
 
+    @property
+    def _session_path(self) -> str:
+        assert self.session_id is not None
+        return f"{self.url}/api/sessions/{quote(self.session_id, safe='')}"
+
     def check(self) -> None:
         """Before the first message of a REPL: is the agent there, and does it take our token?"""
         if self.session_id:
@@ -223,9 +258,7 @@ class SessionChat:
             raise self._refused(response)
 
     def _get(self) -> SessionView:
-        assert self.session_id is not None
-        response = send(self.http, "GET", f"{self.url}/api/sessions/{quote(self.session_id, safe='')}",
-                        token=self.token)
+        response = send(self.http, "GET", self._session_path, token=self.token)
         if response.status_code != 200:
             raise self._refused(response)
         try:
@@ -234,8 +267,9 @@ class SessionChat:
             raise Problem(f"{self.url} answered a session this client cannot read: {preview(str(exc), 300)}") from None
 
     def _catch_up(self) -> None:
+        """Joining a session (--session): its history is taken as drawn; what happens next is drawn."""
         view = self._get()
-        self.timeline.catch_up(view.messages)
+        self.drawn.update(event["id"] for event in timeline_of(view.messages, busy=False))
         self.idle = view.status == "idle"
         self.console.note(f"session {view.session_id}: {view.turn} message(s) so far, "
                           f"{view.iteration} think iteration(s), {view.status}")
@@ -281,6 +315,7 @@ class SessionChat:
                 self.console.event(f"sent: turn {accepted.turn}, think iteration {accepted.iteration}")
             answers = self._watch(mine=content, accepted=accepted)
         except KeyboardInterrupt:
+            self.console.end_chunks()
             self.idle = False  # not known any more: the next message waits for idle first
             if self.session_id:
                 self.console.note(f"\nstopped watching session {self.session_id}; it keeps working (a chat "
@@ -295,33 +330,223 @@ class SessionChat:
         return EXIT_OK
 
     def _watch(self, mine: str | None, accepted: ChatAccepted | None) -> list[str]:
-        """Poll the session, drawing what is new, until it is idle (and has taken `mine`); the answers drawn."""
-        deadline = self.console.clock() + self.polling.wait_s
+        """Follow the session, drawing what is new, until the answer to `mine` is in (or, with none, until the
+        session is idle); the answers printed."""
+        watch = _Watch(mine, accepted, deadline=self.console.clock() + self.polling.wait_s)
+        if not (self.streams and self._stream(watch)):
+            self._poll(watch)
+        if watch.answers:
+            # The turn ended with the answer: the next message is sent at once (a session busy again by
+            # then answers 409, and the client waits; one with an inbox queues it).
+            self.idle = True
+        return watch.answers
+
+    def _check_deadline(self, watch: _Watch, status: str = "busy") -> None:
+        if self.console.clock() > watch.deadline:
+            raise Problem(f"no answer within {self.polling.wait_s:.0f} s; session {self.session_id} is "
+                          f"still {status}. Follow it with: flightdeck chat {self.url} --session "
+                          f"{self.session_id}", fatal=False)
+
+    # --- drawing: one timeline event (the events route's shape), streamed or polled ---------------
+
+    def _step(self, watch: _Watch, event: dict[str, Any]) -> bool:
+        """Draw one timeline event, once; whether it is the answer to the message watched."""
+        kind, event_id = event.get("kind"), event.get("id")
+        if kind == TEXT_DELTA:
+            self._delta(watch, event)
+            return False
+        if not isinstance(event_id, str) or event_id in self.drawn:
+            return False
+        self.drawn.add(event_id)
+        console = self.console
+        if kind == "message":
+            text = str(event.get("text", ""))
+            if watch.is_mine(event_id, text):
+                watch.seen_mine = True  # in the session now; the "sent" line said so
+            else:
+                console.event(f"message: {preview(text)}")
+        elif kind == "thinking":
+            said = event.get("text")  # polling has a delegating think's text; the stream does not
+            console.event(f"think {event.get('think')}" + (f": {preview(str(said), 80)}" if said else ""))
+        elif kind == "delegating":
+            console.event(f"delegating to {event.get('agent')}: {preview(str(event.get('task', '')))}", 1)
+        elif kind == "tool_call":
+            args = event.get("input")
+            shown = f": {preview(json.dumps(args, ensure_ascii=False))}" if args is not None else ""
+            console.event(f"running {event.get('tool')}{shown}", 1)
+        elif kind in RESULT_KINDS:
+            who = str(event.get("agent") or event.get("tool") or "a tool")
+            result = {"status": event.get("status"), "content": [{"text": str(event.get("text", ""))}]}
+            console.event(describe_result(who, result), 1)
+        elif kind == "answer":
+            return self._answered(watch, event.get("think"), str(event.get("text", "")))
+        elif kind == "question":  # the agent asks for input: the question is the answer; the next message answers it
+            console.event(f"think {event.get('think')}: asks for input (your next message answers it)")
+            return self._answered(watch, event.get("think"), str(event.get("text", "")))
+        else:  # a kind this client does not know yet (a newer server): named, with what it says
+            said = next((event[k] for k in ("text", "question", "message") if isinstance(event.get(k), str)), "")
+            console.event(f"{kind}" + (f": {preview(said)}" if said else ""), 1)
+        return False
+
+    def _answered(self, watch: _Watch, think: Any, text: str) -> bool:
+        console = self.console
+        if not watch.seen_mine:  # an answer to an earlier message (waiting to send, or queued behind it): drawn only
+            console.event(f"think {think}: answer")
+            console.event(f"answer to an earlier message: {preview(text)}", 1)
+            return False
+        shown = watch.live.pop(think, "") if isinstance(think, int) else ""
+        if not shown:
+            console.event(f"think {think}: answer")
+            console.answer(text)
+        elif text.startswith(shown):  # what was printed as it was written is the answer's beginning
+            console.chunk(text[len(shown):])
+            console.end_chunks()
+            console.event(f"think {think}: answer")
+        else:  # the stored answer is the truth
+            console.end_chunks()
+            console.event(f"think {think}: answer (the text shown as it was written is not the answer stored; "
+                          "the answer follows whole)")
+            console.answer(text)
+        watch.answers.append(text)
+        return True
+
+    def _delta(self, watch: _Watch, event: dict[str, Any]) -> None:
+        """Print the answer's text as the model writes it (text goes at offset of think iteration's text)."""
+        think, offset, text = event.get("iteration"), event.get("offset"), event.get("text")
+        if not (watch.seen_mine and self.console.shows_live_text):
+            return
+        if not (isinstance(think, int) and isinstance(offset, int) and isinstance(text, str)) or offset < 0:
+            return
+        shown = watch.live.get(think, "")
+        if offset > len(shown):
+            return  # a piece missed in between: the stored answer fills it in
+        whole = shown[:offset] + text
+        if whole.startswith(shown):  # more of the same text (a reconnected stream resends it from 0)
+            self.console.chunk(whole[len(shown):])
+        else:  # the think starts over (a retried attempt): on a new line
+            self.console.end_chunks()
+            self.console.chunk(whole)
+        watch.live[think] = whole
+
+    # --- following: the events stream ------------------------------------------------------
+
+    def _stream(self, watch: _Watch) -> bool:
+        """Follow GET /api/sessions/{id}/events; whether that ended the watch (else it is polled on)."""
         self.polling.reset()
-        answers: list[str] = []
-        seen_mine, status = False, ""
+        fruitless = 0
+        while True:
+            outcome, progressed = self._stream_once(watch)
+            if outcome == "done":
+                return True
+            if outcome == "off":
+                self.streams = False
+                return False
+            if outcome == "poll":
+                return False
+            fruitless = 0 if progressed else fruitless + 1
+            if fruitless >= MAX_FRUITLESS_STREAMS:
+                self.console.aside(f"{fruitless} event streams in a row brought nothing new: polling instead", 1)
+                return False
+            self._check_deadline(watch)
+            self.polling.pause(progressed)
+
+    def _stream_once(self, watch: _Watch) -> tuple[Outcome, bool]:
+        """One events stream, read to its end: how the watch goes on, and whether it drew anything."""
+        url = f"{self._session_path}/events"
+        # A quiet stream is not read past the watch's deadline (by more than a second).
+        quiet_s = max(1.0, min(STREAM_READ_TIMEOUT_S, watch.deadline - self.console.clock() + 1))
+        try:
+            response = send(self.http, "GET", url, token=self.token, stream=True, read_timeout_s=quiet_s,
+                            headers={"Accept": "text/event-stream"})
+        except Problem as problem:
+            if problem.fatal:
+                raise
+            self.console.event(f"the event stream did not open ({problem.message}): polling", 1)
+            return "poll", False
+        with closing(response):
+            status = response.status_code
+            said = server_message(response) if status != 200 else ""  # (a 200's body is the stream)
+            if status in (401, 403) and said != "Missing Authentication Token" or (
+                    status == 404 and "session_not_found" in said):
+                raise self._refused(response)
+            # API Gateway answers a route it does not have 403 "Missing Authentication Token".
+            if status in _NO_EVENTS_ROUTE or status == 403:
+                self._not_streaming(f"HTTP {status} from GET .../events: {said}")
+                return "off", False
+            if status != 200:
+                self.console.event(f"the event stream answered HTTP {status} ({said}): polling", 1)
+                return "poll", False
+            if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                self._not_streaming("GET .../events did not answer an event stream")
+                return "off", False
+            drawn, time_up = len(self.drawn), False
+            try:
+                for item in read_events(response.iter_content(chunk_size=None)):  # None: each chunk as it arrives
+                    self._check_deadline(watch)
+                    if isinstance(item, Comment):
+                        time_up = "reconnect" in item.text  # the server's time is up: follow on in a new stream
+                        continue
+                    outcome = self._streamed(watch, item.data)
+                    if outcome is not None:
+                        return outcome, len(self.drawn) > drawn
+            except (requests.exceptions.RequestException, StreamError) as exc:
+                self.console.aside(f"the event stream broke ({preview(str(exc), 80)}): reconnecting", 1)
+                return "reconnect", len(self.drawn) > drawn
+        if time_up:
+            self.console.aside("the event stream reached the server's time limit: reconnecting", 1)
+            return "reconnect", len(self.drawn) > drawn
+        # A stream that ends before the session is idle, without saying why, is the timeline so far: the
+        # route does not follow sessions here (STREAMING=off, or an HTTP front that does not stream).
+        self._not_streaming("the events route answered the timeline so far and ended (STREAMING=off?)")
+        return "off", len(self.drawn) > drawn
+
+    def _streamed(self, watch: _Watch, data: str) -> Outcome | None:
+        """One event of the stream: None, or how the watch goes on."""
+        try:
+            event = json.loads(data)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
+            self.console.aside(f"skipped an event this client cannot read: {preview(data, 80)}", 1)
+            return None
+        kind = event["kind"]
+        if kind == "error":  # the server could not go on (it says: reconnect)
+            self.console.aside(f"the event stream failed at the server ({preview(str(event.get('message')))}): "
+                               "reconnecting", 1)
+            return "reconnect"
+        if kind == "idle":
+            self.idle = True
+            if not watch.taken:
+                return "poll"  # idle before it took the queued message: polling waits for it to be taken
+            if watch.accepted is not None:
+                self.console.event(f"idle: {event.get('turn')} message(s), {event.get('iteration')} think "
+                                   "iteration(s)")
+            return "done"
+        return "done" if self._step(watch, event) else None
+
+    def _not_streaming(self, why: str) -> None:
+        self.console.event(f"the agent does not stream the session's events ({why}): polling "
+                           "GET /api/sessions/{id}", 1)
+
+    # --- following: polling ------------------------------------------------------------------
+
+    def _poll(self, watch: _Watch) -> None:
+        """Poll the session, drawing what is new, until the answer to `mine` is in (or it is idle and has
+        taken `mine`)."""
+        self.polling.reset()
+        status = ""
         while True:
             view = self._get()
-            before = self.timeline.shown
-            drawn, seen_mine = self.timeline.draw(view.messages, mine, seen_mine)
-            for answer, to_mine in drawn:
-                if to_mine:
-                    self.console.answer(answer)
-                    answers.append(answer)
-                else:  # an answer to an earlier message (waiting to send, or queued behind it): drawn only
-                    self.console.event(f"answer to an earlier message: {preview(answer)}", 1)
-            changed = self.timeline.shown != before or view.status != status
+            drawn = len(self.drawn)
+            answered = any(self._step(watch, event) for event in timeline_of(view.messages, view.status == "busy"))
+            changed = len(self.drawn) != drawn or view.status != status
             status = view.status
             self.idle = status == "idle"
-            taken = accepted is None or seen_mine or (accepted.status != "queued" and view.turn >= accepted.turn)
-            if self.idle and taken:
-                if accepted is not None:
+            if answered or (status == "idle" and watch.taken):
+                if status == "idle" and watch.accepted is not None:
                     self.console.event(f"idle: {view.turn} message(s), {view.iteration} think iteration(s)")
-                return answers
-            if self.console.clock() > deadline:
-                raise Problem(f"no answer within {self.polling.wait_s:.0f} s; session {self.session_id} is "
-                              f"still {status}. Follow it with: flightdeck chat {self.url} --session "
-                              f"{self.session_id}", fatal=False)
+                return
+            self._check_deadline(watch, status)
             self.polling.pause(changed)
 
     def print_card(self) -> None:

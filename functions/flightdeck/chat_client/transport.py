@@ -39,8 +39,20 @@ class Console:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     clock: Callable[[], float] = time.monotonic
+    # Whether an answer's text is printed as the model writes it (a think's text is known to be the answer
+    # only once it ends: the text of a think that goes on to delegate is printed too). None: when `out` is
+    # a terminal, so that `answer=$(flightdeck chat ...)` gets the answer and nothing else.
+    live: bool | None = None
     started: float = 0.0
     _open_line: bool = False  # an answer is being streamed: its line is not ended yet
+    _asides: list[str] = field(default_factory=list)  # timeline lines held until that line ends
+
+    @property
+    def shows_live_text(self) -> bool:
+        if self.live is not None:
+            return self.live
+        isatty = getattr(self.out, "isatty", None)
+        return bool(isatty()) if callable(isatty) else False
 
     def start(self) -> None:
         self.started = self.clock()
@@ -49,6 +61,13 @@ class Console:
         self.end_chunks()
         self.err.write(f"{self.clock() - self.started:7.2f}s  {'  ' * indent}{text}\n")
         self.err.flush()
+
+    def aside(self, text: str, indent: int = 0) -> None:
+        """A timeline line that does not cut an answer being written in two: held until its line ends."""
+        if self._open_line:
+            self._asides.append(f"{self.clock() - self.started:7.2f}s  {'  ' * indent}{text}")
+        else:
+            self.event(text, indent)
 
     def note(self, text: str) -> None:
         self.end_chunks()
@@ -77,6 +96,11 @@ class Console:
             self._open_line = False
             self.out.write("\n")
             self.out.flush()
+        for line in self._asides:
+            self.err.write(line + "\n")
+        if self._asides:
+            self._asides.clear()
+            self.err.flush()
 
 
 def preview(text: str, limit: int = 100) -> str:
