@@ -220,6 +220,7 @@ def test_a_delegate_s_question_is_reported_when_the_agent_cannot_ask():
 
 
 def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
+    from flightdeck.domain.timeline import derive
 
     asked = _reply(("ask_user", {"question": "which year?"})).message
     session = Session(session_id="s", status="idle", turn=1, messages=[_user("t"), asked], user_messages=1)
