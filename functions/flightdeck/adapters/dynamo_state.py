@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from flightdeck import topology
 from flightdeck.domain.records import (
+    InboxFullError,
     Intake,
     Iteration,
     ItemTooLargeError,
