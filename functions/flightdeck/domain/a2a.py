@@ -74,6 +74,8 @@ BLOCKING_POLL_FIRST_S = 0.1
 BLOCKING_POLL_MAX_S = 1.0
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# "<session_id>~<key>": 128 + 1 + 64 at most (flightdeck.domain.a2a_ports.parse_task_id).
+MAX_TASK_ID_CHARS = 193
 MAX_CONTENT_CHARS = 100_000
 # An SQS message holds 256 KB: a push whose task is larger goes without its history.
 MAX_PUSH_TASK_BYTES = 200_000
@@ -287,7 +289,10 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     if stored > MAX_TASK_MESSAGE_BYTES:
         raise A2AError(INVALID_PARAMS, f"message is too large to keep with its task: {stored} bytes as stored "
                                        f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}", {"storedBytes": stored})
-    if message.taskId:
+    if message.taskId is not None:
+        if len(message.taskId) > MAX_TASK_ID_CHARS:
+            raise A2AError(INVALID_PARAMS, f"message.taskId: at most {MAX_TASK_ID_CHARS} characters (a task id of "
+                                           "this agent is <contextId>~<key>)")
         rec = _continue_task(deps, params, content, caller)
         return _answer(deps, rec, config, remaining_ms)
     session_id = message.contextId or derived_session_id(caller, f"a2a:{message.messageId}")
