@@ -155,7 +155,7 @@ def test_a_follow_up_to_a_busy_session_waits_until_it_is_idle(orchestrator, caps
     assert view["turn"] == 2 and out == texts(view["messages"][-1]) + "\n"
 
 
-def test_a_session_busy_answer_makes_the_client_wait_and_send_again(orchestrator, capsys):
+def test_a_message_the_busy_session_queues_is_answered_after_the_turn_before_it(orchestrator, capsys):
     from flightdeck.chat_client.sessions import SessionChat
     from flightdeck.chat_client.transport import Console, Polling
 
@@ -164,10 +164,10 @@ def test_a_session_busy_answer_makes_the_client_wait_and_send_again(orchestrator
     sid = first.json()["session_id"]
     out, err = io.StringIO(), io.StringIO()
     with requests.Session() as http:
-        # No catching up first: this client believes the session idle, and its POST meets the 409.
+        # No catching up first: this client believes the session idle, and its POST is queued (202).
         client = SessionChat(orchestrator, USER_TOKEN, sid, Console(out, err), Polling(), http)
         assert client.say("second") == 0
-    assert "the session is busy: waiting until it is idle before sending" in err.getvalue()
+    assert "queued (position 1): it is its own turn once the turns before it end" in err.getvalue()
     view = session(orchestrator, sid)
     assert [texts(m) for m in view["messages"] if m["role"] == "user" and texts(m)] == [
         "@worker busy for a while", "second"]
@@ -263,7 +263,7 @@ def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys):
         agent.close()
     out, err = capsys.readouterr()
     assert out == "my answer\n"  # not the answer of the message queued before it
-    assert "queued (position 1): the agent reads it at its next think" in err
+    assert "queued (position 1): it is its own turn once the turns before it end" in err
     assert "message: from elsewhere" in err and "answer to an earlier message: elsewhere answer" in err
     assert agent.posts == [{"content": "mine", "session_id": "s-1"}] and agent.views == [agent.views[-1]]
 
