@@ -126,6 +126,35 @@ def test_concurrent_follow_ups_to_one_busy_session_are_each_answered_once_in_ord
     assert body["turn"] == n + 1 and body["queued"] == 0
 
 
+def test_follow_ups_racing_the_turns_they_follow_are_each_answered_once(orchestrator_on_server):
+    """Messages arrive while thinks end turns: each either starts a turn (the session was idle) or waits
+    and is started by the write that ends the turn before it; none is lost, none runs twice."""
+    agent = orchestrator_on_server
+    sid = new_session_id()
+    chat_post(agent, sid, "the first message")
+    n, results = 6, {}
+
+    def think_until_posted():
+        while len(results) < n:
+            agent.run_queue("turns")
+
+    def send(i):
+        time.sleep(0.12 * i)
+        results[i] = chat_post(agent, sid, f"racing follow-up {i}")
+
+    with ThreadPoolExecutor(n + 1) as pool:
+        thinker = pool.submit(think_until_posted)
+        list(pool.map(send, range(n)))
+        thinker.result()
+    assert all(status == 202 and body["status"] in ("accepted", "queued") for status, _, body in results.values())
+    body = drain(agent, sid)
+    asked = [t for r, t in conversation(body) if r == "user"]
+    assert sorted(asked[1:]) == sorted(f"racing follow-up {i}" for i in range(n))  # each once
+    answered(body, asked)  # each followed by its own answer
+    # Every answer's `turn` (a queued message's: the number it gets when its turn starts) is where it landed.
+    assert all(asked[b["turn"] - 1] == f"racing follow-up {i}" for i, (_, _, b) in results.items())
+
+
 # --- deduplication ---------------------------------------------------------------------------------
 
 

@@ -5,7 +5,9 @@ condition expression evaluated by DynamoDB, never a read-then-write:
   - a result item is put with attribute_not_exists (first writer wins);
   - a result counts only while its turn is waiting and expects that id, in the
     same transaction as the put;
-  - waiting -> complete is a conditional update; the winner alone gets True.
+  - waiting -> complete is a conditional update; the winner alone gets True;
+  - a message queued in a busy session's inbox counts on META in the same transaction, and a turn
+    ends idle only while that count equals the consumed one (else it starts the next turn).
 moto does not delete expired items (nor does AWS promptly): reads filter on the
 TTL attribute.
 """
