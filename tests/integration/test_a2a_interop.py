@@ -210,6 +210,47 @@ def test_sdk_client_send_get_and_blocking_send(served):
     asyncio.run(scenario())
 
 
+def test_sdk_client_multi_turn_conversation_by_context_id_and_continuation_by_task_id(served):
+    from tests.integration.test_inbox import drain
+
+    agent, url = served
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
+            client = await _client(http, url, blocking=False)
+            first = await _send(client, "what is the capital of peru")
+            assert first.status.state == sdk.TaskState.working
+            # While it works, a message with its taskId continues the same task.
+            follow = _message("and how many people live there")
+            follow.task_id, follow.context_id = first.id, first.context_id
+            async for event in client.send_message(follow):
+                continued, _ = event
+                break
+            assert (continued.id, continued.status.state) == (first.id, sdk.TaskState.working)
+            await asyncio.to_thread(drain, agent, first.context_id)
+            done = await client.get_task(sdk.TaskQueryParams(id=first.id))
+            assert done.status.state == sdk.TaskState.completed
+            assert [m.role for m in done.history] == [sdk.Role.user, sdk.Role.agent, sdk.Role.user, sdk.Role.agent]
+            assert "and how many people live there" in done.artifacts[0].parts[0].root.text
+            # The conversation goes on in the same context: a new task, the session's history kept.
+            later = _message("thank you")
+            later.context_id = first.context_id
+            async for event in client.send_message(later):
+                second, _ = event
+                break
+            assert second.context_id == first.context_id and second.id != first.id
+            await asyncio.to_thread(drain, agent, first.context_id)
+            answered = await client.get_task(sdk.TaskQueryParams(id=second.id))
+            assert answered.status.state == sdk.TaskState.completed
+            assert [m.role for m in answered.history] == [sdk.Role.user, sdk.Role.agent]
+        return first.context_id
+
+    context = asyncio.run(scenario())
+    messages = agent.api("session_get", SESSION_ID=context)[2]["messages"]
+    assert [m["content"][0]["text"] for m in messages if m["role"] == "user"] == [
+        "what is the capital of peru", "and how many people live there", "thank you"]
+
+
 def test_sdk_client_cancel_and_push_config_round_trip(served):
     agent, url = served
 

@@ -124,11 +124,11 @@ def test_context_id_continues_the_conversation_with_a_new_task(orchestrator):
 
 def test_a_message_to_a_task_in_a_terminal_state_is_an_error(orchestrator):
     task = send(orchestrator, "hello")
-    error = err(rpc(orchestrator, "message/send", {"message": message("more", taskId=task["id"])}), -32004)
-    assert error["data"]["state"] == "working"
     orchestrator.run_queue("turns")
+    before = orchestrator.table_items()
     error = err(rpc(orchestrator, "message/send", {"message": message("more", taskId=task["id"])}), -32602)
-    assert "terminal state: completed" in error["message"]
+    assert "terminal state: completed" in error["message"] and error["data"]["state"] == "completed"
+    assert orchestrator.table_items() == before
 
 
 def test_a_busy_context_takes_no_second_task(orchestrator):

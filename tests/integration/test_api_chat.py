@@ -71,11 +71,13 @@ def test_oversized_body_is_413(orchestrator, monkeypatch):
     assert [i for i in orchestrator.table_items() if not i["pk"]["S"].startswith("PEER#")] == []
 
 
-def test_a_busy_session_refuses_a_second_message(orchestrator):
+def test_a_busy_session_queues_a_second_message(orchestrator):
     sid = new_session_id()
     assert orchestrator.api("chat_post", body={"session_id": sid, "content": "one"})[0] == 202
     status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "two"})
-    assert status == 409 and _error(body)["code"] == "session_busy"
+    assert status == 202 and body == {"session_id": sid, "turn": 2, "iteration": None, "status": "queued",
+                                      "position": 1}
+    assert len(orchestrator.bodies("turns")) == 1  # no think for it yet: it waits for the turn before it
 
 
 def test_session_view_and_unknown_session(orchestrator):

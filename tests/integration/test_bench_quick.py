@@ -153,3 +153,22 @@ def test_cold_start_ratio_range_spans_the_handlers(result):
     low, high = cold["ratio_range"]
     ratios = [h["ratio_to_boto3"] for h in cold["handlers"].values()]
     assert (low, high) == (min(ratios), max(ratios)) and finite_positive(low) and low <= high
+
+
+def test_inbox_counts_what_a_queued_follow_up_costs_to_accept_and_to_consume(result):
+    inbox = result["inbox"]
+    queued, idle = inbox["queued"], inbox["idle"]
+    assert finite_positive(inbox["accept_requests"]) and inbox["accept_requests"] == queued["accept"]["requests"]
+    # Accepting is one write (a transaction: META's count and the inbox item), and no think is sent for it yet.
+    assert queued["accept"]["by_operation"].get("dynamodb.TransactWriteItems") == 1
+    # A think starts as an asynchronous invoke (a Lambda request, counted with the invocations): no queue request.
+    assert not any(op.startswith("sqs.") for op in queued["accept"]["by_operation"])
+    assert not any(op.startswith("sqs.") for op in idle["accept"]["by_operation"])
+    # Consuming rides in the transaction that ends the turn before it: one more item, no more requests;
+    # the follow-up's think is started from there instead of from its ingest.
+    assert inbox["consume_dynamodb_requests"] == 0
+    assert queued["ending_transaction_items"] == idle["ending_transaction_items"] + 1
+    assert inbox["consume_requests"] == 0
+    assert finite_positive(inbox["consume_wru"])
+    table = [line for line in result["_stdout"].splitlines() if line.startswith("| Inbox: a queued follow-up")]
+    assert len(table) == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import socket
 import sys
 import threading
@@ -315,7 +316,7 @@ def test_a_follow_up_to_a_busy_session_waits_until_it_is_idle(orchestrator, caps
     assert view["turn"] == 2 and out == texts(view["messages"][-1]) + "\n"
 
 
-def test_a_session_busy_answer_makes_the_client_wait_and_send_again(orchestrator, capsys):
+def test_a_message_the_busy_session_queues_is_answered_after_the_turn_before_it(orchestrator, capsys):
     from flightdeck.chat_client.sessions import SessionChat
     from flightdeck.chat_client.transport import Console, Polling
 
@@ -324,10 +325,10 @@ def test_a_session_busy_answer_makes_the_client_wait_and_send_again(orchestrator
     sid = first.json()["session_id"]
     out, err = io.StringIO(), io.StringIO()
     with requests.Session() as http:
-        # No catching up first: this client believes the session idle, and its POST meets the 409.
+        # No catching up first: this client believes the session idle, and its POST is queued (202).
         client = SessionChat(orchestrator, USER_TOKEN, sid, Console(out, err), Polling(), http)
         assert client.say("second") == 0
-    assert "the session is busy: waiting until it is idle before sending" in err.getvalue()
+    assert "queued (position 1): it is its own turn once the turns before it end" in err.getvalue()
     view = session(orchestrator, sid)
     assert [texts(m) for m in view["messages"] if m["role"] == "user" and texts(m)] == [
         "@worker busy for a while", "second"]
@@ -464,7 +465,7 @@ def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys, e
         agent.close()
     out, err = capsys.readouterr()
     assert out == "my answer\n"  # not the answer of the message queued before it
-    assert "queued (position 1): the agent reads it at its next think" in err
+    assert "queued (position 1): it is its own turn once the turns before it end" in err
     assert "message: from elsewhere" in err and "answer to an earlier message: elsewhere answer" in err
     assert f"does not stream the session's events (HTTP {events} from GET .../events: no events here" in err
     assert agent.posts == [{"content": "mine", "session_id": "s-1"}] and agent.views == [agent.views[-1]]
@@ -495,7 +496,7 @@ def test_a_queued_message_followed_on_the_events_stream(monkeypatch):
         agent.close()
     err = screen.err.getvalue()
     assert [text for stream, text in screen.log if stream == "out"] == ["my ", "ans", "wer", "\n"]
-    assert timeline(err) == ["queued (position 1): the agent reads it at its next think", "message: from elsewhere",
+    assert timeline(err) == ["queued (position 1): it is its own turn once the turns before it end", "message: from elsewhere",
                              "think 2", "think 2: answer", "answer to an earlier message: elsewhere answer",
                              "think 3", "think 3: answer"]
     assert agent.gets == ["/api/sessions/s-1", "/api/sessions/s-1/events"]  # joined, then followed: no polls
@@ -599,8 +600,12 @@ def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
         stop = threading.Event()
 
         def turns() -> None:
-            # The turn runs once the client has asked for the events: they cannot hold the answer already.
+            # The turn runs once the events request has been answered (the timeline so far) and the client
+            # polls: that answer cannot hold the answer already.
             seen.wait_for("/events")
+            with seen.asked:
+                seen.asked.wait_for(lambda: any(re.fullmatch(r"/api/sessions/[^/?]+", p) for _, p in seen.requests),
+                                    30)
             while not stop.is_set():
                 agent.run_queue("turns")
                 time.sleep(0.05)

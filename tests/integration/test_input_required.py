@@ -105,7 +105,7 @@ def test_a_re_sent_continuation_is_a_replay_whether_the_session_is_busy_or_has_a
     assert agent.receive("turns") == [] and view(agent, sid)["iteration"] == 2
 
 
-def test_continuing_an_unknown_another_peer_s_or_a_busy_session_is_refused_and_changes_nothing(agent):
+def test_continuing_an_unknown_or_another_peer_s_session_is_refused_and_a_busy_one_queues(agent):
     status, _, body = chat(agent, delegated("s-nobody", "2024", SECOND, continue_session=True))
     assert (status, body["error"]["code"]) == (404, "session_not_found") and "to continue" in body["error"]["message"]
     assert agent.item("S#s-nobody", "META") is None
@@ -119,8 +119,9 @@ def test_continuing_an_unknown_another_peer_s_or_a_busy_session_is_refused_and_c
     assert chat(agent, {"content": "2024", "continue_session": True})[0] == 422  # which session?
     assert chat(agent, delegated(sid, "2024", SECOND, continue_session="yes"))[0] == 422
     assert chat(agent, delegated(sid, "@worker busy now", SECOND, continue_session=True))[0] == 202
+    # A continuation of a busy session waits in its inbox, as any message to it does.
     status, _, body = chat(agent, delegated(sid, "2025", "tok-third-" + "q" * 40, continue_session=True))
-    assert (status, body["error"]["code"]) == (409, "session_busy")
+    assert (status, body["status"], body["position"]) == (202, "queued", 1)
 
 
 def test_a_user_session_answers_its_question_by_the_next_chat_message(agent):

@@ -82,7 +82,7 @@ def test_a_dispatch_whose_answer_was_lost_is_replayed_and_the_delegation_complet
         assert worker.receive("turns") == []
         meta = worker.item(f"S#{peer_sid}", "META")
         assert (meta["turn"], meta["msg_count"], meta["status"]) == (1, 1, "idle")  # one task, one think
-        messages = [i for i in worker.table_items() if i["pk"]["S"] == f"S#{peer_sid}" and i["sk"]["S"].startswith(("MSG#", "ITER#"))]
+        messages = [i for i in worker.table_items() if i["pk"]["S"] == f"S#{peer_sid}" and i["sk"]["S"].startswith(("MSG#", "INBOX#", "ITER#"))]
         assert len(messages) == 2  # the task and its one answer (the iteration is the answer's one copy)
 
     orchestrator.run_queue("turns")

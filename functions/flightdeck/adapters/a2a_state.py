@@ -3,7 +3,8 @@
 Same table as flightdeck.adapters.dynamo_state, same partition as the session
 (pk "S#<session_id>"), new sort-key prefixes:
 
-  A2A#TASK#<key>                       one A2A task (task id "<session_id>~<key>")
+  A2A#TASK#<key>                       one A2A task (task id "<session_id>~<key>"); `last_input_turn`:
+                                       the latest turn a message continuing it started
   A2A#CURRENT                          the session's latest A2A task: key, start turn, open?
   A2A#PUSH#<key>#<config_id>           a push-notification config of a task
   A2A#REMOTE#<turn>#<tool_use_id>      a task this agent gave to an A2A peer
@@ -21,7 +22,20 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 # The same item codec and key layout as the StateStore: one table.
-from flightdeck.adapters.dynamo_state import A2A_CURRENT, META, PK, SK, TTL, _item, _pk, _vals, stored_messages
+from flightdeck.adapters.dynamo_state import (
+    A2A_CURRENT,
+    A2A_TASK,
+    INBOX,
+    META,
+    PK,
+    SK,
+    TTL,
+    _item,
+    _pk,
+    _queued,
+    _vals,
+    stored_items,
+)
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
@@ -31,7 +45,7 @@ OPEN_STATES = ("submitted", "working", "input-required")
 
 
 def _task_sk(key: str) -> str:
-    return f"A2A#TASK#{key}"
+    return A2A_TASK + key
 
 
 def _push_prefix(key: str) -> str:
@@ -74,8 +88,9 @@ class A2AStore:
         return self._state._transact(ops)
 
     # --- tasks (server side) -------------------------------------------------------------
-    def create_task(self, task: TaskRecord, push: dict[str, Any] | None, retention_ms: int) -> bool:
-        """Store a submitted task as its context's open task; False if the context is busy."""
+    def create_task(self, task: TaskRecord, push: dict[str, Any] | None, retention_ms: int) -> str:
+        """Store a submitted task as its context's open task: "created", "exists" (a task with this key is
+        stored already: the same message again), or "busy" (the context has another open task, or is busy)."""
         pk = _pk(task.session_id)
         now_s = self.now_ms() // 1000
         expires = self._expiry(retention_ms)
@@ -122,7 +137,11 @@ class A2AStore:
         ]
         if push is not None:
             ops.append({"Put": {"TableName": self.table, "Item": self._push_item(pk, task.key, push, expires)}})
-        return self._transact(ops) is None
+        reasons = self._transact(ops)
+        if reasons is None:
+            return "created"
+        exists = len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed"
+        return "exists" if exists else "busy"
 
     def start_task(self, session_id: str, key: str, start_turn: int) -> bool:
         """submitted -> working at the turn the session gave it; False if it already finished."""
@@ -165,12 +184,17 @@ class A2AStore:
         )
 
     def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",
-                    end_turn: int = 0, only_from: str = "", closed_turn: int = 0) -> bool:
+                    end_turn: int = 0, only_from: str = "", closed_turn: int = 0,
+                    unless_continued: bool = False) -> bool:
         """submitted|working|input-required (only_from: that state alone) -> a terminal state, once; True
         only for the winner, who notifies (a question's notification is behind it: the mark is cleared).
-        closed_turn: the turn its session stopped at, when that is known now (a task waiting for input)."""
+        closed_turn: the turn its session stopped at, when that is known now (a task waiting for input).
+        unless_continued: the end of turn `end_turn` ends the task only if no message continuing the task
+        started a later turn (`last_input_turn`, written with that start): otherwise it goes on."""
         pk = _pk(session_id)
         condition = "#state = :from" if only_from else "#state IN (:submitted, :working, :input)"
+        if unless_continued:
+            condition += " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)"
         values = _vals(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
         values.update(_vals(**{"from": only_from}) if only_from else
                       _vals(submitted="submitted", working="working", input="input-required"))
@@ -306,9 +330,19 @@ class A2AStore:
                                 Key=_item(**{PK: _pk(session_id), SK: _push_prefix(key) + config_id}))
 
     # --- the session's messages, with the turn each was stored at ---------------------------
-    def task_messages(self, session_id: str, start_turn: int, end_turn: int = 0) -> list[StoredMessage]:
-        return [StoredMessage(turn, message) for turn, _slot, message in stored_messages(self._query_prefix(_pk(session_id), ""))
-                if turn >= start_turn and (not end_turn or turn <= end_turn)]
+    def task_messages(self, session_id: str, start_turn: int, end_turn: int = 0,
+                      task_key: str = "") -> list[StoredMessage]:
+        """The session's messages of turns start_turn..end_turn (0: to now), then the messages waiting in
+        its inbox to continue task `task_key` (queued: True), in order of arrival."""
+        items = self._query_prefix(_pk(session_id), "")
+        out = [StoredMessage(turn, message, item.get("message_id", "") if item[SK].startswith(INBOX) else "")
+               for turn, _slot, message, item in stored_items(items)
+               if turn >= start_turn and (not end_turn or turn <= end_turn)]
+        if task_key:
+            waiting = sorted((_queued(i) for i in items if i[SK].startswith(INBOX) and not int(i.get("turn", 0))
+                              and i.get("task_key") == task_key), key=lambda q: q.seq)
+            out.extend(StoredMessage(0, q.message, q.message_id, queued=True) for q in waiting)
+        return out
 
     # --- tasks given to A2A peers (client side) --------------------------------------------
     def put_remote(self, remote: RemoteTask, retention_ms: int) -> None:

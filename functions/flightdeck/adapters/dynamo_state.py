@@ -5,7 +5,9 @@ condition expression evaluated by DynamoDB, never a read-then-write:
   - a result item is put with attribute_not_exists (first writer wins);
   - a result counts only while its turn is waiting and expects that id, in the
     same transaction as the put;
-  - waiting -> complete is a conditional update; the winner alone gets True.
+  - waiting -> complete is a conditional update; the winner alone gets True;
+  - a message queued in a busy session's inbox counts on META in the same transaction, and a turn
+    ends idle only while that count equals the consumed one (else it starts the next turn).
 moto does not delete expired items (nor does AWS promptly): reads filter on the
 TTL attribute.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import uuid
 import zlib
 from typing import Any, Callable
 
@@ -24,10 +27,13 @@ from botocore.exceptions import ClientError
 
 from flightdeck import topology
 from flightdeck.domain.records import (
+    InboxFullError,
+    Intake,
     Iteration,
     ItemTooLargeError,
     LiveText,
     MessageSlot,
+    QueuedMessage,
     RecordOutcome,
     ReplayedError,
     ReplyRoute,
@@ -38,7 +44,9 @@ from flightdeck.domain.records import (
     Session,
     SessionBusyError,
     SessionNotFoundError,
+    TaskNotOpenError,
     ToolResult,
+    TurnEnd,
     TurnAggregation,
     TurnSeed,
 )
@@ -51,8 +59,16 @@ SHARD, DUE = topology.DEADLINE_SHARD_ATTRIBUTE, topology.DEADLINE_AT_ATTRIBUTE
 
 META = "META"
 ROUTE = "ROUTE"
-# The A2A store's pointer to a session's task (flightdeck.adapters.a2a_state), same partition.
+# The A2A store's pointer to a session's task, and its task items (flightdeck.adapters.a2a_state).
 A2A_CURRENT = "A2A#CURRENT"
+A2A_TASK = "A2A#TASK#"
+# The session's inbox (ARCHITECTURE §2): one item per message that was queued or named by the client,
+# keyed by its identity; META counts the messages queued (`inbox_count`) and those whose turn started
+# (`inbox_consumed`), so "nothing waits" is a condition on META alone.
+INBOX = "INBOX#"
+INBOX_COUNT, INBOX_CONSUMED = "inbox_count", "inbox_consumed"
+# A session whose META keeps changing under a writer: give up after this many conditional attempts.
+_INTAKE_ATTEMPTS = 16
 # A committed write that makes a think due (a new message, a completed turn) also marks it
 # owed on the session, in the deadline index, due this long after: the sweep re-sends an
 # owed think still unstarted by then (flightdeck.domain.liveness). The think's first write
@@ -91,6 +107,19 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _inbox_sk(key: str) -> str:
+    return INBOX + key
+
+
+def _queued(item: dict[str, Any]) -> QueuedMessage:
+    route = None
+    if item.get("reply_service"):
+        route = (item["reply_service"], item["reply_token"], int(item.get("reply_expires", 0)))
+    return QueuedMessage(key=item[SK][len(INBOX):], seq=int(item.get("seq", 0)), message=json.loads(item["content"]),
+                         turn=int(item.get("turn", 0)), route=route, task_key=item.get("task_key", ""),
+                         message_id=item.get("message_id", ""))
+
+
 def _iter_sk(turn: int) -> str:
     return f"ITER#{turn:06d}"
 
@@ -125,15 +154,23 @@ def _too_large(exc: ClientError) -> bool:
 
 
 def stored_messages(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
-    """(turn, slot, message) of every stored message, in conversation order: the message items, and
-    each iteration's model reply as the assistant message of its turn (stored once, never copied)."""
+    """(turn, slot, message) of every stored message, in conversation order: the message items, each
+    inbox item whose turn started as that turn's input, and each iteration's model reply as the
+    assistant message of its turn (stored once, never copied)."""
+    return [(turn, slot, message) for turn, slot, message, _ in stored_items(items)]
+
+
+def stored_items(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any], dict[str, Any]]]:
+    """stored_messages, each with the item it was read from."""
     out = []
     for i in items:
         parts = i[SK].split("#")
         if parts[0] == "ITER":
-            out.append((int(parts[1]), int(MessageSlot.REPLY), json.loads(i["reply"])["message"]))
+            out.append((int(parts[1]), int(MessageSlot.REPLY), json.loads(i["reply"])["message"], i))
         elif parts[0] == "MSG":
-            out.append((int(parts[1]), int(parts[2]), json.loads(i["content"])))
+            out.append((int(parts[1]), int(parts[2]), json.loads(i["content"]), i))
+        elif parts[0] == "INBOX" and int(i.get("turn", 0)):
+            out.append((int(i["turn"]), int(MessageSlot.INPUT), json.loads(i["content"]), i))
     return sorted(out, key=lambda t: (t[0], t[1]))
 
 
@@ -175,8 +212,12 @@ def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
 
 
 def _route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
+    answered = None
+    if item.get("answered_service"):
+        answered = ReplyRoute(session_id, item["answered_service"], item["answered_token"], "retired",
+                              int(item.get("answered_expires", 0)), int(item.get("answered_turn", 0)))
     return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]),
-                      int(item.get("retired_turn", 0)))
+                      int(item.get("retired_turn", 0)), int(item.get("from_turn", 0)), answered)
 
 
 def _aggregation(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
@@ -293,6 +334,7 @@ class StateStore:
         iteration = by_sk.get(_iter_sk(turn))
         route = by_sk.get(ROUTE)
         aggregation = by_sk.get(_turn_sk(turn))
+        inbox = [_queued(i) for i in items if i[SK].startswith(INBOX)]
         return Session(
             session_id=session_id,
             status=meta["status"],
@@ -308,6 +350,10 @@ class StateStore:
             has_a2a_task=A2A_CURRENT in by_sk,
             aggregation=_aggregation(session_id, turn, aggregation) if aggregation else None,
             **_live_fields(by_sk),
+            queued=tuple(sorted((q for q in inbox if not q.turn), key=lambda q: q.seq)),
+            inbox_accepted=int(meta.get(INBOX_COUNT, 0)),
+            inbox_consumed=int(meta.get(INBOX_CONSUMED, 0)),
+            input=next((q for q in inbox if q.turn == turn), None),
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
@@ -324,76 +370,176 @@ class StateStore:
         likely_new: bool = False,
         must_exist: bool = False,
     ) -> int:
-        """Append a user message to an idle (or new) session and claim the next turn.
+        """take_message for a message that must start a turn now: the turn it started. Raises
+        SessionBusyError when the session is busy, ReplayedError for a delegation that arrived again."""
+        intake = self.take_message(session_id, message, retention_ms, route=route, parent=parent, owner=owner,
+                                   likely_new=likely_new, must_exist=must_exist)
+        if intake.replayed:
+            raise ReplayedError(session_id, intake.turn, intake.user_messages)
+        return intake.turn
 
-        route: (callback_service, bearer_token, ttl_ms) to store as the session's reply route;
-        a request whose route is already stored with the same token raises ReplayedError.
+    def take_message(
+        self,
+        session_id: str,
+        message: dict[str, Any],
+        retention_ms: int,
+        *,
+        route: tuple[str, str, int] | None = None,
+        parent: dict[str, Any] | None = None,
+        owner: str | None = None,
+        likely_new: bool = False,
+        key: str | None = None,
+        queue_limit: int = 0,
+        continues_task: str = "",
+        message_id: str = "",
+        must_exist: bool = False,
+    ) -> Intake:
+        """Take a user message in: on an idle (or new) session it starts the next turn; on a busy one,
+        with queue_limit, it waits in the session's inbox (at most queue_limit messages wait). Either
+        way one conditional transaction, no read-then-write: META's status is in its condition.
+
+        route: (callback_service, bearer_token, ttl_ms), where the answer goes (B side); it is the
+        session's reply route from the turn the message starts. A delegation whose route is stored
+        already with the same token is a replay.
         owner: the authenticated peer; a new session is stored as theirs, an existing one
         must be theirs (a condition of the write too), else SessionNotFoundError: another
         peer's session does not exist for them. None: authentication is off, no owner.
         likely_new: try creating the session first, with no read (a fresh or derived id):
         one request when it is new; the failed condition returns the existing item otherwise.
-        must_exist: continue an existing session only (a delegation continuing a conversation):
-        SessionNotFoundError when there is none.
-        Returns the turn number to enqueue. Raises SessionBusyError when the session
-        is busy (or another message won the race).
+        key: the message's identity (a digest of the client's id, or of its reply token): it is stored
+        as the inbox item INBOX#<key>, put on condition that it does not exist, so a repeat changes
+        nothing and is answered as the first one stands now (replayed). None: no identity; a message
+        that starts at once is then stored as MSG#<turn>#0.
+        continues_task: the key of the A2A task this message continues: the same write requires the task
+        to be working (else TaskNotOpenError) and, when the message starts its turn at once, records that
+        turn on the task, so the end of the turn before does not complete the task.
+        message_id: the A2A messageId, kept with the inbox item (the task's history shows it).
+        must_exist: continue an existing session only (a delegation continuing a conversation, e.g.
+        answering its question): SessionNotFoundError when there is none.
+        Raises SessionBusyError (busy without queue_limit, or a session that keeps changing under
+        us), InboxFullError, SessionNotFoundError, TaskNotOpenError.
         """
         pk = _pk(session_id)
         meta = None if likely_new and not must_exist else self._get(pk, META)
         if must_exist and meta is None:
             raise SessionNotFoundError(session_id)
-        for _ in range(2):
-            try:
-                ops, turn = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner)
-            except SessionBusyError:
-                if must_exist and route is not None:
-                    self._raise_if_replayed(session_id, route, owner)
-                raise
-            reasons = self._transact(ops)
-            if reasons is None:
-                return turn
-            first = reasons[0] if reasons else {}
-            if meta is None and first.get("Code") == "ConditionalCheckFailed" and first.get("Item"):
-                meta = _plain(first["Item"])  # it exists: continue it, without a second read
+        route_checked = False
+        for _ in range(_INTAKE_ATTEMPTS):
+            if meta is not None:
                 if not self._alive(meta):
                     raise SessionBusyError(session_id)
-                if route is not None:
+                if owner is not None and meta.get("owner", "") != owner:
+                    raise SessionNotFoundError(session_id)
+                if route is not None and not route_checked:
+                    route_checked = True
                     existing = self._get(pk, ROUTE)
                     if existing is not None and existing["bearer_token"] == route[1]:
-                        if owner is not None and meta.get("owner", "") != owner:
-                            raise SessionNotFoundError(session_id)
-                        raise ReplayedError(session_id, int(meta["turn"]), int(meta.get("msg_count", 1)))
-                continue
-            if owner is not None:
-                # Lost a race: to a message of the owner (busy), or to another peer creating this id.
-                current = self._get(pk, META)
-                if current is not None and current.get("owner", "") != owner:
-                    raise SessionNotFoundError(session_id)
-            if must_exist and route is not None:
-                self._raise_if_replayed(session_id, route, owner)
-            raise SessionBusyError(session_id)
+                        return Intake("started", int(meta["turn"]), int(meta.get("msg_count", 1)), replayed=True)
+            intake: Intake
+            if meta is None or meta["status"] == "idle":
+                ops, intake = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner, key,
+                                              continues_task, message_id)
+            elif queue_limit <= 0:
+                raise SessionBusyError(session_id)
+            else:
+                waiting = int(meta.get(INBOX_COUNT, 0)) - int(meta.get(INBOX_CONSUMED, 0))
+                if waiting >= queue_limit:
+                    stored = self._get(pk, _inbox_sk(key)) if key else None
+                    if stored is not None:
+                        return self._repeat(stored, meta)
+                    raise InboxFullError(session_id, waiting)
+                ops, intake = self._queue_ops(session_id, meta, message, retention_ms, route, owner, key,
+                                              continues_task, message_id)
+            reasons = self._transact(ops)
+            if reasons is None:
+                return intake
+            meta_reason = reasons[0] if reasons else {}
+            msg_reason = reasons[1] if len(reasons) > 1 else {}
+            if meta_reason.get("Code") == "ConditionalCheckFailed" and meta_reason.get("Item"):
+                meta = _plain(meta_reason["Item"])
+            elif meta_reason.get("Code") == "ConditionalCheckFailed":
+                meta = self._get(pk, META)
+            if msg_reason.get("Code") == "ConditionalCheckFailed" and msg_reason.get("Item"):
+                return self._repeat(_plain(msg_reason["Item"]), meta)
+            if continues_task and len(reasons) == len(ops) and reasons[-1].get("Code") == "ConditionalCheckFailed":
+                raise TaskNotOpenError(continues_task)
+            if meta_reason.get("Code") != "ConditionalCheckFailed":
+                raise SessionBusyError(session_id)  # a live reply route is never overwritten
         raise SessionBusyError(session_id)
 
-    def _raise_if_replayed(self, session_id: str, route: tuple[str, str, int], owner: str | None) -> None:
-        """A continuation refused as busy may be a re-send of one already taken (same reply token)."""
-        pk = _pk(session_id)
-        existing = self._get(pk, ROUTE)
-        if existing is None or existing["bearer_token"] != route[1]:
-            return
-        meta = self._get(pk, META) or {}
-        if owner is not None and meta.get("owner", "") != owner:
-            raise SessionNotFoundError(session_id)
-        raise ReplayedError(session_id, int(meta.get("turn", 1)), int(meta.get("msg_count", 1)))
+    def _repeat(self, item: dict[str, Any], meta: dict[str, Any] | None) -> Intake:
+        """The answer to a message that is already in: the turn it started, or its place in the inbox now."""
+        entry = _queued(item)
+        if entry.turn:
+            return Intake("started", entry.turn, int(item.get("msg_no", 0)), replayed=True)
+        meta = meta or {}
+        position = max(1, entry.seq - int(meta.get(INBOX_CONSUMED, 0)))
+        return Intake("queued", 0, int(meta.get("msg_count", 0)) + position, position, replayed=True)
+
+    def _input_op(self, pk: str, turn: int, message: dict[str, Any], expires: int, key: str | None,
+                  msg_no: int, message_id: str, task_key: str) -> dict[str, Any]:
+        """The message that starts `turn`: an inbox item when it has an identity, else MSG#<turn>#0."""
+        if key is None:
+            return self._put_message_op(pk, turn, MessageSlot.INPUT, message, expires)
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(**{PK: pk, SK: _inbox_sk(key), "content": _dumps(message), "seq": 0, "turn": turn,
+                                 "msg_no": msg_no, "accepted_at": self.now_ms(), "message_id": message_id or None,
+                                 "task_key": task_key or None, TTL: expires}),
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _task_op(self, pk: str, task_key: str, start_turn: int | None) -> dict[str, Any]:
+        """The A2A task a message continues must be working; a message that starts its turn at once
+        also records that turn on it (flightdeck.adapters.a2a_state: a completion conditions on it)."""
+        key = _item(**{PK: pk, SK: A2A_TASK + task_key})
+        names, values = {"#state": "state"}, _vals(working="working")
+        if start_turn is None:
+            return {"ConditionCheck": {"TableName": self.table, "Key": key, "ConditionExpression": "#state = :working",
+                                       "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
+        values.update(_vals(turn=start_turn))
+        return {"Update": {"TableName": self.table, "Key": key, "UpdateExpression": "SET last_input_turn = :turn",
+                           "ConditionExpression": "#state = :working", "ExpressionAttributeNames": names,
+                           "ExpressionAttributeValues": values}}
+
+    def _route_put(self, pk: str, route: tuple[str, str, int], expires_s: int, from_turn: int, now: int,
+                   answered: ReplyRoute | None = None) -> dict[str, Any]:
+        """The session's reply route from `from_turn` on. A live route is never overwritten (one answer per
+        request), except by the write that answers it (answered: that route, kept in the new item)."""
+        service, token, _ = route
+        attrs: dict[str, Any] = {PK: pk, SK: ROUTE, "callback_service": service, "bearer_token": token,
+                                 "status": "active", "created_at": now, "from_turn": from_turn, TTL: expires_s}
+        condition = "attribute_not_exists(#pk) OR #status = :retired OR #ttl < :nows"
+        values = _vals(retired="retired", nows=now // 1000)
+        if answered is not None:
+            attrs.update(answered_service=answered.callback_service, answered_token=answered.bearer_token,
+                         answered_expires=answered.expires_at, answered_turn=from_turn - 1)
+            condition = "#status = :active AND #ttl > :nows"
+            values = _vals(active="active", nows=now // 1000)
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(**attrs),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL} if answered is None
+                else {"#status": "status", "#ttl": TTL},
+                "ExpressionAttributeValues": values,
+            }
+        }
 
     def _start_ops(self, session_id: str, meta: dict[str, Any] | None, message: dict[str, Any], retention_ms: int,
-                   route: tuple[str, str, int] | None, parent: dict[str, Any] | None,
-                   owner: str | None) -> tuple[list[dict[str, Any]], int]:
+                   route: tuple[str, str, int] | None, parent: dict[str, Any] | None, owner: str | None,
+                   key: str | None, continues_task: str, message_id: str) -> tuple[list[dict[str, Any]], Intake]:
         now = self.now_ms()
         pk = _pk(session_id)
         expires = self._expiry(retention_ms)
         ops: list[dict[str, Any]] = []
         if meta is None:
-            turn = 1
+            turn, seq = 1, 1
             ops.append({
                 "Put": {
                     "TableName": self.table,
@@ -408,10 +554,6 @@ class StateStore:
                 }
             })
         else:
-            if owner is not None and meta.get("owner", "") != owner:
-                raise SessionNotFoundError(session_id)
-            if meta["status"] != "idle":
-                raise SessionBusyError(session_id)
             turn, seq = int(meta["turn"]) + 1, int(meta.get("msg_count", 0)) + 1
             condition = "#status = :idle AND turn = :prevturn"
             names = {"#status": "status", "#ttl": TTL, "#owed": OWED, "#shard": SHARD, "#due": DUE}
@@ -430,25 +572,63 @@ class StateStore:
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             })
-        ops.append(self._put_message_op(pk, turn, MessageSlot.INPUT, message, expires))
+        ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if route is not None:
-            service, token, ttl_ms = route
-            ops.append({
+            ops.append(self._route_put(pk, route, self._expiry(route[2]), turn, now))
+        if continues_task:
+            ops.append(self._task_op(pk, continues_task, turn))
+        return ops, Intake("started", turn, seq)
+
+    def _queue_ops(self, session_id: str, meta: dict[str, Any], message: dict[str, Any], retention_ms: int,
+                   route: tuple[str, str, int] | None, owner: str | None, key: str | None, continues_task: str,
+                   message_id: str) -> tuple[list[dict[str, Any]], Intake]:
+        """A busy session's inbox takes the message: META counts it (its condition: still busy, and the
+        count as read, which gives the message its place) and the inbox item holds it."""
+        now = self.now_ms()
+        pk = _pk(session_id)
+        count, consumed = int(meta.get(INBOX_COUNT, 0)), int(meta.get(INBOX_CONSUMED, 0))
+        condition = "#status = :busy AND " + (f"attribute_not_exists({INBOX_COUNT})" if count == 0
+                                               else f"{INBOX_COUNT} = :count")
+        names = {"#status": "status"}
+        values = _vals(busy="busy", next=count + 1, **({"count": count} if count else {}))
+        if owner is not None:
+            condition += " AND #owner = :owner"
+            names["#owner"] = "owner"
+            values.update(_vals(owner=owner))
+        attrs: dict[str, Any] = {PK: pk, SK: _inbox_sk(key or uuid.uuid4().hex), "content": _dumps(message),
+                                 "seq": count + 1, "accepted_at": now, "message_id": message_id or None,
+                                 "task_key": continues_task or None, TTL: self._expiry(retention_ms)}
+        if route is not None:
+            attrs.update(reply_service=route[0], reply_token=route[1], reply_expires=self._expiry(route[2]))
+        ops: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: META}),
+                    "UpdateExpression": f"SET {INBOX_COUNT} = :next",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
                 "Put": {
                     "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: ROUTE, "callback_service": service, "bearer_token": token,
-                                     "status": "active", "created_at": now, TTL: self._expiry(ttl_ms)}),
-                    # A live route is never overwritten: one answer per request. Nor is a retired one by the
-                    # same request again (a re-sent continuation of the session: its replay).
-                    "ConditionExpression": "attribute_not_exists(#pk) OR ((#status = :retired OR #ttl < :nows) "
-                                           "AND bearer_token <> :token)",
-                    "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL},
-                    "ExpressionAttributeValues": _vals(retired="retired", nows=now // 1000, token=token),
+                    "Item": _item(**attrs),
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": PK},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
-            })
-        return ops, turn
+            },
+        ]
+        if continues_task:
+            ops.append(self._task_op(pk, continues_task, None))
+        position = count + 1 - consumed
+        return ops, Intake("queued", 0, int(meta.get("msg_count", 0)) + position, position)
 
     def _put_message_op(self, pk: str, turn: int, slot: int, message: dict[str, Any], expires: int) -> dict[str, Any]:
         return {
@@ -466,20 +646,141 @@ class StateStore:
         (and with ends_turn, the session goes idle: the turn is over)."""
         update = "SET updated_at = :now"
         values = _vals(now=self.now_ms(), turn=turn, busy="busy")
+        condition = "attribute_exists(#pk) AND turn = :turn AND #status = :busy"
+        op: dict[str, Any] = {}
         if ends_turn:
             update += ", #status = :idle"
             values.update(_vals(idle="idle"))
+            # Idle only with nothing waiting in the inbox: a message queued after the session was read
+            # fails this, and the turn's end starts its turn instead (no lost wake-up).
+            condition += f" AND (attribute_not_exists({INBOX_COUNT}) OR {INBOX_COUNT} = {INBOX_CONSUMED})"
+            op["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: META}),
                 "UpdateExpression": update + " REMOVE #owed, #shard, #due",
-                "ConditionExpression": "attribute_exists(#pk) AND turn = :turn AND #status = :busy",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE,
                                              "#status": "status"},
                 "ExpressionAttributeValues": values,
+                **op,
             }
         }
+
+    def _next_turn_ops(self, session_id: str, turn: int, view: Session | None, entry: QueuedMessage,
+                       retention_ms: int, now: int) -> list[dict[str, Any]]:
+        """Instead of going idle, the session starts turn+1 with the first queued message: META moves on
+        (one more consumed, one more user message, the next think owed, as any turn start marks it) on
+        condition that nothing else consumed meanwhile, and the inbox item becomes that turn's input
+        message by its `turn` attribute (no second copy of its content)."""
+        pk = _pk(session_id)
+        consumed = view.inbox_consumed if view is not None else 0
+        msg_no = (view.user_messages if view is not None else 0) + 1
+        expires = self._expiry(retention_ms) if retention_ms else None
+        condition = "attribute_exists(#pk) AND turn = :turn AND #status = :busy AND " + (
+            f"attribute_not_exists({INBOX_CONSUMED})" if consumed == 0 else f"{INBOX_CONSUMED} = :consumed")
+        values = {**_vals(turn=turn, next=turn + 1, busy="busy", done=consumed + 1, no=msg_no, now=now),
+                  **self._owed_values(session_id, turn + 1, now)}
+        if consumed:
+            values.update(_vals(consumed=consumed))
+        update = (f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, "
+                  "#owed = :owed, #shard = :shard, #due = :due")
+        names = {"#pk": PK, "#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
+        item_update, item_values = "SET turn = :next, msg_no = :no", _vals(next=turn + 1, no=msg_no)
+        if expires is not None:
+            update += ", #ttl = :exp"
+            item_update += ", #ttl = :exp"
+            values.update(_vals(exp=expires))
+            item_values.update(_vals(exp=expires))
+            names["#ttl"] = TTL
+        return [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: META}),
+                    "UpdateExpression": update,
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: _inbox_sk(entry.key)}),
+                    "UpdateExpression": item_update,
+                    "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(turn)",
+                    "ExpressionAttributeNames": {"#pk": PK, **({"#ttl": TTL} if expires is not None else {})},
+                    "ExpressionAttributeValues": item_values,
+                }
+            },
+        ]
+
+    def _task_turn_op(self, pk: str, task_key: str, turn: int) -> dict[str, Any]:
+        """Record on an A2A task that a message of its own started `turn` (so that the turn before does
+        not complete it; flightdeck.adapters.a2a_state.A2AStore.finish_task)."""
+        return {"Update": {"TableName": self.table, "Key": _item(**{PK: pk, SK: A2A_TASK + task_key}),
+                           "UpdateExpression": "SET last_input_turn = :turn",
+                           "ConditionExpression": "attribute_exists(#pk)", "ExpressionAttributeNames": {"#pk": PK},
+                           "ExpressionAttributeValues": _vals(turn=turn)}}
+
+    def _end_turn(self, session_id: str, turn: int, lead: list[dict[str, Any]], view: Session | None, *,
+                  retire: bool, retention_ms: int,
+                  extra: list[dict[str, Any]] = ()) -> tuple[list[dict[str, Any]] | None, QueuedMessage | None]:
+        """End turn `turn` in one transaction with `lead` (and `extra`): the session goes idle when its
+        inbox is empty, else the first queued message starts the next turn in the same write (its reply
+        route becoming the session's). retire: the turn answered the session's reply route.
+
+        view: the session as read before (its inbox); a message queued since fails the idle condition,
+        and the session is read again. Returns (None, the message started or None) on success, else the
+        cancellation reasons of the last try (lead first) for the caller to interpret.
+        """
+        pk = _pk(session_id)
+        queued = view.queued if view is not None else ()
+        reasons: list[dict[str, Any]] | None = None
+        task_op = True
+        for _ in range(_INTAKE_ATTEMPTS):
+            now = self.now_ms()
+            entry = queued[0] if queued else None
+            ops = list(lead)
+            ops.extend([self._think_started_op(pk, turn, ends_turn=True)] if entry is None
+                       else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now))
+            ops.extend(extra)
+            route_at = len(ops)
+            if entry is not None and entry.route is not None:
+                answered = view.route if retire and view is not None else None
+                ops.append(self._route_put(pk, entry.route, entry.route[2], turn + 1, now, answered))
+            elif retire:
+                ops.append(self._retire_route_op(pk, turn, now))
+            task_at = len(ops)
+            if entry is not None and entry.task_key and task_op:
+                ops.append(self._task_turn_op(pk, entry.task_key, turn + 1))
+            reasons = self._transact(ops)
+            if reasons is None:
+                return None, entry
+            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+            if any(i < len(lead) for i in failed) or not failed:
+                return reasons, None
+            meta_reason = reasons[len(lead)]
+            if len(lead) in failed:
+                current = _plain(meta_reason.get("Item") or {})
+                if current.get("status") != "busy" or int(current.get("turn", -1)) != turn:
+                    return reasons, None  # the session moved on: this end is stale
+                view = self.get_session(session_id)  # the inbox changed since it was read
+                queued = view.queued if view is not None else ()
+                if entry is None and not queued:
+                    return reasons, None
+                continue
+            if failed == [route_at] and retire:
+                retire = False  # the route expired or was retired meanwhile: nothing to answer
+                continue
+            if failed == [task_at]:
+                task_op = False  # the task's record is gone (expired): nothing to note on it
+                continue
+            return reasons, None
+        return reasons, None
 
     def _retire_route_op(self, pk: str, turn: int, now: int) -> dict[str, Any]:
         return {
@@ -513,22 +814,15 @@ class StateStore:
             return False
         raise LookupError(f"session {session_id} is not at turn {turn}")
 
-    def finish_session_turn(self, session_id: str, turn: int) -> bool:
-        """busy -> idle at the end of turn `turn`; False if already done."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=_item(**{PK: _pk(session_id), SK: META}),
-                UpdateExpression="SET #status = :idle, updated_at = :now",
-                ConditionExpression="#status = :busy AND turn = :turn",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=_vals(idle="idle", busy="busy", turn=turn, now=self.now_ms()),
-            )
-            return True
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
+    def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd:
+        """End turn `turn` of a busy session: idle, or the next turn started with the first message of its
+        inbox (as save_iteration(ends_turn=True) does). ended is False if the session is not busy at
+        this turn (already done)."""
+        view = self.get_session(session_id)
+        if view is None or view.status != "busy" or view.turn != turn:
+            return TurnEnd(False)
+        reasons, started = self._end_turn(session_id, turn, [], view, retire=False, retention_ms=retention_ms)
+        return TurnEnd(reasons is None, started)
 
     # --- cancellation (B side: the caller stopped waiting) --------------------------------------
     def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]:
@@ -590,16 +884,21 @@ class StateStore:
         item = self._get(_pk(session_id), ROUTE)
         return _route(session_id, item) if item is not None else None
 
-    def retire_route(self, session_id: str) -> bool:
-        """active -> retired; the tombstone keeps a replayed request from re-arming it."""
+    def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool:
+        """active -> retired; the tombstone keeps a replayed request from re-arming it. bearer_token: only
+        that route (not one a queued delegation has put in its place since)."""
+        condition, values = "#status = :active", _vals(retired="retired", active="active", now=self.now_ms())
+        if bearer_token is not None:
+            condition += " AND bearer_token = :token"
+            values.update(_vals(token=bearer_token))
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key=_item(**{PK: _pk(session_id), SK: ROUTE}),
                 UpdateExpression="SET #status = :retired, retired_at = :now",
-                ConditionExpression="#status = :active",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=_vals(retired="retired", active="active", now=self.now_ms()),
+                ExpressionAttributeValues=values,
             )
             return True
         except ClientError as exc:
@@ -614,56 +913,56 @@ class StateStore:
 
     def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int, *,
                        seed: TurnSeed | None = None, ends_turn: bool = False,
-                       retires_route: bool = False) -> Iteration:
+                       retires_route: bool = False, session: Session | None = None) -> Iteration:
         """Store a model reply once (it is also the conversation's assistant message: no second copy)
         with the state change it makes, in one transaction; a second writer gets the first one back,
         from the failed condition, without a read.
 
         Always: the session's owed-think mark goes (the think has happened). seed: the reply calls
-        tools, and their turn's aggregation record is created. ends_turn: the session goes idle.
-        retires_route: the reply answers the session's reply route, which retires at this turn (a
-        redelivery of this think re-sends the answer, which its caller deduplicates).
+        tools, and their turn's aggregation record is created. ends_turn: the turn is over: the session
+        goes idle, or, when a message waits in its inbox, the same write starts the next turn with it
+        (Iteration.next_input; its think is owed from this write on). retires_route: the reply answers
+        the session's reply route, which retires at this turn (a redelivery of this think re-sends the
+        answer, which its caller deduplicates). session: the session as read for this think (its inbox
+        and route).
         Raises LookupError when the session is no longer busy at this turn (a stale think).
         """
         pk = _pk(session_id)
         now = self.now_ms()
-        ops: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
-                                     # Only where it tells something: a reply that called tools, yet ended its turn.
-                                     "ends_turn": True if ends_turn and _calls_tools(reply) else None,
-                                     TTL: self._expiry(retention_ms)}),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": {"#pk": PK},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
-            self._think_started_op(pk, turn, ends_turn=ends_turn),
-        ]
-        if seed is not None:
-            ops.append(self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now,
-                                     seed.deadlines))
-        route_at = len(ops)
-        if retires_route:
-            ops.append(self._retire_route_op(pk, turn, now))
-        for _ in range(2):
+        iteration_put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
+                                 # Only where it tells something: a reply that called tools, yet ended its turn.
+                                 "ends_turn": True if ends_turn and _calls_tools(reply) else None,
+                                 TTL: self._expiry(retention_ms)}),
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        seed_ops = [] if seed is None else [
+            self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now,
+                          seed.deadlines)]
+        if ends_turn:
+            reasons, started = self._end_turn(session_id, turn, [iteration_put], session, retire=retires_route,
+                                              retention_ms=retention_ms, extra=seed_ops)
+            if reasons is None:
+                return Iteration(session_id, turn, reply, fresh=True, next_input=started)
+        else:
+            ops = [iteration_put, self._think_started_op(pk, turn), *seed_ops]
+            if retires_route:
+                ops.append(self._retire_route_op(pk, turn, now))
             reasons = self._transact(ops)
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True)
-            first = reasons[0] if reasons else {}
-            if first.get("Code") == "ConditionalCheckFailed":
-                if first.get("Item"):
-                    return _iteration(session_id, turn, _plain(first["Item"]))
-                stored = self.get_iteration(session_id, turn)
-                assert stored is not None
-                return stored
-            if retires_route and len(reasons) > route_at and reasons[route_at].get("Code") == "ConditionalCheckFailed" \
-                    and all(r.get("Code") in (None, "None") for r in reasons[:route_at]):
-                ops = ops[:route_at]  # the route expired or was retired meanwhile: nothing to answer
-                continue
-            break
+        first = reasons[0] if reasons else {}
+        if first.get("Code") == "ConditionalCheckFailed":
+            if first.get("Item"):
+                return _iteration(session_id, turn, _plain(first["Item"]))
+            stored = self.get_iteration(session_id, turn)
+            assert stored is not None
+            return stored
         raise LookupError(f"session {session_id} is not at turn {turn}")
 
     # --- turn aggregation (A side) -------------------------------------------------------

@@ -33,10 +33,20 @@ class ReplyTo(BaseModel):
     bearerToken: Text = Field(min_length=16, max_length=MAX_TOKEN_CHARS, description="Returned verbatim with the answer.")
 
 
+# A client's message id (the body's message_id, the Idempotency-Key header): 1-128 visible ASCII characters.
+MESSAGE_ID_PATTERN = r"^[!-~]{1,128}$"
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)  # the pattern admits ASCII only
+    message_id: str | None = Field(
+        None, pattern=MESSAGE_ID_PATTERN,
+        description="The client's id for this message (1-128 visible ASCII characters), as the Idempotency-Key "
+                    "header can give it too: a repeat changes nothing and gets the first answer again (the turn "
+                    "it started, or its place in the inbox). Without session_id it also names the new session, "
+                    "so that a repeat finds it.")
     content: Text = Field(min_length=1, max_length=100_000,
                           description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
     reply: ReplyTo | None = None
@@ -63,10 +73,17 @@ class ChatRequest(BaseModel):
 class ChatAccepted(BaseModel):
     session_id: str
     turn: int = Field(description="The number of user messages in the session, this one included: 1 for a new "
-                                  "session, 2 for the next message...")
-    iteration: int = Field(description="The model think iteration this message started (a delegating turn takes "
-                                       "several: one that calls tools, one per round of results)")
-    status: Literal["accepted", "replayed"]
+                                  "session, 2 for the next message... (for a queued message: the number it "
+                                  "gets when its turn starts)")
+    iteration: int | None = Field(description="The model think iteration this message started (a delegating turn "
+                                              "takes several: one that calls tools, one per round of results); "
+                                              "null while it is queued")
+    status: Literal["accepted", "replayed", "queued"] = Field(
+        description="accepted: its turn started; queued: the session is busy and the message waits in its inbox "
+                    "(its own turn starts when the turns before it end); replayed: a repeat of a message whose "
+                    "turn started already (a repeat of a queued one answers queued again)")
+    position: int | None = Field(None, description="While queued: its place among the messages waiting, 1 for "
+                                                   "the next")
 
 
 AnswerStatus = Literal["success", "error", "input_required"]
@@ -140,6 +157,7 @@ class SessionView(BaseModel):
     status: Literal["idle", "busy", "canceled"] = Field(
         description="canceled: its caller stopped waiting; it writes nothing more and is idle again once closed")
     turn: int = Field(description="The number of user messages in the session")
+    queued: int = Field(0, description="Messages waiting in the session's inbox (not yet in messages)")
     iteration: int = Field(description="The latest model think iteration of the session")
     messages: list[dict[str, Any]]
     created_at: int

@@ -140,6 +140,23 @@ def _conversation_rows(conv: dict[str, Any] | None) -> list[list[str]]:
     ]
 
 
+def _inbox_rows(inbox: dict[str, Any] | None) -> list[list[str]]:
+    if not inbox:
+        return []
+    queued, idle = inbox["queued"], inbox["idle"]
+    return [
+        ["Inbox: a queued follow-up, AWS requests to accept / to consume",
+         f"{num(inbox['accept_requests'])} / {num(inbox['consume_requests'])}",
+         f"accepting it: {_named(queued['accept']['by_operation'])}, {num(queued['accept']['wru'])} WRU (a follow-up "
+         f"to an idle session: {num(idle['accept']['requests'])} requests, {_named(idle['accept']['by_operation'])}); "
+         f"consuming it: the think that ends the turn before it makes {num(queued['ending_think']['requests'])} "
+         f"requests, {num(queued['ending_think']['wru'])} WRU, its transaction {queued['ending_transaction_items']} "
+         f"items, against {num(idle['ending_think']['requests'])} requests, {num(idle['ending_think']['wru'])} WRU, "
+         f"{idle['ending_transaction_items']} items with nothing waiting ({num(inbox['consume_dynamodb_requests'])} "
+         "more DynamoDB requests; the SQS send of the follow-up's think moves from its ingest to that think)"],
+    ]
+
+
 def _load_rows(load: dict[str, Any] | None) -> list[list[str]]:
     if not load:
         return []
@@ -205,6 +222,7 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     ]
 
     rows += _conversation_rows(result.get("conversation"))
+    rows += _inbox_rows(result.get("inbox"))
     rows += _load_rows(result.get("load"))
     rows += streaming_rows(result["streaming"]) if "streaming" in result else []
 

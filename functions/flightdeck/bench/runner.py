@@ -134,6 +134,9 @@ ASSUMPTIONS = {
                    "third-party transcription of the AWS pricing page",
     "conversation": "one session on the delegator, user messages one at a time, each sent once the session is "
                     "idle; the counted messages' windows are bounded by a quiet stack",
+    "inbox": "one delegated turn on the delegator with a follow-up sent while it waits on its delegate (queued), "
+             "and one with the follow-up sent once the session is idle; the accepting POST and the think ending the "
+             "delegated turn counted from the delegator's records",
     "load": "the deployment file's own stack (default examples/three-agents.toml) as `flightdeck local up` runs "
             "it, all sessions sent at once after one warm-up session; moto-bound, 2 cores shared with the bench",
     "not_included": "the model (Bedrock tokens), data transfer, storage, CloudWatch metrics and alarms, the "

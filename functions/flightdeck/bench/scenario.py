@@ -688,6 +688,58 @@ class StackRun:
                      "messages the model was given, compact JSON",
         }
 
+    def inbox(self) -> dict[str, Any]:
+        """A follow-up sent while the delegator's session waits on its delegate (it waits in the session's
+        inbox), next to the same follow-up sent once the session is idle again.
+
+        Counted from the delegator's records: the follow-up's own POST /api/chat (accepting it: the ingest
+        function's requests), and the think that ends the delegated turn (with a message waiting, that
+        think's turn-ending write also starts the follow-up's turn: consuming it)."""
+        self.say("inbox: a follow-up queued while the delegator's turn waits on its delegate, and the same follow-up "
+                 "sent once the session is idle")
+        out: dict[str, Any] = {}
+        for mode, expected in (("idle", "accepted"), ("queued", "queued")):
+            start = time.time()
+            sid = self.chat(DELEGATOR, f"@{WORKER} inbox probe ({mode}): check the figures")
+            if mode == "idle":
+                self.timeline.wait_for(DELEGATOR, "final_answer", sid, 60)
+            sent = time.time()
+            resp = self.post(f"{self.stack.urls[DELEGATOR]}/api/chat", headers=self._auth(),
+                             json={"session_id": sid, "content": f"and the follow-up ({mode}): any change?"})
+            taken = time.time()
+            status = resp.json().get("status") if resp.status_code == 202 else None
+            if status != expected:
+                raise BenchError(f"the inbox probe's follow-up ({mode}) was answered {resp.status_code} {resp.text[:200]}, "
+                                 f"not {expected!r}")
+            answers = lambda: len(self.timeline.find(DELEGATOR, timeline="final_answer", session_id=sid)) >= 2  # noqa: E731
+            self.timeline.wait(answers, 60, f"the inbox probe's two answers ({mode})")
+            end = self.settle({DELEGATOR}, start, 0, not_before=time.time())
+            window = [r for r in between(self.records(), start, end) if r.get("agent") == DELEGATOR]
+            sizes = self.item_sizes(update_keys(window), fresh=True)
+            accept = [r for r in window if r.get("fn") == "chat_ingest" and sent <= r.get("t", 0.0) <= taken]
+            ending, items = _invocation_writing(window, f"S#{sid}", "ITER#000002")
+            out[mode] = {"accept": self._usage(accept, sizes), "ending_think": self._usage(ending, sizes),
+                         "ending_transaction_items": items}
+        queued, idle = out["queued"], out["idle"]
+        out["accept_requests"] = queued["accept"]["requests"]
+        out["consume_requests"] = round(queued["ending_think"]["requests"] - idle["ending_think"]["requests"], 2)
+        out["consume_dynamodb_requests"] = round(queued["ending_think"]["dynamodb_requests"]
+                                                 - idle["ending_think"]["dynamodb_requests"], 2)
+        out["consume_wru"] = round(queued["ending_think"]["wru"] - idle["ending_think"]["wru"], 2)
+        out["basis"] = ("accept: the queued follow-up's POST /api/chat (the ingest function's own requests); consume: "
+                        "what the think that ends the turn before it costs more than the same think with nothing waiting")
+        self.say(f"inbox: a queued follow-up costs {num_text(out['accept_requests'])} requests to accept, "
+                 f"{num_text(out['consume_requests'])} to consume")
+        return out
+
+    def _usage(self, records: list[dict[str, Any]], sizes: dict[tuple[str, str, str], int]) -> dict[str, Any]:
+        tally = Tally.of(records, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR])
+        return {"requests": tally.total_aws_requests,
+                "dynamodb_requests": sum(v for k, v in tally.aws_requests.items() if k.startswith("dynamodb.")),
+                "by_operation": {k: v for k, v in sorted(tally.aws_requests.items())},
+                "wru": round(tally.dynamodb["wru"] + tally.dynamodb["gsi_wru"], 2),
+                "rru": round(tally.dynamodb["rru"], 2)}
+
     def timeout_lateness(self) -> dict[str, Any]:
         m = self.opts.timeout_turns
         self.say(f"timeout lateness: {m} turns whose delegate never answers "
@@ -734,6 +786,27 @@ HOPS = (
     ("peer_turn_and_delivery", (WORKER, "chat_received"), (DELEGATOR, "callback_accepted")),
     ("resume_and_answer", (DELEGATOR, "callback_accepted"), (DELEGATOR, "final_answer")),
 )
+
+
+def num_text(value: float) -> str:
+    return f"{value:g}"
+
+
+def _invocation_writing(records: list[dict[str, Any]], pk: str, sk: str) -> tuple[list[dict[str, Any]], int]:
+    """The records of the turn-worker invocation whose transaction wrote item (pk, sk), and how many items
+    that transaction held."""
+    call = next((r for r in records if r.get("k") == "aws" and r.get("fn") == "turn_worker"
+                 and r.get("op") == "TransactWriteItems" and r.get("status") == 200
+                 and any(w.get("pk") == pk and w.get("sk") == sk for w in r.get("writes", ()))), None)
+    if call is None:
+        raise BenchError(f"no turn-worker transaction wrote {pk} {sk}")
+    inv = next((r for r in records if r.get("k") == "inv" and r.get("fn") == "turn_worker"
+                and r["t"] >= call["t"] and r["t"] - float(r.get("ms") or 0) / 1000 <= call["t"]), None)
+    if inv is None:
+        raise BenchError(f"no turn-worker invocation around the transaction that wrote {pk} {sk}")
+    began = inv["t"] - float(inv.get("ms") or 0) / 1000
+    mine = [r for r in records if r.get("fn") == "turn_worker" and r.get("k") == "aws" and began <= r["t"] <= inv["t"]]
+    return [inv, *mine], len(call.get("writes", ()))
 
 
 def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
@@ -789,6 +862,7 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
                                             f"{opts.fan_out} parallel delegations",
                                             meanwhile=lambda: timeouts.update(bench.timeout_lateness()))
             conversation = bench.conversation()
+            inbox = bench.inbox()
             startup_s = bench.startup_s
             latency = hop_latencies(bench.timeline, one["sessions"])
             latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(one["client_ms"]).items()}
@@ -804,6 +878,7 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
             "callback_throughput": throughput,
             "timeouts": timeouts,
             "conversation": conversation,
+            "inbox": inbox,
         }
 
 

@@ -66,7 +66,7 @@ class _Lenient(BaseModel):
 class ChatAccepted(_Lenient):
     session_id: str
     turn: int = 0
-    iteration: int = 0
+    iteration: int | None = 0  # null while the message is queued
     status: str = "accepted"
     position: int | None = None  # in the session's inbox, when the answer is 202 "queued"
 
@@ -275,7 +275,7 @@ class SessionChat:
                           f"{view.iteration} think iteration(s), {view.status}")
 
     def _post(self, content: str) -> ChatAccepted | None:
-        """The message accepted (or queued); None when the session was busy (409)."""
+        """The message accepted (or queued in the session's inbox); None when the session could not take it (409)."""
         body: dict[str, Any] = {"content": content}
         if self.session_id:
             body["session_id"] = self.session_id
@@ -310,7 +310,7 @@ class SessionChat:
             self.idle = False
             if accepted.status == "queued":
                 where = f" (position {accepted.position})" if accepted.position is not None else ""
-                self.console.event(f"queued{where}: the agent reads it at its next think")
+                self.console.event(f"queued{where}: it is its own turn once the turns before it end")
             else:
                 self.console.event(f"sent: turn {accepted.turn}, think iteration {accepted.iteration}")
             answers = self._watch(mine=content, accepted=accepted)

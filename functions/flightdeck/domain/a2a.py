@@ -1,8 +1,10 @@
 """This agent as an A2A v0.3 server: a task is one of our sessions' turns.
 
 * A task is the turns of one session (its context) from the turn its message
-  started until the session is idle again. `message/send` stores the task, then
-  hands the text to `domain.chat.ingest_chat`, so the same turn pipeline runs.
+  started until a turn of it ends with no message of its own to go on with.
+  `message/send` stores the task, then hands the text to `domain.chat.ingest_chat`,
+  so the same turn pipeline runs. A message with the taskId of a working task
+  continues it: it waits in the session's inbox and becomes the task's next turn.
 * The turn loop calls `on_end_turn` when a turn ends with a final answer (the
   task completes) or a question (the task waits in `input-required`, the question
   its status message; flightdeck.domain.asking), and `stop_if_canceled` before it
@@ -37,7 +39,6 @@ from flightdeck.domain.a2a_models import (
     TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND,
     TERMINAL_STATES,
-    UNSUPPORTED_OPERATION,
     A2AError,
     DataPart,
     DeleteTaskPushNotificationConfigParams,
@@ -53,13 +54,21 @@ from flightdeck.domain.a2a_models import (
 )
 from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.asking import pending_question
-from flightdeck.domain.chat import ingest_chat
+from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps, audit_post
-from flightdeck.domain.records import MessageSlot, ResultSource, SessionBusyError, SessionNotFoundError, error_result
+from flightdeck.domain.records import (
+    InboxFullError,
+    MessageSlot,
+    ResultSource,
+    SessionBusyError,
+    SessionNotFoundError,
+    TaskNotOpenError,
+    error_result,
+)
 from flightdeck.observability import count, logger, timeline
 
 # `configuration.blocking`: wait at most this long, below the API function's 25 s
@@ -71,6 +80,8 @@ BLOCKING_POLL_FIRST_S = 0.1
 BLOCKING_POLL_MAX_S = 1.0
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# "<session_id>~<key>": 128 + 1 + 64 at most (flightdeck.domain.a2a_ports.parse_task_id).
+MAX_TASK_ID_CHARS = 193
 MAX_CONTENT_CHARS = 100_000
 # An SQS message holds 256 KB: a push whose task is larger goes without its history.
 MAX_PUSH_TASK_BYTES = 200_000
@@ -103,10 +114,13 @@ def _user_message(task_id: str, context_id: str, text: str, salt: str) -> dict[s
 
 
 def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
-    """The task's message, then what the agent said during its turns (its questions included) and the
-    messages that answered them (tool traffic left out)."""
+    """The messages of every turn of the task, in order: the message that started it, what the agent
+    said (tool traffic left out), each message that continued it (by taskId), and those of its
+    messages still waiting in the session's inbox. Its questions are in
+    it, and the messages that answered them."""
     history = [rec.user_message]
-    stored = ports(deps).store.task_messages(rec.session_id, rec.start_turn, rec.end_turn)
+    stored = ports(deps).store.task_messages(rec.session_id, rec.start_turn, rec.end_turn,
+                                             task_key=rec.key if rec.state not in TERMINAL_STATES else "")
     skipped_own = False
     for index, item in enumerate(stored):
         role = item.message.get("role")
@@ -115,7 +129,9 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
         if role == "user":
             if any("toolResult" in b for b in content):
                 continue
-            if not skipped_own and item.turn == rec.start_turn and texts:
+            if item.message_id or item.queued:  # a message that continued the task
+                history.append(_continuing_message(rec, "".join(texts), item.message_id or f"q{index}"))
+            elif not skipped_own and item.turn == rec.start_turn and texts:
                 skipped_own = True  # the session's copy of the task's own message
             elif any(t.strip() for t in texts):  # a later message of the task: an answer to its question
                 history.append(_user_message(rec.task_id, rec.session_id, "".join(texts), f"u{item.turn}-{index}"))
@@ -127,6 +143,12 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
         if role == "assistant" and said.strip():
             history.append(_agent_message(rec.task_id, rec.session_id, said, f"h{item.turn}-{index}"))
     return history
+
+
+def _continuing_message(rec: TaskRecord, text: str, message_id: str) -> dict[str, Any]:
+    """A user message that continued the task, as its history shows it (its parts as the model read them)."""
+    return {"kind": "message", "role": "user", "messageId": message_id, "parts": [{"kind": "text", "text": text}],
+            "contextId": rec.session_id, "taskId": rec.task_id}
 
 
 def answer_artifact_id(rec: TaskRecord) -> str:
@@ -262,12 +284,24 @@ def _context_busy(deps: Deps, session_id: str) -> A2AError:
     data: dict[str, Any] = {"contextId": session_id}
     if current is not None and current.open:
         data["taskId"] = task_id_of(session_id, current.key)
-    return A2AError(INVALID_PARAMS, "the context is working on another task; send again when it is done", data)
+    return A2AError(INVALID_PARAMS, "the context is working on another task: send the message with that taskId to "
+                                    "continue it, or again when it is done", data)
+
+
+def task_key_of(session_id: str, message_id: str) -> str:
+    """The key of the task a message starts: a function of its context and messageId, so that the same
+    message sent again names the same task (and is answered with it, not started twice)."""
+    return uuid.uuid5(_MESSAGE_NS, f"task/{session_id}/{message_id}").hex
 
 
 def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None,
                  caller: str | None = None, before_start: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """before_start: called with the context id once the task is created, before its first think is due."""
+    """A message without taskId starts a task in its context (a new one, derived from its messageId when
+    it names none; a finished one: the conversation goes on, with its history); with the taskId of a
+    working task it continues that task (flightdeck.domain.chat: the session's inbox), and with that of
+    a task in input-required (or naming the context of one alone) it answers the task's question. A
+    message sent again (same messageId) is answered with its task as it stands now, and changes nothing.
+    before_start: called with the context id once the task is created, before its first think is due."""
     s, store, a2a = deps.settings, deps.store, ports(deps).store
     require_caller(s.inbound_auth, caller)
     content = _content(params)
@@ -277,22 +311,21 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     if stored > MAX_TASK_MESSAGE_BYTES:
         raise A2AError(INVALID_PARAMS, f"message is too large to keep with its task: {stored} bytes as stored "
                                        f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}", {"storedBytes": stored})
-    if message.taskId:
-        rec = _task(deps, message.taskId, caller)
-        if message.contextId and message.contextId != rec.session_id:
-            raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
-        if rec.state in TERMINAL_STATES:
-            raise A2AError(INVALID_PARAMS, f"Task {rec.task_id} is in terminal state: {rec.state}",
-                           {"taskId": rec.task_id, "state": rec.state})
-        if rec.state == "input-required":
-            return _continue_task(deps, rec, content, config, remaining_ms, caller)
-        raise A2AError(UNSUPPORTED_OPERATION, "this agent never asks for input: a task takes no further messages "
-                                              "while it works; send a new message in its context when it is done",
-                       {"taskId": rec.task_id, "state": rec.state})
-    session_id = message.contextId or str(uuid.uuid4())
+    if message.taskId is not None:
+        if len(message.taskId) > MAX_TASK_ID_CHARS:
+            raise A2AError(INVALID_PARAMS, f"message.taskId: at most {MAX_TASK_ID_CHARS} characters (a task id of "
+                                           "this agent is <contextId>~<key>)")
+        waiting = _task(deps, message.taskId, caller)
+        if waiting.state == "input-required":
+            if message.contextId and message.contextId != waiting.session_id:
+                raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
+            return _answer_question(deps, waiting, content, config, remaining_ms, caller)
+        rec = _continue_task(deps, params, content, caller)
+        return _answer(deps, rec, config, remaining_ms)
+    session_id = message.contextId or derived_session_id(caller, f"a2a:{message.messageId}")
     if not SESSION_ID_RE.match(session_id):
         raise A2AError(INVALID_PARAMS, "message.contextId: 1-128 characters of A-Z a-z 0-9 _ . : -")
-    key = uuid.uuid4().hex
+    key = task_key_of(session_id, message.messageId)
     task_id = task_id_of(session_id, key)
     push = validate_push_config(deps, config.pushNotificationConfig, task_id) \
         if config and config.pushNotificationConfig else None
@@ -301,24 +334,32 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
         # Another peer's context: it does not exist for this caller, yet its id is taken.
         raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id})
     if session is not None and session.status != "idle":
+        again = a2a.get_task(session_id, key)
+        if again is not None:
+            return _answer(deps, again, config, remaining_ms)  # the same message, sent again
         raise _context_busy(deps, session_id)
     now = store.now_ms()
     user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
     rec = TaskRecord(session_id=session_id, key=key, state="submitted",
                      start_turn=(session.turn + 1) if session else 1, user_message=user_message,
                      created_ms=now, updated_ms=now, owner=caller or "")
-    if not a2a.create_task(rec, push, s.session_retention_ms):
+    created = a2a.create_task(rec, push, s.session_retention_ms)
+    if created == "exists":
+        again = a2a.get_task(session_id, key)
+        if again is not None:
+            return _answer(deps, again, config, remaining_ms)
+    if created != "created":
         # The context's open task may be waiting for input: this message, naming the context alone, answers it.
         current = a2a.get_current(session_id)
         waiting = a2a.get_task(session_id, current.key) if current is not None and current.open \
             and current.state == "input-required" else None
         if waiting is not None and waiting.state == "input-required" and visible_to(waiting.owner, caller):
-            return _continue_task(deps, waiting, content, config, remaining_ms, caller)
+            return _answer_question(deps, waiting, content, config, remaining_ms, caller)
         raise _context_busy(deps, session_id)
     if before_start is not None:
         before_start(session_id)
     try:
-        accepted = ingest_chat(deps, content, session_id, caller=caller)
+        accepted = ingest_chat(deps, content, session_id, caller=caller, queue=False)
     except SessionNotFoundError:
         a2a.finish_task(session_id, key, "failed", status_text="the context belongs to another client")
         raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id}) from None
@@ -328,14 +369,60 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     a2a.start_task(session_id, key, accepted.turn)
     count("A2ATasksStarted")
     timeline("a2a_task_started", f"A2A task {task_id} started", session_id=session_id, turn=accepted.turn)
-    if config and config.blocking:
-        _wait_terminal(deps, session_id, key, remaining_ms)
     current = a2a.get_task(session_id, key)
     assert current is not None
-    return render_task(deps, current, config.historyLength if config else None)
+    return _answer(deps, current, config, remaining_ms)
 
 
-def _continue_task(deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None,
+def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
+    """message/send's result: the task, after waiting for its end when the client asked to block."""
+    if config and config.blocking and rec.state not in TERMINAL_STATES:
+        _wait_terminal(deps, rec.session_id, rec.key, remaining_ms)
+        rec = ports(deps).store.get_task(rec.session_id, rec.key) or rec
+    return render_task(deps, rec, config.historyLength if config else None)
+
+
+def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: str | None) -> TaskRecord:
+    """Add a message to a working task: it waits in the session's inbox for its own turn, which the task
+    goes on into (or starts that turn at once when the session is idle). The task, as it stands."""
+    message = params.message
+    rec = _task(deps, str(message.taskId), caller)
+    if message.contextId and message.contextId != rec.session_id:
+        raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
+
+    def not_open(state: str) -> A2AError:
+        if state in TERMINAL_STATES:
+            return A2AError(INVALID_PARAMS, f"Task {rec.task_id} is in terminal state: {state}",
+                            {"taskId": rec.task_id, "state": state})
+        return A2AError(INVALID_PARAMS, f"Task {rec.task_id} is {state}: it takes a message once it is working; "
+                                        "send again in a moment", {"taskId": rec.task_id, "state": state})
+
+    if rec.state != "working":
+        raise not_open(rec.state)
+    try:
+        accepted = ingest_chat(deps, content, rec.session_id, caller=caller, message_id=message.messageId,
+                               id_kind="a2a", continues_task=rec.key)
+    except TaskNotOpenError:
+        latest = ports(deps).store.get_task(rec.session_id, rec.key)
+        raise not_open(latest.state if latest else "unknown") from None
+    except InboxFullError as exc:
+        raise A2AError(INVALID_PARAMS, f"the task's context already has {exc.waiting} messages waiting; send again "
+                                       "once it has taken some", {"taskId": rec.task_id, "waiting": exc.waiting}) \
+            from None
+    except SessionNotFoundError:
+        raise A2AError(TASK_NOT_FOUND, "Task not found", {"taskId": rec.task_id}) from None
+    except SessionBusyError:
+        raise A2AError(INVALID_PARAMS, "the task's context could not take the message now; send again",
+                       {"taskId": rec.task_id}) from None
+    if not accepted.replayed:
+        count("A2ATasksContinued")
+        timeline("a2a_task_continued", f"A2A task {rec.task_id}: a message continues it"
+                 + (f" (position {accepted.position} in the inbox)" if accepted.queued else ""),
+                 session_id=rec.session_id)
+    return ports(deps).store.get_task(rec.session_id, rec.key) or rec
+
+
+def _answer_question(deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None,
                    caller: str | None) -> dict[str, Any]:
     """The message answers the question of a task in input-required: the task works again (a conditional
     write: one message wins), and the message starts the next turn of its session."""
@@ -458,7 +545,7 @@ def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
                              slot=MessageSlot.CLOSING_RESULTS)
     store.append_message(session_id, {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}, turn, retention,
                          slot=MessageSlot.CLOSING_TEXT)
-    store.finish_session_turn(session_id, turn)
+    end = store.finish_session_turn(session_id, turn, retention)
     a2a = ports(deps).store
     a2a.set_closed_turn(session_id, key, turn)
     rec = a2a.get_task(session_id, key)
@@ -466,18 +553,31 @@ def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
         notify(deps, rec)  # the cancel may have died before its own notification
     timeline("a2a_session_stopped", f"canceled task: session stopped at turn {turn}", session_id=session_id,
              turn=turn)
+    if end.next_input is not None:
+        # The inbox had a message: its turn started in the write that closed this one (and is owed).
+        try:
+            deps.thinks.start(session_id, turn + 1)
+        except Exception:  # noqa: BLE001 - owed: the sweep re-sends it after its grace
+            logger.exception("the next think was not sent; the sweep will send it",
+                             extra={"session_id": session_id, "turn": turn + 1})
 
 
 # --- hooks the turn loop calls ---------------------------------------------------------------
 
 
-def stop_if_canceled(deps: Deps, session_id: str, turn: int) -> bool:
-    """True (and the session closed) when this turn belongs to an A2A task that was canceled."""
+def stop_if_canceled(deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+    """True (and the session closed) when this turn belongs to an A2A task that was canceled.
+
+    input_task: the task the message that started this turn continued (a message queued for a task
+    that was canceled before its turn came gets no think: its turn is closed at once)."""
     if getattr(deps, "a2a", None) is None:
         return False
     current = ports(deps).store.get_current(session_id)
     if current is None or current.open or current.state != "canceled":
         return False
+    if input_task and input_task == current.key:
+        close_canceled(deps, session_id, turn, current.key)
+        return True
     if turn < current.start_turn or (current.closed_turn and turn > current.closed_turn):
         return False
     close_canceled(deps, session_id, turn, current.key)
@@ -519,8 +619,9 @@ def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: boo
                      session_id=session_id, turn=turn)
     elif current.open:
         state = "failed" if failed else "completed"
+        # Unless a message continuing the task started the next turn: the task goes on into it.
         if a2a.finish_task(session_id, current.key, state, answer=answer, end_turn=turn,
-                           status_text=answer if failed else ""):
+                           status_text=answer if failed else "", unless_continued=True):
             count("A2ATasksFailed" if failed else "A2ATasksCompleted")
             timeline(f"a2a_task_{state}", f"A2A task {task_id_of(session_id, current.key)} {state}",
                      session_id=session_id, turn=turn)

@@ -164,7 +164,9 @@ def message_stream(deps: Deps, params: MessageSendParams, pace: Pace, remaining_
             if rec is not None:
                 yield from ending(rec)
             return
-        yield from follow(deps, session_id, key, pace, state, since_task_message=True)
+        # A message that continues a working task reports the steps from now on (those before it were
+        # the task's own, already followed); a new task's, those after its message.
+        yield from follow(deps, session_id, key, pace, state, since_task_message=not params.message.taskId)
 
     return events()
 

@@ -21,6 +21,18 @@ class SessionNotFoundError(LookupError):
     pass
 
 
+class InboxFullError(Exception):
+    """The busy session's inbox already holds as many waiting messages as it may take."""
+
+    def __init__(self, session_id: str, waiting: int):
+        super().__init__(session_id)
+        self.session_id, self.waiting = session_id, waiting
+
+
+class TaskNotOpenError(Exception):
+    """A message meant to continue an A2A task found the task no longer working (it ended meanwhile)."""
+
+
 class ReplayedError(Exception):
     """The same delegation (same reply token) arrived again: the task is already under way or answered."""
 
@@ -74,6 +86,43 @@ def error_result(tool_use_id: str, reason: str, source: ResultSource, detail: st
 
 
 @dataclass(frozen=True)
+class QueuedMessage:
+    """A user message kept as an inbox item (ARCHITECTURE §2): one queued while its session was busy
+    (each becomes its own turn, in order of arrival, when the turn before it ends), or one the client
+    named (an id to deduplicate it by), which started its turn at once (seq 0)."""
+
+    key: str
+    seq: int  # its place in the session's inbox, counted from 1 since the session began; 0: never queued
+    message: dict[str, Any]  # Converse-shaped, stored once: it is also the input message of its turn
+    turn: int = 0  # the think iteration it started; 0 while it waits
+    # Where its answer goes (B side): (callback_service, bearer_token, expires_at epoch seconds).
+    route: tuple[str, str, int] | None = None
+    task_key: str = ""  # the A2A task it continues
+    message_id: str = ""  # the A2A messageId it came with
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What became of a user message: it started a turn, or waits in the session's inbox. replayed: it
+    was a repeat of one already taken (same client id, or same reply token) and changed nothing; the
+    answer is the first one's as it stands now."""
+
+    status: str  # "started" | "queued"
+    turn: int  # the think iteration it started (0 while it waits)
+    user_messages: int  # its number among the session's user messages (for a queued one: once it starts)
+    position: int = 0  # 1-based place among the messages waiting, while it waits
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """The end of a turn: whether this call ended it, and the queued message it started as the next turn."""
+
+    ended: bool
+    next_input: QueuedMessage | None = None
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     status: str  # "idle" | "busy" | "canceled" (SESSION_CANCELED: until it is closed)
@@ -97,6 +146,12 @@ class Session:
     # watches the session (epoch ms; 0: nobody), and the text of the think under way so far.
     watched_until_ms: int = 0
     live: "LiveText | None" = None
+    # The inbox: messages waiting (in order of arrival), how many were ever queued and how many of
+    # those have started their turn; and the inbox item that started the current turn, if one did.
+    queued: tuple[QueuedMessage, ...] = ()
+    inbox_accepted: int = 0
+    inbox_consumed: int = 0
+    input: QueuedMessage | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +221,12 @@ class ReplyRoute:
     expires_at: int
     # The think iteration whose answer retired the route (0: not retired by an answer).
     retired_turn: int = 0
+    # The first think iteration this route answers for (0: every one; a queued delegation's route
+    # answers from the turn its message started).
+    from_turn: int = 0
+    # The route this one replaced in the write that answered it (retired at answered.retired_turn), kept
+    # so that a redelivery of that think re-sends its answer to the right caller.
+    answered: "ReplyRoute | None" = None
 
 
 @dataclass(frozen=True)
@@ -177,3 +238,5 @@ class Iteration:
     reply: dict[str, Any]
     # True for the think that stored it; False when a redelivery found it stored.
     fresh: bool = False
+    # The queued message that the write storing this (final) reply started as the next turn.
+    next_input: QueuedMessage | None = None

@@ -21,6 +21,7 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.records import (
     SESSION_CANCELED,
+    QueuedMessage,
     ReplyRoute,
     ResultSource,
     Session,
@@ -62,6 +63,10 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
     """
     store, s = deps.store, deps.settings
     session = store.get_session(session_id)
+    if session is not None and session.turn == turn + 1 and session.input is not None and session.input.seq:
+        # This think's answer ended its turn and, in the same write, started the next one with a queued
+        # message: a redelivery re-runs what follows that write (each step idempotent).
+        return _resend_after_queued_start(deps, session, turn, traceparent, budget)
     if session is None or session.turn != turn:
         logger.info("turn message is stale or unknown; ignoring", extra={"session_id": session_id, "turn": turn})
         return "skipped"
@@ -79,13 +84,15 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
         # The turn already ended. When it ended with this think's answer, a redelivery re-runs
         # what follows that write (the answer's delivery, the A2A task's end): each is idempotent.
         final = iteration is not None and not _runs_tools(deps, ModelReply.model_validate(iteration.reply))
-        if final and (_answer_route(deps, session, turn) is not None or session.has_a2a_task):
-            _end_turn(deps, session, turn, ModelReply.model_validate(iteration.reply), traceparent, budget)
+        route = _answer_route(deps, session, turn)
+        if final and (route is not None or session.has_a2a_task):
+            _end_turn(deps, session, turn, ModelReply.model_validate(iteration.reply), traceparent, budget, route)
             return "resent"
         return "skipped"
     # A redelivery after the reply was stored re-runs the effects: each is idempotent.
     a2a_session = session.has_a2a_task  # a task starts only on an idle session: none can appear mid-think
-    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):  # canceled: think no more
+    input_task = session.input.task_key if session.input is not None else ""
+    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn, input_task):  # canceled: think no more
         return "canceled"
     seed: TurnSeed | None = None
     if iteration is None:
@@ -99,21 +106,25 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
             seed = TurnSeed(tuple(deadlines), max(deadlines.values()), deadlines)
         route = None if calls else _answer_route(deps, session, turn)
         try:
-            # The reply is stored once: the iteration is also the conversation's assistant message.
+            # The reply is stored once: the iteration is also the conversation's assistant message. A
+            # final one ends the turn in the same write, which starts the next turn when a message waits.
             iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms, seed=seed,
-                                             ends_turn=not calls, retires_route=route is not None)
+                                             ends_turn=not calls, retires_route=route is not None, session=session)
         except LookupError:
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             return "skipped"
         if not iteration.fresh:
             seed = None  # another delivery of this think stored its reply first
         elif not calls:
-            # That write ended the turn (and retired the route it answers).
-            session = dataclasses.replace(session, status="idle", route=_retired(route, turn))
+            # That write ended the turn (and retired the route it answers), or moved on to the next one.
+            ended = dataclasses.replace(session, status="idle" if iteration.next_input is None else "busy",
+                                        route=_retired(route, turn))
+            return _end_turn(deps, ended, turn, reply, traceparent, budget, _retired(route, turn),
+                             started=iteration.next_input, ended=True)
     reply = ModelReply.model_validate(iteration.reply)
     if not _runs_tools(deps, reply):
-        return _end_turn(deps, session, turn, reply, traceparent, budget)
-    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn):
+        return _end_turn(deps, session, turn, reply, traceparent, budget, _answer_route(deps, session, turn))
+    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn, input_task):
         return "canceled"  # canceled while the model thought: its tool calls are not started
     _start_tools(deps, session, turn, reply.tool_uses, traceparent, budget, seed)
     return "tool_use"
@@ -134,13 +145,18 @@ def _runs_tools(deps: Deps, reply: ModelReply) -> bool:
 
 
 def _answer_route(deps: Deps, session: Session, turn: int) -> ReplyRoute | None:
-    """The reply route this turn's answer goes to: the session's live route, or the one this
-    turn's answer already retired (a redelivery re-sends the answer; the caller deduplicates)."""
+    """The reply route this turn's answer goes to: the session's live route (when it answers this
+    turn: a queued delegation's route answers from the turn its message started), or the one this
+    turn's answer already retired, possibly replaced since by the next message's route (a redelivery
+    re-sends the answer; the caller deduplicates)."""
     route = session.route
     if route is None:
         return None
+    if route.answered is not None and route.answered.retired_turn == turn:
+        return route.answered
     if route.status == "active":
-        return route if route.expires_at > deps.store.now_ms() // 1000 else None
+        live = route.expires_at > deps.store.now_ms() // 1000 and route.from_turn <= turn
+        return route if live else None
     return route if route.retired_turn == turn else None
 
 
@@ -274,16 +290,32 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
     dispatch_now(deps, dispatches, budget)
 
 
+def _resend_after_queued_start(deps: Deps, session: Session, turn: int, traceparent: str,
+                               budget: TimeBudget | None) -> str:
+    """A redelivered think whose final answer started the next turn with a queued message: what
+    follows that write again (the answer's delivery, the A2A task's end, the next think's send)."""
+    iteration = deps.store.get_iteration(session.session_id, turn)
+    if iteration is None:
+        return "skipped"
+    reply = ModelReply.model_validate(iteration.reply)
+    if _runs_tools(deps, reply):
+        return "skipped"
+    _end_turn(deps, session, turn, reply, traceparent or session.parent.get("traceparent", ""), budget,
+              _answer_route(deps, session, turn), started=session.input, ended=True)
+    return "resent"
+
+
 def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, traceparent: str,
-              budget: TimeBudget | None) -> str:
-    """What follows a final answer: its delivery on the reply route, the A2A task's end. The write
-    that stored the answer normally ended the turn too; a session still busy here (state written
-    before that was so) is ended now."""
+              budget: TimeBudget | None, route: ReplyRoute | None, started: QueuedMessage | None = None,
+              ended: bool = False) -> str:
+    """What follows a final answer: its delivery on the reply route it answers, the A2A task's end,
+    and, when the write that ended the turn started the next one with a queued message (`started`),
+    that think's send. ended: that write ended the turn; otherwise (state written before that was so)
+    the session is ended now, if it is still busy at this turn."""
     store, session_id = deps.store, session.session_id
     question = _question(deps, reply)
     answer = question if question is not None else reply.text
     status = "error" if reply.error else asking.INPUT_REQUIRED if question is not None else "success"
-    route = _answer_route(deps, session, turn)
     if route is not None:
         # The delivery message carries all delivery needs; a question names the session to continue.
         deliver_now(deps, {
@@ -293,15 +325,29 @@ def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, tracep
             **({"context_id": session_id} if question is not None else {}),
         }, budget)
         if route.status == "active":
-            store.retire_route(session_id)
+            store.retire_route(session_id, route.bearer_token)
         timeline("answer_ready", f"{'question' if question is not None else 'answer'} ready for "
                                  f"{route.callback_service}", session_id=session_id, turn=turn)
     elif question is not None:
         timeline("input_required", question[:500], session_id=session_id, turn=turn)
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
-    if session.status == "busy":
-        store.finish_session_turn(session_id, turn)
-    if session.has_a2a_task:  # its A2A task completes, fails with the error answer, or waits for input
+    if not ended and session.status == "busy":
+        started = store.finish_session_turn(session_id, turn, deps.settings.session_retention_ms).next_input
+    if session.has_a2a_task:  # its A2A task completes, fails with the error answer, or waits for input (unless it goes on)
         a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error", question=question)
+    if started is not None:
+        _send_next_think(deps, session_id, turn + 1)
     return "error" if reply.error else status if question is not None else "end_turn"
+
+
+def _send_next_think(deps: Deps, session_id: str, turn: int) -> None:
+    """The think of a turn a queued message started. Its owed mark was written with that start, so a
+    failed start is the sweep's to redo (as at ingest), not a reason to fail what came before."""
+    timeline("queued_turn_started", f"the next queued message starts turn {turn}", session_id=session_id, turn=turn)
+    try:
+        deps.thinks.start(session_id, turn)
+    except Exception:  # noqa: BLE001 - owed: the sweep re-sends it after its grace
+        logger.exception("the next think was not started after a queued message started its turn; the sweep will",
+                         extra={"session_id": session_id, "turn": turn})
+        count("ThinkSendsDeferred")
