@@ -29,8 +29,14 @@ from infra.deployment import build, config_path, print_messages  # noqa: E402
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="app.py", description="Synthesize one stack per agent of a deployment file.")
     parser.add_argument("--config", metavar="FILE", help="the deployment file (default: examples/two-agents.toml)")
-    parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE",
-                        help="a context value, as with the CDK CLI (e.g. -c agents=worker -c bundleDeps=false)")
+    parser.add_argument(
+        "-c",
+        "--context",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a context value, as with the CDK CLI (e.g. -c agents=worker -c bundleDeps=false)",
+    )
     args = parser.parse_args(argv)
     context = {}
     for item in args.context:
@@ -53,14 +59,19 @@ def main(argv: list[str]) -> int:
     given = args.context.get("config")
     if given is not None and app.node.try_get_context("config") != given:
         # The CDK CLI's own context (CDK_CONTEXT_JSON) takes precedence over the App's.
-        print(f"app.py: --config {given} conflicts with the CDK CLI's -c config="
-              f"{app.node.try_get_context('config')}: give the file once", file=sys.stderr)
+        print(
+            f"app.py: --config {given} conflicts with the CDK CLI's -c config="
+            f"{app.node.try_get_context('config')}: give the file once",
+            file=sys.stderr,
+        )
         return 2
     try:
         stacks = build(app)
     except ConfigFileError as exc:
-        print("app.py: invalid deployment file:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines()),
-              file=sys.stderr)
+        print(
+            "app.py: invalid deployment file:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines()),
+            file=sys.stderr,
+        )
         return 2
     except ValueError as exc:  # e.g. -c agents= naming an agent the file does not have
         print(f"app.py: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aws_cdk import Acknowledgment, ArnFormat, Aws, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
 from flightdeck import topology
 from flightdeck.domain.agent import ModelConfig
 
@@ -56,21 +57,31 @@ ACCESS: dict[str, Access] = {
     # delivery DLQ; a deadline timer. Local tools run inline and record their results like any other:
     # when the last one completes the turn, the turn worker itself starts the next think. A throttled
     # model's think is retried after a delay through the turns queue.
-    "turn_worker": Access(table=True, send=("dispatch", "delivery", "timers", "turns"), model=True, secret=True,
-                          peer_tokens=True, peer_urls=True, send_to_dlq=("delivery",), start_thinks=True),
+    "turn_worker": Access(
+        table=True,
+        send=("dispatch", "delivery", "timers", "turns"),
+        model=True,
+        secret=True,
+        peer_tokens=True,
+        peer_urls=True,
+        send_to_dlq=("delivery",),
+        start_thinks=True,
+    ),
     # Mints the token (secret) and POSTs the task to the peer with our bearer token for it (peer_tokens);
     # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
     # queue (kind "a2a_poll").
-    "dispatch_worker": Access(table=True, send=("timers",), start_thinks=True, secret=True, peer_tokens=True,
-                              peer_urls=True),
+    "dispatch_worker": Access(
+        table=True, send=("timers",), start_thinks=True, secret=True, peer_tokens=True, peer_urls=True
+    ),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
     "delivery_worker": Access(send_to_dlq=("delivery",), peer_urls=True),
     # Fires a turn's deadline: re-chains itself past SQS's 15-minute delay, completes the turn.
     # Also polls A2A peers that do not push (tasks/get over HTTP with our bearer token for the peer,
     # the next poll on timers). The delegations it times out are canceled at their peers (a retry
     # on dispatch).
-    "deadline_timer": Access(table=True, send=("timers", "dispatch"), start_thinks=True, peer_tokens=True,
-                             peer_urls=True),
+    "deadline_timer": Access(
+        table=True, send=("timers", "dispatch"), start_thinks=True, peer_tokens=True, peer_urls=True
+    ),
     # EventBridge backstop over the deadline index; the delegations it times out are canceled at
     # their peers, as the timer does.
     "sweeper": Access(table=True, send=("dispatch",), start_thinks=True, peer_tokens=True, peer_urls=True),
@@ -140,8 +151,12 @@ class Permissions(Construct):
         ]
         # Built from the fixed name, not the function's attribute: the turn worker's own policy names it
         # too, and a reference would make the function depend on itself. Unqualified only: no versions.
-        turn_worker_arn = stack.format_arn(service="lambda", resource="function", resource_name=turn_worker_name,
-                                           arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        turn_worker_arn = stack.format_arn(
+            service="lambda",
+            resource="function",
+            resource_name=turn_worker_name,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         table_id = stack.get_logical_id(state.table.node.default_child)
         for handler, function in functions.functions.items():
             access = ACCESS.get(handler)
@@ -181,17 +196,24 @@ class Permissions(Construct):
             if access.watch_sessions:
                 # IAM cannot name a sort key: the statement allows updating no attribute but the watch
                 # mark's (an item it makes holds nothing else), and returns none.
-                function.add_to_role_policy(iam.PolicyStatement(
-                    actions=["dynamodb:UpdateItem"], resources=[state.table.table_arn],
-                    conditions={"ForAllValues:StringEquals": {"dynamodb:Attributes": list(WATCH_ATTRIBUTES)},
-                                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"}}))
+                function.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["dynamodb:UpdateItem"],
+                        resources=[state.table.table_arn],
+                        conditions={
+                            "ForAllValues:StringEquals": {"dynamodb:Attributes": list(WATCH_ATTRIBUTES)},
+                            "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                        },
+                    )
+                )
             for key in access.send:
                 queues[key].queue.grant_send_messages(function)
             for key in access.send_to_dlq:
                 queues[key].dlq.grant_send_messages(function)
             if access.start_thinks:
                 function.add_to_role_policy(
-                    iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[turn_worker_arn]))
+                    iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[turn_worker_arn])
+                )
             if access.secret:
                 secret.secret.grant_read(function)
             if access.peer_tokens:

@@ -31,9 +31,7 @@ class AlarmTopic(Construct):
     - `notify(alarm)` sends both the ALARM and the OK transition to the topic.
     """
 
-    def __init__(
-        self, scope: Construct, id: str, *, agent: str, alarm_prefix: str, emails: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, agent: str, alarm_prefix: str, emails: Sequence[str] = ()) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
         alarm_arns = stack.format_arn(

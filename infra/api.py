@@ -61,6 +61,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
 from flightdeck import topology
 
 from .functions import LOG_RETENTION
@@ -159,21 +160,40 @@ class GatewayAnswer(NamedTuple):
 _UNAVAILABLE = ("503", "service_unavailable", '"a dependency is unavailable; retry later"', {"Retry-After": "'1'"})
 
 _GATEWAY_RESPONSES: tuple[GatewayAnswer, ...] = (
-    GatewayAnswer(apigateway.ResponseType.BAD_REQUEST_BODY, "400", "malformed_json", '"request body is not valid JSON"'),
-    GatewayAnswer(apigateway.ResponseType.BAD_REQUEST_PARAMETERS, "400", "invalid_request", "$context.error.messageString"),
-    GatewayAnswer(apigateway.ResponseType.REQUEST_TOO_LARGE, "413", "payload_too_large", '"request body exceeds 10 MB"'),
+    GatewayAnswer(
+        apigateway.ResponseType.BAD_REQUEST_BODY, "400", "malformed_json", '"request body is not valid JSON"'
+    ),
+    GatewayAnswer(
+        apigateway.ResponseType.BAD_REQUEST_PARAMETERS, "400", "invalid_request", "$context.error.messageString"
+    ),
+    GatewayAnswer(
+        apigateway.ResponseType.REQUEST_TOO_LARGE, "413", "payload_too_large", '"request body exceeds 10 MB"'
+    ),
     GatewayAnswer(apigateway.ResponseType.THROTTLED, "429", "throttled", '"too many requests, retry later"'),
-    GatewayAnswer(apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN, "404", "not_found", '"no route for $context.httpMethod $context.path"'),
+    GatewayAnswer(
+        apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
+        "404",
+        "not_found",
+        '"no route for $context.httpMethod $context.path"',
+    ),
     # Peer routes: no Authorization header (API Gateway's 401, worded as the functions word theirs), or
     # a Deny from the authorizer (403).
-    GatewayAnswer(apigateway.ResponseType.UNAUTHORIZED, "401", "unauthorized",
-                  '"a peer bearer token is required (Authorization: Bearer <token>)"',
-                  {"WWW-Authenticate": "'Bearer realm=\"flightdeck\"'"}),
+    GatewayAnswer(
+        apigateway.ResponseType.UNAUTHORIZED,
+        "401",
+        "unauthorized",
+        '"a peer bearer token is required (Authorization: Bearer <token>)"',
+        {"WWW-Authenticate": "'Bearer realm=\"flightdeck\"'"},
+    ),
     GatewayAnswer(apigateway.ResponseType.ACCESS_DENIED, "403", "forbidden", '"this token is not accepted"'),
     # The usage plans: the authorizer named a key in no plan of this stage (or a disabled one), or the
     # peer's daily quota is spent.
-    GatewayAnswer(apigateway.ResponseType.INVALID_API_KEY, "403", "forbidden", '"this peer has no usage plan on this agent"'),
-    GatewayAnswer(apigateway.ResponseType.QUOTA_EXCEEDED, "429", "quota_exceeded", "\"this peer's daily quota is used up\""),
+    GatewayAnswer(
+        apigateway.ResponseType.INVALID_API_KEY, "403", "forbidden", '"this peer has no usage plan on this agent"'
+    ),
+    GatewayAnswer(
+        apigateway.ResponseType.QUOTA_EXCEEDED, "429", "quota_exceeded", '"this peer\'s daily quota is used up"'
+    ),
     # The authorizer failed (the registry unreachable) or answered something API Gateway cannot use.
     GatewayAnswer(apigateway.ResponseType.AUTHORIZER_FAILURE, *_UNAVAILABLE),
     GatewayAnswer(apigateway.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, *_UNAVAILABLE),
@@ -217,21 +237,25 @@ class Api(Construct):
                 # The standard fields plus who the authorizer said called (peer, usage key) and why API
                 # Gateway answered itself: the record of calls refused before a function (and its audit
                 # line) ran, such as a missing token (401), a throttle or quota (429), a disabled key (403).
-                access_log_format=apigateway.AccessLogFormat.custom(json.dumps({
-                    "requestId": apigateway.AccessLogField.context_request_id(),
-                    "ip": apigateway.AccessLogField.context_identity_source_ip(),
-                    "caller": apigateway.AccessLogField.context_identity_caller(),
-                    "user": apigateway.AccessLogField.context_identity_user(),
-                    "requestTime": apigateway.AccessLogField.context_request_time(),
-                    "httpMethod": apigateway.AccessLogField.context_http_method(),
-                    "resourcePath": apigateway.AccessLogField.context_resource_path(),
-                    "status": apigateway.AccessLogField.context_status(),
-                    "protocol": apigateway.AccessLogField.context_protocol(),
-                    "responseLength": apigateway.AccessLogField.context_response_length(),
-                    "peer": apigateway.AccessLogField.context_authorizer_principal_id(),
-                    "apiKeyId": apigateway.AccessLogField.context_identity_api_key_id(),
-                    "errorType": apigateway.AccessLogField.context_error_response_type(),
-                })),
+                access_log_format=apigateway.AccessLogFormat.custom(
+                    json.dumps(
+                        {
+                            "requestId": apigateway.AccessLogField.context_request_id(),
+                            "ip": apigateway.AccessLogField.context_identity_source_ip(),
+                            "caller": apigateway.AccessLogField.context_identity_caller(),
+                            "user": apigateway.AccessLogField.context_identity_user(),
+                            "requestTime": apigateway.AccessLogField.context_request_time(),
+                            "httpMethod": apigateway.AccessLogField.context_http_method(),
+                            "resourcePath": apigateway.AccessLogField.context_resource_path(),
+                            "status": apigateway.AccessLogField.context_status(),
+                            "protocol": apigateway.AccessLogField.context_protocol(),
+                            "responseLength": apigateway.AccessLogField.context_response_length(),
+                            "peer": apigateway.AccessLogField.context_authorizer_principal_id(),
+                            "apiKeyId": apigateway.AccessLogField.context_identity_api_key_id(),
+                            "errorType": apigateway.AccessLogField.context_error_response_type(),
+                        }
+                    )
+                ),
                 logging_level=apigateway.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,  # would log bodies and bearer tokens
                 metrics_enabled=True,
@@ -285,13 +309,23 @@ class Api(Construct):
                 )
             streams = route.handler in topology.STREAMING_HANDLERS
             if route.stream != streams:
-                raise ValueError(f"route {route.method} {route.path}: its handler {route.handler!r} serves streaming "
-                                 "and buffered routes; a function streams all its answers or none")
+                raise ValueError(
+                    f"route {route.method} {route.path}: its handler {route.handler!r} serves streaming "
+                    "and buffered routes; a function streams all its answers or none"
+                )
             if route.handler not in integrations:
                 integrations[route.handler] = apigateway.LambdaIntegration(
-                    functions[route.handler], proxy=True, allow_test_invoke=False,
-                    **({"response_transfer_mode": apigateway.ResponseTransferMode.STREAM,
-                        "timeout": Duration.seconds(topology.STREAM_TIMEOUT_S)} if streams else {}),
+                    functions[route.handler],
+                    proxy=True,
+                    allow_test_invoke=False,
+                    **(
+                        {
+                            "response_transfer_mode": apigateway.ResponseTransferMode.STREAM,
+                            "timeout": Duration.seconds(topology.STREAM_TIMEOUT_S),
+                        }
+                        if streams
+                        else {}
+                    ),
                 )
             options: dict = {}
             params = _PATH_PARAM.findall(route.path)

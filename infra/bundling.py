@@ -41,9 +41,10 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import aws_cdk as cdk
 import jsii
@@ -119,7 +120,7 @@ class BundleSettings:
     cache_dir: Path = Path.home() / ".cache" / "flightdeck" / "lambda-deps"
 
     @classmethod
-    def from_context(cls, node: Node, environ: Mapping[str, str] | None = None) -> "BundleSettings":
+    def from_context(cls, node: Node, environ: Mapping[str, str] | None = None) -> BundleSettings:
         env = os.environ if environ is None else environ
 
         def pick(context_key: str, env_key: str) -> Any:
@@ -147,10 +148,13 @@ class BundleSettings:
         if self.platform == "host":
             return []  # the running interpreter's own platform and version
         return [
-            "--platform", LAMBDA_PIP_PLATFORM,
+            "--platform",
+            LAMBDA_PIP_PLATFORM,
             "--only-binary=:all:",
-            "--python-version", LAMBDA_PYTHON_VERSION,
-            "--implementation", "cp",
+            "--python-version",
+            LAMBDA_PYTHON_VERSION,
+            "--implementation",
+            "cp",
         ]
 
     def describe(self) -> dict[str, Any]:
@@ -196,9 +200,16 @@ def installed_dependencies(settings: BundleSettings) -> Path:
     staging = settings.cache_dir / f"{key}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     command = [
-        sys.executable, "-m", "pip", "install",
-        "--disable-pip-version-check", "--no-input", "--quiet", "--no-compile",
-        "--target", str(staging),
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--quiet",
+        "--no-compile",
+        "--target",
+        str(staging),
         *settings.pip_target_args(),
         *runtime_requirements(),
     ]

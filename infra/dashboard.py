@@ -26,48 +26,64 @@ PERIOD = Duration.minutes(5)
 WIDTH = 24  # a dashboard row is 24 units wide
 
 # The functions' own metrics shown, by widget: (title, [(metric name, label)]).
-DELEGATIONS = ("Delegations: started, answered, failed, turns timed out", [
-    ("DelegationsDispatched", "started (dispatched to the peer)"),
-    ("CallbacksAccepted", "answered (callback accepted)"),
-    ("DispatchFailures", "dispatch failed"),
-    ("DispatchRetries", "dispatch retried"),
-    ("Timeouts", "turns timed out (timeout results synthesized)"),
-])
-CALLBACKS = ("Callbacks received: accepted, duplicate, late, refused", [
-    ("CallbacksAccepted", "accepted"),
-    ("CallbacksDuplicate", "duplicate (already recorded)"),
-    ("CallbacksLate", "late (turn already complete)"),
-    ("CallbacksRefused", "refused (bad token, too large)"),
-])
-ANSWERS = ("Answers sent back to callers", [
-    ("AnswersDelivered", "delivered"),
-    ("DeliveryRetries", "retried"),
-    ("DeliveryFailures", "failed"),
-    ("DeliveriesRefused", "refused by the caller"),
-])
-TURNS = ("Turns and sessions", [
-    ("TurnsCompleted", "turns completed"),
-    ("LocalToolRuns", "local tool runs"),
-    ("InboundAuthRefused", "callers refused (peer token)"),
-    ("SessionsOverdue", "sessions overdue (busy past their liveness bound)"),
-])
-A2A = ("A2A", [
-    ("A2ATasksStarted", "tasks started"),
-    ("A2ATasksCompleted", "tasks completed"),
-    ("A2ATasksCanceled", "tasks canceled"),
-    ("A2APushesQueued", "pushes queued"),
-    ("A2APushesDelivered", "pushes delivered"),
-    ("A2APushesRefused", "pushes refused"),
-    ("A2AStreamsOpened", "streams opened (message/stream, tasks/resubscribe)"),
-    ("SessionStreamsOpened", "session event streams opened"),
-])
+DELEGATIONS = (
+    "Delegations: started, answered, failed, turns timed out",
+    [
+        ("DelegationsDispatched", "started (dispatched to the peer)"),
+        ("CallbacksAccepted", "answered (callback accepted)"),
+        ("DispatchFailures", "dispatch failed"),
+        ("DispatchRetries", "dispatch retried"),
+        ("Timeouts", "turns timed out (timeout results synthesized)"),
+    ],
+)
+CALLBACKS = (
+    "Callbacks received: accepted, duplicate, late, refused",
+    [
+        ("CallbacksAccepted", "accepted"),
+        ("CallbacksDuplicate", "duplicate (already recorded)"),
+        ("CallbacksLate", "late (turn already complete)"),
+        ("CallbacksRefused", "refused (bad token, too large)"),
+    ],
+)
+ANSWERS = (
+    "Answers sent back to callers",
+    [
+        ("AnswersDelivered", "delivered"),
+        ("DeliveryRetries", "retried"),
+        ("DeliveryFailures", "failed"),
+        ("DeliveriesRefused", "refused by the caller"),
+    ],
+)
+TURNS = (
+    "Turns and sessions",
+    [
+        ("TurnsCompleted", "turns completed"),
+        ("LocalToolRuns", "local tool runs"),
+        ("InboundAuthRefused", "callers refused (peer token)"),
+        ("SessionsOverdue", "sessions overdue (busy past their liveness bound)"),
+    ],
+)
+A2A = (
+    "A2A",
+    [
+        ("A2ATasksStarted", "tasks started"),
+        ("A2ATasksCompleted", "tasks completed"),
+        ("A2ATasksCanceled", "tasks canceled"),
+        ("A2APushesQueued", "pushes queued"),
+        ("A2APushesDelivered", "pushes delivered"),
+        ("A2APushesRefused", "pushes refused"),
+        ("A2AStreamsOpened", "streams opened (message/stream, tasks/resubscribe)"),
+        ("SessionStreamsOpened", "session event streams opened"),
+    ],
+)
 APPLICATION_WIDGETS = (DELEGATIONS, CALLBACKS, ANSWERS, TURNS, A2A)
 # Emitted by the sweeper: a busy session past its liveness bound (see sessions_overdue_alarm).
 SESSIONS_OVERDUE = "SessionsOverdue"
 
 
-def app_metric(agent: str, name: str, label: str | None = None, statistic: str = "Sum",
-               period: Duration = PERIOD) -> cloudwatch.Metric:
+def app_metric(
+    agent: str, name: str, label: str | None = None, statistic: str = "Sum", period: Duration = PERIOD
+) -> cloudwatch.Metric:
     """One of the functions' own metrics (Powertools: namespace, dimension service=<agent>)."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,

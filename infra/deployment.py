@@ -22,6 +22,7 @@ from typing import TextIO
 import aws_cdk as cdk
 from aws_cdk import cx_api
 from cdk_nag import AwsSolutionsChecks
+
 from flightdeck import config_file
 
 from .account import ACCOUNT_STACK_NAME, ApiGatewayAccountStack
@@ -59,7 +60,9 @@ def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> lis
     names = [n.strip() for n in str(value).split(",") if n.strip()]
     unknown = [n for n in names if n not in deployment.agents]
     if unknown:
-        raise ValueError(f"context agents: unknown agent(s) {', '.join(unknown)}; the file has {', '.join(deployment.agents)}")
+        raise ValueError(
+            f"context agents: unknown agent(s) {', '.join(unknown)}; the file has {', '.join(deployment.agents)}"
+        )
     return names
 
 

@@ -8,9 +8,8 @@ malformed setting fails `cdk synth`, not the first invocation.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from flightdeck.config_file import AgentSpec, DeploymentFile
 from flightdeck.domain.allowlist import Allowlist
@@ -115,8 +114,11 @@ def agent_environment(
     configured = deployment.environment(agent)
     for name in LOCAL_ONLY_VARIABLES:
         if name in configured:
-            where = ("the tokens live in Secrets Manager (PEER_TOKENS_SECRET_ARN)" if name == "PEER_TOKENS"
-                     else "the key is generated in Secrets Manager (TOOL_CALLBACK_SECRET_ARN)")
+            where = (
+                "the tokens live in Secrets Manager (PEER_TOKENS_SECRET_ARN)"
+                if name == "PEER_TOKENS"
+                else "the key is generated in Secrets Manager (TOOL_CALLBACK_SECRET_ARN)"
+            )
             warnings.append(f"{name} is set in the deployment file but is not passed to Lambda: on AWS {where}")
     overridden = sorted(set(configured) & set(MANAGED_VARIABLES))
     if overridden:
@@ -126,7 +128,7 @@ def agent_environment(
     for peer in mapping.missing:
         warnings.append(
             f"agent {agent!r} allows {peer!r}, which is no agent of this file and has no URL: calls to it are "
-            f"refused until [agents.{agent}] has allowed_hosts = {{ {peer} = \"https://...\" }} (or "
+            f'refused until [agents.{agent}] has allowed_hosts = {{ {peer} = "https://..." }} (or '
             f"deploy.peer_urls.{peer}) and this stack is deployed again"
         )
     allowed = set(spec.allow) | set(spec.allowed_hosts)

@@ -17,7 +17,7 @@ and relays its output as it is written (AWS_LWA_INVOKE_MODE=response_stream).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
@@ -26,6 +26,7 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
 from flightdeck import topology
 
 from .bundling import ARCHITECTURE, RUNTIME
@@ -80,14 +81,18 @@ def explicit_name(prefix: str, handler: str) -> str | None:
         return None
     name = topology.function_name(prefix, handler)
     if len(name) > topology.MAX_FUNCTION_NAME:
-        raise ValueError(f"function name {name!r} is longer than Lambda allows ({topology.MAX_FUNCTION_NAME}): "
-                         "use a shorter agent name")
+        raise ValueError(
+            f"function name {name!r} is longer than Lambda allows ({topology.MAX_FUNCTION_NAME}): "
+            "use a shorter agent name"
+        )
     return name
 
 
 def web_adapter_layer_arn(architecture: lambda_.Architecture) -> str:
-    return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{WEB_ADAPTER_ACCOUNT}:layer:"
-            f"{WEB_ADAPTER_LAYER[architecture.name]}:{WEB_ADAPTER_VERSION}")
+    return (
+        f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{WEB_ADAPTER_ACCOUNT}:layer:"
+        f"{WEB_ADAPTER_LAYER[architecture.name]}:{WEB_ADAPTER_VERSION}"
+    )
 
 
 class Functions(Construct):
@@ -108,9 +113,7 @@ class Functions(Construct):
         self.roles: dict[str, iam.Role] = {}
         for handler in topology.HANDLERS:
             cid = construct_id(handler)
-            log_group = logs.LogGroup(
-                self, f"{cid}Logs", retention=LOG_RETENTION, removal_policy=log_removal_policy
-            )
+            log_group = logs.LogGroup(self, f"{cid}Logs", retention=LOG_RETENTION, removal_policy=log_removal_policy)
             role = iam.Role(
                 self,
                 f"{cid}Role",
@@ -119,8 +122,15 @@ class Functions(Construct):
             )
             log_group.grant_write(role)
             streams = handler in topology.STREAMING_HANDLERS
-            layers = [lambda_.LayerVersion.from_layer_version_arn(self, f"{cid}WebAdapter",
-                                                                  web_adapter_layer_arn(ARCHITECTURE))] if streams else None
+            layers = (
+                [
+                    lambda_.LayerVersion.from_layer_version_arn(
+                        self, f"{cid}WebAdapter", web_adapter_layer_arn(ARCHITECTURE)
+                    )
+                ]
+                if streams
+                else None
+            )
             function = lambda_.Function(
                 self,
                 cid,

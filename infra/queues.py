@@ -8,6 +8,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
 from flightdeck import topology
 
 # SQS's limit on a queue name (".fifo" included).
@@ -45,7 +46,9 @@ class Queues(Construct):
         for spec in topology.QUEUES:
             for name in (spec.name(prefix), spec.dlq_name(prefix)):
                 if len(name) > MAX_QUEUE_NAME:
-                    raise ValueError(f"queue name {name!r} is longer than SQS allows ({MAX_QUEUE_NAME}): use a shorter agent name")
+                    raise ValueError(
+                        f"queue name {name!r} is longer than SQS allows ({MAX_QUEUE_NAME}): use a shorter agent name"
+                    )
             cid = construct_id(spec.key)
             fifo = {"fifo": True} if spec.fifo else {}
             dlq = sqs.Queue(
@@ -70,9 +73,12 @@ class Queues(Construct):
                 **({"fifo": True, "content_based_deduplication": True} if spec.fifo else {}),
             )
             invoked = [a for a in topology.ASYNC_INVOKES if a.on_failure_queue == spec.key]
-            also = "".join(f" It also holds the asynchronous invocations of {a.handler} that failed "
-                           f"{1 + a.retry_attempts} times or waited over {a.max_event_age_s} s (Lambda's "
-                           "invocation records: the event is their requestPayload)." for a in invoked)
+            also = "".join(
+                f" It also holds the asynchronous invocations of {a.handler} that failed "
+                f"{1 + a.retry_attempts} times or waited over {a.max_event_age_s} s (Lambda's "
+                "invocation records: the event is their requestPayload)."
+                for a in invoked
+            )
             alarm = cloudwatch.Alarm(
                 self,
                 f"{cid}DlqAlarm",

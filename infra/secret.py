@@ -80,4 +80,3 @@ class PeerTokensSecret(Construct):
                 ),
             )
         )
-

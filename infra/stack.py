@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+
 from flightdeck import topology
 from flightdeck.config_file import DeploymentFile
 
@@ -104,8 +105,14 @@ class FlightdeckStack(Stack):
         functions.consume(queues)
         functions.configure_async_invokes(queues)
         Permissions(
-            self, "Permissions", functions=functions, state=state, queues=queues, secret=secret,
-            peer_tokens=peer_tokens, model=spec.model,
+            self,
+            "Permissions",
+            functions=functions,
+            state=state,
+            queues=queues,
+            secret=secret,
+            peer_tokens=peer_tokens,
+            model=spec.model,
             peer_url_parameters=[topology.peer_url_parameter(peer_url_prefix, n) for n in env.host_mapping.discovered],
             turn_worker_name=topology.function_name(prefix, topology.THINK_HANDLER),
         )
@@ -153,27 +160,63 @@ class FlightdeckStack(Stack):
             self,
             "ApiUrl",
             value=api.url,
-            description=(f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
-                         f"puts it in its allowed_hosts.{agent}"),
+            description=(
+                f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
+                f"puts it in its allowed_hosts.{agent}"
+            ),
         )
-        CfnOutput(self, "ApiUrlParameterName", value=url_parameter.parameter_name,
-                  description=f"SSM parameter holding the base URL of {agent}")
+        CfnOutput(
+            self,
+            "ApiUrlParameterName",
+            value=url_parameter.parameter_name,
+            description=f"SSM parameter holding the base URL of {agent}",
+        )
         CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
-        CfnOutput(self, "StateTableName", value=state.table.table_name,
-                  description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)")
-        CfnOutput(self, "CallbackSecretArn", value=secret.secret.secret_arn,
-                  description=(f"Secret holding the HMAC key {agent} signs callback tokens with: rotate it with "
-                               "`aws secretsmanager put-secret-value` (README, Operate); the value is never output"))
-        CfnOutput(self, "PeerTokensSecretArn", value=peer_tokens.secret.secret_arn,
-                  description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)")
-        CfnOutput(self, "PeerUsagePlanId", value=usage_plans.default_plan.usage_plan_id,
-                  description=("Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
-                               "after deploy in it (the peers of the config file have their own plans)"))
-        CfnOutput(self, "DashboardUrl", value=dashboard.url,
-                  description=f"CloudWatch dashboard of {agent}: delegations, callbacks, queues, DLQs, function errors")
-        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
-                  description=(f"SNS topic the alarms of {agent} notify (ALARM and OK): subscribe with "
-                               "deploy.alarm_emails or `aws sns subscribe`"))
+        CfnOutput(
+            self,
+            "StateTableName",
+            value=state.table.table_name,
+            description="DynamoDB table of sessions, turns and the peer registry (flightdeck peers --table)",
+        )
+        CfnOutput(
+            self,
+            "CallbackSecretArn",
+            value=secret.secret.secret_arn,
+            description=(
+                f"Secret holding the HMAC key {agent} signs callback tokens with: rotate it with "
+                "`aws secretsmanager put-secret-value` (README, Operate); the value is never output"
+            ),
+        )
+        CfnOutput(
+            self,
+            "PeerTokensSecretArn",
+            value=peer_tokens.secret.secret_arn,
+            description=f"Secret holding the bearer tokens {agent} presents to its peers (JSON service -> token)",
+        )
+        CfnOutput(
+            self,
+            "PeerUsagePlanId",
+            value=usage_plans.default_plan.usage_plan_id,
+            description=(
+                "Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
+                "after deploy in it (the peers of the config file have their own plans)"
+            ),
+        )
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=dashboard.url,
+            description=f"CloudWatch dashboard of {agent}: delegations, callbacks, queues, DLQs, function errors",
+        )
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=alarms.topic.topic_arn,
+            description=(
+                f"SNS topic the alarms of {agent} notify (ALARM and OK): subscribe with "
+                "deploy.alarm_emails or `aws sns subscribe`"
+            ),
+        )
         self.api = api
         self.functions = functions
         self.usage_plans = usage_plans

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
+
 from flightdeck import topology
 
 

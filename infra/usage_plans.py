@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from aws_cdk import aws_apigateway as apigateway
 from constructs import Construct
+
 from flightdeck.domain.peer_usage import UsagePlanSpec, usage_key, usage_key_name
 
 

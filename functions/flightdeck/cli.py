@@ -11,8 +11,9 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from flightdeck import config_file
 
@@ -40,15 +41,22 @@ def _load(path: Path, local_model: bool = False) -> config_file.DeploymentFile |
     try:
         deployment = config_file.load(path)
         bedrock = [n for n, spec in deployment.agents.items() if spec.model.provider == "bedrock"]
-        checked = config_file.check(deployment, path, "local", local_model=local_model,
-                                    aws_credentials=bool(bedrock) and not local_model and _aws_credentials())
+        checked = config_file.check(
+            deployment,
+            path,
+            "local",
+            local_model=local_model,
+            aws_credentials=bool(bedrock) and not local_model and _aws_credentials(),
+        )
     except config_file.ConfigFileError as exc:
         _complain("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         return None
     if local_model:
         for name in bedrock:
-            _complain(f"{config_file.toml_key(('agents', name, 'model'))}.provider = \"bedrock\": {name} runs with "
-                      "the local model (--local-model)")
+            _complain(
+                f'{config_file.toml_key(("agents", name, "model"))}.provider = "bedrock": {name} runs with '
+                "the local model (--local-model)"
+            )
     return checked
 
 
@@ -97,9 +105,16 @@ def local_up(args: argparse.Namespace) -> int:
         signal.signal(signum, on_signal)
     stack = None
     try:
-        stack = LocalStack(deployment, host=args.host, port=args.port, moto_port=args.moto_port, relay=sys.stderr,
-                           relay_format="json" if args.json_logs else "readable", log_dir=args.log_dir,
-                           log_level=LOCAL_LOG_LEVEL)
+        stack = LocalStack(
+            deployment,
+            host=args.host,
+            port=args.port,
+            moto_port=args.moto_port,
+            relay=sys.stderr,
+            relay_format="json" if args.json_logs else "readable",
+            log_dir=args.log_dir,
+            log_level=LOCAL_LOG_LEVEL,
+        )
         stack.start()
         ready = True
         print("READY " + json.dumps(stack.urls), flush=True)
@@ -135,8 +150,14 @@ def local_demo(args: argparse.Namespace) -> int:
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="flightdeck-demo-logs-"))
     succeeded = False
     try:
-        demo.run(deployment, args.scenario, out=sys.stdout, logs=sys.stderr if args.show_logs else None,
-                 log_dir=log_dir, message=args.message)
+        demo.run(
+            deployment,
+            args.scenario,
+            out=sys.stdout,
+            logs=sys.stderr if args.show_logs else None,
+            log_dir=log_dir,
+            message=args.message,
+        )
         succeeded = True
         return EXIT_OK
     except KeyboardInterrupt:
@@ -181,9 +202,15 @@ def bench(args: argparse.Namespace) -> int:
             _complain(f"bench: {exc}")
             return EXIT_USAGE
     try:
-        opts = runner.options(args.quick, iterations=args.iterations, callbacks=args.callbacks,
-                              timeout_turns=args.timeout_turns, open_turns=args.open_turns, roles=roles,
-                              load_sessions=args.load_sessions)
+        opts = runner.options(
+            args.quick,
+            iterations=args.iterations,
+            callbacks=args.callbacks,
+            timeout_turns=args.timeout_turns,
+            open_turns=args.open_turns,
+            roles=roles,
+            load_sessions=args.load_sessions,
+        )
         runner.validate(opts)
     except ValueError as exc:
         _complain(f"bench: {exc}")
@@ -217,25 +244,41 @@ def add_bench_command(commands: Any) -> None:
         "throughput, timeout lateness, sweep reads and handler import time; print one table (Markdown). Local "
         "seconds are moto-bound: read counts and ratios. See docs/PERFORMANCE.md.",
     )
-    sub.add_argument("--quick", action="store_true",
-                     help="few iterations, 1,000 open turns instead of 10,000 (what CI runs, ~1 min)")
+    sub.add_argument(
+        "--quick", action="store_true", help="few iterations, 1,000 open turns instead of 10,000 (what CI runs, ~1 min)"
+    )
     sub.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
     sub.add_argument("--iterations", type=int, metavar="N", help="one-delegation round trips to count")
     sub.add_argument("--callbacks", type=int, metavar="N", help="callbacks per mode (single, batch)")
     sub.add_argument("--timeout-turns", type=int, metavar="N", help="turns left to time out")
     sub.add_argument("--open-turns", type=int, metavar="N", help="open turns seeded for the sweep")
-    sub.add_argument("--load-sessions", type=int, metavar="N",
-                     help="sessions sent at once in the load phase, each delegating twice (default 40, --quick 10; "
-                     "0: no load phase)")
+    sub.add_argument(
+        "--load-sessions",
+        type=int,
+        metavar="N",
+        help="sessions sent at once in the load phase, each delegating twice (default 40, --quick 10; "
+        "0: no load phase)",
+    )
     sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
-    sub.add_argument("--compare", type=Path, metavar="BEFORE.json",
-                     help="also print a before/after table of the headline figures against an earlier --json result")
-    sub.add_argument("--config", type=Path, metavar="FILE",
-                     help="measure the round trips with this deployment file's agents: its first agent with "
-                     "delegates and its first delegate (their prompts, models, tools, settings, memory), checked "
-                     "whole first (default: the bench's own pair)")
-    sub.add_argument("--local-model", action="store_true",
-                     help="run agents whose model is Bedrock with the local model (the bench runs on moto)")
+    sub.add_argument(
+        "--compare",
+        type=Path,
+        metavar="BEFORE.json",
+        help="also print a before/after table of the headline figures against an earlier --json result",
+    )
+    sub.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="measure the round trips with this deployment file's agents: its first agent with "
+        "delegates and its first delegate (their prompts, models, tools, settings, memory), checked "
+        "whole first (default: the bench's own pair)",
+    )
+    sub.add_argument(
+        "--local-model",
+        action="store_true",
+        help="run agents whose model is Bedrock with the local model (the bench runs on moto)",
+    )
     sub.set_defaults(run=bench)
 
 
@@ -253,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local up                         # the bundled two-agent example on loopback\n"
             "  flightdeck local up --config my.toml --port 8080\n"
             "  flightdeck local demo                       # a task for every delegate at once, as a timeline\n"
-            "  flightdeck local demo --config examples/three-agents.toml --message \"@critic is this clear?\"\n"
+            '  flightdeck local demo --config examples/three-agents.toml --message "@critic is this clear?"\n'
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
             "  flightdeck local demo --scenario ask        # the delegate asks, the delegator answers in its context\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
@@ -272,12 +315,20 @@ def build_parser() -> argparse.ArgumentParser:
     local_commands = local.add_subparsers(title="commands", metavar="COMMAND")
 
     def add_config(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--config", type=Path, default=config_file.DEFAULT_CONFIG, metavar="FILE",
-                         help="deployment file, checked whole before anything starts "
-                         "(default: the bundled examples/two-agents.toml)")
-        sub.add_argument("--local-model", action="store_true",
-                         help='run agents whose model is "bedrock" with the local model instead (without it, '
-                         "such an agent needs AWS credentials)")
+        sub.add_argument(
+            "--config",
+            type=Path,
+            default=config_file.DEFAULT_CONFIG,
+            metavar="FILE",
+            help="deployment file, checked whole before anything starts "
+            "(default: the bundled examples/two-agents.toml)",
+        )
+        sub.add_argument(
+            "--local-model",
+            action="store_true",
+            help='run agents whose model is "bedrock" with the local model instead (without it, '
+            "such an agent needs AWS credentials)",
+        )
 
     up = local_commands.add_parser(
         "up",
@@ -289,13 +340,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config(up)
     up.add_argument("--host", default="127.0.0.1", help="address the agents listen on (default 127.0.0.1)")
-    up.add_argument("--port", type=int, default=0, metavar="N",
-                    help="port of the first agent, the next agents take N+1, N+2... (default: free ports)")
-    up.add_argument("--moto-port", type=int, default=0, metavar="N", help="port of the moto server (default: a free port)")
-    up.add_argument("--json-logs", action="store_true",
-                    help="relay every line the agents write (JSON) instead of one readable line per step")
-    up.add_argument("--log-dir", type=Path, metavar="DIR",
-                    help="also write each agent's full JSON log to DIR/<agent>.log (and moto's to DIR/moto.log)")
+    up.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        metavar="N",
+        help="port of the first agent, the next agents take N+1, N+2... (default: free ports)",
+    )
+    up.add_argument(
+        "--moto-port", type=int, default=0, metavar="N", help="port of the moto server (default: a free port)"
+    )
+    up.add_argument(
+        "--json-logs",
+        action="store_true",
+        help="relay every line the agents write (JSON) instead of one readable line per step",
+    )
+    up.add_argument(
+        "--log-dir",
+        type=Path,
+        metavar="DIR",
+        help="also write each agent's full JSON log to DIR/<agent>.log (and moto's to DIR/moto.log)",
+    )
     up.set_defaults(run=local_up)
 
     demo = local_commands.add_parser(
@@ -305,18 +370,28 @@ def build_parser() -> argparse.ArgumentParser:
         "of the delegation from the agents' logs, then the final answer.",
     )
     add_config(demo)
-    demo.add_argument("--scenario", choices=SCENARIOS, default=DEFAULT_SCENARIO,
-                      help="parallel: one task for every delegate at once, two for a lone delegate (default); "
-                      "delegate: one task for the first delegate; timeout: the first delegate answers after "
-                      "the delegator stopped waiting; ask: the first delegate asks a question (input-required), "
-                      "the delegator answers it in the delegate's context, the delegate finishes")
-    demo.add_argument("--message", metavar="TEXT",
-                      help='send this instead of the scenario\'s task (with the local model, "@name ..." delegates '
-                      "to agent name)")
+    demo.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        default=DEFAULT_SCENARIO,
+        help="parallel: one task for every delegate at once, two for a lone delegate (default); "
+        "delegate: one task for the first delegate; timeout: the first delegate answers after "
+        "the delegator stopped waiting; ask: the first delegate asks a question (input-required), "
+        "the delegator answers it in the delegate's context, the delegate finishes",
+    )
+    demo.add_argument(
+        "--message",
+        metavar="TEXT",
+        help='send this instead of the scenario\'s task (with the local model, "@name ..." delegates to agent name)',
+    )
     demo.add_argument("--show-logs", action="store_true", help="also relay the agents' JSON logs to stderr")
-    demo.add_argument("--log-dir", type=Path, metavar="DIR",
-                      help="keep each agent's JSON log in DIR/<agent>.log (default: a scratch directory, removed "
-                      "after a successful demo)")
+    demo.add_argument(
+        "--log-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep each agent's JSON log in DIR/<agent>.log (default: a scratch directory, removed "
+        "after a successful demo)",
+    )
     demo.set_defaults(run=local_demo)
     add_bench_command(commands)  # flightdeck bench
     from flightdeck.peers_admin import add_peers_command

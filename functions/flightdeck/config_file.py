@@ -13,9 +13,10 @@ import difflib
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -48,7 +49,7 @@ class ConfigFileError(ValueError):
         self.path = path
 
     @classmethod
-    def of(cls, path: str | Path, problems: Sequence[Problem]) -> "ConfigFileError":
+    def of(cls, path: str | Path, problems: Sequence[Problem]) -> ConfigFileError:
         return cls("\n".join(p.render(path) for p in problems), problems, path)
 
 
@@ -241,9 +242,14 @@ SETTING_NAMES: tuple[str, ...] = tuple(sorted(f.alias for f in Settings.model_fi
 PASSTHROUGH_PREFIX = "POWERTOOLS_"
 # What a lone setting is validated against: the resource variables the stack or the local runtime sets.
 _SETTINGS_BASE = {
-    "AGENT_NAME": "check", "STATE_TABLE": "check-state", "TURN_WORKER_FUNCTION": "check-turn-worker",
-    "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
-    "DELIVERY_QUEUE_URL": "q", "TIMERS_QUEUE_URL": "q", "TOOL_CALLBACK_SECRET": "c" * 32,
+    "AGENT_NAME": "check",
+    "STATE_TABLE": "check-state",
+    "TURN_WORKER_FUNCTION": "check-turn-worker",
+    "TURNS_QUEUE_URL": "q",
+    "DISPATCH_QUEUE_URL": "q",
+    "DELIVERY_QUEUE_URL": "q",
+    "TIMERS_QUEUE_URL": "q",
+    "TOOL_CALLBACK_SECRET": "c" * 32,
 }
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _NAME_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
@@ -326,7 +332,11 @@ def _model_at(loc: Sequence[object]) -> type[BaseModel] | None:
 
 
 def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (str, int, float, bool)) else type(value).__name__
+    return (
+        json.dumps(value, ensure_ascii=False, default=str)
+        if isinstance(value, (str, int, float, bool))
+        else type(value).__name__
+    )
 
 
 _TYPE_FIXES = {
@@ -352,23 +362,33 @@ def _explain(err: dict[str, Any], example: str = "") -> tuple[str, str]:
     if kind == "literal_error":
         expected = str(ctx.get("expected", "one of the listed values")).replace("'", '"')  # TOML quotes
         return f"must be {expected}{got}", f"write {expected}"
-    bounds = {"greater_than": ("gt", "a number above {}"), "greater_than_equal": ("ge", "{} or more"),
-              "less_than": ("lt", "a number below {}"), "less_than_equal": ("le", "at most {}"),
-              "string_too_short": ("min_length", "at least {} characters"),
-              "string_too_long": ("max_length", "at most {} characters"),
-              "too_short": ("min_length", "at least {} entries"), "too_long": ("max_length", "at most {} entries")}
+    bounds = {
+        "greater_than": ("gt", "a number above {}"),
+        "greater_than_equal": ("ge", "{} or more"),
+        "less_than": ("lt", "a number below {}"),
+        "less_than_equal": ("le", "at most {}"),
+        "string_too_short": ("min_length", "at least {} characters"),
+        "string_too_long": ("max_length", "at most {} characters"),
+        "too_short": ("min_length", "at least {} entries"),
+        "too_long": ("max_length", "at most {} entries"),
+    }
     if kind in bounds:
         name, text = bounds[kind]
         return f"{should}{got}", "use " + text.format(ctx.get(name))
     if kind == "string_pattern_mismatch":
         if ctx.get("pattern") == _NAME_PATTERN:
-            return f"{_show(given)} is not a name", "use lower-case letters, digits, '-' and '_', starting with a letter or digit"
+            return (
+                f"{_show(given)} is not a name",
+                "use lower-case letters, digits, '-' and '_', starting with a letter or digit",
+            )
         return f"{should}{got}", "change it to match that pattern"
     if kind == "missing":
         return "is required", "add it"
     if kind == "value_error" and ("peer token" in msg or "fdp_" in msg or "peer id" in msg):
-        return msg, ("a token is fdp_<peer id>_<secret of 32+ characters A-Z a-z 0-9 _ ->; "
-                     "`flightdeck peers add` makes one, locally any such string will do")
+        return msg, (
+            "a token is fdp_<peer id>_<secret of 32+ characters A-Z a-z 0-9 _ ->; "
+            "`flightdeck peers add` makes one, locally any such string will do"
+        )
     return msg, "correct the value (see the comments in examples/two-agents.toml)"
 
 
@@ -376,12 +396,16 @@ def _setting_problem(table: str, name: str, value: Any) -> Problem | None:
     """A setting of [defaults] or [agents.X.env]: known by name, of the right type and range."""
     key = f"{table}.{_dotted([name])}"
     if not isinstance(value, (str, int, float, bool)):
-        return Problem(key, f"must be a string or a number, not a {type(value).__name__}",
-                       f'write {name} = "..." or a number')
+        return Problem(
+            key, f"must be a string or a number, not a {type(value).__name__}", f'write {name} = "..." or a number'
+        )
     if name not in SETTING_NAMES and not name.startswith(PASSTHROUGH_PREFIX):
         close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.6)
-        fix = (f"rename it to {close[0]}" if close else
-               "remove it: an agent reads only the settings listed in README, Configuration (flightdeck/settings.py)")
+        fix = (
+            f"rename it to {close[0]}"
+            if close
+            else "remove it: an agent reads only the settings listed in README, Configuration (flightdeck/settings.py)"
+        )
         return Problem(key, "is not a setting", fix)
     text = ("true" if value else "false") if isinstance(value, bool) else str(value)
     try:
@@ -423,8 +447,11 @@ def _structure_problem(err: dict[str, Any]) -> Problem:
         fix = f'rename it to "{close[0]}"' if close else f"remove it; {parent or 'the file'} takes: {', '.join(known)}"
         return Problem(key, f'unknown key "{name}"', fix)
     if len(loc) == 3 and loc[0] == "agents" and loc[2] == "name" and err["type"] == "string_pattern_mismatch":
-        return Problem(toml_key(loc[:2]), f"the agent name {_show(loc[1])} is not allowed",
-                       "rename the section: lower-case letters, digits, '-' and '_', starting with a letter or digit")
+        return Problem(
+            toml_key(loc[:2]),
+            f"the agent name {_show(loc[1])} is not allowed",
+            "rename the section: lower-case letters, digits, '-' and '_', starting with a letter or digit",
+        )
     message, fix = _explain(err)
     return Problem(key, message, fix)
 
@@ -450,8 +477,13 @@ def parse(raw: dict[str, Any], path: str | Path = "<deployment>") -> DeploymentF
         raise ConfigFileError.of(path, _once(problems)) from None
     for name, spec in deployment.agents.items():
         if spec.name != name:
-            problems.append(Problem(toml_key(("agents", name, "name")), f"is {spec.name!r}, not the section's name",
-                                    f'remove it (the name is the section\'s: [agents.{name}])'))
+            problems.append(
+                Problem(
+                    toml_key(("agents", name, "name")),
+                    f"is {spec.name!r}, not the section's name",
+                    f"remove it (the name is the section's: [agents.{name}])",
+                )
+            )
     if problems:
         raise ConfigFileError.of(path, _once(problems))
     return deployment
@@ -470,14 +502,26 @@ def load(path: str | Path) -> DeploymentFile:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigFileError.of(path, [Problem("", "no such file", "check the path (--config FILE, -c config=FILE)")]) from None
+        raise ConfigFileError.of(
+            path, [Problem("", "no such file", "check the path (--config FILE, -c config=FILE)")]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError.of(path, [Problem("", f"cannot be read: {exc}", "check the path and its permissions")]) from None
+        raise ConfigFileError.of(
+            path, [Problem("", f"cannot be read: {exc}", "check the path and its permissions")]
+        ) from None
     try:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigFileError.of(path, [Problem("", f"is not valid TOML: {exc}",
-                                                "correct the syntax there (key = value lines under [section] headers)")]) from None
+        raise ConfigFileError.of(
+            path,
+            [
+                Problem(
+                    "",
+                    f"is not valid TOML: {exc}",
+                    "correct the syntax there (key = value lines under [section] headers)",
+                )
+            ],
+        ) from None
     return parse(raw, path)
 
 
@@ -494,8 +538,14 @@ def _nearest(name: str, names: Sequence[str]) -> str:
     return close[0] if close else ""
 
 
-def check(deployment: DeploymentFile, path: str | Path, runtime: Runtime, *,
-          local_model: bool = False, aws_credentials: bool = False) -> DeploymentFile:
+def check(
+    deployment: DeploymentFile,
+    path: str | Path,
+    runtime: Runtime,
+    *,
+    local_model: bool = False,
+    aws_credentials: bool = False,
+) -> DeploymentFile:
     """Everything the agents of the file need of each other and of where they run, checked at start.
 
     - a delegate names an agent of the file (or an outside service of `allowed_hosts`);
@@ -520,27 +570,38 @@ def check(deployment: DeploymentFile, path: str | Path, runtime: Runtime, *,
             outside = target in spec.allowed_hosts or (runtime == "aws" and target in spec.deploy.peer_urls)
             if target not in agents and not outside:
                 nearest = _nearest(target, [n for n in names if n != name])
-                problems.append(Problem(
-                    target_key, f'no agent "{target}" in this file',
-                    f'did you mean "{nearest}"?' if nearest else
-                    f"name one of its agents ({', '.join(names)}), or a service outside the file listed in "
-                    f"[agents.{name}].allowed_hosts"))
+                problems.append(
+                    Problem(
+                        target_key,
+                        f'no agent "{target}" in this file',
+                        f'did you mean "{nearest}"?'
+                        if nearest
+                        else f"name one of its agents ({', '.join(names)}), or a service outside the file listed in "
+                        f"[agents.{name}].allowed_hosts",
+                    )
+                )
                 continue
             if target not in allowed:
-                problems.append(Problem(
-                    toml_key(("agents", name, "allow")),
-                    f'lacks "{target}", which {_delegate_key(name, index)} delegates to: every dispatch would be refused',
-                    f"allow = {_with(spec.allow, target)}"))
+                problems.append(
+                    Problem(
+                        toml_key(("agents", name, "allow")),
+                        f'lacks "{target}", which {_delegate_key(name, index)} delegates to: every dispatch would be refused',
+                        f"allow = {_with(spec.allow, target)}",
+                    )
+                )
             peer = agents.get(target)
             if peer is None:
                 continue
             callback = delegate.callback_service or name
             if callback not in peer.allow and callback not in peer.allowed_hosts:
-                problems.append(Problem(
-                    toml_key(("agents", target, "allow")),
-                    f'lacks "{callback}": {target} could not send its answers back to {name} '
-                    f"(delegated to by {_delegate_key(name, index)})",
-                    f"allow = {_with(peer.allow, callback)}"))
+                problems.append(
+                    Problem(
+                        toml_key(("agents", target, "allow")),
+                        f'lacks "{callback}": {target} could not send its answers back to {name} '
+                        f"(delegated to by {_delegate_key(name, index)})",
+                        f"allow = {_with(peer.allow, callback)}",
+                    )
+                )
             if runtime == "local" and deployment.environment(target).get("INBOUND_AUTH", "required") != "off":
                 problems.extend(_token_problems(deployment, name, target, index))
         for allowed_name in spec.allow:
@@ -549,30 +610,42 @@ def check(deployment: DeploymentFile, path: str | Path, runtime: Runtime, *,
             if runtime == "aws":
                 continue  # resolved through deploy.peer_urls, or reported by the stack until it is known
             nearest = _nearest(allowed_name, names)
-            problems.append(Problem(
-                toml_key(("agents", name, "allow")),
-                f'names "{allowed_name}", which is neither an agent of this file nor in [agents.{name}].allowed_hosts',
-                f'did you mean "{nearest}"?' if nearest else
-                f'remove it, or give its URL: allowed_hosts = {{ {allowed_name} = "https://..." }}'))
+            problems.append(
+                Problem(
+                    toml_key(("agents", name, "allow")),
+                    f'names "{allowed_name}", which is neither an agent of this file nor in [agents.{name}].allowed_hosts',
+                    f'did you mean "{nearest}"?'
+                    if nearest
+                    else f'remove it, or give its URL: allowed_hosts = {{ {allowed_name} = "https://..." }}',
+                )
+            )
     fallback: list[str] = []
     for name, spec in agents.items():
         model_key = toml_key(("agents", name, "model"))
         if spec.model.provider != "bedrock":
             continue
         if not spec.model.model_id:
-            problems.append(Problem(f"{model_key}.model_id", 'is required with provider = "bedrock"',
-                                    'add model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0" (a model id, '
-                                    "an inference profile id or an ARN)"))
+            problems.append(
+                Problem(
+                    f"{model_key}.model_id",
+                    'is required with provider = "bedrock"',
+                    'add model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0" (a model id, '
+                    "an inference profile id or an ARN)",
+                )
+            )
         if runtime == "local" and local_model:
             fallback.append(name)
         elif runtime == "local" and not aws_credentials:
-            problems.append(Problem(
-                f"{model_key}.provider",
-                '"bedrock" cannot run here: `flightdeck local` has no AWS credentials to call Bedrock with '
-                "(the local stack's moto has no Bedrock)",
-                'set provider = "local" (deterministic, offline), or pass --local-model to run it with the local '
-                "model this time, or provide AWS credentials (aws configure, AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                "AWS_SECRET_ACCESS_KEY) with access to that model in us-east-1"))
+            problems.append(
+                Problem(
+                    f"{model_key}.provider",
+                    '"bedrock" cannot run here: `flightdeck local` has no AWS credentials to call Bedrock with '
+                    "(the local stack's moto has no Bedrock)",
+                    'set provider = "local" (deterministic, offline), or pass --local-model to run it with the local '
+                    "model this time, or provide AWS credentials (aws configure, AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                    "AWS_SECRET_ACCESS_KEY) with access to that model in us-east-1",
+                )
+            )
     if problems:
         raise ConfigFileError.of(path, _once(problems))
     if not fallback:
@@ -594,18 +667,28 @@ def _token_problems(deployment: DeploymentFile, caller: str, target: str, index:
             example = new_token(caller)
         except PeerTokenError:
             example = "fdp_<peer id>_<secret>"
-        return [Problem(peers_key, f'has no token for "{caller}", which delegates to {target} '
-                        f"({_delegate_key(caller, index)}): its tasks would be refused with 401",
-                        f'add {caller} = "{example}" under {peers_key} (LOCAL ONLY; any fdp_{caller}_<32+ characters>)')]
+        return [
+            Problem(
+                peers_key,
+                f'has no token for "{caller}", which delegates to {target} '
+                f"({_delegate_key(caller, index)}): its tasks would be refused with 401",
+                f'add {caller} = "{example}" under {peers_key} (LOCAL ONLY; any fdp_{caller}_<32+ characters>)',
+            )
+        ]
     if presented not in peer.peers.values():
-        return [Problem(toml_key(("agents", caller, "peer_tokens", target)),
-                        f"is not a token {peers_key} lists: {target} would refuse {caller}'s tasks with 403",
-                        f"remove it ({caller}'s token for {target} is taken from {peers_key})")]
+        return [
+            Problem(
+                toml_key(("agents", caller, "peer_tokens", target)),
+                f"is not a token {peers_key} lists: {target} would refuse {caller}'s tasks with 403",
+                f"remove it ({caller}'s token for {target} is taken from {peers_key})",
+            )
+        ]
     return []
 
 
-def load_checked(path: str | Path, runtime: Runtime, *, local_model: bool = False,
-                 aws_credentials: bool = False) -> DeploymentFile:
+def load_checked(
+    path: str | Path, runtime: Runtime, *, local_model: bool = False, aws_credentials: bool = False
+) -> DeploymentFile:
     """`load` and `check`: the one check of a whole file at start (local up, demo, bench, app.py)."""
     return check(load(path), path, runtime, local_model=local_model, aws_credentials=aws_credentials)
 

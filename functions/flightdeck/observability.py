@@ -16,7 +16,8 @@ import hashlib
 import os
 import re
 import secrets
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -92,11 +93,24 @@ def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], A
 
 # Steps every delegation takes: DEBUG (see the module doc). Any other timeline event (dispatch_failed,
 # timeout_synthesized, callback_late, a2a_task_canceled...) is news to an operator: INFO.
-ROUTINE_STEPS = frozenset({
-    "chat_received", "turn_started", "thinking", "tool_use", "dispatched", "callback_accepted",
-    "turn_complete", "answer_ready", "answer_delivered", "final_answer",
-    "a2a_task_started", "a2a_task_completed", "a2a_poll_done", "a2a_push_delivered",
-})
+ROUTINE_STEPS = frozenset(
+    {
+        "chat_received",
+        "turn_started",
+        "thinking",
+        "tool_use",
+        "dispatched",
+        "callback_accepted",
+        "turn_complete",
+        "answer_ready",
+        "answer_delivered",
+        "final_answer",
+        "a2a_task_started",
+        "a2a_task_completed",
+        "a2a_poll_done",
+        "a2a_push_delivered",
+    }
+)
 
 
 def timeline(event: str, message: str, **fields: object) -> None:
@@ -110,8 +124,9 @@ def payload_sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data).hexdigest()
 
 
-def audit(direction: str, operation: str, peer: str | None, payload_sha256: str, outcome: str,
-          **fields: object) -> None:
+def audit(
+    direction: str, operation: str, peer: str | None, payload_sha256: str, outcome: str, **fields: object
+) -> None:
     """One audit line for one delegation call, inbound or outbound: `"audit": true`, timestamped by the logger.
 
     direction: "inbound" | "outbound"; operation: chat, a2a:<method>, tool_response, tool_responses,
@@ -121,9 +136,15 @@ def audit(direction: str, operation: str, peer: str | None, payload_sha256: str,
     """
     audit_logger.info(
         f"audit {direction} {operation}: {outcome}",
-        extra={"audit": True, "direction": direction, "operation": operation, "peer": peer or "",
-               "payload_sha256": payload_sha256, "outcome": outcome,
-               **{k: v for k, v in fields.items() if v is not None}},
+        extra={
+            "audit": True,
+            "direction": direction,
+            "operation": operation,
+            "peer": peer or "",
+            "payload_sha256": payload_sha256,
+            "outcome": outcome,
+            **{k: v for k, v in fields.items() if v is not None},
+        },
     )
 
 

@@ -53,16 +53,30 @@ def _say(message: str) -> None:
 
 
 # What boto3 reads (AWS_REGION is the Lambda runtime's; boto3 ignores it).
-REGION_HELP = ("pass --region, set AWS_DEFAULT_REGION, or use a profile that has one "
-               "(AWS_PROFILE=NAME; `aws configure set region eu-west-1 --profile NAME`)")
-CREDENTIALS_HELP = ("provide AWS credentials as for the AWS CLI: `aws configure` (access keys), "
-                    "`aws sso login --profile NAME` with AWS_PROFILE=NAME, or AWS_ACCESS_KEY_ID and "
-                    "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) in the environment; for the local stack of "
-                    "`flightdeck local up`, pass --endpoint-url instead")
+REGION_HELP = (
+    "pass --region, set AWS_DEFAULT_REGION, or use a profile that has one "
+    "(AWS_PROFILE=NAME; `aws configure set region eu-west-1 --profile NAME`)"
+)
+CREDENTIALS_HELP = (
+    "provide AWS credentials as for the AWS CLI: `aws configure` (access keys), "
+    "`aws sso login --profile NAME` with AWS_PROFILE=NAME, or AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) in the environment; for the local stack of "
+    "`flightdeck local up`, pass --endpoint-url instead"
+)
 # Error codes that mean "these credentials were refused", not "you may not".
-_REFUSED_CREDENTIALS = frozenset({"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId",
-                                  "UnrecognizedClientException", "InvalidSignatureException", "SignatureDoesNotMatch",
-                                  "MissingAuthenticationToken", "InvalidAccessKeyId", "RequestExpired"})
+_REFUSED_CREDENTIALS = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+        "MissingAuthenticationToken",
+        "InvalidAccessKeyId",
+        "RequestExpired",
+    }
+)
 
 
 def credentials_problem(exc: BaseException) -> str | None:
@@ -89,8 +103,9 @@ def _session(args: argparse.Namespace) -> Any:
     session = boto3.Session(region_name=args.region or None)
     if args.endpoint_url and session.get_credentials() is None:
         # A local moto server accepts any credentials.
-        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                region_name=args.region or LOCAL_REGION)
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=args.region or LOCAL_REGION
+        )
     if session.region_name is None:
         session = boto3.Session(region_name=LOCAL_REGION if args.endpoint_url else None)
         if session.region_name is None:
@@ -124,8 +139,9 @@ class _Stack:
                 about_credentials = credentials_problem(exc)
                 if about_credentials:  # --table would not help: every later call needs them too
                     raise AdminError(about_credentials, EXIT_USAGE) from None
-                raise AdminError(f"cannot find the {what} of agent {self.agent!r}: stack {self.name}: {exc}; "
-                                 f"pass {option}") from None
+                raise AdminError(
+                    f"cannot find the {what} of agent {self.agent!r}: stack {self.name}: {exc}; pass {option}"
+                ) from None
             self._outputs = {str(o.get("OutputKey")): str(o.get("OutputValue")) for o in described.get("Outputs", [])}
         if key not in self._outputs:
             raise AdminError(f"stack {self.name} has no {key} output; pass {option}")
@@ -172,8 +188,10 @@ def _default_plan(args: argparse.Namespace, plans: Any, stack: _Stack) -> _Plan:
         try:
             return _Plan(plans.plan_id(name), name)
         except UsagePlanNotFoundError:
-            raise AdminError(f"no usage plan named {name!r} at {args.endpoint_url} (is `flightdeck local up` running "
-                             f"agent {args.agent!r}?); pass --usage-plan-id") from None
+            raise AdminError(
+                f"no usage plan named {name!r} at {args.endpoint_url} (is `flightdeck local up` running "
+                f"agent {args.agent!r}?); pass --usage-plan-id"
+            ) from None
     if args.usage_plan_id:
         plan_id, source = args.usage_plan_id, "--usage-plan-id"
     else:
@@ -211,8 +229,10 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     token = new_token(args.peer_id)
     registry.add(args.peer_id, token)
     print(token, flush=True)
-    _say(f"peer {args.peer_id!r} may now call {args.agent!r} with the token above; it is shown only once "
-         "(the table keeps its SHA-256)")
+    _say(
+        f"peer {args.peer_id!r} may now call {args.agent!r} with the token above; it is shown only once "
+        "(the table keeps its SHA-256)"
+    )
     try:
         metered = _plans_of_key(plans, key_id)
     except (BotoCoreError, ClientError) as exc:
@@ -221,8 +241,10 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     if not metered:  # only if its plan was deleted meanwhile: ensure_peer_key just put it in one
         _say(f"warning: the usage key of peer {args.peer_id!r} is in no usage plan: its calls will be refused (403)")
     elif any(p.id == default.id for p in metered):
-        _say(f"peer {args.peer_id!r} is metered under usage plan {default.name} ({default.id}): the agent's "
-             "default limits, for this peer alone")
+        _say(
+            f"peer {args.peer_id!r} is metered under usage plan {default.name} ({default.id}): the agent's "
+            "default limits, for this peer alone"
+        )
     else:
         names = ", ".join(f"{p.name} ({p.id})" for p in metered)
         _say(f"peer {args.peer_id!r} keeps its usage plan {names}")
@@ -237,8 +259,10 @@ def _revoke(args: argparse.Namespace, session: Any, stack: _Stack) -> int:
     try:
         disabled = usage_plans_for(args, session).disable_peer_key(args.agent, args.peer_id)
     except (BotoCoreError, ClientError) as exc:
-        _say(f"but its usage key could not be disabled ({exc}): until it is, API Gateway may still let the peer "
-             "through while an authorizer answer is cached (the functions refuse it regardless); run revoke again")
+        _say(
+            f"but its usage key could not be disabled ({exc}): until it is, API Gateway may still let the peer "
+            "through while an authorizer answer is cached (the functions refuse it regardless); run revoke again"
+        )
         return EXIT_FAILURE
     if disabled:
         _say("its usage key is disabled: API Gateway refuses it at the edge, even with a cached authorizer answer")
@@ -266,8 +290,10 @@ def _key_states(args: argparse.Namespace, session: Any, peer_ids: list[str]) -> 
             if found is None:
                 states[peer_id] = {"state": "missing", "plan": None}
             else:
-                states[peer_id] = {"state": "enabled" if found.enabled else "disabled",
-                                   "plan": names.get(found.plan_id, found.plan_id) if found.plan_id else None}
+                states[peer_id] = {
+                    "state": "enabled" if found.enabled else "disabled",
+                    "plan": names.get(found.plan_id, found.plan_id) if found.plan_id else None,
+                }
         return states
     except (BotoCoreError, ClientError) as exc:
         _say(f"cannot read the usage keys ({exc}): listing the registry only")
@@ -297,8 +323,11 @@ def run(args: argparse.Namespace) -> int:
             token = new_token(args.peer_id)
             record = registry_for(args, session, stack).rotate(args.peer_id, token, grace_ms=args.grace_seconds * 1000)
             print(token, flush=True)
-            grace = (f"the previous token stays valid until {_when(record.previous_valid_until)}"
-                     if args.grace_seconds else "the previous token is refused from now on")
+            grace = (
+                f"the previous token stays valid until {_when(record.previous_valid_until)}"
+                if args.grace_seconds
+                else "the previous token is refused from now on"
+            )
             _say(f"peer {args.peer_id!r} has a new token (shown above, only once); {grace}")
         elif args.action == "revoke":
             return _revoke(args, session, stack)
@@ -307,18 +336,35 @@ def run(args: argparse.Namespace) -> int:
             keys = _key_states(args, session, [r.peer_id for r in records])
             unknown = {"state": "unknown", "plan": None}
             if args.json:
-                print(json.dumps([{"peer_id": r.peer_id, "status": r.status, "created_at": r.created_at,
-                                   "rotated_at": r.rotated_at, "revoked_at": r.revoked_at,
-                                   "previous_valid_until": r.previous_valid_until,
-                                   "usage_key": keys.get(r.peer_id, unknown)} for r in records], indent=2))
+                print(
+                    json.dumps(
+                        [
+                            {
+                                "peer_id": r.peer_id,
+                                "status": r.status,
+                                "created_at": r.created_at,
+                                "rotated_at": r.rotated_at,
+                                "revoked_at": r.revoked_at,
+                                "previous_valid_until": r.previous_valid_until,
+                                "usage_key": keys.get(r.peer_id, unknown),
+                            }
+                            for r in records
+                        ],
+                        indent=2,
+                    )
+                )
             else:
-                print(f"{'PEER':<24} {'STATUS':<8} {'CREATED':<26} {'ROTATED':<26} {'PREVIOUS TOKEN VALID UNTIL':<26} "
-                      "USAGE KEY (PLAN)")
+                print(
+                    f"{'PEER':<24} {'STATUS':<8} {'CREATED':<26} {'ROTATED':<26} {'PREVIOUS TOKEN VALID UNTIL':<26} "
+                    "USAGE KEY (PLAN)"
+                )
                 for r in records:
                     key = keys.get(r.peer_id, unknown)
                     plan = f" ({key['plan']})" if key["plan"] else ""
-                    print(f"{r.peer_id:<24} {r.status:<8} {_when(r.created_at):<26} {_when(r.rotated_at):<26} "
-                          f"{_when(r.previous_valid_until):<26} {key['state']}{plan}")
+                    print(
+                        f"{r.peer_id:<24} {r.status:<8} {_when(r.created_at):<26} {_when(r.rotated_at):<26} "
+                        f"{_when(r.previous_valid_until):<26} {key['state']}{plan}"
+                    )
         return EXIT_OK
     except PeerTokenError as exc:
         _say(str(exc))
@@ -366,23 +412,37 @@ def add_peers_command(commands: Any) -> None:
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--agent", required=True, help="the agent whose callers these are")
-        sub.add_argument("--table", help="its DynamoDB table (default: <agent>-state with --endpoint-url, "
-                                         "else the StateTableName output of stack Flightdeck-<agent>)")
-        sub.add_argument("--endpoint-url", help="endpoint of DynamoDB and API Gateway: the local moto server of "
-                                                "`flightdeck local up`, e.g. http://127.0.0.1:5000")
+        sub.add_argument(
+            "--table",
+            help="its DynamoDB table (default: <agent>-state with --endpoint-url, "
+            "else the StateTableName output of stack Flightdeck-<agent>)",
+        )
+        sub.add_argument(
+            "--endpoint-url",
+            help="endpoint of DynamoDB and API Gateway: the local moto server of "
+            "`flightdeck local up`, e.g. http://127.0.0.1:5000",
+        )
         sub.add_argument("--region", help="AWS region (default: from the AWS configuration)")
 
     add = actions.add_parser("add", help="register a peer, give it a usage key and print its new token (once)")
     add.add_argument("peer_id", help="the peer's id: a-z 0-9 '-' (it is part of the token)")
-    add.add_argument("--usage-plan-id", metavar="ID",
-                     help="the usage plan for a peer that has none yet (default: flightdeck-<agent>-peers with "
-                          "--endpoint-url, else the PeerUsagePlanId output of stack Flightdeck-<agent>); a peer "
-                          "already in a plan, e.g. one of its own from the configuration, stays there")
+    add.add_argument(
+        "--usage-plan-id",
+        metavar="ID",
+        help="the usage plan for a peer that has none yet (default: flightdeck-<agent>-peers with "
+        "--endpoint-url, else the PeerUsagePlanId output of stack Flightdeck-<agent>); a peer "
+        "already in a plan, e.g. one of its own from the configuration, stays there",
+    )
     rotate = actions.add_parser("rotate", help="give a peer a new token (printed once)")
     rotate.add_argument("peer_id")
-    rotate.add_argument("--grace-seconds", type=int, default=0, metavar="N",
-                        help="keep accepting the previous token for N seconds, so the peer can switch without "
-                             "a refused call (default 0: refused at once)")
+    rotate.add_argument(
+        "--grace-seconds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep accepting the previous token for N seconds, so the peer can switch without "
+        "a refused call (default 0: refused at once)",
+    )
     revoke = actions.add_parser("revoke", help="refuse a peer from now on and disable its usage key")
     revoke.add_argument("peer_id")
     listing = actions.add_parser("list", help="every peer, its status, dates and usage key (never a token or hash)")

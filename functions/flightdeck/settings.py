@@ -9,7 +9,8 @@ import functools
 import json
 import os
 import re
-from typing import Annotated, Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -41,8 +42,9 @@ class Settings(BaseModel):
 
     state_table: str = Field(alias="STATE_TABLE", min_length=3)
     # The turn worker's function name: every think starts as an asynchronous invoke of it.
-    turn_worker_function: str = Field(alias="TURN_WORKER_FUNCTION", min_length=1, max_length=64,
-                                      pattern=r"^[A-Za-z0-9_-]+$")
+    turn_worker_function: str = Field(
+        alias="TURN_WORKER_FUNCTION", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"
+    )
     # The thinks' delayed retry path (a throttled model's backoff).
     turns_queue_url: str = Field(alias="TURNS_QUEUE_URL", min_length=1)
     dispatch_queue_url: str = Field(alias="DISPATCH_QUEUE_URL", min_length=1)
@@ -143,7 +145,7 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _secret_source(self) -> "Settings":
+    def _secret_source(self) -> Settings:
         if not (self.tool_callback_secret or self.tool_callback_secret_arn):
             raise ValueError("TOOL_CALLBACK_SECRET (or TOOL_CALLBACK_SECRET_ARN) must be set")
         if self.tool_callback_secret and len(self.tool_callback_secret) < 32:
@@ -157,7 +159,7 @@ class Settings(BaseModel):
         return self.agent_config or AgentDefinition(name=self.agent_name)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = dict(os.environ if environ is None else environ)
         try:
             return cls.model_validate(env)

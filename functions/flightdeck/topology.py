@@ -71,12 +71,40 @@ QUEUES: tuple[QueueSpec, ...] = (
     # A think starts with an asynchronous invoke of the turn worker (ASYNC_INVOKES below); this queue
     # is only its delayed retry path (a model throttled: DelaySeconds backoff), so it is a standard queue
     # (FIFO has no per-message delay). One think per invocation: each gets the whole invocation's time.
-    QueueSpec("turns", fifo=False, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=1, handler="turn_worker"),
+    QueueSpec(
+        "turns",
+        fifo=False,
+        max_receive_count=5,
+        visibility_timeout_s=6 * WORKER_TIMEOUT_S,
+        batch_size=1,
+        handler="turn_worker",
+    ),
     # Dispatch retries through visibility; the worker gives up itself (and records
     # dispatch_failed) before SQS would dead-letter the message.
-    QueueSpec("dispatch", fifo=False, max_receive_count=12, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="dispatch_worker"),
-    QueueSpec("delivery", fifo=False, max_receive_count=20, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="delivery_worker"),
-    QueueSpec("timers", fifo=False, max_receive_count=5, visibility_timeout_s=6 * WORKER_TIMEOUT_S, batch_size=10, handler="deadline_timer"),
+    QueueSpec(
+        "dispatch",
+        fifo=False,
+        max_receive_count=12,
+        visibility_timeout_s=6 * WORKER_TIMEOUT_S,
+        batch_size=10,
+        handler="dispatch_worker",
+    ),
+    QueueSpec(
+        "delivery",
+        fifo=False,
+        max_receive_count=20,
+        visibility_timeout_s=6 * WORKER_TIMEOUT_S,
+        batch_size=10,
+        handler="delivery_worker",
+    ),
+    QueueSpec(
+        "timers",
+        fifo=False,
+        max_receive_count=5,
+        visibility_timeout_s=6 * WORKER_TIMEOUT_S,
+        batch_size=10,
+        handler="deadline_timer",
+    ),
 )
 QUEUES_BY_KEY = {q.key: q for q in QUEUES}
 
@@ -165,15 +193,17 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/sessions/{session_id}/cancel", "chat_ingest", PEER_AUTH, audit="session_cancel"),
     # The session's timeline as Server-Sent Events: its own function, which reads and never writes.
     Route("GET", "/api/sessions/{session_id}/events", "session_events", PEER_AUTH, stream=True),
-    Route("POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response",
-          token_header="authorization"),
+    Route(
+        "POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response", token_header="authorization"
+    ),
     Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
     Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a", stream=True),
-    Route("POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push",
-          token_header="x-a2a-notification-token"),
+    Route(
+        "POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push", token_header="x-a2a-notification-token"
+    ),
     # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
     Route("GET", "/health", "agent_card", PUBLIC),
     Route("GET", "/openapi.json", "agent_card", PUBLIC),
@@ -184,6 +214,7 @@ _ROUTES_BY_KEY = {(r.method, r.path): r for r in ROUTES}
 def route_for(method: str | None, path: str | None) -> Route | None:
     """The route of an API Gateway event (its httpMethod and resource), or None."""
     return _ROUTES_BY_KEY.get((method or "", path or ""))
+
 
 # The handlers whose functions stream their answers. A stream lasts up to STREAM_MAX_MS
 # (flightdeck.settings), so they get Lambda's longest timeout (API Gateway streams for up to
@@ -197,5 +228,6 @@ SWEEPER_HANDLER = "sweeper"
 # usage-plan API key (flightdeck.domain.peer_usage).
 PEER_AUTHORIZER_HANDLER = "peer_authorizer"
 
-HANDLERS = tuple(sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES}
-                        | {SWEEPER_HANDLER, PEER_AUTHORIZER_HANDLER}))
+HANDLERS = tuple(
+    sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES} | {SWEEPER_HANDLER, PEER_AUTHORIZER_HANDLER})
+)

@@ -54,8 +54,11 @@ def deps() -> Deps:
         store=store,
         queues=queues,
         # Thinks start as asynchronous invokes of the turn worker; their delayed retries share the SQS client.
-        thinks=LambdaThinks(function_name=settings.turn_worker_function, retry_queue_url=settings.turns_queue_url,
-                            sqs_client=lambda: queues.client),
+        thinks=LambdaThinks(
+            function_name=settings.turn_worker_function,
+            retry_queue_url=settings.turns_queue_url,
+            sqs_client=lambda: queues.client,
+        ),
         peers=peers,
         keys=lambda: signing_keys(settings),
         model=model,

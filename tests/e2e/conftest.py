@@ -41,8 +41,11 @@ def cloud(assembly: Path, monkeypatch: pytest.MonkeyPatch):
     from e2e_lambda import iam_enforced
     from moto import mock_aws
 
-    for name, value in {"AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
-                        "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    for name, value in {
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from tests.support.invokes import RECORDER

@@ -8,7 +8,6 @@ import json
 
 import boto3
 import requests
-
 from e2e_cloud import REGION, DeployedStack
 from e2e_lambda import Runtime
 
@@ -29,20 +28,25 @@ def flightdeck(*argv: str) -> str:
 
 def plan_id(name: str) -> str:
     """A usage plan's id (the stack's PeerUsagePlanId output is empty on moto: e2e_cloud)."""
-    (plan,) = [p for p in boto3.client("apigateway", region_name=REGION).get_usage_plans()["items"] if p["name"] == name]
+    (plan,) = [
+        p for p in boto3.client("apigateway", region_name=REGION).get_usage_plans()["items"] if p["name"] == name
+    ]
     return plan["id"]
 
 
 def let_in(stacks: dict[str, DeployedStack]) -> str:
     """The worker accepts the orchestrator, whose token goes into its PeerTokensSecretArn secret; you may call
     the orchestrator. Returns your token."""
-    worker_token = flightdeck("peers", "add", "--agent", "worker", "orchestrator",
-                              "--usage-plan-id", plan_id("flightdeck-worker-peers"))
+    worker_token = flightdeck(
+        "peers", "add", "--agent", "worker", "orchestrator", "--usage-plan-id", plan_id("flightdeck-worker-peers")
+    )
     boto3.client("secretsmanager", region_name=REGION).put_secret_value(
         SecretId=stacks["Flightdeck-orchestrator"].outputs["PeerTokensSecretArn"],
-        SecretString=json.dumps({"worker": worker_token}))
-    return flightdeck("peers", "add", "--agent", "orchestrator", "user",
-                      "--usage-plan-id", plan_id("flightdeck-orchestrator-peers"))
+        SecretString=json.dumps({"worker": worker_token}),
+    )
+    return flightdeck(
+        "peers", "add", "--agent", "orchestrator", "user", "--usage-plan-id", plan_id("flightdeck-orchestrator-peers")
+    )
 
 
 class Chat:

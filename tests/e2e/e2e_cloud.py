@@ -57,10 +57,18 @@ ASSETS_BUCKET = f"cdk-hnb659fds-assets-{ACCOUNT}-{REGION}"
 
 CREATED_BEFORE = ("AWS::KMS::Key", "AWS::SecretsManager::Secret")
 CREATED_AFTER = (
-    "AWS::ApiGateway::Stage", "AWS::ApiGateway::Authorizer", "AWS::ApiGateway::ApiKey",
-    "AWS::ApiGateway::UsagePlan", "AWS::ApiGateway::UsagePlanKey", "AWS::ApiGateway::Account",
-    "AWS::CloudWatch::Alarm", "AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy", "AWS::CloudWatch::Dashboard",
-    "AWS::SSM::Parameter", "AWS::Lambda::EventInvokeConfig",
+    "AWS::ApiGateway::Stage",
+    "AWS::ApiGateway::Authorizer",
+    "AWS::ApiGateway::ApiKey",
+    "AWS::ApiGateway::UsagePlan",
+    "AWS::ApiGateway::UsagePlanKey",
+    "AWS::ApiGateway::Account",
+    "AWS::CloudWatch::Alarm",
+    "AWS::SQS::QueuePolicy",
+    "AWS::SNS::TopicPolicy",
+    "AWS::CloudWatch::Dashboard",
+    "AWS::SSM::Parameter",
+    "AWS::Lambda::EventInvokeConfig",
 )
 # Types moto's CloudFormation knows but fails on here: taken out of the template.
 DEFERRED = ("AWS::CloudWatch::Dashboard", "AWS::SSM::Parameter")
@@ -70,7 +78,10 @@ NOT_CREATED = ("AWS::ApiGateway::RequestValidator", "AWS::ApiGateway::GatewayRes
 # Types moto's CloudFormation skips (everything above but the KMS key, which it crashes on, and DEFERRED).
 UNSUPPORTED = frozenset(CREATED_BEFORE[1:] + CREATED_AFTER + NOT_CREATED) - set(DEFERRED)
 PSEUDO = {
-    "AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com",
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Region": REGION,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
     "AWS::NoValue": None,
 }
 
@@ -179,8 +190,11 @@ class DeployedStack:
     skipped: set[str]  # resource types moto's CloudFormation warned it does not support
 
     def of_type(self, kind: str) -> dict[str, str]:
-        return {lid: self.physical[lid] for lid, r in self.template["Resources"].items()
-                if r["Type"] == kind and lid in self.physical}
+        return {
+            lid: self.physical[lid]
+            for lid, r in self.template["Resources"].items()
+            if r["Type"] == kind and lid in self.physical
+        }
 
 
 class MotoCloud:
@@ -222,8 +236,7 @@ class MotoCloud:
     # --- bootstrap and assets ---------------------------------------------------------
 
     def bootstrap(self, version: str = "21") -> None:
-        self.client("ssm").put_parameter(
-            Name=BOOTSTRAP_VERSION_PARAMETER, Value=version, Type="String", Overwrite=True)
+        self.client("ssm").put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=version, Type="String", Overwrite=True)
         self.client("s3").create_bucket(Bucket=ASSETS_BUCKET)
 
     def publish_assets(self, stack: str) -> list[str]:
@@ -235,7 +248,9 @@ class MotoCloud:
             source = self.outdir / asset["source"]["path"]
             body = _zip_directory(source) if asset["source"].get("packaging") == "zip" else source.read_bytes()
             for destination in asset["destinations"].values():
-                bucket = destination["bucketName"].replace("${AWS::AccountId}", ACCOUNT).replace("${AWS::Region}", REGION)
+                bucket = (
+                    destination["bucketName"].replace("${AWS::AccountId}", ACCOUNT).replace("${AWS::Region}", REGION)
+                )
                 s3.put_object(Bucket=bucket, Key=destination["objectKey"], Body=body)
                 keys.append(destination["objectKey"])
         return keys
@@ -255,7 +270,9 @@ class MotoCloud:
                 del work["Resources"][lid]
             elif resource["Type"] in REF_IS_PROPERTY:
                 values.refs[lid] = resource["Properties"][REF_IS_PROPERTY[resource["Type"]]]
-        deferred = {lid: work["Resources"].pop(lid) for lid, r in list(work["Resources"].items()) if r["Type"] in DEFERRED}
+        deferred = {
+            lid: work["Resources"].pop(lid) for lid, r in list(work["Resources"].items()) if r["Type"] in DEFERRED
+        }
         work = resolve(work, Values(refs=dict(values.refs), attributes=dict(values.attributes)), partial=True)
         for resource in work["Resources"].values():
             depends = resource.get("DependsOn")
@@ -264,10 +281,14 @@ class MotoCloud:
                 resource["DependsOn"] = kept
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.cfn.create_stack(StackName=stack, TemplateBody=json.dumps(work),
-                                  Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"])
-        skipped = {m.group(1) for w in caught
-                   if (m := re.search(r"Tried to parse (\S+) but it's not supported", str(w.message)))}
+            self.cfn.create_stack(
+                StackName=stack, TemplateBody=json.dumps(work), Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
+            )
+        skipped = {
+            m.group(1)
+            for w in caught
+            if (m := re.search(r"Tried to parse (\S+) but it's not supported", str(w.message)))
+        }
         described = self.cfn.describe_stacks(StackName=stack)["Stacks"][0]
         if described["StackStatus"] != "CREATE_COMPLETE":
             raise RuntimeError(f"{stack}: {described['StackStatus']} {described.get('StackStatusReason')}")
@@ -332,7 +353,8 @@ class MotoCloud:
         if resource["Type"] == "AWS::KMS::Key":
             kms = self.client("kms")
             key = kms.create_key(
-                Description=props.get("Description", ""), Policy=json.dumps(props["KeyPolicy"]),
+                Description=props.get("Description", ""),
+                Policy=json.dumps(props["KeyPolicy"]),
                 Tags=[{"TagKey": t["Key"], "TagValue": t["Value"]} for t in _tags(props)],
             )["KeyMetadata"]
             if props.get("EnableKeyRotation"):
@@ -344,14 +366,30 @@ class MotoCloud:
             sm = self.client("secretsmanager")
             generate = props.get("GenerateSecretString")
             if generate is not None:
-                options = {k: v for k, v in generate.items() if k in (
-                    "PasswordLength", "ExcludeCharacters", "ExcludeNumbers", "ExcludePunctuation",
-                    "ExcludeUppercase", "ExcludeLowercase", "IncludeSpace", "RequireEachIncludedType")}
+                options = {
+                    k: v
+                    for k, v in generate.items()
+                    if k
+                    in (
+                        "PasswordLength",
+                        "ExcludeCharacters",
+                        "ExcludeNumbers",
+                        "ExcludePunctuation",
+                        "ExcludeUppercase",
+                        "ExcludeLowercase",
+                        "IncludeSpace",
+                        "RequireEachIncludedType",
+                    )
+                }
                 secret_string = sm.get_random_password(**options)["RandomPassword"]
             else:
                 secret_string = props["SecretString"]
-            arn = sm.create_secret(Name=props.get("Name") or f"{lid}-{stack}", Description=props.get("Description", ""),
-                                   SecretString=secret_string, Tags=_tags(props))["ARN"]
+            arn = sm.create_secret(
+                Name=props.get("Name") or f"{lid}-{stack}",
+                Description=props.get("Description", ""),
+                SecretString=secret_string,
+                Tags=_tags(props),
+            )["ARN"]
             values.refs[lid] = arn  # Ref of a secret is its ARN
             return arn
         raise AssertionError(resource["Type"])
@@ -360,40 +398,59 @@ class MotoCloud:
         kind, props = resource["Type"], resolve(resource.get("Properties", {}), values)
         apigw = self.client("apigateway")
         if kind == "AWS::ApiGateway::Stage":
-            apigw.create_stage(restApiId=props["RestApiId"], stageName=props["StageName"],
-                               deploymentId=props["DeploymentId"], tracingEnabled=bool(props.get("TracingEnabled")),
-                               tags={t["Key"]: t["Value"] for t in _tags(props)})
+            apigw.create_stage(
+                restApiId=props["RestApiId"],
+                stageName=props["StageName"],
+                deploymentId=props["DeploymentId"],
+                tracingEnabled=bool(props.get("TracingEnabled")),
+                tags={t["Key"]: t["Value"] for t in _tags(props)},
+            )
             return props["StageName"]
         if kind == "AWS::ApiGateway::Authorizer":
             return apigw.create_authorizer(
-                restApiId=props["RestApiId"], name=props["Name"], type=props["Type"],
-                authorizerUri=props["AuthorizerUri"], identitySource=props["IdentitySource"],
+                restApiId=props["RestApiId"],
+                name=props["Name"],
+                type=props["Type"],
+                authorizerUri=props["AuthorizerUri"],
+                identitySource=props["IdentitySource"],
                 authorizerResultTtlInSeconds=props.get("AuthorizerResultTtlInSeconds", 300),
             )["id"]
         if kind == "AWS::ApiGateway::ApiKey":
-            return apigw.create_api_key(name=props["Name"], value=props["Value"], enabled=props.get("Enabled", False),
-                                        description=props.get("Description", ""))["id"]
+            return apigw.create_api_key(
+                name=props["Name"],
+                value=props["Value"],
+                enabled=props.get("Enabled", False),
+                description=props.get("Description", ""),
+            )["id"]
         if kind == "AWS::ApiGateway::UsagePlan":
             options: dict[str, Any] = {}
             if props.get("Throttle"):
-                options["throttle"] = {"burstLimit": props["Throttle"]["BurstLimit"],
-                                       "rateLimit": props["Throttle"]["RateLimit"]}
+                options["throttle"] = {
+                    "burstLimit": props["Throttle"]["BurstLimit"],
+                    "rateLimit": props["Throttle"]["RateLimit"],
+                }
             if props.get("Quota"):
                 options["quota"] = {"limit": props["Quota"]["Limit"], "period": props["Quota"]["Period"]}
             return apigw.create_usage_plan(
-                name=props["UsagePlanName"], description=props.get("Description", ""),
-                apiStages=[{"apiId": s["ApiId"], "stage": s["Stage"]} for s in props.get("ApiStages", [])], **options,
+                name=props["UsagePlanName"],
+                description=props.get("Description", ""),
+                apiStages=[{"apiId": s["ApiId"], "stage": s["Stage"]} for s in props.get("ApiStages", [])],
+                **options,
             )["id"]
         if kind == "AWS::ApiGateway::UsagePlanKey":
-            apigw.create_usage_plan_key(usagePlanId=props["UsagePlanId"], keyId=props["KeyId"], keyType=props["KeyType"])
+            apigw.create_usage_plan_key(
+                usagePlanId=props["UsagePlanId"], keyId=props["KeyId"], keyType=props["KeyType"]
+            )
             return f"{props['UsagePlanId']}:{props['KeyId']}"
         if kind == "AWS::ApiGateway::Account":
-            apigw.update_account(patchOperations=[
-                {"op": "replace", "path": "/cloudwatchRoleArn", "value": props["CloudWatchRoleArn"]}])
+            apigw.update_account(
+                patchOperations=[{"op": "replace", "path": "/cloudwatchRoleArn", "value": props["CloudWatchRoleArn"]}]
+            )
             return ACCOUNT
         if kind == "AWS::CloudWatch::Alarm":
-            self.client("cloudwatch").put_metric_alarm(**{
-                k: v for k, v in props.items() if k not in ("Tags",)}, Tags=_tags(props))
+            self.client("cloudwatch").put_metric_alarm(
+                **{k: v for k, v in props.items() if k not in ("Tags",)}, Tags=_tags(props)
+            )
             return props["AlarmName"]
         if kind == "AWS::SQS::QueuePolicy":
             sqs = self.client("sqs")
@@ -402,23 +459,34 @@ class MotoCloud:
             return ",".join(props["Queues"])
         if kind == "AWS::SSM::Parameter":
             self.client("ssm").put_parameter(
-                Name=props["Name"], Value=props["Value"], Type=props["Type"], Description=props.get("Description", ""),
-                Tags=_tags(props))
+                Name=props["Name"],
+                Value=props["Value"],
+                Type=props["Type"],
+                Description=props.get("Description", ""),
+                Tags=_tags(props),
+            )
             return props["Name"]
         if kind == "AWS::CloudWatch::Dashboard":
             self.client("cloudwatch").put_dashboard(
-                DashboardName=props["DashboardName"], DashboardBody=props["DashboardBody"])
+                DashboardName=props["DashboardName"], DashboardBody=props["DashboardBody"]
+            )
             return props["DashboardName"]
         if kind == "AWS::Lambda::EventInvokeConfig":
             self.client("lambda").put_function_event_invoke_config(
-                FunctionName=props["FunctionName"], Qualifier=props["Qualifier"],
-                **{k: props[k] for k in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds", "DestinationConfig")
-                   if k in props})
+                FunctionName=props["FunctionName"],
+                Qualifier=props["Qualifier"],
+                **{
+                    k: props[k]
+                    for k in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds", "DestinationConfig")
+                    if k in props
+                },
+            )
             return f"{props['FunctionName']}:{props['Qualifier']}"
         if kind == "AWS::SNS::TopicPolicy":
             sns = self.client("sns")
             for arn in props["Topics"]:
-                sns.set_topic_attributes(TopicArn=arn, AttributeName="Policy",
-                                         AttributeValue=json.dumps(props["PolicyDocument"]))
+                sns.set_topic_attributes(
+                    TopicArn=arn, AttributeName="Policy", AttributeValue=json.dumps(props["PolicyDocument"])
+                )
             return ",".join(props["Topics"])
         raise AssertionError(kind)

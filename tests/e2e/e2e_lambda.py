@@ -38,19 +38,20 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import boto3
 import botocore.handlers
 import responses
 from botocore.exceptions import ClientError
-
 from e2e_cloud import ACCOUNT, REGION
+
 from tests.support.invokes import RECORDER
 
-_current_role: contextvars.ContextVar["FunctionRole | None"] = contextvars.ContextVar("role", default=None)
+_current_role: contextvars.ContextVar[FunctionRole | None] = contextvars.ContextVar("role", default=None)
 
 
 # --- IAM ------------------------------------------------------------------------------------
@@ -97,13 +98,20 @@ def requested(service: str, operation: str, params: dict[str, Any]) -> list[tupl
         if operation == "TransactWriteItems":
             pairs = []
             for item in params["TransactItems"]:
-                (kind, body), = item.items()
-                verb = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
-                        "ConditionCheck": "ConditionCheckItem"}[kind]
+                ((kind, body),) = item.items()
+                verb = {
+                    "Put": "PutItem",
+                    "Update": "UpdateItem",
+                    "Delete": "DeleteItem",
+                    "ConditionCheck": "ConditionCheckItem",
+                }[kind]
                 pairs.append((f"dynamodb:{verb}", _arn("dynamodb", f"table/{body['TableName']}")))
             return pairs
         if operation == "TransactGetItems":
-            return [("dynamodb:GetItem", _arn("dynamodb", f"table/{i['Get']['TableName']}")) for i in params["TransactItems"]]
+            return [
+                ("dynamodb:GetItem", _arn("dynamodb", f"table/{i['Get']['TableName']}"))
+                for i in params["TransactItems"]
+            ]
         if operation in ("BatchGetItem", "BatchWriteItem"):
             return [(action, _arn("dynamodb", f"table/{t}")) for t in params["RequestItems"]]
         table = f"table/{params['TableName']}"
@@ -137,10 +145,16 @@ def _check_iam(params: dict[str, Any], model: Any = None, event_name: str = "", 
     for action, resource in pairs:
         if resource == "<unmapped>" or not role.allows(action, resource):
             raise ClientError(
-                {"Error": {"Code": "AccessDeniedException", "Message": (
-                    f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{role.role_name}/{role.function} is not authorized "
-                    f"to perform: {action} on resource: {resource} (e2e IAM check: the role's policies as deployed)")},
-                 "ResponseMetadata": {"HTTPStatusCode": 400}},
+                {
+                    "Error": {
+                        "Code": "AccessDeniedException",
+                        "Message": (
+                            f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{role.role_name}/{role.function} is not authorized "
+                            f"to perform: {action} on resource: {resource} (e2e IAM check: the role's policies as deployed)"
+                        ),
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
                 operation,
             )
 
@@ -150,7 +164,9 @@ def _record_failed_call(http_response: Any = None, parsed: Any = None, model: An
     role = _current_role.get()
     if role is not None and isinstance(parsed, dict) and "Error" in parsed:
         error = parsed["Error"]
-        role.failed_calls.append((model.name if model else "?", str(error.get("Code")), str(error.get("Message"))[:300]))
+        role.failed_calls.append(
+            (model.name if model else "?", str(error.get("Code")), str(error.get("Message"))[:300])
+        )
 
 
 @contextlib.contextmanager
@@ -218,8 +234,11 @@ class Invocation:
 
     @property
     def failed_records(self) -> list[str]:
-        return [f["itemIdentifier"] for f in (self.result or {}).get("batchItemFailures", [])] \
-            if isinstance(self.result, dict) else []
+        return (
+            [f["itemIdentifier"] for f in (self.result or {}).get("batchItemFailures", [])]
+            if isinstance(self.result, dict)
+            else []
+        )
 
 
 # The handler of the streaming functions: the Lambda Web Adapter's start script (infra/functions.py).
@@ -243,8 +262,10 @@ class DeployedFunction:
             self.short = self.handler.removeprefix("flightdeck.handlers.").removesuffix(".handler")
         self.environment: dict[str, str] = dict(self.config.get("Environment", {}).get("Variables", {}))
         role_name = self.config["Role"].rsplit("/", 1)[-1]
-        documents = [json.dumps(iam.get_role_policy(RoleName=role_name, PolicyName=p)["PolicyDocument"])
-                     for p in iam.list_role_policies(RoleName=role_name)["PolicyNames"]]
+        documents = [
+            json.dumps(iam.get_role_policy(RoleName=role_name, PolicyName=p)["PolicyDocument"])
+            for p in iam.list_role_policies(RoleName=role_name)["PolicyNames"]
+        ]
         for attached in iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"]:
             policy = iam.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]
             version = iam.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=policy["DefaultVersionId"])
@@ -259,11 +280,17 @@ class DeployedFunction:
     def runtime_environment(self) -> dict[str, str]:
         return {
             **self.environment,
-            "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": "e2e", "AWS_SECRET_ACCESS_KEY": "e2e", "AWS_SESSION_TOKEN": "e2e",
-            "AWS_LAMBDA_FUNCTION_NAME": self.name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.config["MemorySize"]),
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "LAMBDA_TASK_ROOT": "/var/task",
-            "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_DEV": "false",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": "e2e",
+            "AWS_SECRET_ACCESS_KEY": "e2e",
+            "AWS_SESSION_TOKEN": "e2e",
+            "AWS_LAMBDA_FUNCTION_NAME": self.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.config["MemorySize"]),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "LAMBDA_TASK_ROOT": "/var/task",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_DEV": "false",
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         }
 
@@ -292,14 +319,18 @@ class DeployedFunction:
         start = self.stdout.tell()
         with self._execution_environment(), contextlib.redirect_stdout(self.stdout):
             module_name, attr = self.handler.rsplit(".", 1)
-            context = LambdaContext(self.name, "$LATEST", self.config["FunctionArn"], self.config["MemorySize"],
-                                    self.config["Timeout"])
+            context = LambdaContext(
+                self.name, "$LATEST", self.config["FunctionArn"], self.config["MemorySize"], self.config["Timeout"]
+            )
             try:
                 handler = getattr(importlib.import_module(module_name), attr)
                 call.result = handler(event, context)
                 if hasattr(call.result, "chunks"):  # a stream (flightdeck.api.sse.StreamReply), buffered here
-                    call.result = {"statusCode": call.result.status, "headers": call.result.headers,
-                                   "body": b"".join(call.result.chunks).decode("utf-8")}
+                    call.result = {
+                        "statusCode": call.result.status,
+                        "headers": call.result.headers,
+                        "body": b"".join(call.result.chunks).decode("utf-8"),
+                    }
             except Exception as exc:  # noqa: BLE001 - a function error, as Lambda reports it
                 call.error = exc
         self.stdout.seek(start)
@@ -330,17 +361,24 @@ class Runtime:
         self.by_agent: dict[str, dict[str, DeployedFunction]] = {}
         lam, iam = boto3.client("lambda", region_name=REGION), boto3.client("iam", region_name=REGION)
         for deployed in stacks.values():
-            agent = next((t["Value"] for r in deployed.template["Resources"].values()
-                          for t in (r.get("Properties", {}).get("Tags") or [])
-                          if isinstance(t, dict) and t.get("Key") == "flightdeck:agent"), None)
+            agent = next(
+                (
+                    t["Value"]
+                    for r in deployed.template["Resources"].values()
+                    for t in (r.get("Properties", {}).get("Tags") or [])
+                    if isinstance(t, dict) and t.get("Key") == "flightdeck:agent"
+                ),
+                None,
+            )
             for name in deployed.of_type("AWS::Lambda::Function").values():
                 function = DeployedFunction(name, agent, lam, iam)
                 self.functions[function.config["FunctionArn"]] = function
                 self.by_agent.setdefault(agent, {})[function.short] = function
             for api in deployed.of_type("AWS::ApiGateway::RestApi").values():
                 self.apis[api] = agent
-        self.mappings = [m for m in lam.list_event_source_mappings()["EventSourceMappings"]
-                         if m["FunctionArn"] in self.functions]
+        self.mappings = [
+            m for m in lam.list_event_source_mappings()["EventSourceMappings"] if m["FunctionArn"] in self.functions
+        ]
         for mapping in self.mappings:
             # This harness is Lambda's poller. moto's own would receive the messages (hiding them for the
             # visibility timeout) to run the function in Docker, which is not here: switched off.
@@ -410,13 +448,20 @@ class Runtime:
 
     def failed_calls(self) -> list[str]:
         """AWS errors the functions got: some are expected (a secret never rotated has no AWSPREVIOUS)."""
-        return [f"{f.agent}/{f.short}: {op}: {code}: {message}"
-                for f in self.functions.values() for op, code, message in f.role.failed_calls]
+        return [
+            f"{f.agent}/{f.short}: {op}: {code}: {message}"
+            for f in self.functions.values()
+            for op, code, message in f.role.failed_calls
+        ]
 
     def fail_on_failures(self, what: str) -> None:
         if self.failures:
-            raise HarnessError(f"{what}: " + "; ".join(self.failures)
-                               + "\nAWS errors the functions got: " + "; ".join(self.failed_calls()))
+            raise HarnessError(
+                f"{what}: "
+                + "; ".join(self.failures)
+                + "\nAWS errors the functions got: "
+                + "; ".join(self.failed_calls())
+            )
 
     # --- SQS ------------------------------------------------------------------------
 
@@ -429,24 +474,38 @@ class Runtime:
                 continue
             queue_name = mapping["EventSourceArn"].rsplit(":", 1)[-1]
             url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
-            got = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=min(10, mapping.get("BatchSize", 10)),
-                                            AttributeNames=["All"], MessageAttributeNames=["All"])
+            got = self._sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, mapping.get("BatchSize", 10)),
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
             messages = got.get("Messages", [])
             if not messages:
                 continue
             handed += len(messages)
-            records = [{
-                "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                "attributes": m.get("Attributes", {}), "messageAttributes": m.get("MessageAttributes", {}),
-                "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": mapping["EventSourceArn"],
-                "awsRegion": REGION,
-            } for m in messages]
+            records = [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": m.get("MessageAttributes", {}),
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": mapping["EventSourceArn"],
+                    "awsRegion": REGION,
+                }
+                for m in messages
+            ]
             function = self.functions[mapping["FunctionArn"]]
             call = self._check(function.invoke({"Records": records}))
             failed = set()
             if call.error is not None:
                 failed = {r["messageId"] for r in records}
-            elif "ReportBatchItemFailures" in mapping.get("FunctionResponseTypes", []) and isinstance(call.result, dict):
+            elif "ReportBatchItemFailures" in mapping.get("FunctionResponseTypes", []) and isinstance(
+                call.result, dict
+            ):
                 failed = {f["itemIdentifier"] for f in call.result.get("batchItemFailures", [])}
             for message in messages:
                 if message["MessageId"] not in failed:
@@ -478,16 +537,25 @@ class Runtime:
                     if destination:
                         url = self._sqs.get_queue_url(QueueName=destination.rsplit(":", 1)[-1])["QueueUrl"]
                         with as_the_platform():
-                            self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
-                                "requestContext": {"condition": "RetriesExhausted",
-                                                   "approximateInvokeCount": invocation.attempts},
-                                "requestPayload": invocation.event,
-                                "responsePayload": {"errorMessage": str(call.error)}}))
+                            self._sqs.send_message(
+                                QueueUrl=url,
+                                MessageBody=json.dumps(
+                                    {
+                                        "requestContext": {
+                                            "condition": "RetriesExhausted",
+                                            "approximateInvokeCount": invocation.attempts,
+                                        },
+                                        "requestPayload": invocation.event,
+                                        "responsePayload": {"errorMessage": str(call.error)},
+                                    }
+                                ),
+                            )
                 self._check(call)
         return handed
 
-    def run_until(self, done, *, max_passes: int = 60, what: str = "the condition",
-                  agents: set[str] | None = None) -> None:
+    def run_until(
+        self, done, *, max_passes: int = 60, what: str = "the condition", agents: set[str] | None = None
+    ) -> None:
         """Pump the queues (of these agents) until done() is true; fail at the first failure, or if they run dry."""
         for _ in range(max_passes):
             self.fail_on_failures(f"before {what}")
@@ -496,8 +564,10 @@ class Runtime:
             if self.pump_once(agents) == 0:
                 self.fail_on_failures(f"before {what}")
                 if not done():
-                    raise HarnessError(f"the queues ran dry before {what}; http: {self.http_log}; "
-                                       f"AWS errors the functions got: {self.failed_calls()}")
+                    raise HarnessError(
+                        f"the queues ran dry before {what}; http: {self.http_log}; "
+                        f"AWS errors the functions got: {self.failed_calls()}"
+                    )
         raise HarnessError(f"{what} not reached after {max_passes} passes")
 
     # --- HTTP: API Gateway's proxy integration ------------------------------------------
@@ -506,8 +576,10 @@ class Runtime:
     def serving_http(self) -> Iterator[None]:
         pattern = re.compile(r"https://([a-z0-9]+)\.execute-api\.[a-z0-9-]+\.amazonaws\.com/.*")
         # moto consults the default `responses` registry before its own: this wins for execute-api URLs.
-        callbacks = [responses.add_callback(method, pattern, callback=self._serve)
-                     for method in ("GET", "POST", "PUT", "DELETE", "PATCH")]
+        callbacks = [
+            responses.add_callback(method, pattern, callback=self._serve)
+            for method in ("GET", "POST", "PUT", "DELETE", "PATCH")
+        ]
         try:
             yield
         finally:
@@ -523,13 +595,15 @@ class Runtime:
             sent = request.body
         self.http_bodies.append((request.method, request.url, sent))
         with as_the_platform():
-            status, headers, body = self.http(api_id, request.method, parts.path, parts.query,
-                                              dict(request.headers), request.body or b"")
+            status, headers, body = self.http(
+                api_id, request.method, parts.path, parts.query, dict(request.headers), request.body or b""
+            )
         self.http_log.append((request.method, request.url, status))
         return status, headers, body
 
-    def http(self, api_id: str, method: str, path: str, query: str, headers: dict[str, str],
-             body: bytes | str) -> tuple[int, dict[str, str], str]:
+    def http(
+        self, api_id: str, method: str, path: str, query: str, headers: dict[str, str], body: bytes | str
+    ) -> tuple[int, dict[str, str], str]:
         if api_id not in self.apis:
             return 403, {}, json.dumps({"message": "Forbidden"})
         stage, _, rest = path.lstrip("/").partition("/")
@@ -560,7 +634,9 @@ class Runtime:
 
     def _match(self, api_id: str, path: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
         for resource in self._apigw.get_resources(restApiId=api_id, limit=500)["items"]:
-            template = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", re.escape(resource["path"]).replace(r"\{", "{").replace(r"\}", "}"))
+            template = re.sub(
+                r"\{(\w+)\}", r"(?P<\1>[^/]+)", re.escape(resource["path"]).replace(r"\{", "{").replace(r"\}", "}")
+            )
             m = re.fullmatch(template, path.rstrip("/") or "/")
             if m:
                 return resource, m.groupdict()
@@ -568,21 +644,35 @@ class Runtime:
 
     def _proxy_event(self, api_id, stage, method, path, resource_path, params, query, headers, body) -> dict[str, Any]:
         return {
-            "resource": resource_path, "path": "/" + path.lstrip("/").partition("/")[2],
-            "httpMethod": method, "headers": headers,
+            "resource": resource_path,
+            "path": "/" + path.lstrip("/").partition("/")[2],
+            "httpMethod": method,
+            "headers": headers,
             "multiValueHeaders": {k: [v] for k, v in headers.items()},
             "queryStringParameters": dict(parse_qsl(query)) or None,
             "multiValueQueryStringParameters": None,
-            "pathParameters": params or None, "stageVariables": None,
+            "pathParameters": params or None,
+            "stageVariables": None,
             "requestContext": {
-                "resourcePath": resource_path, "httpMethod": method, "path": path, "stage": stage,
-                "accountId": ACCOUNT, "apiId": api_id, "requestId": str(uuid.uuid4()),
-                "requestTimeEpoch": int(time.time() * 1000), "protocol": "HTTP/1.1",
-                "identity": {"sourceIp": "203.0.113.7", "userAgent": headers.get("User-Agent"), "apiKey": None,
-                             "apiKeyId": None},
+                "resourcePath": resource_path,
+                "httpMethod": method,
+                "path": path,
+                "stage": stage,
+                "accountId": ACCOUNT,
+                "apiId": api_id,
+                "requestId": str(uuid.uuid4()),
+                "requestTimeEpoch": int(time.time() * 1000),
+                "protocol": "HTTP/1.1",
+                "identity": {
+                    "sourceIp": "203.0.113.7",
+                    "userAgent": headers.get("User-Agent"),
+                    "apiKey": None,
+                    "apiKeyId": None,
+                },
                 "domainName": f"{api_id}.execute-api.{REGION}.amazonaws.com",
             },
-            "body": body or None, "isBase64Encoded": False,
+            "body": body or None,
+            "isBase64Encoded": False,
         }
 
     def _authorize(self, api_id: str, stage: str, event: dict[str, Any]) -> tuple[int, dict, str] | None:
@@ -591,29 +681,45 @@ class Runtime:
         if not any(k.lower() == header.lower() for k in event["headers"]):
             return 401, {}, json.dumps({"error": {"code": "unauthorized", "message": "no " + header}})
         function_arn = re.search(r"functions/(arn:[^/]+)/invocations", authorizer["authorizerUri"]).group(1)
-        method_arn = (f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{api_id}/{stage}/{event['httpMethod']}"
-                      f"{event['requestContext']['resourcePath']}")
+        method_arn = (
+            f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{api_id}/{stage}/{event['httpMethod']}"
+            f"{event['requestContext']['resourcePath']}"
+        )
         auth_event = {
-            "type": "REQUEST", "methodArn": method_arn, "resource": event["resource"], "path": event["path"],
-            "httpMethod": event["httpMethod"], "headers": event["headers"],
-            "queryStringParameters": event["queryStringParameters"], "pathParameters": event["pathParameters"],
-            "stageVariables": None, "requestContext": event["requestContext"],
+            "type": "REQUEST",
+            "methodArn": method_arn,
+            "resource": event["resource"],
+            "path": event["path"],
+            "httpMethod": event["httpMethod"],
+            "headers": event["headers"],
+            "queryStringParameters": event["queryStringParameters"],
+            "pathParameters": event["pathParameters"],
+            "stageVariables": None,
+            "requestContext": event["requestContext"],
         }
         call = self._check(self.functions[function_arn].invoke(auth_event))
         if call.error is not None:
             return 503, {}, json.dumps({"error": {"code": "service_unavailable", "message": "authorizer failed"}})
         answer = call.result
         allowed = any(
-            s["Effect"] == "Allow" and any(fnmatch.fnmatchcase(method_arn, r) for r in (
-                s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]))
-            for s in answer["policyDocument"]["Statement"])
+            s["Effect"] == "Allow"
+            and any(
+                fnmatch.fnmatchcase(method_arn, r)
+                for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+            )
+            for s in answer["policyDocument"]["Statement"]
+        )
         if not allowed:
             return 403, {}, json.dumps({"error": {"code": "forbidden", "message": "this token is not accepted"}})
         key_value = answer.get("usageIdentifierKey")
         keys = [k for k in self._apigw.get_api_keys(includeValues=True)["items"] if k.get("value") == key_value]
-        plans = [p for k in keys if k.get("enabled")
-                 for p in self._apigw.get_usage_plans(keyId=k["id"])["items"]
-                 if any(s["apiId"] == api_id and s["stage"] == stage for s in p.get("apiStages", []))]
+        plans = [
+            p
+            for k in keys
+            if k.get("enabled")
+            for p in self._apigw.get_usage_plans(keyId=k["id"])["items"]
+            if any(s["apiId"] == api_id and s["stage"] == stage for s in p.get("apiStages", []))
+        ]
         if not plans:
             return 403, {}, json.dumps({"error": {"code": "forbidden", "message": "this peer has no usage plan"}})
         event["requestContext"]["authorizer"] = {"principalId": answer["principalId"], **(answer.get("context") or {})}

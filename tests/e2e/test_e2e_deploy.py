@@ -28,7 +28,6 @@ import json
 import boto3
 import pytest
 import requests
-
 from e2e_agents import ACCOUNT_STACK, TASK, Chat, let_in
 from e2e_cloud import CREATED_BEFORE, DEFERRED, REGION, UNSUPPORTED
 from e2e_lambda import Runtime
@@ -75,19 +74,29 @@ def round_trip(assembly, tmp_path_factory):
             real_token = dispatched()[0]["reply"]["bearerToken"]
             orchestrator_url = stacks["Flightdeck-orchestrator"].outputs["ApiUrl"]
             result["forged"] = [
-                requests.post(f"{orchestrator_url}api/tools/response", json={"result": "forged answer"},
-                              headers={"Authorization": f"Bearer {forged}"}, timeout=10)
+                requests.post(
+                    f"{orchestrator_url}api/tools/response",
+                    json={"result": "forged answer"},
+                    headers={"Authorization": f"Bearer {forged}"},
+                    timeout=10,
+                )
                 for forged in forge(real_token)
             ]
             result["status_after_forgery"] = chat.session(session_id)["status"]
             result["answer"] = chat.answer(session_id)
             # The session's timeline from the deployed session_events function (its stream read to the end).
-            result["events"] = requests.get(f"{orchestrator_url}api/sessions/{session_id}/events",
-                                            headers=chat.headers, timeout=10)
+            result["events"] = requests.get(
+                f"{orchestrator_url}api/sessions/{session_id}/events", headers=chat.headers, timeout=10
+            )
         runtime.fail_on_failures("the round trip")
         result["dashboards"] = {
-            agent: json.loads(boto3.client("cloudwatch", region_name=REGION).get_dashboard(
-                DashboardName=f"flightdeck-{agent}")["DashboardBody"]) for agent in AGENTS}
+            agent: json.loads(
+                boto3.client("cloudwatch", region_name=REGION).get_dashboard(DashboardName=f"flightdeck-{agent}")[
+                    "DashboardBody"
+                ]
+            )
+            for agent in AGENTS
+        }
         result["queues"] = set(boto3.client("sqs", region_name=REGION).list_queues()["QueueUrls"])
         yield result
     for k, v in saved.items():
@@ -135,16 +144,28 @@ def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
     stacks = round_trip["stacks"]
     posts = {(m, u) for m, u, _ in runtime.http_bodies}
     assert ("POST", stacks["Flightdeck-worker"].outputs["ApiUrl"] + "api/chat") in posts
-    assert any(u.startswith(stacks["Flightdeck-orchestrator"].outputs["ApiUrl"] + "api/tools/response")
-               for m, u in posts if m == "POST")
+    assert any(
+        u.startswith(stacks["Flightdeck-orchestrator"].outputs["ApiUrl"] + "api/tools/response")
+        for m, u in posts
+        if m == "POST"
+    )
 
 
 def test_the_deployed_events_route_reads_the_timeline_with_its_read_only_role(round_trip) -> None:
     answer, runtime = round_trip["events"], round_trip["runtime"]
     assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/event-stream"), answer.text
     kinds = [json.loads(line[6:])["kind"] for line in answer.text.splitlines() if line.startswith("data: ")]
-    assert kinds == ["message", "thinking", "delegating", "delegating", "callback_accepted", "callback_accepted",
-                     "thinking", "answer", "idle"]
+    assert kinds == [
+        "message",
+        "thinking",
+        "delegating",
+        "delegating",
+        "callback_accepted",
+        "callback_accepted",
+        "thinking",
+        "answer",
+        "idle",
+    ]
     reader = runtime.function("orchestrator", "session_events")
     actions = {action for action, _, allowed in reader.role.checked if allowed}
     assert actions and all(a.startswith(("dynamodb:GetItem", "dynamodb:Query")) for a in actions), actions
@@ -159,8 +180,11 @@ def test_each_agent_reads_exactly_the_url_its_peer_published(round_trip) -> None
         # The turn worker dispatches (orchestrator) and delivers (worker) inline.
         reader = runtime.function(agent, "turn_worker")
         assert reader.environment["DISCOVERED_PEERS"] == peer
-        assert ("ssm:GetParameter", f"arn:aws:ssm:{REGION}:123456789012:parameter{outputs['ApiUrlParameterName']}",
-                True) in reader.role.checked
+        assert (
+            "ssm:GetParameter",
+            f"arn:aws:ssm:{REGION}:123456789012:parameter{outputs['ApiUrlParameterName']}",
+            True,
+        ) in reader.role.checked
 
 
 def test_a_forged_callback_is_refused_and_changes_nothing(round_trip) -> None:
@@ -181,8 +205,11 @@ def test_every_aws_call_of_the_functions_was_checked_against_their_deployed_role
     # The orchestrator: the task (chat_ingest) and the turn its callbacks complete; the worker: its task.
     for agent, expected in (("orchestrator", {"chat_ingest", "callback"}), ("worker", {"chat_ingest"})):
         target = f"arn:aws:lambda:{REGION}:123456789012:function:flightdeck-{agent}-turn-worker"
-        starters = {f.short for f in runtime.by_agent[agent].values()
-                    if ("lambda:InvokeFunction", target, True) in f.role.checked}
+        starters = {
+            f.short
+            for f in runtime.by_agent[agent].values()
+            if ("lambda:InvokeFunction", target, True) in f.role.checked
+        }
         assert starters == expected, starters
     invoked = {f.short for f in runtime.functions.values() if f.invocations}
     # dispatch_worker and delivery_worker are the retry path: the happy path does not invoke them.
@@ -208,7 +235,9 @@ def test_the_dashboard_shows_what_the_functions_emit_and_names_what_exists(round
         assert emitted, f"{agent} emitted no metrics"
         for namespace, name, dims in emitted:
             assert dims == (("service", agent),), (name, dims)
-            assert (namespace, name, ("service", agent)) in shown, f"{agent} emits {namespace}/{name}, not on its dashboard"
+            assert (namespace, name, ("service", agent)) in shown, (
+                f"{agent} emits {namespace}/{name}, not on its dashboard"
+            )
         for line in lines:
             if line[0] == "AWS/SQS":
                 assert line[3] in queue_names, line

@@ -11,7 +11,6 @@ import json
 
 import boto3
 import pytest
-
 from e2e_agents import ACCOUNT_STACK, TASK, Chat, flightdeck, let_in, plan_id
 from e2e_cloud import REGION
 from e2e_lambda import HarnessError, Runtime
@@ -20,8 +19,12 @@ pytestmark = pytest.mark.slow
 
 
 def function_id(template: dict, handler: str) -> str:
-    (lid,) = [lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
-              and r["Properties"]["Handler"] == f"flightdeck.handlers.{handler}.handler"]
+    (lid,) = [
+        lid
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"]["Handler"] == f"flightdeck.handlers.{handler}.handler"
+    ]
     return lid
 
 
@@ -32,7 +35,9 @@ def without_permission(template: dict, handler: str, action: str) -> dict:
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role} in resource["Properties"]["Roles"]:
             statements = resource["Properties"]["PolicyDocument"]["Statement"]
-            kept = [s for s in statements if action not in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
+            kept = [
+                s for s in statements if action not in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+            ]
             removed += len(statements) - len(kept)
             resource["Properties"]["PolicyDocument"]["Statement"] = kept
     assert removed, f"{handler} had no {action} to remove"
@@ -67,8 +72,10 @@ def test_a_missing_permission_is_caught(cloud) -> None:
     with pytest.raises(HarnessError) as caught:
         run_round_trip(stacks)
     message = str(caught.value)
-    assert ("orchestrator/turn_worker: IAM denied ssm:GetParameter on "
-            "arn:aws:ssm:us-east-1:123456789012:parameter/flightdeck/two-agents/worker/api-url") in message, message
+    assert (
+        "orchestrator/turn_worker: IAM denied ssm:GetParameter on "
+        "arn:aws:ssm:us-east-1:123456789012:parameter/flightdeck/two-agents/worker/api-url"
+    ) in message, message
 
 
 def test_an_environment_variable_naming_a_resource_that_does_not_exist_is_caught(cloud) -> None:
@@ -82,8 +89,10 @@ def test_an_environment_variable_naming_a_resource_that_does_not_exist_is_caught
         run_round_trip(stacks)
     message = str(caught.value)
     # IAM answers first, as on AWS: the role may send to the stack's timers queue, not to this one.
-    assert "orchestrator/turn_worker: IAM denied sqs:SendMessage on arn:aws:sqs:us-east-1:123456789012:" \
-           "flightdeck-orchestrator-timerz" in message, message
+    assert (
+        "orchestrator/turn_worker: IAM denied sqs:SendMessage on arn:aws:sqs:us-east-1:123456789012:"
+        "flightdeck-orchestrator-timerz" in message
+    ), message
 
 
 def test_deploy_order_does_not_matter_the_worker_can_come_last(cloud) -> None:
@@ -93,10 +102,13 @@ def test_deploy_order_does_not_matter_the_worker_can_come_last(cloud) -> None:
     cloud.deploy(ACCOUNT_STACK)
     stacks = {"Flightdeck-orchestrator": cloud.deploy("Flightdeck-orchestrator")}
     runtime = Runtime(stacks)
-    assert any("DISCOVERED_PEERS worker: no parameter /flightdeck/two-agents/worker/api-url" in p
-               for p in runtime.missing_resources())
-    token = flightdeck("peers", "add", "--agent", "orchestrator", "user",
-                       "--usage-plan-id", plan_id("flightdeck-orchestrator-peers"))
+    assert any(
+        "DISCOVERED_PEERS worker: no parameter /flightdeck/two-agents/worker/api-url" in p
+        for p in runtime.missing_resources()
+    )
+    token = flightdeck(
+        "peers", "add", "--agent", "orchestrator", "user", "--usage-plan-id", plan_id("flightdeck-orchestrator-peers")
+    )
     api = stacks["Flightdeck-orchestrator"].outputs["ApiUrl"]
     with runtime.serving_http():
         chat = Chat(runtime, api, token)
@@ -105,11 +117,13 @@ def test_deploy_order_does_not_matter_the_worker_can_come_last(cloud) -> None:
     assert "no published URL" in alone, alone
 
     stacks["Flightdeck-worker"] = cloud.deploy("Flightdeck-worker")
-    worker_token = flightdeck("peers", "add", "--agent", "worker", "orchestrator",
-                              "--usage-plan-id", plan_id("flightdeck-worker-peers"))
+    worker_token = flightdeck(
+        "peers", "add", "--agent", "worker", "orchestrator", "--usage-plan-id", plan_id("flightdeck-worker-peers")
+    )
     boto3.client("secretsmanager", region_name=REGION).put_secret_value(
         SecretId=stacks["Flightdeck-orchestrator"].outputs["PeerTokensSecretArn"],
-        SecretString=json.dumps({"worker": worker_token}))
+        SecretString=json.dumps({"worker": worker_token}),
+    )
     runtime = Runtime(stacks)  # the same orchestrator stack, not deployed again
     assert runtime.missing_resources() == []
     with runtime.serving_http():

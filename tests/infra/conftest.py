@@ -126,8 +126,8 @@ def _collect(outdir: Path, stacks: list[str], error: str | None, deps: bool) -> 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     import aws_cdk as cdk
-    from flightdeck import config_file
 
+    from flightdeck import config_file
     from infra.bundling import BundleSettings
     from infra.deployment import build
     from infra.stack import FlightdeckStack
@@ -148,7 +148,9 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         deployment_name="planner",
         agent="planner",
         bundle=bundle,
-        env=cdk.Environment(account=planner.agents["planner"].deploy.account, region=planner.agents["planner"].deploy.region),
+        env=cdk.Environment(
+            account=planner.agents["planner"].deploy.account, region=planner.agents["planner"].deploy.region
+        ),
     )
     stacks.append("Flightdeck-planner")
     error = None

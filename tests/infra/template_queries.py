@@ -153,10 +153,15 @@ def reach(template: Template, handler: str) -> Reach:
         if acts == ["dynamodb:GetItem"] and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}]:
             result.read_peers = True
             continue
-        if acts == ["dynamodb:UpdateItem"] and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}] \
-                and st.get("Condition") == {
-                    "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "until", "expires_at"]},
-                    "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"}}:
+        if (
+            acts == ["dynamodb:UpdateItem"]
+            and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}]
+            and st.get("Condition")
+            == {
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "until", "expires_at"]},
+                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+            }
+        ):
             result.watch_sessions = True
             continue
         for act in acts:
@@ -171,7 +176,9 @@ def reach(template: Template, handler: str) -> Reach:
                     assert not dlq, f"{handler} consumes a DLQ"
                     result.consume.add(key)
             elif service == "dynamodb":
-                reading = act.split(":")[1].startswith(("Get", "BatchGet", "Query", "Scan", "Describe", "ConditionCheck"))
+                reading = act.split(":")[1].startswith(
+                    ("Get", "BatchGet", "Query", "Scan", "Describe", "ConditionCheck")
+                )
                 if reading:
                     result.read_table = True
                 else:
@@ -244,7 +251,10 @@ def usage_plans_by_name(template: Template) -> dict[str, tuple[str, dict[str, An
 
 def api_keys_by_name(template: Template) -> dict[str, tuple[str, dict[str, Any]]]:
     """Name -> (logical id, properties) of every AWS::ApiGateway::ApiKey."""
-    return {r["Properties"]["Name"]: (lid, r["Properties"]) for lid, r in resources(template, "AWS::ApiGateway::ApiKey").items()}
+    return {
+        r["Properties"]["Name"]: (lid, r["Properties"])
+        for lid, r in resources(template, "AWS::ApiGateway::ApiKey").items()
+    }
 
 
 def plan_of_key(template: Template, key_id: str) -> str:

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flightdeck import config_file
 from template_queries import resources
 from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
+
+from flightdeck import config_file
 
 pytestmark = pytest.mark.slow
 

@@ -14,13 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _run_app(outdir: Path, context: dict, args: tuple[str, ...] = (),
-             extra_env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AWS_", "CDK_")) and k not in ("DOCKER_HOST",)
-    }
+def _run_app(
+    outdir: Path, context: dict, args: tuple[str, ...] = (), extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_")) and k not in ("DOCKER_HOST",)}
     env.update(
         CDK_OUTDIR=str(outdir),
         CDK_CONTEXT_JSON=json.dumps(context),
@@ -57,8 +54,11 @@ def _stacks(outdir: Path) -> set[str]:
 
 def test_app_py_config_uses_the_file(tmp_path: Path) -> None:
     # `critic` exists only in the three-agent file: its stack proves the file was read.
-    result = _run_app(tmp_path, {}, ("--config", "examples/three-agents.toml", "-c", "agents=critic",
-                                     "-c", "bundleDeps=false", "-c", "nag=false"))
+    result = _run_app(
+        tmp_path,
+        {},
+        ("--config", "examples/three-agents.toml", "-c", "agents=critic", "-c", "bundleDeps=false", "-c", "nag=false"),
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert _stacks(tmp_path) == {"Flightdeck-critic", "Flightdeck-ApiGatewayAccount"}
     assert "1 stack(s) from examples/three-agents.toml" in result.stderr
@@ -73,15 +73,20 @@ def test_app_py_fails_loudly_on_a_missing_or_invalid_file(tmp_path: Path) -> Non
     # As `cdk synth -c config=FILE` passes it (CDK_CONTEXT_JSON): the same check, the same answer.
     result = _run_app(tmp_path, {"config": str(bad)})
     assert result.returncode == 2
-    assert f'{bad}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. Fix: did you mean ' \
-           '"critic"?' in result.stderr
+    assert (
+        f'{bad}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. Fix: did you mean '
+        '"critic"?' in result.stderr
+    )
     assert not (tmp_path / "manifest.json").exists()
 
 
 def test_a_credential_less_cli_synth_pins_no_region(tmp_path: Path) -> None:
     # The CDK CLI sets CDK_DEFAULT_REGION even when it finds no credentials (its config, or us-east-1).
-    result = _run_app(tmp_path, {"agents": "worker", "bundleDeps": "false", "nag": "false"},
-                      extra_env={"CDK_DEFAULT_REGION": "eu-west-3", "CDK_DEFAULT_ACCOUNT": "111122223333"})
+    result = _run_app(
+        tmp_path,
+        {"agents": "worker", "bundleDeps": "false", "nag": "false"},
+        extra_env={"CDK_DEFAULT_REGION": "eu-west-3", "CDK_DEFAULT_ACCOUNT": "111122223333"},
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["artifacts"]["Flightdeck-worker"]["environment"] == "aws://unknown-account/unknown-region"

@@ -33,9 +33,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from flightdeck import topology
 from template_queries import STREAMING_HANDLER, function_ids, resources
 
+from flightdeck import topology
 from infra.bundling import RUNTIME_PROVIDED, TOOLS
 
 pytestmark = pytest.mark.slow
@@ -290,8 +290,16 @@ def import_results(host_synth, runtime_sdk_dir: Path) -> dict[str, dict]:
             LANG="C.UTF-8",
         )
         processes[handler] = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _IMPORT_SCRIPT, str(asset), str(runtime_sdk_dir),
-             *_entry_points(template, handler)],
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _IMPORT_SCRIPT,
+                str(asset),
+                str(runtime_sdk_dir),
+                *_entry_points(template, handler),
+            ],
             env=env,
             cwd=str(runtime_sdk_dir),
             stdout=subprocess.PIPE,

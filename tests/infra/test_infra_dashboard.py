@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 
 import pytest
-from flightdeck import topology
 from template_queries import function, function_ids, queue_ids, referenced_ids, resources
+
+from flightdeck import topology
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ("local", "bench")
@@ -32,8 +33,11 @@ def emitted_metric_names() -> set[str]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "count" and node.args:
-                names |= {c.value for c in ast.walk(node.args[0])
-                          if isinstance(c, ast.Constant) and isinstance(c.value, str) and re.fullmatch(r"[A-Z]\w+", c.value)}
+                names |= {
+                    c.value
+                    for c in ast.walk(node.args[0])
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and re.fullmatch(r"[A-Z]\w+", c.value)
+                }
     return names
 
 
@@ -78,8 +82,16 @@ def test_application_metrics_are_ones_the_functions_emit(synth, agent: str) -> N
     emitted = emitted_metric_names()
     assert shown - emitted == set(), "on the dashboard, but no function emits it"
     # the list: delegations started/answered/timed out; callbacks accepted/duplicate/late/refused
-    assert {"DelegationsDispatched", "CallbacksAccepted", "Timeouts", "CallbacksDuplicate", "CallbacksLate",
-            "CallbacksRefused", "DispatchFailures", "SessionsOverdue"} <= shown
+    assert {
+        "DelegationsDispatched",
+        "CallbacksAccepted",
+        "Timeouts",
+        "CallbacksDuplicate",
+        "CallbacksLate",
+        "CallbacksRefused",
+        "DispatchFailures",
+        "SessionsOverdue",
+    } <= shown
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -106,8 +118,11 @@ def test_dlq_depth_and_every_function_s_errors_and_throttles(synth, agent: str) 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_sessions_overdue_alarm_notifies_the_alarm_topic(synth, agent: str) -> None:
     template = synth.templates[f"Flightdeck-{agent}"]
-    (props,) = [a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"]["AlarmName"] == f"flightdeck-{agent}-sessions-overdue"]
+    (props,) = [
+        a["Properties"]
+        for a in resources(template, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["AlarmName"] == f"flightdeck-{agent}-sessions-overdue"
+    ]
     env = function(template, topology.SWEEPER_HANDLER)["Environment"]["Variables"]
     assert (props["Namespace"], props["MetricName"]) == (env["POWERTOOLS_METRICS_NAMESPACE"], "SessionsOverdue")
     assert props["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]

@@ -53,7 +53,9 @@ def test_the_gate_is_live(tmp_path) -> None:
     report = json.loads((tmp_path / "validation-report.json").read_text())
     rules = {v["ruleName"] for p in report["pluginReports"] for v in p["violations"]}
     assert {"AwsSolutions-SQS3", "AwsSolutions-SQS4"} <= rules
-    paths = {c["constructPath"] for p in report["pluginReports"] for v in p["violations"] for c in v["violatingConstructs"]}
+    paths = {
+        c["constructPath"] for p in report["pluginReports"] for v in p["violations"] for c in v["violatingConstructs"]
+    }
     assert all("/Careless/" in path for path in paths), paths
 
 

@@ -16,13 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flightdeck import config_file, topology
-from flightdeck.domain.peer_usage import (
-    default_plan_name,
-    peer_plan_name,
-    usage_key,
-    usage_key_name,
-)
 from template_queries import (
     api_keys_by_name,
     function_ids,
@@ -34,6 +27,14 @@ from template_queries import (
 )
 from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
 
+from flightdeck import config_file, topology
+from flightdeck.domain.peer_usage import (
+    default_plan_name,
+    peer_plan_name,
+    usage_key,
+    usage_key_name,
+)
+
 pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
@@ -42,6 +43,7 @@ KNOWN_PEER = {"orchestrator": "user", "worker": "orchestrator"}  # [agents.NAME.
 
 def _example_spec(agent: str) -> config_file.AgentSpec:
     return config_file.load(EXAMPLE).agents[agent]
+
 
 GATEWAY = {
     "peer_rate_limit": 5,
@@ -95,9 +97,14 @@ def test_one_request_authorizer_on_the_authorization_header(orchestrator_tpl) ->
 
 def test_the_peer_routes() -> None:
     peer_routes = {(r.method, r.path) for r in topology.ROUTES if r.auth == topology.PEER_AUTH}
-    assert peer_routes == {("POST", "/api/chat"), ("GET", "/api/sessions/{session_id}"), ("GET", "/api/sessions"),
-                           ("GET", "/api/sessions/{session_id}/events"), ("POST", "/api/sessions/{session_id}/cancel"),
-                           ("POST", "/a2a")}
+    assert peer_routes == {
+        ("POST", "/api/chat"),
+        ("GET", "/api/sessions/{session_id}"),
+        ("GET", "/api/sessions"),
+        ("GET", "/api/sessions/{session_id}/events"),
+        ("POST", "/api/sessions/{session_id}/cancel"),
+        ("POST", "/a2a"),
+    }
 
 
 @pytest.mark.parametrize("route", topology.ROUTES, ids=lambda r: f"{r.method} {r.path}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from flightdeck import topology
-from flightdeck.settings import Settings
 from template_queries import STREAMING_HANDLER, function, function_ids, methods_by_route, resources
 
+from flightdeck import topology
+from flightdeck.settings import Settings
 from infra.functions import WEB_ADAPTER_ENVIRONMENT, WEB_ADAPTER_VERSION
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,9 @@ def _uri_text(uri) -> str:
 
 def test_the_streaming_routes() -> None:
     assert {(r.method, r.path, r.handler) for r in STREAMING_ROUTES} == {
-        ("POST", "/a2a", "a2a"), ("GET", "/api/sessions/{session_id}/events", "session_events")}
+        ("POST", "/a2a", "a2a"),
+        ("GET", "/api/sessions/{session_id}/events", "session_events"),
+    }
     assert topology.STREAMING_HANDLERS == {"a2a", "session_events"}
     # A stream ends on its own before its function's timeout and API Gateway's 15 minutes.
     assert Settings.model_fields["stream_max_ms"].metadata[1].le < topology.STREAM_TIMEOUT_S * 1000 <= 900_000
@@ -70,11 +72,16 @@ def test_only_the_streaming_functions_run_the_web_adapter(orchestrator_tpl, hand
         assert props["Handler"] == STREAMING_HANDLER
         (layer,) = props["Layers"]
         arn = "".join(p if isinstance(p, str) else json.dumps(p) for p in layer["Fn::Join"][1])
-        assert arn == ('arn:{"Ref": "AWS::Partition"}:lambda:{"Ref": "AWS::Region"}:753240598075:layer:'
-                       f"LambdaAdapterLayerArm64:{WEB_ADAPTER_VERSION}")  # the functions are arm64
+        assert arn == (
+            'arn:{"Ref": "AWS::Partition"}:lambda:{"Ref": "AWS::Region"}:753240598075:layer:'
+            f"LambdaAdapterLayerArm64:{WEB_ADAPTER_VERSION}"
+        )  # the functions are arm64
         assert {k: env[k] for k in WEB_ADAPTER_ENVIRONMENT} == {
-            "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap", "AWS_LWA_INVOKE_MODE": "response_stream",
-            "AWS_LWA_PORT": "8080", "POWERTOOLS_TRACE_DISABLED": "true"}
+            "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+            "AWS_LWA_INVOKE_MODE": "response_stream",
+            "AWS_LWA_PORT": "8080",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
         assert props["Timeout"] == topology.STREAM_TIMEOUT_S
     else:
         assert "Layers" not in props
@@ -88,8 +95,12 @@ def test_api_gateway_may_invoke_the_streaming_functions(orchestrator_tpl) -> Non
     permissions = [p["Properties"] for p in resources(orchestrator_tpl, "AWS::Lambda::Permission").values()]
     for route in STREAMING_ROUTES:
         target = {"Fn::GetAtt": [ids[route.handler], "Arn"]}
-        source_arns = ["".join(x if isinstance(x, str) else "" for x in p["SourceArn"]["Fn::Join"][1])
-                       for p in permissions if p["FunctionName"] == target and p["Action"] == "lambda:InvokeFunction"
-                       and p["Principal"] == "apigateway.amazonaws.com"]
+        source_arns = [
+            "".join(x if isinstance(x, str) else "" for x in p["SourceArn"]["Fn::Join"][1])
+            for p in permissions
+            if p["FunctionName"] == target
+            and p["Action"] == "lambda:InvokeFunction"
+            and p["Principal"] == "apigateway.amazonaws.com"
+        ]
         path = route.path.replace("{session_id}", "*")
         assert any(arn.endswith(f"/{route.method}{path}") for arn in source_arns), (route, source_arns)

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from aws_cdk.assertions import Match, Template
-from flightdeck import config_file, topology
 from template_queries import (
     actions,
     api_routes,
@@ -21,6 +20,7 @@ from template_queries import (
     statements_of,
 )
 
+from flightdeck import config_file, topology
 from infra.functions import API_TIMEOUT_S, worker_handlers
 
 pytestmark = pytest.mark.slow
@@ -122,8 +122,11 @@ def test_every_queue_refuses_plain_http(orchestrator_tpl) -> None:
 
 
 def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
-    alarms = [a for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["AlarmName"].endswith("-dlq-not-empty")]
+    alarms = [
+        a
+        for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["AlarmName"].endswith("-dlq-not-empty")
+    ]
     watched = set()
     for alarm in alarms:
         p = alarm["Properties"]
@@ -136,7 +139,6 @@ def test_an_alarm_on_every_dlq(orchestrator_tpl) -> None:
         watched |= referenced_ids(dimension["Value"])
     dlqs = {lid for lid, (_, dlq) in queue_ids(orchestrator_tpl).items() if dlq}
     assert watched == dlqs and len(dlqs) == len(topology.QUEUES)
-
 
 
 # --- alarm notifications ---------------------------------------------------------------
@@ -169,8 +171,11 @@ def test_alarm_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synth, a
     key = template["Resources"][key_id]
     assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
     # the AWS managed alias/aws/sns would not do: CloudWatch cannot be allowed to use it
-    (grant,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
-                if st.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    (grant,) = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if st.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
     assert grant["Effect"] == "Allow"
     assert sorted(actions(grant)) == ["kms:Decrypt", "kms:GenerateDataKey*"]
     assert _from_our_alarms(grant, agent), grant["Condition"]
@@ -206,7 +211,8 @@ def test_every_dlq_alarm_notifies_the_topic(synth, agent: str) -> None:
         assert p["OKActions"] == [{"Ref": topic_id}], p["AlarmName"]  # "the DLQ is empty again"
         assert p.get("ActionsEnabled", True) is True
     assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES} | {
-        f"flightdeck-{agent}-sessions-overdue"}
+        f"flightdeck-{agent}-sessions-overdue"
+    }
 
 
 def test_no_alarm_emails_no_subscriptions(orchestrator_tpl) -> None:
@@ -243,8 +249,13 @@ def test_function_runtime_architecture_code_and_logs(orchestrator_tpl, handler: 
     assert props["Runtime"] in ("python3.12", "python3.13")
     assert props["Architectures"] == ["arm64"]
     assert props["MemorySize"] == 512
-    assert props["Timeout"] == (topology.STREAM_TIMEOUT_S if streams else
-                                topology.WORKER_TIMEOUT_S if handler in worker_handlers() else API_TIMEOUT_S)
+    assert props["Timeout"] == (
+        topology.STREAM_TIMEOUT_S
+        if streams
+        else topology.WORKER_TIMEOUT_S
+        if handler in worker_handlers()
+        else API_TIMEOUT_S
+    )
     assert props["TracingConfig"] == {"Mode": "Active"}
     # its own log group, with a retention
     (log_group,) = referenced_ids(props["LoggingConfig"]["LogGroup"])
@@ -252,7 +263,10 @@ def test_function_runtime_architecture_code_and_logs(orchestrator_tpl, handler: 
 
 
 def test_one_code_asset_for_all_functions(orchestrator_tpl) -> None:
-    keys = {json.dumps(f["Properties"]["Code"], sort_keys=True) for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()}
+    keys = {
+        json.dumps(f["Properties"]["Code"], sort_keys=True)
+        for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()
+    }
     assert len(keys) == 1
 
 
@@ -297,8 +311,11 @@ def test_a_think_that_fails_is_retried_by_lambda_then_lands_in_the_turns_dlq(orc
     turns_dlq = queue_id(orchestrator_tpl, "turns", dlq=True)
     assert config["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [turns_dlq, "Arn"]}}}
     # That queue keeps its alarm, which now also names the invocations it holds.
-    (alarm,) = [a["Properties"] for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"]["AlarmName"] == "flightdeck-orchestrator-turns-dlq-not-empty"]
+    (alarm,) = [
+        a["Properties"]
+        for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["AlarmName"] == "flightdeck-orchestrator-turns-dlq-not-empty"
+    ]
     assert "asynchronous invocations of turn_worker" in alarm["AlarmDescription"]
     # The turns queue itself is the delayed retry path: a standard queue (FIFO has no per-message delay).
     turns = orchestrator_tpl["Resources"][queue_id(orchestrator_tpl, "turns")]["Properties"]
@@ -333,8 +350,10 @@ def test_environment_of_every_function(orchestrator_tpl) -> None:
     # The same settings everywhere; the streaming functions add their web adapter's own variables.
     from infra.functions import WEB_ADAPTER_ENVIRONMENT
 
-    envs = [{k: v for k, v in f["Properties"]["Environment"]["Variables"].items() if k not in WEB_ADAPTER_ENVIRONMENT}
-            for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()]
+    envs = [
+        {k: v for k, v in f["Properties"]["Environment"]["Variables"].items() if k not in WEB_ADAPTER_ENVIRONMENT}
+        for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values()
+    ]
     assert all(env == envs[0] for env in envs)
     env = envs[0]
     assert EXPECTED_VARIABLES <= set(env)
@@ -372,7 +391,9 @@ def test_each_stack_publishes_its_url_in_a_parameter_named_by_deployment_and_age
         assert props["Name"] == f"/flightdeck/two-agents/{agent}/api-url"
         assert props["Type"] == "String"
         assert props["Value"] == template["Outputs"]["ApiUrl"]["Value"]  # the stage URL, as the output says
-        assert template["Outputs"]["ApiUrlParameterName"]["Value"] == {"Ref": next(iter(resources(template, "AWS::SSM::Parameter")))}
+        assert template["Outputs"]["ApiUrlParameterName"]["Value"] == {
+            "Ref": next(iter(resources(template, "AWS::SSM::Parameter")))
+        }
 
 
 def test_two_agents_are_wired_in_one_pass(synth) -> None:
@@ -380,8 +401,9 @@ def test_two_agents_are_wired_in_one_pass(synth) -> None:
     other publishes; neither references the other (no export, no import), so there is no cycle and either
     deploys first."""
     published = {
-        agent: next(iter(resources(synth.templates[f"Flightdeck-{agent}"], "AWS::SSM::Parameter").values()))
-        ["Properties"]["Name"]
+        agent: next(iter(resources(synth.templates[f"Flightdeck-{agent}"], "AWS::SSM::Parameter").values()))[
+            "Properties"
+        ]["Name"]
         for agent in ("orchestrator", "worker")
     }
     for agent, peer in (("orchestrator", "worker"), ("worker", "orchestrator")):
@@ -451,18 +473,38 @@ EXPECTED_REACH = {
     # worker also consumes; + the turns DLQ: its asynchronous invocations' on-failure destination.
     # + secret, peer_tokens, peer_urls, the delivery DLQ: it dispatches and delivers inline
     # (domain.outbox), the queues being the retry path.
-    "turn_worker": dict(consume={"turns"}, table=True, send={"dispatch", "delivery", "timers", "turns"},
-                        invoke=TURN_WORKER, secret=True, peer_tokens=True, peer_urls=WORKER_URL,
-                        send_dlq={"delivery", "turns"}),
+    "turn_worker": dict(
+        consume={"turns"},
+        table=True,
+        send={"dispatch", "delivery", "timers", "turns"},
+        invoke=TURN_WORKER,
+        secret=True,
+        peer_tokens=True,
+        peer_urls=WORKER_URL,
+        send_dlq={"delivery", "turns"},
+    ),
     # + timers: an A2A peer that does not push is polled on the timers queue.
     # peer_tokens: it presents our bearer token to the peer it dispatches to.
-    "dispatch_worker": dict(consume={"dispatch"}, table=True, secret=True, peer_tokens=True, send={"timers"},
-                            invoke=TURN_WORKER, peer_urls=WORKER_URL),
+    "dispatch_worker": dict(
+        consume={"dispatch"},
+        table=True,
+        secret=True,
+        peer_tokens=True,
+        send={"timers"},
+        invoke=TURN_WORKER,
+        peer_urls=WORKER_URL,
+    ),
     "delivery_worker": dict(consume={"delivery"}, send_dlq={"delivery"}, peer_urls=WORKER_URL),
     # peer_tokens, beyond the issue's "only dispatch_worker": A2A polls (tasks/get to the peer) run here.
     # + dispatch: the delegations a deadline gives up on are canceled at their peers (a retry on dispatch).
-    "deadline_timer": dict(consume={"timers"}, table=True, send={"timers", "dispatch"}, invoke=TURN_WORKER,
-                           peer_tokens=True, peer_urls=WORKER_URL),
+    "deadline_timer": dict(
+        consume={"timers"},
+        table=True,
+        send={"timers", "dispatch"},
+        invoke=TURN_WORKER,
+        peer_tokens=True,
+        peer_urls=WORKER_URL,
+    ),
     # + dispatch, peer_tokens, peer_urls: as the timer, it cancels the delegations it times out.
     "sweeper": dict(table=True, send={"dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery, its
@@ -479,9 +521,20 @@ EXPECTED_REACH = {
 
 @pytest.mark.parametrize("handler", sorted(EXPECTED_REACH))
 def test_least_privilege(orchestrator_tpl, handler: str) -> None:
-    expected = {"send": set(), "send_dlq": set(), "consume": set(), "table": False, "read_table": False,
-                "read_peers": False, "watch_sessions": False, "invoke": set(),
-                "secret": False, "peer_tokens": False, "bedrock": False, "peer_urls": set()}
+    expected = {
+        "send": set(),
+        "send_dlq": set(),
+        "consume": set(),
+        "table": False,
+        "read_table": False,
+        "read_peers": False,
+        "watch_sessions": False,
+        "invoke": set(),
+        "secret": False,
+        "peer_tokens": False,
+        "bedrock": False,
+        "peer_urls": set(),
+    }
     expected.update(EXPECTED_REACH[handler])
     got = reach(orchestrator_tpl, handler)
     assert got.other == set()
@@ -528,7 +581,9 @@ def test_peer_tokens_readable_only_by_the_functions_that_call_peers(orchestrator
 
 def test_peer_tokens_secret_starts_empty_and_is_an_output(orch: Template, orchestrator_tpl) -> None:
     orch.has_resource_properties("AWS::SecretsManager::Secret", {"SecretString": "{}"})
-    assert orchestrator_tpl["Outputs"]["PeerTokensSecretArn"]["Value"] == {"Ref": secret_id(orchestrator_tpl, "PeerTokens")}
+    assert orchestrator_tpl["Outputs"]["PeerTokensSecretArn"]["Value"] == {
+        "Ref": secret_id(orchestrator_tpl, "PeerTokens")
+    }
 
 
 def test_peer_tokens_of_the_file_never_reach_aws(synth) -> None:
@@ -684,11 +739,13 @@ def test_the_account_wide_api_gateway_role_is_set_once_in_its_own_stack(synth) -
     for name in ("Flightdeck-orchestrator", "Flightdeck-worker"):
         template = synth.templates[name]
         assert resources(template, "AWS::ApiGateway::Account") == {}
-        principals = json.dumps([r["Properties"]["AssumeRolePolicyDocument"] for r in resources(template, "AWS::IAM::Role").values()])
+        principals = json.dumps(
+            [r["Properties"]["AssumeRolePolicyDocument"] for r in resources(template, "AWS::IAM::Role").values()]
+        )
         assert "apigateway.amazonaws.com" not in principals, f"{name} creates an API Gateway role"
     account = json.loads((synth.outdir / "Flightdeck-ApiGatewayAccount.template.json").read_text())
     (setting,) = resources(account, "AWS::ApiGateway::Account").values()
-    (role_id, role), = resources(account, "AWS::IAM::Role").items()
+    ((role_id, role),) = resources(account, "AWS::IAM::Role").items()
     assert setting["Properties"]["CloudWatchRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
     assert role["DeletionPolicy"] == "Retain"  # the account setting keeps naming it after a teardown
     manifest = json.loads((synth.outdir / "manifest.json").read_text())
@@ -706,7 +763,9 @@ def test_the_account_stack_is_left_out_on_request(tmp_path) -> None:
     app = cdk.App(outdir=str(tmp_path), context={"bundleDeps": False, "nag": False, "apigwCloudWatchRole": "false"})
     build(app)
     assert [c.node.id for c in app.node.children if isinstance(c, cdk.Stack)] == [
-        "Flightdeck-orchestrator", "Flightdeck-worker"]
+        "Flightdeck-orchestrator",
+        "Flightdeck-worker",
+    ]
 
 
 def test_the_callback_secret_arn_is_an_output(orchestrator_tpl) -> None:
@@ -719,9 +778,20 @@ def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
     from infra.environment import MAX_BODY_BYTES_ON_AWS, agent_environment
 
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
-    resources_ = {k: "x" * 8 for k in (
-        "STATE_TABLE", "TURN_WORKER_FUNCTION", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL", "DELIVERY_QUEUE_URL",
-        "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN")}
+    resources_ = {
+        k: "x" * 8
+        for k in (
+            "STATE_TABLE",
+            "TURN_WORKER_FUNCTION",
+            "TURNS_QUEUE_URL",
+            "DISPATCH_QUEUE_URL",
+            "DELIVERY_QUEUE_URL",
+            "DELIVERY_DLQ_URL",
+            "TIMERS_QUEUE_URL",
+            "TOOL_CALLBACK_SECRET_ARN",
+            "PEER_TOKENS_SECRET_ARN",
+        )
+    }
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS)
     agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS + 1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flightdeck import config_file, topology
 
+from flightdeck import config_file, topology
 from infra import bundling
 from infra.access import ACCESS, bedrock_resources
 from infra.api import AUTHENTICATION
@@ -60,7 +60,10 @@ def test_host_mapping_leaves_a_name_outside_the_file_without_url_out() -> None:
     spec.allowed_hosts["elsewhere"] = "https://else.example.com/base"
     mapping = host_mapping(spec, deployment.agents)
     assert (mapping.value, mapping.discovered, mapping.missing) == (
-        "elsewhere:https://else.example.com/base", ("worker",), ())
+        "elsewhere:https://else.example.com/base",
+        ("worker",),
+        (),
+    )
 
 
 def test_malformed_peer_url_fails_synth() -> None:
@@ -206,7 +209,9 @@ def test_usage_plan_key_logical_ids_are_fixed_by_the_peer_alone() -> None:
 def test_peer_authorizer_reads_the_peer_registry_and_nothing_else() -> None:
     access = ACCESS[topology.PEER_AUTHORIZER_HANDLER]
     assert access.read_peers
-    assert not (access.table or access.send or access.send_to_dlq or access.secret or access.peer_tokens or access.model)
+    assert not (
+        access.table or access.send or access.send_to_dlq or access.secret or access.peer_tokens or access.model
+    )
 
 
 def test_alarm_emails_default_to_none() -> None:

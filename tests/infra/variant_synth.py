@@ -25,8 +25,14 @@ def synth_with_nag(deployment: DeploymentFile, agent: str, outdir: Path) -> dict
 
     name = f"Flightdeck-{agent}"
     app = cdk.App(outdir=str(outdir), context={"bundleDeps": False})
-    FlightdeckStack(app, name, deployment=deployment, deployment_name="variant", agent=agent,
-                    bundle=BundleSettings.from_context(app.node))
+    FlightdeckStack(
+        app,
+        name,
+        deployment=deployment,
+        deployment_name="variant",
+        agent=agent,
+        bundle=BundleSettings.from_context(app.node),
+    )
     add_nag(app)
     error = None
     try:
@@ -57,6 +63,7 @@ def nag_violations(synth: dict[str, Any]) -> list[str]:
 def cfn_lint_errors(template_file: Path) -> list[dict[str, Any]]:
     from test_infra_cfn_lint import _cfn_lint
 
-    result = subprocess.run([*_cfn_lint(), "--format", "json", str(template_file)],
-                            capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run(
+        [*_cfn_lint(), "--format", "json", str(template_file)], capture_output=True, text=True, timeout=300, check=False
+    )
     return [m for m in json.loads(result.stdout or "[]") if m["Level"] == "Error"]

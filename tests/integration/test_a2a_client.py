@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -60,10 +61,18 @@ class A2APeer:
         return f"http://127.0.0.1:{self.server.server_port}"
 
     def card(self) -> dict[str, Any]:
-        return {"protocolVersion": "0.3.0", "name": "scripted", "description": "scripted", "version": "1",
-                "url": self.rpc_url_override or f"{self.url}/rpc", "preferredTransport": "JSONRPC",
-                "capabilities": {"pushNotifications": self.push}, "defaultInputModes": ["text/plain"],
-                "defaultOutputModes": ["text/plain"], "skills": []}
+        return {
+            "protocolVersion": "0.3.0",
+            "name": "scripted",
+            "description": "scripted",
+            "version": "1",
+            "url": self.rpc_url_override or f"{self.url}/rpc",
+            "preferredTransport": "JSONRPC",
+            "capabilities": {"pushNotifications": self.push},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [],
+        }
 
     @property
     def posts(self) -> list[dict[str, Any]]:
@@ -79,8 +88,12 @@ def _task(state: str, text: str = "", task_id: str = "peer-task-1") -> dict[str,
     if state == "completed":
         task["artifacts"] = [{"artifactId": "a", "parts": [{"kind": "text", "text": text}]}]
     elif text:
-        task["status"]["message"] = {"kind": "message", "role": "agent", "messageId": "m",
-                                     "parts": [{"kind": "text", "text": text}]}
+        task["status"]["message"] = {
+            "kind": "message",
+            "role": "agent",
+            "messageId": "m",
+            "parts": [{"kind": "text", "text": text}],
+        }
     return task
 
 
@@ -104,11 +117,20 @@ def agent(aws, monkeypatch, peer):
     from flightdeck.domain.a2a_client import clear_card_cache
 
     clear_card_cache()
-    config = {"name": "orchestrator", "model": {"provider": "local"},
-              "delegates": [{"agent": "peer", "protocol": "a2a", "card_url": f"{peer.url}{CARD_PATH}"},
-                            {"agent": "stranger", "protocol": "a2a", "card_url": "https://stranger.example.com/card"}]}
-    return make_agent(monkeypatch, delegates=[], allow=f"peer:{peer.url},orchestrator:http://127.0.0.1:9",
-                      extra_env={"AGENT_CONFIG": json.dumps(config), "DISPATCH_MAX_ATTEMPTS": "3"})
+    config = {
+        "name": "orchestrator",
+        "model": {"provider": "local"},
+        "delegates": [
+            {"agent": "peer", "protocol": "a2a", "card_url": f"{peer.url}{CARD_PATH}"},
+            {"agent": "stranger", "protocol": "a2a", "card_url": "https://stranger.example.com/card"},
+        ],
+    }
+    return make_agent(
+        monkeypatch,
+        delegates=[],
+        allow=f"peer:{peer.url},orchestrator:http://127.0.0.1:9",
+        extra_env={"AGENT_CONFIG": json.dumps(config), "DISPATCH_MAX_ATTEMPTS": "3"},
+    )
 
 
 def delegate(agent, content: str) -> str:
@@ -172,13 +194,22 @@ def under_a_path(aws, monkeypatch, peer):
 
     clear_card_cache()
     base = f"{peer.url}/a2a"
-    config = {"name": "orchestrator", "model": {"provider": "local"}, "delegates": [
-        {"agent": "clean", "protocol": "a2a", "card_url": f"{base}/./x/..{CARD_PATH}"},
-        {"agent": "dots", "protocol": "a2a", "card_url": f"{base}/..{CARD_PATH}"},
-        {"agent": "escaped", "protocol": "a2a", "card_url": f"{base}/%2e%2e{CARD_PATH}"}]}
+    config = {
+        "name": "orchestrator",
+        "model": {"provider": "local"},
+        "delegates": [
+            {"agent": "clean", "protocol": "a2a", "card_url": f"{base}/./x/..{CARD_PATH}"},
+            {"agent": "dots", "protocol": "a2a", "card_url": f"{base}/..{CARD_PATH}"},
+            {"agent": "escaped", "protocol": "a2a", "card_url": f"{base}/%2e%2e{CARD_PATH}"},
+        ],
+    }
     peer.rpc_url_override = f"{base}/rpc"
-    return make_agent(monkeypatch, delegates=[], allow=f"peer:{base},orchestrator:http://127.0.0.1:9",
-                      extra_env={"AGENT_CONFIG": json.dumps(config)})
+    return make_agent(
+        monkeypatch,
+        delegates=[],
+        allow=f"peer:{base},orchestrator:http://127.0.0.1:9",
+        extra_env={"AGENT_CONFIG": json.dumps(config)},
+    )
 
 
 def test_a_card_url_is_normalised_before_the_check_and_fetched_as_checked(under_a_path, peer):
@@ -248,12 +279,20 @@ def _tool_use_id(agent, sid: str) -> str:
 
 
 def test_a_direct_message_answer_is_the_result(agent, peer):
-    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
-                                                 "parts": [{"kind": "text", "text": "right away"}]}))
+    peer.rpc = lambda body: (
+        200,
+        _result(
+            body,
+            {"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "right away"}]},
+        ),
+    )
     sid = delegate(agent, "@peer hello")
     agent.run_queue("dispatch")
-    assert tool_result(agent, sid) == {"toolUseId": _tool_use_id(agent, sid), "status": "success",
-                                       "content": [{"text": "right away"}]}
+    assert tool_result(agent, sid) == {
+        "toolUseId": _tool_use_id(agent, sid),
+        "status": "success",
+        "content": [{"text": "right away"}],
+    }
 
 
 def test_a_task_already_failed_in_the_answer_is_an_error_result(agent, peer):
@@ -271,9 +310,17 @@ def _poll(agent, sid: str, polls: int = 0) -> str:
     from flightdeck.wiring import deps
 
     agg = agent.item(f"S#{sid}", "TURN#000001")
-    return poll_remote_task(deps(), PollMessage(kind="a2a_poll", session_id=sid, turn=1,
-                                                tool_use_id=_tool_use_id(agent, sid),
-                                                deadline_ms=int(agg["deadline_ms"]), polls=polls))
+    return poll_remote_task(
+        deps(),
+        PollMessage(
+            kind="a2a_poll",
+            session_id=sid,
+            turn=1,
+            tool_use_id=_tool_use_id(agent, sid),
+            deadline_ms=int(agg["deadline_ms"]),
+            polls=polls,
+        ),
+    )
 
 
 def test_polling_until_terminal(agent, peer):
@@ -355,8 +402,15 @@ def test_a_push_after_the_timeout_is_late(agent, peer, monkeypatch):
     assert error_of(tool_result(agent, sid))["reason"] == "timeout"
 
 
-@pytest.mark.parametrize("state,reason", [("failed", "peer_failed"), ("canceled", "peer_canceled"),
-                                          ("rejected", "peer_rejected"), ("auth-required", "peer_auth_required")])
+@pytest.mark.parametrize(
+    "state,reason",
+    [
+        ("failed", "peer_failed"),
+        ("canceled", "peer_canceled"),
+        ("rejected", "peer_rejected"),
+        ("auth-required", "peer_auth_required"),
+    ],
+)
 def test_pushed_failures_are_structured_error_results(agent, peer, state, reason):
     sid, token = _dispatched_token(agent, peer)
     assert _push(agent, token, _task(state, "could not do it"))[0] == 202
@@ -368,8 +422,12 @@ def test_a_pushed_input_required_task_is_the_peer_s_question_with_its_context_an
     assert _push(agent, token, _task("input-required", "which year?"))[0] == 202
     result = tool_result(agent, sid)
     assert result["status"] == "success"
-    assert json.loads(result["content"][0]["text"]) == {"status": "input_required", "question": "which year?",
-                                                        "context_id": "peer-ctx", "task_id": "peer-task-1"}
+    assert json.loads(result["content"][0]["text"]) == {
+        "status": "input_required",
+        "question": "which year?",
+        "context_id": "peer-ctx",
+        "task_id": "peer-task-1",
+    }
 
 
 def test_a2a_delegate_needs_a_card_url(monkeypatch):
@@ -392,7 +450,9 @@ def test_our_peer_token_goes_with_message_send_and_tasks_get(agent, peer, monkey
     agent.run_queue("dispatch")
     assert _poll(agent, sid) == "pending"
     assert [(p["body"]["method"], p["headers"].get("Authorization")) for p in peer.posts] == [
-        ("message/send", f"Bearer {ours}"), ("tasks/get", f"Bearer {ours}")]
+        ("message/send", f"Bearer {ours}"),
+        ("tasks/get", f"Bearer {ours}"),
+    ]
 
 
 # --- answers over MAX_RESULT_BYTES, on every path (issue 12, defect 7) ----------------------------------
@@ -411,16 +471,23 @@ def small_limit(agent, monkeypatch):
 
 def _too_large(agent, sid: str) -> None:
     """The turn goes on with an error that says why; nothing of the answer is stored."""
-    assert error_of(tool_result(agent, sid)) == {"status": "error", "reason": "result_too_large",
-                                                 "detail": f"the answer exceeds {LIMIT} bytes"}
+    assert error_of(tool_result(agent, sid)) == {
+        "status": "error",
+        "reason": "result_too_large",
+        "detail": f"the answer exceeds {LIMIT} bytes",
+    }
     assert not [i for i in agent.table_items() if "ü" in json.dumps(i, ensure_ascii=False)]
 
 
 def test_an_oversized_direct_message_answer_is_an_error_result(small_limit, peer):
     agent = small_limit
     text = "ü" * (LIMIT // 2 + 1)  # LIMIT + 2 bytes of UTF-8
-    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
-                                                 "parts": [{"kind": "text", "text": text}]}))
+    peer.rpc = lambda body: (
+        200,
+        _result(
+            body, {"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": text}]}
+        ),
+    )
     sid = delegate(agent, "@peer hello")
     assert agent.run_queue("dispatch") == {"batchItemFailures": []}
     _too_large(agent, sid)
@@ -455,8 +522,12 @@ def test_an_oversized_pushed_answer_is_413_and_an_error_result(small_limit, peer
 def test_an_answer_of_exactly_the_limit_is_kept_whole(small_limit, peer):
     agent = small_limit
     text = "ü" * (LIMIT // 2)  # exactly LIMIT bytes
-    peer.rpc = lambda body: (200, _result(body, {"kind": "message", "role": "agent", "messageId": "m",
-                                                 "parts": [{"kind": "text", "text": text}]}))
+    peer.rpc = lambda body: (
+        200,
+        _result(
+            body, {"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": text}]}
+        ),
+    )
     sid = delegate(agent, "@peer hello")
     agent.run_queue("dispatch")
     assert tool_result(agent, sid)["content"][0]["text"] == text
@@ -475,12 +546,30 @@ def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, p
     sid = delegate(agent, " ".join(f"@peer job {i}" for i in range(10)))
     agent.run_queue("dispatch")
     deadline_ms = int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"])
-    tool_use_ids = [b["toolUse"]["toolUseId"] for b in agent.api("session_get", SESSION_ID=sid)[2]["messages"][1]
-                    ["content"] if "toolUse" in b]
+    tool_use_ids = [
+        b["toolUse"]["toolUseId"]
+        for b in agent.api("session_get", SESSION_ID=sid)[2]["messages"][1]["content"]
+        if "toolUse" in b
+    ]
     assert len(tool_use_ids) == 10
-    polls = [{"MessageId": f"poll-{i}", "ReceiptHandle": f"rh-{i}", "Attributes": {},
-              "Body": json.dumps({"kind": "a2a_poll", "session_id": sid, "turn": 1, "tool_use_id": tid,
-                                  "deadline_ms": deadline_ms, "polls": 1})} for i, tid in enumerate(tool_use_ids)]
+    polls = [
+        {
+            "MessageId": f"poll-{i}",
+            "ReceiptHandle": f"rh-{i}",
+            "Attributes": {},
+            "Body": json.dumps(
+                {
+                    "kind": "a2a_poll",
+                    "session_id": sid,
+                    "turn": 1,
+                    "tool_use_id": tid,
+                    "deadline_ms": deadline_ms,
+                    "polls": 1,
+                }
+            ),
+        }
+        for i, tid in enumerate(tool_use_ids)
+    ]
 
     def slow(body):
         _time.sleep(0.4)
@@ -492,7 +581,9 @@ def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, p
     assert deadline_timer.handler(agent.sqs_event("timers", polls), context) == {"batchItemFailures": []}
     assert context.get_remaining_time_in_millis() > 0  # 10 polls of 0.4 s did not run it out
     assert 1 <= len(peer.posts) - before < 10
-    queued = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"], AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    queued = agent.sqs.get_queue_attributes(
+        QueueUrl=agent.queue_urls["timers"],
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
     # The turn's deadline timer, the dispatch's first polls, and each of these scheduled again, tried or not.
     assert sum(int(n) for n in queued.values()) == 1 + 10 + 10

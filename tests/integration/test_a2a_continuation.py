@@ -69,7 +69,8 @@ def test_the_same_message_id_again_is_the_same_message_and_changes_nothing(orche
 
 
 def test_a_continuation_that_finds_the_session_idle_starts_its_turn_and_the_turn_before_does_not_complete_it(
-        orchestrator, monkeypatch):
+    orchestrator, monkeypatch
+):
     task = send(orchestrator, "first question")
     real_end = a2a.on_end_turn
     monkeypatch.setattr(a2a, "on_end_turn", lambda *args, **kwargs: None)
@@ -85,7 +86,9 @@ def test_a_continuation_that_finds_the_session_idle_starts_its_turn_and_the_turn
     assert get(orchestrator, task["id"])["status"]["state"] == "working"
     drain(orchestrator, task["contextId"])
     done = get(orchestrator, task["id"])
-    assert done["status"]["state"] == "completed" and 'Task: "second question"' in done["artifacts"][0]["parts"][0]["text"]
+    assert (
+        done["status"]["state"] == "completed" and 'Task: "second question"' in done["artifacts"][0]["parts"][0]["text"]
+    )
 
 
 def test_a_message_queued_for_a_task_that_is_canceled_gets_no_think(orchestrator):
@@ -106,23 +109,29 @@ def test_another_peers_task_or_context_stays_invisible(orchestrator):
     task = send(orchestrator, "mine alone")
     eve = orchestrator.add_peer("eve")
     before = orchestrator.table_items()
-    for params in ({"message": message("let me in", taskId=task["id"])},
-                   {"message": message("let me in", contextId=task["contextId"])}):
-        status, _, resp = orchestrator.api("a2a_message_send", body={"jsonrpc": "2.0", "id": 1,
-                                                                    "method": "message/send", "params": params},
-                                           token=eve)
+    for params in (
+        {"message": message("let me in", taskId=task["id"])},
+        {"message": message("let me in", contextId=task["contextId"])},
+    ):
+        status, _, resp = orchestrator.api(
+            "a2a_message_send", body={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}, token=eve
+        )
         assert status == 200 and resp["error"]["code"] == -32001, resp
     assert orchestrator.table_items() == before
 
 
-@pytest.mark.parametrize("patch,where", [
-    ({"taskId": 12345}, "taskId"),
-    ({"taskId": ["a", "b"]}, "taskId"),
-    ({"taskId": "x" * 10_000}, "taskId"),
-    ({"messageId": "m" * 300}, "messageId"),
-    ({"messageId": 7}, "messageId"),
-    ({"contextId": "not-the-tasks-context"}, "contextId"),
-], ids=["int-task-id", "list-task-id", "huge-task-id", "huge-message-id", "int-message-id", "other-context"])
+@pytest.mark.parametrize(
+    "patch,where",
+    [
+        ({"taskId": 12345}, "taskId"),
+        ({"taskId": ["a", "b"]}, "taskId"),
+        ({"taskId": "x" * 10_000}, "taskId"),
+        ({"messageId": "m" * 300}, "messageId"),
+        ({"messageId": 7}, "messageId"),
+        ({"contextId": "not-the-tasks-context"}, "contextId"),
+    ],
+    ids=["int-task-id", "list-task-id", "huge-task-id", "huge-message-id", "int-message-id", "other-context"],
+)
 def test_hostile_continuations_are_invalid_params_and_change_nothing(orchestrator, patch, where):
     task = send(orchestrator, "a working task")
     before = orchestrator.table_items()

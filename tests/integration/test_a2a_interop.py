@@ -37,7 +37,6 @@ from flightdeck.local.gateway import ApiGateway, GatewayServer
 from flightdeck.local.invocation import FunctionRegistry
 from tests.support.harness import make_agent, new_session_id
 
-
 # --- our agent over loopback HTTP -------------------------------------------------------------
 
 
@@ -94,8 +93,9 @@ class EchoExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
         await asyncio.sleep(self.delay_s)
-        await updater.add_artifact([sdk.Part(root=sdk.TextPart(text=f"echo: {context.get_user_input()}"))],
-                                   name="answer")
+        await updater.add_artifact(
+            [sdk.Part(root=sdk.TextPart(text=f"echo: {context.get_user_input()}"))], name="answer"
+        )
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -118,11 +118,13 @@ class AskingExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
         if "?ask" in text:
-            await updater.requires_input(updater.new_agent_message([sdk.Part(root=sdk.TextPart(text="which year?"))]),
-                                         final=True)
+            await updater.requires_input(
+                updater.new_agent_message([sdk.Part(root=sdk.TextPart(text="which year?"))]), final=True
+            )
             return
-        await updater.add_artifact([sdk.Part(root=sdk.TextPart(text=f"echo: {text} (answering which year?)"))],
-                                   name="answer")
+        await updater.add_artifact(
+            [sdk.Part(root=sdk.TextPart(text=f"echo: {text} (answering which year?)"))], name="answer"
+        )
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -134,8 +136,14 @@ def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None =
     sock = _free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     card = sdk.AgentCard(
-        name="echo", description="a2a-sdk echo agent", url=url + "/", version="1.0.0", protocol_version="0.3.0",
-        preferred_transport="JSONRPC", default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        name="echo",
+        description="a2a-sdk echo agent",
+        url=url + "/",
+        version="1.0.0",
+        protocol_version="0.3.0",
+        preferred_transport="JSONRPC",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
         capabilities=sdk.AgentCapabilities(streaming=False, push_notifications=push),
         skills=[sdk.AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
     )
@@ -143,8 +151,9 @@ def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None =
     if push:
         store = InMemoryPushNotificationConfigStore()
         extra = {"push_config_store": store, "push_sender": BasePushNotificationSender(httpx.AsyncClient(), store)}
-    handler = DefaultRequestHandler(agent_executor=executor or EchoExecutor(delay_s), task_store=InMemoryTaskStore(),
-                                    **extra)
+    handler = DefaultRequestHandler(
+        agent_executor=executor or EchoExecutor(delay_s), task_store=InMemoryTaskStore(), **extra
+    )
     app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -248,7 +257,10 @@ def test_sdk_client_multi_turn_conversation_by_context_id_and_continuation_by_ta
     context = asyncio.run(scenario())
     messages = agent.api("session_get", SESSION_ID=context)[2]["messages"]
     assert [m["content"][0]["text"] for m in messages if m["role"] == "user"] == [
-        "what is the capital of peru", "and how many people live there", "thank you"]
+        "what is the capital of peru",
+        "and how many people live there",
+        "thank you",
+    ]
 
 
 def test_sdk_client_cancel_and_push_config_round_trip(served):
@@ -260,29 +272,47 @@ def test_sdk_client_cancel_and_push_config_round_trip(served):
             task = await _send(client, "@worker a long job")
             await asyncio.to_thread(agent.run_queue, "turns")  # delegated; the worker is never reached
             hook = sdk.PushNotificationConfig(url=f"{url}/hooks/a2a", token="tok", id="cfg-1")
-            set_ = await client.set_task_callback(sdk.TaskPushNotificationConfig(task_id=task.id,
-                                                                                 push_notification_config=hook))
+            set_ = await client.set_task_callback(
+                sdk.TaskPushNotificationConfig(task_id=task.id, push_notification_config=hook)
+            )
             assert set_.push_notification_config == hook
-            got = await client.get_task_callback(sdk.GetTaskPushNotificationConfigParams(
-                id=task.id, push_notification_config_id="cfg-1"))
+            got = await client.get_task_callback(
+                sdk.GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id="cfg-1")
+            )
             assert got == set_
             # list and delete are not on the sdk's Client: plain JSON-RPC, parsed with the sdk's response types.
-            listed = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1, "method":
-                                                        "tasks/pushNotificationConfig/list", "params": {"id": task.id}})
+            listed = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tasks/pushNotificationConfig/list",
+                    "params": {"id": task.id},
+                },
+            )
             listed = sdk.ListTaskPushNotificationConfigResponse.model_validate(listed.json()).root
             assert [c.push_notification_config.id for c in listed.result] == ["cfg-1"]
             with pytest.raises(A2AClientJSONRPCError) as refused:
-                await client.set_task_callback(sdk.TaskPushNotificationConfig(
-                    task_id=task.id, push_notification_config=sdk.PushNotificationConfig(url="https://evil.test/x")))
+                await client.set_task_callback(
+                    sdk.TaskPushNotificationConfig(
+                        task_id=task.id, push_notification_config=sdk.PushNotificationConfig(url="https://evil.test/x")
+                    )
+                )
             assert refused.value.error.code == -32602
             canceled = await client.cancel_task(sdk.TaskIdParams(id=task.id))
             assert canceled.status.state == sdk.TaskState.canceled
             with pytest.raises(A2AClientJSONRPCError) as again:
                 await client.cancel_task(sdk.TaskIdParams(id=task.id))
             assert again.value.error.code == -32002
-            deleted = await http.post(f"{url}/a2a", json={
-                "jsonrpc": "2.0", "id": 2, "method": "tasks/pushNotificationConfig/delete",
-                "params": {"id": task.id, "pushNotificationConfigId": "cfg-1"}})
+            deleted = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tasks/pushNotificationConfig/delete",
+                    "params": {"id": task.id, "pushNotificationConfigId": "cfg-1"},
+                },
+            )
             deleted = sdk.DeleteTaskPushNotificationConfigResponse.model_validate(deleted.json()).root
             assert isinstance(deleted, sdk.DeleteTaskPushNotificationConfigSuccessResponse) and deleted.result is None
             with pytest.raises(A2AClientJSONRPCError) as missing:
@@ -307,9 +337,14 @@ def test_sdk_client_answers_our_agent_s_question_on_its_task(served):
                 asked = await _send(client, "?ask which year? summarise the plan")
                 assert asked.status.state == sdk.TaskState.input_required
                 assert asked.status.message.parts[0].root.text == "which year?"
-                answer = sdk.Message(role=sdk.Role.user, parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
-                                     message_id=str(uuid.uuid4()), task_id=asked.id, context_id=asked.context_id)
-                async for done, _update in client.send_message(answer):
+                answer = sdk.Message(
+                    role=sdk.Role.user,
+                    parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
+                    message_id=str(uuid.uuid4()),
+                    task_id=asked.id,
+                    context_id=asked.context_id,
+                )
+                async for done, _update in client.send_message(answer):  # noqa: B007 - the first event is kept
                     break
             return asked, done
 
@@ -324,11 +359,17 @@ def test_sdk_client_answers_our_agent_s_question_on_its_task(served):
 
 def _delegating(monkeypatch, peer_url: str, gateway_url: str):
     config = {
-        "name": "orchestrator", "description": "delegates to an A2A agent", "model": {"provider": "local"},
+        "name": "orchestrator",
+        "description": "delegates to an A2A agent",
+        "model": {"provider": "local"},
         "delegates": [{"agent": "echo", "protocol": "a2a", "card_url": f"{peer_url}/.well-known/agent-card.json"}],
     }
-    return make_agent(monkeypatch, delegates=[], allow=f"echo:{peer_url},orchestrator:{gateway_url}",
-                      extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": "20000"})
+    return make_agent(
+        monkeypatch,
+        delegates=[],
+        allow=f"echo:{peer_url},orchestrator:{gateway_url}",
+        extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": "20000"},
+    )
 
 
 def _wait_for(predicate, timeout_s: float = 10.0):
@@ -411,8 +452,12 @@ def test_an_sdk_agent_s_question_is_answered_on_its_task_and_it_finishes(aws, mo
     results = [b["toolResult"] for m in s["messages"] for b in m["content"] if "toolResult" in b]
     asked = json.loads(results[0]["content"][0]["text"])
     [(first, task_id, context_id), (second, again_task, again_context)] = executor.seen
-    assert asked == {"status": "input_required", "question": "which year?", "context_id": context_id,
-                     "task_id": task_id}
+    assert asked == {
+        "status": "input_required",
+        "question": "which year?",
+        "context_id": context_id,
+        "task_id": task_id,
+    }
     assert (second, again_task, again_context) == ("2024", task_id, context_id)  # the same task, answered
     assert results[1]["content"][0]["text"] == "echo: 2024 (answering which year?)"
     assert "echo: 2024 (answering which year?)" in s["messages"][-1]["content"][0]["text"]

@@ -36,8 +36,13 @@ def err(resp, code: int):
 
 
 def message(text: str, **extra):
-    return {"kind": "message", "role": "user", "messageId": f"m-{time.monotonic_ns()}",
-            "parts": [{"kind": "text", "text": text}], **extra}
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{time.monotonic_ns()}",
+        "parts": [{"kind": "text", "text": text}],
+        **extra,
+    }
 
 
 def send(agent, text: str, configuration=None, **extra) -> dict:
@@ -243,7 +248,10 @@ NOT_FOUND_CASES = [
     ("tasks/get", {"id": "no-such-context~0123abcd"}),
     ("tasks/get", {"id": "not-a-task-id"}),
     ("tasks/cancel", {"id": "no-such-context~0123abcd"}),
-    ("tasks/pushNotificationConfig/set", {"taskId": "nope~abc", "pushNotificationConfig": {"url": "http://127.0.0.1:9/x"}}),
+    (
+        "tasks/pushNotificationConfig/set",
+        {"taskId": "nope~abc", "pushNotificationConfig": {"url": "http://127.0.0.1:9/x"}},
+    ),
     ("tasks/pushNotificationConfig/get", {"id": "nope~abc"}),
     ("tasks/pushNotificationConfig/list", {"id": "nope~abc"}),
     ("tasks/pushNotificationConfig/delete", {"id": "nope~abc", "pushNotificationConfigId": "x"}),
@@ -289,8 +297,11 @@ def test_an_oversized_body_is_an_invalid_request_too(orchestrator, monkeypatch):
     from flightdeck import wiring
 
     wiring.reset()
-    resp = rpc(orchestrator, "", raw={"jsonrpc": "2.0", "id": 1, "method": "message/send",
-                                      "params": {"message": message("x" * 3000)}})
+    resp = rpc(
+        orchestrator,
+        "",
+        raw={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message("x" * 3000)}},
+    )
     assert err(resp, -32600) and "too large" in resp["error"]["message"]
 
 
@@ -301,10 +312,14 @@ def test_method_not_found(orchestrator):
 
 INVALID_PARAMS = [
     ("message/send", {"message": {"kind": "message", "role": "user", "messageId": "m", "parts": []}}),
-    ("message/send", {"message": {"kind": "message", "role": "user", "messageId": "m",
-                                  "parts": [{"kind": "text", "text": "   "}]}}),
-    ("message/send", {"message": {"kind": "message", "role": "agent", "messageId": "m",
-                                  "parts": [{"kind": "text", "text": "hi"}]}}),
+    (
+        "message/send",
+        {"message": {"kind": "message", "role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "   "}]}},
+    ),
+    (
+        "message/send",
+        {"message": {"kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "hi"}]}},
+    ),
     ("message/send", {"message": {"role": "user", "parts": [{"kind": "text", "text": "no id"}]}}),
     ("message/send", {"message": message("hi"), "configuration": {"historyLength": -1}}),
     ("message/send", {"message": message("hi", contextId="bad context id!")}),
@@ -331,8 +346,10 @@ def _b64(data: bytes) -> str:
 
 UNSUPPORTED_PARTS = [
     ({"kind": "file", "file": {"uri": "https://example.com/a.txt", "mimeType": "text/plain"}}, "a file by uri"),
-    ({"kind": "file", "file": {"bytes": _b64(b"%PDF-1.7"), "mimeType": "application/pdf"}},
-     "a file of type application/pdf"),
+    (
+        {"kind": "file", "file": {"bytes": _b64(b"%PDF-1.7"), "mimeType": "application/pdf"}},
+        "a file of type application/pdf",
+    ),
     ({"kind": "file", "file": {"bytes": _b64(b"hi")}}, "a file of type unknown"),
     ({"kind": "file", "file": {"bytes": _b64(b"\x89PNG"), "mimeType": "image/png"}}, "a file of type image/png"),
 ]
@@ -341,8 +358,14 @@ UNSUPPORTED_PARTS = [
 @pytest.mark.parametrize("part,what", UNSUPPORTED_PARTS, ids=[w for _, w in UNSUPPORTED_PARTS])
 def test_other_parts_are_an_unsupported_content_type_naming_what_is_accepted(orchestrator, part, what):
     before = orchestrator.table_items()
-    params = {"message": {"kind": "message", "role": "user", "messageId": "m",
-                          "parts": [{"kind": "text", "text": "look at this"}, part]}}
+    params = {
+        "message": {
+            "kind": "message",
+            "role": "user",
+            "messageId": "m",
+            "parts": [{"kind": "text", "text": "look at this"}, part],
+        }
+    }
     error = err(rpc(orchestrator, "message/send", params), -32005)
     assert error["message"].startswith(f"message.parts.1: {what}")
     assert "data parts" in error["message"] and "text/* or application/json" in error["message"]
@@ -352,28 +375,42 @@ def test_other_parts_are_an_unsupported_content_type_naming_what_is_accepted(orc
 
 
 def test_data_parts_and_inline_text_files_reach_the_model_as_text(orchestrator):
-    parts = [{"kind": "text", "text": "compare these:"},
-             {"kind": "data", "data": {"city": "Zürich", "rank": [1, 2]}},
-             {"kind": "file", "file": {"name": "t.csv", "mimeType": "text/csv", "bytes": _b64("a,b\n1,2".encode())}},
-             {"kind": "file", "file": {"mimeType": "application/json", "bytes": _b64(b'{"k": true}')}},
-             {"kind": "file", "file": {"mimeType": "text/plain; charset=latin-1", "bytes": _b64("café".encode("latin-1"))}}]
-    task = ok(rpc(orchestrator, "message/send", {"message": {"kind": "message", "role": "user", "messageId": "m-d",
-                                                             "parts": parts}}))
+    parts = [
+        {"kind": "text", "text": "compare these:"},
+        {"kind": "data", "data": {"city": "Zürich", "rank": [1, 2]}},
+        {"kind": "file", "file": {"name": "t.csv", "mimeType": "text/csv", "bytes": _b64(b"a,b\n1,2")}},
+        {"kind": "file", "file": {"mimeType": "application/json", "bytes": _b64(b'{"k": true}')}},
+        {"kind": "file", "file": {"mimeType": "text/plain; charset=latin-1", "bytes": _b64("café".encode("latin-1"))}},
+    ]
+    task = ok(
+        rpc(
+            orchestrator,
+            "message/send",
+            {"message": {"kind": "message", "role": "user", "messageId": "m-d", "parts": parts}},
+        )
+    )
     sdk.Task.model_validate(task)
     session = orchestrator.api("session_get", SESSION_ID=task["contextId"])[2]
     assert session["messages"][0]["content"][0]["text"] == (
         'compare these:\n{"city": "Zürich", "rank": [1, 2]}\n[file t.csv, text/csv]\na,b\n1,2\n'
-        '[file application/json]\n{"k": true}\n[file text/plain]\ncafé')
+        '[file application/json]\n{"k": true}\n[file text/plain]\ncafé'
+    )
     assert task["history"][0]["parts"] == parts  # the task keeps the message as it came
 
 
-@pytest.mark.parametrize("file", [
-    {"mimeType": "text/plain", "bytes": "not base64!"},
-    {"mimeType": "text/plain", "bytes": _b64(b"\xff\xfe\xfa")},
-    {"mimeType": "text/plain; charset=no-such-charset", "bytes": _b64(b"x")},
-], ids=["not-base64", "not-utf8", "unknown-charset"])
+@pytest.mark.parametrize(
+    "file",
+    [
+        {"mimeType": "text/plain", "bytes": "not base64!"},
+        {"mimeType": "text/plain", "bytes": _b64(b"\xff\xfe\xfa")},
+        {"mimeType": "text/plain; charset=no-such-charset", "bytes": _b64(b"x")},
+    ],
+    ids=["not-base64", "not-utf8", "unknown-charset"],
+)
 def test_a_text_file_that_does_not_decode_is_invalid_params(orchestrator, file):
-    params = {"message": {"kind": "message", "role": "user", "messageId": "m", "parts": [{"kind": "file", "file": file}]}}
+    params = {
+        "message": {"kind": "message", "role": "user", "messageId": "m", "parts": [{"kind": "file", "file": file}]}
+    }
     assert err(rpc(orchestrator, "message/send", params), -32602)["message"].startswith("message.parts.0.file.bytes")
 
 
@@ -413,7 +450,9 @@ class Webhook:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                hook.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")})
+                hook.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")}
+                )
                 self.send_response(hook.statuses.pop(0) if hook.statuses else 200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -448,14 +487,23 @@ def pushing(aws, monkeypatch, hook):
 
 def test_push_config_round_trip(pushing, hook):
     task = send(pushing, "@worker a long job")
-    config = {"url": f"{hook.url}/hooks/a2a", "token": "client-token",
-              "authentication": {"schemes": ["Bearer"], "credentials": "s3cret"}}
-    view = ok(rpc(pushing, "tasks/pushNotificationConfig/set",
-                  {"taskId": task["id"], "pushNotificationConfig": config}))
+    config = {
+        "url": f"{hook.url}/hooks/a2a",
+        "token": "client-token",
+        "authentication": {"schemes": ["Bearer"], "credentials": "s3cret"},
+    }
+    view = ok(
+        rpc(pushing, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config})
+    )
     sdk.TaskPushNotificationConfig.model_validate(view)
     assert view["pushNotificationConfig"]["id"] == task["id"]  # no id given: the task's id
-    second = ok(rpc(pushing, "tasks/pushNotificationConfig/set",
-                    {"taskId": task["id"], "pushNotificationConfig": {**config, "id": "second"}}))
+    second = ok(
+        rpc(
+            pushing,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {**config, "id": "second"}},
+        )
+    )
     assert second["pushNotificationConfig"]["id"] == "second"
     got = ok(rpc(pushing, "tasks/pushNotificationConfig/get", {"id": task["id"]}))
     assert got == view
@@ -468,20 +516,32 @@ def test_push_config_round_trip(pushing, hook):
     assert resp == {"jsonrpc": "2.0", "id": "req-1", "result": None}
     sdk.DeleteTaskPushNotificationConfigSuccessResponse.model_validate(resp)
     assert len(ok(rpc(pushing, "tasks/pushNotificationConfig/list", {"id": task["id"]}))) == 1
-    err(rpc(pushing, "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "second"}),
-        -32602)
+    err(
+        rpc(pushing, "tasks/pushNotificationConfig/get", {"id": task["id"], "pushNotificationConfigId": "second"}),
+        -32602,
+    )
 
 
 def test_push_config_get_without_a_config_id_returns_the_tasks_config(pushing, hook):
     """The only config, whatever its id; of several, the one named after the task, else the first by id."""
-    task = send(pushing, "@worker x", configuration={"pushNotificationConfig": {"url": f"{hook.url}/hooks/a",
-                                                                                "id": "only"}})
-    for params in ({"id": task["id"]}, {"id": task["id"], "metadata": {}}, {"id": task["id"], "pushNotificationConfigId": None}):
+    task = send(
+        pushing, "@worker x", configuration={"pushNotificationConfig": {"url": f"{hook.url}/hooks/a", "id": "only"}}
+    )
+    for params in (
+        {"id": task["id"]},
+        {"id": task["id"], "metadata": {}},
+        {"id": task["id"], "pushNotificationConfigId": None},
+    ):
         got = ok(rpc(pushing, "tasks/pushNotificationConfig/get", params))
         sdk.GetTaskPushNotificationConfigSuccessResponse.model_validate({"jsonrpc": "2.0", "id": 1, "result": got})
         assert got["pushNotificationConfig"]["id"] == "only", params
-    ok(rpc(pushing, "tasks/pushNotificationConfig/set",
-           {"taskId": task["id"], "pushNotificationConfig": {"url": f"{hook.url}/hooks/b", "id": "another"}}))
+    ok(
+        rpc(
+            pushing,
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {"url": f"{hook.url}/hooks/b", "id": "another"}},
+        )
+    )
     got = ok(rpc(pushing, "tasks/pushNotificationConfig/get", {"id": task["id"]}))
     assert got["pushNotificationConfig"]["id"] == "another"
     bare = send(pushing, "@worker y")
@@ -507,21 +567,40 @@ def test_push_config_refused_unless_allowed_and_sendable(pushing, hook):
     task = send(pushing, "@worker x")
     for config in REFUSED_PUSH_CONFIGS:
         config = {**config, "url": config["url"].replace("HOOK", hook.url)}
-        err(rpc(pushing, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config}),
-            -32602)
-        err(rpc(pushing, "message/send", {"message": message("y"), "configuration": {"pushNotificationConfig": config}}),
-            -32602)
+        err(
+            rpc(pushing, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config}),
+            -32602,
+        )
+        err(
+            rpc(
+                pushing, "message/send", {"message": message("y"), "configuration": {"pushNotificationConfig": config}}
+            ),
+            -32602,
+        )
     assert ok(rpc(pushing, "tasks/pushNotificationConfig/list", {"id": task["id"]})) == []
 
 
 def test_terminal_task_is_pushed_to_each_webhook_with_its_token_and_authorization(pushing, hook):
-    config = {"url": f"{hook.url}/hooks/a2a", "token": "client-token",
-              "authentication": {"schemes": ["Bearer"], "credentials": "s3cret"}}
+    config = {
+        "url": f"{hook.url}/hooks/a2a",
+        "token": "client-token",
+        "authentication": {"schemes": ["Bearer"], "credentials": "s3cret"},
+    }
     task = send(pushing, "push me the answer", configuration={"pushNotificationConfig": config})
-    ok(rpc(pushing, "tasks/pushNotificationConfig/set",
-           {"taskId": task["id"], "pushNotificationConfig": {"id": "basic", "url": f"{hook.url}/hooks/b",
-                                                             "authentication": {"schemes": ["Basic"],
-                                                                                "credentials": "user:pw"}}}))
+    ok(
+        rpc(
+            pushing,
+            "tasks/pushNotificationConfig/set",
+            {
+                "taskId": task["id"],
+                "pushNotificationConfig": {
+                    "id": "basic",
+                    "url": f"{hook.url}/hooks/b",
+                    "authentication": {"schemes": ["Basic"], "credentials": "user:pw"},
+                },
+            },
+        )
+    )
     pushing.run_queue("turns")
     assert hook.requests == []  # through the delivery queue, not inline
     assert pushing.run_queue("delivery") == {"batchItemFailures": []}
@@ -560,8 +639,10 @@ def test_push_delivery_retries_like_callbacks(pushing, hook):
         assert bool(resp["batchItemFailures"]) is expect_retry, status
     # What the receiver refused is dropped, and kept in the dead-letter queue with the reason.
     reasons = sorted(json.loads(m["Body"])["reason"] for m in pushing.receive("delivery", dlq=True))
-    assert [r.split(" ", 6)[:6] for r in reasons] == [["refused", "by", "the", "receiver:", "HTTP", "302"],
-                                                      ["refused", "by", "the", "receiver:", "HTTP", "404"]]
+    assert [r.split(" ", 6)[:6] for r in reasons] == [
+        ["refused", "by", "the", "receiver:", "HTTP", "302"],
+        ["refused", "by", "the", "receiver:", "HTTP", "404"],
+    ]
 
 
 def test_a_push_url_is_stored_and_sent_in_the_normalised_form_that_was_checked(pushing, hook):
@@ -579,9 +660,16 @@ def test_a_queued_push_whose_url_escapes_the_base_is_dead_lettered_not_sent(push
     from flightdeck.wiring import deps
 
     for url in (f"{hook.url}/hooks/../admin/reset", f"{hook.url}/hooks/%2e%2e/admin/reset"):
-        deps().queues.send_delivery({"kind": "a2a_push", "session_id": "s", "task_id": "s~k",
-                                     "config": {"id": "c", "url": url, "token": "caller-chosen"},
-                                     "task": {"kind": "task", "id": "s~k"}, "created_ms": deps().store.now_ms()})
+        deps().queues.send_delivery(
+            {
+                "kind": "a2a_push",
+                "session_id": "s",
+                "task_id": "s~k",
+                "config": {"id": "c", "url": url, "token": "caller-chosen"},
+                "task": {"kind": "task", "id": "s~k"},
+                "created_ms": deps().store.now_ms(),
+            }
+        )
     assert pushing.run_queue("delivery") == {"batchItemFailures": []}
     assert hook.requests == []
     assert len(pushing.receive("delivery", dlq=True)) == 2
@@ -604,8 +692,9 @@ def test_flightdeck_delivery_still_works_next_to_pushes(pushing, hook):
     """The delivery queue carries both kinds; callbacks keep their own path."""
     from flightdeck.wiring import deps
 
-    deps().queues.send_delivery({"session_id": new_session_id(), "callback_service": "hooks",
-                                 "bearer_token": "t" * 20, "result": "r"})
+    deps().queues.send_delivery(
+        {"session_id": new_session_id(), "callback_service": "hooks", "bearer_token": "t" * 20, "result": "r"}
+    )
     send(pushing, "x", configuration={"pushNotificationConfig": {"url": f"{hook.url}/hooks/p"}})
     pushing.run_queue("turns")
     assert pushing.run_queue("delivery") == {"batchItemFailures": []}

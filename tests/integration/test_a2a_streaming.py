@@ -67,8 +67,12 @@ def served(aws, monkeypatch):
 
 
 def _message(text: str, context_id: str | None = None) -> sdk.Message:
-    return sdk.Message(role=sdk.Role.user, parts=[sdk.Part(root=sdk.TextPart(text=text))],
-                       message_id=str(uuid.uuid4()), context_id=context_id)
+    return sdk.Message(
+        role=sdk.Role.user,
+        parts=[sdk.Part(root=sdk.TextPart(text=text))],
+        message_id=str(uuid.uuid4()),
+        context_id=context_id,
+    )
 
 
 async def _client(http: httpx.AsyncClient, url: str):
@@ -97,8 +101,9 @@ def _check_shapes(events) -> None:
 
 
 def _deliver(agent, sid: str, tool_use_id: str, text: str) -> None:
-    status, _, body = agent.api("tool_response", body={"result": text},
-                                headers={"Authorization": f"Bearer {agent.token(sid, 1, tool_use_id)}"})
+    status, _, body = agent.api(
+        "tool_response", body={"result": text}, headers={"Authorization": f"Bearer {agent.token(sid, 1, tool_use_id)}"}
+    )
     assert status == 202, body
 
 
@@ -118,7 +123,9 @@ def test_message_stream_to_the_final_event(served):
     _check_shapes(events)
     assert events[-1].status.state == sdk.TaskState.completed
     answer = _answer_of(events)
-    assert "how far is the moon" in answer and len([e for e in events if isinstance(e, sdk.TaskArtifactUpdateEvent)]) > 3
+    assert (
+        "how far is the moon" in answer and len([e for e in events if isinstance(e, sdk.TaskArtifactUpdateEvent)]) > 3
+    )
     # The sdk's task tracker appended the chunks' parts to the one artifact: the answer tasks/get gives.
     assert task.status.state == sdk.TaskState.completed and len(task.artifacts) == 1
     assert "".join(p.root.text for p in task.artifacts[0].parts) == answer
@@ -134,16 +141,20 @@ def test_message_stream_follows_a_delegation_step_by_step(served):
             with pumping(agent, "turns"):
                 async for task, update in client.send_message(_message("@worker name two rivers")):
                     events.append(update if update is not None else task.model_copy(deep=True))
-                    step = (update.metadata or {}).get("flightdeck", {}) if isinstance(
-                        update, sdk.TaskStatusUpdateEvent) else {}
+                    step = (
+                        (update.metadata or {}).get("flightdeck", {})
+                        if isinstance(update, sdk.TaskStatusUpdateEvent)
+                        else {}
+                    )
                     if step.get("kind") == "delegating":  # the worker is never reached: answer for it
                         await asyncio.to_thread(_deliver, agent, task.context_id, step["tool_use_id"], "Nile, Rhine")
             return events
 
     events = asyncio.run(scenario())
     _check_shapes(events)
-    steps = [e.metadata["flightdeck"]["kind"] for e in events
-             if isinstance(e, sdk.TaskStatusUpdateEvent) and not e.final]
+    steps = [
+        e.metadata["flightdeck"]["kind"] for e in events if isinstance(e, sdk.TaskStatusUpdateEvent) and not e.final
+    ]
     # A think of the local model may be over between two polls: the steps that wait are always seen.
     assert [s for s in steps if s != "thinking"] == ["delegating", "callback_accepted"]
     working = [e for e in events if isinstance(e, sdk.TaskStatusUpdateEvent) and not e.final]
@@ -164,8 +175,13 @@ def test_a_streamed_question_ends_its_stream_input_required_and_the_answer_strea
             with pumping(agent, "turns"):
                 async for task, update in client.send_message(_message("?ask which year? summarise the plan")):
                     asked.append(update if update is not None else task.model_copy(deep=True))
-                answer = sdk.Message(role=sdk.Role.user, parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
-                                     message_id=str(uuid.uuid4()), task_id=task.id, context_id=task.context_id)
+                answer = sdk.Message(
+                    role=sdk.Role.user,
+                    parts=[sdk.Part(root=sdk.TextPart(text="2024"))],
+                    message_id=str(uuid.uuid4()),
+                    task_id=task.id,
+                    context_id=task.context_id,
+                )
                 async for task, update in client.send_message(answer):
                     answered.append(update if update is not None else task.model_copy(deep=True))
             return asked, answered
@@ -189,9 +205,17 @@ def test_resubscribe_replays_the_running_task_and_follows_it_to_the_end(served):
         async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
             client = await _client(http, url)
             # message/send, not blocking: the task starts and delegates; nobody follows it yet.
-            sent = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "s1", "method": "message/send",
-                                                      "params": {"message": _message("@worker a long job", sid)
-                                                                 .model_dump(mode="json", exclude_none=True)}})
+            sent = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": "s1",
+                    "method": "message/send",
+                    "params": {
+                        "message": _message("@worker a long job", sid).model_dump(mode="json", exclude_none=True)
+                    },
+                },
+            )
             task_id = sent.json()["result"]["id"]
             await asyncio.to_thread(agent.run_queue, "turns")
             events = []
@@ -201,11 +225,18 @@ def test_resubscribe_replays_the_running_task_and_follows_it_to_the_end(served):
                     if len(events) == 1:
                         # The replay: the task as it stands, working on its delegation.
                         assert task.status.state == sdk.TaskState.working
-                        use = next(b["toolUse"] for m in _session(agent, sid)["messages"]
-                                   for b in m["content"] if "toolUse" in b)
+                        use = next(
+                            b["toolUse"]
+                            for m in _session(agent, sid)["messages"]
+                            for b in m["content"]
+                            if "toolUse" in b
+                        )
                         await asyncio.to_thread(_deliver, agent, sid, use["toolUseId"], "done at last")
             # Resubscribing to the finished task: the task, then its final status.
-            again = [update or task.model_copy(deep=True) async for task, update in client.resubscribe(sdk.TaskIdParams(id=task_id))]
+            again = [
+                update or task.model_copy(deep=True)
+                async for task, update in client.resubscribe(sdk.TaskIdParams(id=task_id))
+            ]
             return events, again
 
     events, again = asyncio.run(scenario())
@@ -222,8 +253,12 @@ def _session(agent, sid):
 
 def test_a_dropped_stream_leaves_its_task_running(served):
     agent, url = served
-    body = {"jsonrpc": "2.0", "id": 1, "method": "message/stream",
-            "params": {"message": _message("@worker keep going").model_dump(mode="json", exclude_none=True)}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {"message": _message("@worker keep going").model_dump(mode="json", exclude_none=True)},
+    }
     with httpx.Client(timeout=10, headers=agent.auth_headers()) as http:
         with http.stream("POST", f"{url}/a2a", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
@@ -236,8 +271,11 @@ def test_a_dropped_stream_leaves_its_task_running(served):
     use = next(b["toolUse"] for m in _session(agent, sid)["messages"] for b in m["content"] if "toolUse" in b)
     _deliver(agent, sid, use["toolUseId"], "finished anyway")
     agent.run_queue("turns")
-    got = httpx.post(f"{url}/a2a", headers=agent.auth_headers(), json={
-        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}).json()["result"]
+    got = httpx.post(
+        f"{url}/a2a",
+        headers=agent.auth_headers(),
+        json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
+    ).json()["result"]
     assert got["status"]["state"] == "completed" and "finished anyway" in got["artifacts"][0]["parts"][0]["text"]
 
 
@@ -247,26 +285,42 @@ def test_refusals_are_the_one_event_of_their_stream(served):
 
     async def scenario():
         async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
-            client = await _client(http, url)
-            sent = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
-                "message": _message("mine").model_dump(mode="json", exclude_none=True)}})
+            await _client(http, url)
+            sent = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "message/send",
+                    "params": {"message": _message("mine").model_dump(mode="json", exclude_none=True)},
+                },
+            )
             task_id = sent.json()["result"]["id"]
         async with httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {other}"}) as http:
             intruder = await _client(http, url)
             with pytest.raises(A2AClientJSONRPCError) as hidden:
                 async for _ in intruder.resubscribe(sdk.TaskIdParams(id=task_id)):
                     pass
-            raw = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "x", "method": "message/stream",
-                                                     "params": {"message": {"kind": "message", "role": "user",
-                                                                            "messageId": "m", "parts": []}}})
+            raw = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": "x",
+                    "method": "message/stream",
+                    "params": {"message": {"kind": "message", "role": "user", "messageId": "m", "parts": []}},
+                },
+            )
         return hidden.value.error.code, raw
 
     code, raw = asyncio.run(scenario())
     assert code == -32001
     assert raw.headers["content-type"].startswith("text/event-stream")
     (line,) = [line for line in raw.text.splitlines() if line.startswith("data:")]
-    assert json.loads(line[5:]) == {"jsonrpc": "2.0", "id": "x", "error": {
-        "code": -32602, "message": "message.parts must not be empty"}}
+    assert json.loads(line[5:]) == {
+        "jsonrpc": "2.0",
+        "id": "x",
+        "error": {"code": -32602, "message": "message.parts must not be empty"},
+    }
 
 
 def _events(text: str) -> list[tuple[str, str, dict]]:
@@ -303,8 +357,15 @@ def test_session_events_through_a_delegation(served):
                     block, buffer = buffer.split("\n\n", 1)
                     seen.extend(_events(block + "\n\n"))
     helper.join(5)
-    assert [kind for _, kind, _ in seen] == ["message", "thinking", "delegating", "callback_accepted", "thinking",
-                                             "answer", "idle"]
+    assert [kind for _, kind, _ in seen] == [
+        "message",
+        "thinking",
+        "delegating",
+        "callback_accepted",
+        "thinking",
+        "answer",
+        "idle",
+    ]
     ids = [event_id for event_id, _, _ in seen]
     assert len(set(ids)) == len(ids) and all(data["id"] == event_id for event_id, _, data in seen)
     by_kind = {kind: data for _, kind, data in seen}
@@ -316,7 +377,9 @@ def test_session_events_through_a_delegation(served):
     assert [(i, k) for i, k, _ in _events(replay.text)] == [(i, k) for i, k, _ in seen]
     # Another peer's session does not exist for it; a malformed id is refused as on GET /api/sessions/{id}.
     other = agent.add_peer("someone-else")
-    assert httpx.get(f"{url}/api/sessions/{sid}/events", headers={"Authorization": f"Bearer {other}"}).status_code == 404
+    assert (
+        httpx.get(f"{url}/api/sessions/{sid}/events", headers={"Authorization": f"Bearer {other}"}).status_code == 404
+    )
     assert httpx.get(f"{url}/api/sessions/{sid}/events").status_code == 401
     assert httpx.get(f"{url}/api/sessions/%20bad/events", headers=agent.auth_headers()).status_code == 422
     assert httpx.get(f"{url}/api/sessions/{sid}/events?follow=maybe", headers=agent.auth_headers()).status_code == 422
@@ -327,9 +390,16 @@ def test_streaming_off_says_so_everywhere(aws, monkeypatch):
         agent = make_agent(monkeypatch, extra_env={"STREAMING": "off"})
         card = httpx.get(f"{url}/.well-known/agent-card.json").json()
         assert card["capabilities"]["streaming"] is False
-        answer = httpx.post(f"{url}/a2a", headers=agent.auth_headers(), json={
-            "jsonrpc": "2.0", "id": 1, "method": "message/stream",
-            "params": {"message": _message("hi").model_dump(mode="json", exclude_none=True)}})
+        answer = httpx.post(
+            f"{url}/a2a",
+            headers=agent.auth_headers(),
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/stream",
+                "params": {"message": _message("hi").model_dump(mode="json", exclude_none=True)},
+            },
+        )
         assert answer.headers["content-type"].startswith("application/json")
         assert answer.json()["error"]["code"] == -32004 and "STREAMING=off" in answer.json()["error"]["message"]
         # The events route sends the timeline so far in one response.
@@ -342,7 +412,9 @@ def test_streaming_off_says_so_everywhere(aws, monkeypatch):
 
 
 RAW_REQUESTS = [
-    "{", "[]", '{"jsonrpc": "2.0", "id": 1, "method": "nope"}',
+    "{",
+    "[]",
+    '{"jsonrpc": "2.0", "id": 1, "method": "nope"}',
     '{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": "x~abc"}}',
     '{"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": {"role": "user"}}}',
     '{"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x~abc"}}',
@@ -357,8 +429,9 @@ def test_with_streaming_on_the_other_answers_are_the_route_s_own(aws, monkeypatc
         with gateway("orchestrator") as url:
             agent = make_agent(monkeypatch, extra_env={**STREAMING, "STREAMING": streaming})
             for raw in RAW_REQUESTS:
-                got = httpx.post(f"{url}/a2a", content=raw, headers={**agent.auth_headers(),
-                                                                     "content-type": "application/json"})
+                got = httpx.post(
+                    f"{url}/a2a", content=raw, headers={**agent.auth_headers(), "content-type": "application/json"}
+                )
                 assert got.status_code == 200 and got.headers["content-type"].startswith("application/json")
                 answers.setdefault(raw, []).append(got.json())
     for raw, (off, on) in answers.items():

@@ -44,8 +44,9 @@ def test_callback_after_completion_is_late_and_changes_nothing(orchestrator):
     post(orchestrator, orchestrator.token(sid, turn, ids[1], total=2))
     before = orchestrator.table_items()
     # a different result for an id that is already in, after the turn completed
-    status, _, body = orchestrator.api("tool_response", TOKEN=orchestrator.token(sid, turn, "tooluse_unexpected"),
-                                       RESULT="late")
+    status, _, body = orchestrator.api(
+        "tool_response", TOKEN=orchestrator.token(sid, turn, "tooluse_unexpected"), RESULT="late"
+    )
     assert status == 410 and body["error"]["code"] == "late"
     assert orchestrator.table_items() == before
 
@@ -69,15 +70,19 @@ def _tampered(token: str) -> str:
     return payload + "." + ("A" if sig[0] != "A" else "B") + sig[1:]
 
 
-@pytest.mark.parametrize("make", [
-    lambda a, sid, turn, tid: None,  # no Authorization header
-    lambda a, sid, turn, tid: "Basic dXNlcjpwdw==",
-    lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, secret="forged-secret-0123456789abcdef0123"),
-    lambda a, sid, turn, tid: "Bearer " + _tampered(a.token(sid, turn, tid)),
-    lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, exp_in_s=-120),
-    lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, agent="worker"),
-    lambda a, sid, turn, tid: "Bearer " + "x" * 5000,
-], ids=["missing", "not-bearer", "forged", "tampered", "expired", "other-agent", "oversized"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a, sid, turn, tid: None,  # no Authorization header
+        lambda a, sid, turn, tid: "Basic dXNlcjpwdw==",
+        lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, secret="forged-secret-0123456789abcdef0123"),
+        lambda a, sid, turn, tid: "Bearer " + _tampered(a.token(sid, turn, tid)),
+        lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, exp_in_s=-120),
+        lambda a, sid, turn, tid: "Bearer " + a.token(sid, turn, tid, agent="worker"),
+        lambda a, sid, turn, tid: "Bearer " + "x" * 5000,
+    ],
+    ids=["missing", "not-bearer", "forged", "tampered", "expired", "other-agent", "oversized"],
+)
 def test_bad_tokens_get_the_same_401_and_change_nothing(orchestrator, make):
     sid, turn, [tid] = start_turn(orchestrator)
     before = orchestrator.table_items()
@@ -85,7 +90,9 @@ def test_bad_tokens_get_the_same_401_and_change_nothing(orchestrator, make):
     if header is None:
         status, headers, body = orchestrator.api("tool_response_no_auth")
     else:
-        status, headers, body = orchestrator.api("tool_response", body={"result": "x"}, headers={"Authorization": header})
+        status, headers, body = orchestrator.api(
+            "tool_response", body={"result": "x"}, headers={"Authorization": header}
+        )
     assert status == 401
     assert headers["www-authenticate"].startswith("Bearer")
     assert body["error"]["code"] == "unauthorized"
@@ -97,10 +104,13 @@ def test_token_signed_with_the_previous_secret_is_accepted(orchestrator):
     assert post(orchestrator, orchestrator.token(sid, turn, tid, secret=PREVIOUS_SECRET))[0] == 202
 
 
-@pytest.mark.parametrize("event,status,code", [
-    ("tool_response_malformed_json", 400, "malformed_json"),
-    ("tool_response_missing_result", 422, "invalid_request"),
-])
+@pytest.mark.parametrize(
+    "event,status,code",
+    [
+        ("tool_response_malformed_json", 400, "malformed_json"),
+        ("tool_response_missing_result", 422, "invalid_request"),
+    ],
+)
 def test_malformed_bodies(orchestrator, event, status, code):
     sid, turn, [tid] = start_turn(orchestrator)
     before = orchestrator.table_items()
@@ -131,7 +141,12 @@ def test_batch_items_are_independent(orchestrator):
     status, _, body = orchestrator.api("tool_responses_batch", body={"items": items})
     assert status == 200
     assert [(r["status"], r["http_status"]) for r in body["results"]] == [
-        ("accepted", 202), ("duplicate", 200), ("unauthorized", 401), ("invalid", 422), ("accepted", 202)]
+        ("accepted", 202),
+        ("duplicate", 200),
+        ("unauthorized", 401),
+        ("invalid", 422),
+        ("accepted", 202),
+    ]
     assert {i["text"]["S"] for i in result_items(orchestrator, sid)} == {"first", "third"}
 
 

@@ -37,15 +37,18 @@ def test_the_same_delegation_twice_starts_one_turn(orchestrator):
     assert len(orchestrator.bodies("turns")) == 1
 
 
-@pytest.mark.parametrize("event,status,code", [
-    ("chat_post_unknown_service", 400, "unknown_callback_service"),
-    ("chat_post_url_as_service", 400, "unknown_callback_service"),
-    ("chat_post_malformed_json", 400, "malformed_json"),
-    ("chat_post_unknown_field", 422, "invalid_request"),
-    ("chat_post_missing_content", 422, "invalid_request"),
-    ("chat_get_wrong_method", 405, "method_not_allowed"),
-    ("unknown_route", 404, "not_found"),
-])
+@pytest.mark.parametrize(
+    "event,status,code",
+    [
+        ("chat_post_unknown_service", 400, "unknown_callback_service"),
+        ("chat_post_url_as_service", 400, "unknown_callback_service"),
+        ("chat_post_malformed_json", 400, "malformed_json"),
+        ("chat_post_unknown_field", 422, "invalid_request"),
+        ("chat_post_missing_content", 422, "invalid_request"),
+        ("chat_get_wrong_method", 405, "method_not_allowed"),
+        ("unknown_route", 404, "not_found"),
+    ],
+)
 def test_bad_requests_get_a_clear_error_and_change_nothing(orchestrator, event, status, code):
     before = orchestrator.table_items()
     got, headers, body = orchestrator.api(event)
@@ -75,8 +78,13 @@ def test_a_busy_session_queues_a_second_message(orchestrator):
     sid = new_session_id()
     assert orchestrator.api("chat_post", body={"session_id": sid, "content": "one"})[0] == 202
     status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "two"})
-    assert status == 202 and body == {"session_id": sid, "turn": 2, "iteration": None, "status": "queued",
-                                      "position": 1}
+    assert status == 202 and body == {
+        "session_id": sid,
+        "turn": 2,
+        "iteration": None,
+        "status": "queued",
+        "position": 1,
+    }
     assert len(orchestrator.bodies("turns")) == 1  # no think for it yet: it waits for the turn before it
 
 

@@ -96,7 +96,9 @@ def test_a_cursor_of_another_caller_or_of_nothing_is_400_and_changes_nothing(orc
     before = orchestrator.table_items()
     status, _, body = _list(orchestrator, cursor=page["next_cursor"], token=other)
     assert status == 400 and body["error"]["code"] == "invalid_cursor"
-    forged = encode_cursor({"pk": {"S": "S#x"}, "sk": {"S": "META"}, "owner": {"S": "tester"}, "created_at": {"S": "1"}})
+    forged = encode_cursor(
+        {"pk": {"S": "S#x"}, "sk": {"S": "META"}, "owner": {"S": "tester"}, "created_at": {"S": "1"}}
+    )
     for cursor in ("not-a-cursor!", "e30", forged):
         status, _, body = _list(orchestrator, cursor=cursor)
         assert status == 400 and body["error"]["code"] == "invalid_cursor", (cursor, body)
@@ -113,9 +115,12 @@ def test_listing_needs_a_peer_token_and_a_sane_limit(orchestrator):
 
 def test_expired_sessions_are_not_listed(orchestrator):
     [old, new] = _start_sessions(orchestrator, 2)
-    orchestrator.dynamodb.update_item(TableName=orchestrator.table, Key={"pk": {"S": f"S#{old}"}, "sk": {"S": "META"}},
-                                      UpdateExpression="SET expires_at = :past",
-                                      ExpressionAttributeValues={":past": {"N": "1"}})
+    orchestrator.dynamodb.update_item(
+        TableName=orchestrator.table,
+        Key={"pk": {"S": f"S#{old}"}, "sk": {"S": "META"}},
+        UpdateExpression="SET expires_at = :past",
+        ExpressionAttributeValues={":past": {"N": "1"}},
+    )
     _, _, body = _list(orchestrator)
     assert [s["session_id"] for s in body["sessions"]] == [new]
 
@@ -124,8 +129,10 @@ def test_the_index_is_the_topology_one(orchestrator):
     table = orchestrator.dynamodb.describe_table(TableName=orchestrator.table)["Table"]
     index = next(i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == topology.SESSIONS_INDEX)
     assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
-    assert [k["AttributeName"] for k in index["KeySchema"]] == [topology.SESSION_OWNER_ATTRIBUTE,
-                                                                topology.SESSION_CREATED_AT_ATTRIBUTE]
+    assert [k["AttributeName"] for k in index["KeySchema"]] == [
+        topology.SESSION_OWNER_ATTRIBUTE,
+        topology.SESSION_CREATED_AT_ATTRIBUTE,
+    ]
 
 
 def test_health_needs_no_token_and_says_only_name_and_version(orchestrator):

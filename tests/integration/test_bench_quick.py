@@ -27,8 +27,12 @@ def finite_positive(value) -> bool:
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "flightdeck.cli", "bench", "--quick", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "flightdeck.cli", "bench", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
     data["_stdout"] = done.stdout
@@ -40,10 +44,21 @@ def test_prints_one_markdown_table_with_every_measure(result):
     assert table[0] == "| Measure | Result | Basis / breakdown |"
     assert len(table) == len(result["table"]) + 1  # header separator
     text = result["_stdout"]
-    for measure in ("AWS requests per turn", "Cost per 1M delegations", "Step Functions", "Callback throughput",
-                    "Timeout lateness", "Sweep: items read", "Cold start proxy", "Local round trip",
-                    "Step Functions leanest", "Lambda durable functions", "Conversation: AWS requests per think",
-                    "Conversation: DynamoDB read units", "Load: "):
+    for measure in (
+        "AWS requests per turn",
+        "Cost per 1M delegations",
+        "Step Functions",
+        "Callback throughput",
+        "Timeout lateness",
+        "Sweep: items read",
+        "Cold start proxy",
+        "Local round trip",
+        "Step Functions leanest",
+        "Lambda durable functions",
+        "Conversation: AWS requests per think",
+        "Conversation: DynamoDB read units",
+        "Load: ",
+    ):
         assert measure in text
 
 
@@ -56,12 +71,18 @@ def test_round_trips_are_counted_by_service_and_priced(result):
         assert {"dynamodb", "sqs"} <= set(per["aws_requests_by_service"])
         assert all(finite_positive(v) for v in per["aws_requests_by_operation"].values())
         assert finite_positive(per["lambda_invocations_total"]) and finite_positive(per["api_gateway_requests_total"])
-        assert finite_positive(per["dynamodb_request_units"]["wru"]) and finite_positive(per["dynamodb_request_units"]["rru"])
+        assert finite_positive(per["dynamodb_request_units"]["wru"]) and finite_positive(
+            per["dynamodb_request_units"]["rru"]
+        )
         assert finite_positive(per["log_bytes"]) and finite_positive(per["lambda_gb_seconds_local_proxy"])
         assert "empty_receive" in per["excluded_from_cost"]  # polling overhead, counted apart
         # The local gateway's API Gateway lookups are control plane: never per delegation.
         assert "apigateway" not in per["aws_requests_by_service"]
-        assert not [op for op in per["aws_requests_by_operation"] if op.split(".")[1].startswith(("GetApiKeys", "GetUsagePlans"))]
+        assert not [
+            op
+            for op in per["aws_requests_by_operation"]
+            if op.split(".")[1].startswith(("GetApiKeys", "GetUsagePlans"))
+        ]
         costs = rt["cost_per_million_delegations_usd"]
         assert all(math.isfinite(v) and v >= 0 for v in costs.values()) and finite_positive(costs["total"])
         sfn = rt["step_functions_variant"]
@@ -107,8 +128,13 @@ def test_timeouts_sweep_and_cold_start_have_their_figures(result):
 
 def test_local_latency_is_broken_down_by_hop(result):
     lat = result["latency_one_delegation_ms"]
-    for hop in ("ingest_and_think", "dispatch_to_peer", "peer_turn_and_delivery", "resume_and_answer",
-                "client_round_trip"):
+    for hop in (
+        "ingest_and_think",
+        "dispatch_to_peer",
+        "peer_turn_and_delivery",
+        "resume_and_answer",
+        "client_round_trip",
+    ):
         assert lat[hop]["n"] >= 1 and math.isfinite(lat[hop]["p50"]) and math.isfinite(lat[hop]["p95"])
     # The split of the worker's part depends on the order it logs answer_ready and delivers: each turn either
     # gives a non-negative span or is counted out of order, never a negative hop.
@@ -122,15 +148,23 @@ def test_local_latency_is_broken_down_by_hop(result):
 def test_conversation_counts_one_think_per_message_at_1_10_and_50(result):
     conv = result["conversation"]
     assert conv["measured_at"] == [1, 10, 50]
-    for figure in ("requests_per_think", "read_units_per_think", "write_units_per_think", "requests_per_message",
-                   "history_bytes", "thinks"):
+    for figure in (
+        "requests_per_think",
+        "read_units_per_think",
+        "write_units_per_think",
+        "requests_per_message",
+        "history_bytes",
+        "thinks",
+    ):
         assert list(conv[figure]) == ["1", "10", "50"]
         assert all(finite_positive(v) for v in conv[figure].values())
     assert set(conv["thinks"].values()) == {1}  # no message delegates: one think each
     # a whole message costs more than its think; the model is given more at every message
     assert all(conv["requests_per_message"][k] > conv["requests_per_think"][k] for k in conv["thinks"])
     assert conv["history_bytes"]["1"] < conv["history_bytes"]["10"] < conv["history_bytes"]["50"]
-    assert math.isfinite(conv["requests_growth_last_to_first"]) and math.isfinite(conv["read_units_growth_last_to_first"])
+    assert math.isfinite(conv["requests_growth_last_to_first"]) and math.isfinite(
+        conv["read_units_growth_last_to_first"]
+    )
 
 
 def test_load_sessions_and_their_delegations_add_up(result):

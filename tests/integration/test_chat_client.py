@@ -24,9 +24,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -105,8 +106,9 @@ class Proxy:
                     proxy.requests.append((self.command, self.path))
                     proxy.asked.notify_all()
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                with requests.request(self.command, proxy.target + self.path, data=body, headers=headers,
-                                      stream=True, timeout=60) as answer:
+                with requests.request(
+                    self.command, proxy.target + self.path, data=body, headers=headers, stream=True, timeout=60
+                ) as answer:
                     self.send_response(answer.status_code)
                     for name, value in answer.headers.items():
                         if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
@@ -124,7 +126,7 @@ class Proxy:
                         cut, seen = proxy.cut_at, seen + chunk
                         if cut is not None and cut in seen:
                             proxy.cut_at = None
-                            chunk = chunk[:max(0, len(chunk) - (len(seen) - seen.index(cut) - len(cut)))]
+                            chunk = chunk[: max(0, len(chunk) - (len(seen) - seen.index(cut) - len(cut)))]
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunk else b"")
                             self.wfile.flush()
                             self.close_connection = True  # no last chunk: the stream broke
@@ -203,8 +205,9 @@ def orchestrator(proxy, monkeypatch) -> str:
 
 
 def session(url: str, session_id: str) -> dict[str, Any]:
-    response = requests.get(f"{url}/api/sessions/{session_id}", headers={"Authorization": f"Bearer {USER_TOKEN}"},
-                            timeout=10)
+    response = requests.get(
+        f"{url}/api/sessions/{session_id}", headers={"Authorization": f"Bearer {USER_TOKEN}"}, timeout=10
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -223,10 +226,15 @@ def timeline(err: str) -> list[str]:
 
 DELEGATION = "@worker count these words @worker and these"
 DELEGATION_STEPS = [
-    "sent: turn 1, think iteration 1", "think 1", "delegating to worker: count these words",
-    "delegating to worker: and these"]
-ANSWERED = ['worker answered: [worker] Task: "and these" — answer: 2 words; reversed: "these and"',
-            'worker answered: [worker] Task: "count these words" — answer: 3 words; reversed: "words these count"']
+    "sent: turn 1, think iteration 1",
+    "think 1",
+    "delegating to worker: count these words",
+    "delegating to worker: and these",
+]
+ANSWERED = [
+    'worker answered: [worker] Task: "and these" — answer: 2 words; reversed: "these and"',
+    'worker answered: [worker] Task: "count these words" — answer: 3 words; reversed: "words these count"',
+]
 
 
 def test_one_message_follows_the_delegation_on_the_events_stream(orchestrator, proxy, capsys):
@@ -262,7 +270,7 @@ def test_the_answer_is_printed_as_it_is_written(orchestrator, monkeypatch):
         elif stream == "out" and said_in is None and text.strip() and answer.startswith("".join(pieces) + text):
             pieces.append(text)
     assert said_in is not None and len(pieces) >= 3, screen.log
-    assert "".join(pieces) == answer[:len("".join(pieces))] and answer.startswith(pieces[0])
+    assert "".join(pieces) == answer[: len("".join(pieces))] and answer.startswith(pieces[0])
 
 
 def test_a_broken_event_stream_is_opened_again_and_nothing_is_drawn_twice(orchestrator, proxy, capsys):
@@ -285,25 +293,31 @@ def test_the_repl_sends_follow_ups_into_the_same_session(orchestrator, stack, pr
     assert chat(orchestrator) == 0  # stdin ends: Ctrl-D
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("session ")] == [
-        f"session {session_id_in(err)}"]  # one session for both messages
+        f"session {session_id_in(err)}"
+    ]  # one session for both messages
     # Each message followed on its own events stream (the first stream's replay is not drawn again).
     sid = session_id_in(err)
     assert proxy.paths() == ["/api/sessions?limit=1"] + [f"/api/sessions/{sid}/events"] * 2 + [
-        "/.well-known/agent-card.json"]
+        "/.well-known/agent-card.json"
+    ]
     assert timeline(err).count("think 1") == 1 and timeline(err).count("think 3") == 1
     view = session(orchestrator, session_id_in(err))
     assert view["turn"] == 2 and view["status"] == "idle"
     first_answer, second_answer = texts(view["messages"][3]), texts(view["messages"][-1])
     assert second_answer == '[orchestrator] Task: "a follow-up" — answer: 2 words; reversed: "follow-up a"'
     assert "sent: turn 2, think iteration 3" in err and "think 3: answer" in err
-    card = json.loads(out[out.index("{"):])
-    assert out[:out.index("{")] == f"{first_answer}\n{second_answer}\n"
+    card = json.loads(out[out.index("{") :])
+    assert out[: out.index("{")] == f"{first_answer}\n{second_answer}\n"
     assert card["name"] == "orchestrator" and card["url"] == f"{stack.urls['orchestrator']}/a2a"
 
 
 def test_a_follow_up_to_a_busy_session_waits_until_it_is_idle(orchestrator, capsys):
-    first = requests.post(f"{orchestrator}/api/chat", json={"content": "@worker take a moment"},
-                          headers={"Authorization": f"Bearer {USER_TOKEN}"}, timeout=10)
+    first = requests.post(
+        f"{orchestrator}/api/chat",
+        json={"content": "@worker take a moment"},
+        headers={"Authorization": f"Bearer {USER_TOKEN}"},
+        timeout=10,
+    )
     assert first.status_code == 202, first.text
     sid = first.json()["session_id"]
     assert chat(orchestrator, "--token", USER_TOKEN, "--session", sid, "and now this") == 0
@@ -320,8 +334,12 @@ def test_a_message_the_busy_session_queues_is_answered_after_the_turn_before_it(
     from flightdeck.chat_client.sessions import SessionChat
     from flightdeck.chat_client.transport import Console, Polling
 
-    first = requests.post(f"{orchestrator}/api/chat", json={"content": "@worker busy for a while"},
-                          headers={"Authorization": f"Bearer {USER_TOKEN}"}, timeout=10)
+    first = requests.post(
+        f"{orchestrator}/api/chat",
+        json={"content": "@worker busy for a while"},
+        headers={"Authorization": f"Bearer {USER_TOKEN}"},
+        timeout=10,
+    )
     sid = first.json()["session_id"]
     out, err = io.StringIO(), io.StringIO()
     with requests.Session() as http:
@@ -331,7 +349,9 @@ def test_a_message_the_busy_session_queues_is_answered_after_the_turn_before_it(
     assert "queued (position 1): it is its own turn once the turns before it end" in err.getvalue()
     view = session(orchestrator, sid)
     assert [texts(m) for m in view["messages"] if m["role"] == "user" and texts(m)] == [
-        "@worker busy for a while", "second"]
+        "@worker busy for a while",
+        "second",
+    ]
     assert out.getvalue().endswith(texts(view["messages"][-1]) + "\n")
 
 
@@ -357,8 +377,10 @@ def test_ctrl_c_stops_watching_and_the_next_message_waits_for_the_session(orches
     err = stderr.getvalue()
     sid = session_id_in(err)
     assert "(Ctrl-D exits)" in err  # Ctrl-C at the prompt
-    assert (f"stopped watching session {sid}; it keeps working (a chat session is not canceled from here). "
-            f"Follow it with: flightdeck chat {orchestrator} --session {sid}") in err
+    assert (
+        f"stopped watching session {sid}; it keeps working (a chat session is not canceled from here). "
+        f"Follow it with: flightdeck chat {orchestrator} --session {sid}"
+    ) in err
     # The next message waits for the first turn to end (drawn meanwhile), then goes into the same session.
     waited = err.index("the session is busy: waiting until it is idle before sending")
     assert waited < err.index("worker answered:") < err.index("sent: turn 2")
@@ -376,8 +398,14 @@ def sse(kind: str, event_id: str | None = None, **data: Any) -> bytes:
 
 
 def delta(iteration: int, offset: int, text: str) -> bytes:
-    return sse("text_delta", f"text.{iteration}.1.{offset + len(text)}", iteration=iteration, attempt=1,
-               offset=offset, text=text)
+    return sse(
+        "text_delta",
+        f"text.{iteration}.1.{offset + len(text)}",
+        iteration=iteration,
+        attempt=1,
+        offset=offset,
+        text=text,
+    )
 
 
 class ScriptedAgent:
@@ -386,11 +414,11 @@ class ScriptedAgent:
     turn, then 404 (a status: that answer; else the stream's pieces, each written as it comes, CUT breaking
     the connection off)."""
 
-    def __init__(self, views: list[dict[str, Any]], streams: list[int | list[bytes]] = (),
-                 accepted: dict[str, Any] | None = None):
+    def __init__(
+        self, views: list[dict[str, Any]], streams: list[int | list[bytes]] = (), accepted: dict[str, Any] | None = None
+    ):
         self.views, self.streams, self.posts, self.gets = list(views), list(streams), [], []
-        self.accepted = accepted or {"session_id": "s-1", "turn": 2, "iteration": 1, "status": "queued",
-                                     "position": 1}
+        self.accepted = accepted or {"session_id": "s-1", "turn": 2, "iteration": 1, "status": "queued", "position": 1}
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -443,22 +471,38 @@ class ScriptedAgent:
 
 
 def _view(status: str, *messages: tuple[str, str]) -> dict[str, Any]:
-    return {"session_id": "s-1", "status": status, "turn": 1, "iteration": 1, "created_at": 1, "updated_at": 1,
-            "messages": [{"role": role, "content": [{"text": text}]} for role, text in messages]}
+    return {
+        "session_id": "s-1",
+        "status": status,
+        "turn": 1,
+        "iteration": 1,
+        "created_at": 1,
+        "updated_at": 1,
+        "messages": [{"role": role, "content": [{"text": text}]} for role, text in messages],
+    }
 
 
 @pytest.mark.parametrize("events", [404, 405, 501], ids=["no-route", "no-method", "not-implemented"])
 def test_a_queued_message_is_waited_for_until_the_session_has_taken_it(capsys, events):
     answered = [("user", "first"), ("assistant", "first answer")]
-    agent = ScriptedAgent([
-        _view("idle", *answered),  # joining (--session): idle, so the client sends...
-        # ...but a message from elsewhere got in first: this one is queued behind it.
-        _view("busy", *answered, ("user", "from elsewhere")),
-        _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer")),  # between turns
-        _view("busy", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine")),
-        _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine"),
-              ("assistant", "my answer")),
-    ], streams=[events])  # an agent without the events route: polled
+    agent = ScriptedAgent(
+        [
+            _view("idle", *answered),  # joining (--session): idle, so the client sends...
+            # ...but a message from elsewhere got in first: this one is queued behind it.
+            _view("busy", *answered, ("user", "from elsewhere")),
+            _view("idle", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer")),  # between turns
+            _view("busy", *answered, ("user", "from elsewhere"), ("assistant", "elsewhere answer"), ("user", "mine")),
+            _view(
+                "idle",
+                *answered,
+                ("user", "from elsewhere"),
+                ("assistant", "elsewhere answer"),
+                ("user", "mine"),
+                ("assistant", "my answer"),
+            ),
+        ],
+        streams=[events],
+    )  # an agent without the events route: polled
     try:
         assert chat(agent.url, "--session", "s-1", "mine") == 0
     finally:
@@ -480,15 +524,26 @@ def _screen(monkeypatch) -> Screen:
 
 
 def test_a_queued_message_followed_on_the_events_stream(monkeypatch):
-    agent = ScriptedAgent([_view("idle", ("user", "first"), ("assistant", "first answer"))], streams=[[
-        # The replay: what the client has drawn already (joining), then the message queued before this one.
-        sse("message", "input.1", text="first"), sse("thinking", "think.1", think=1),
-        sse("answer", "answer.1", think=1, text="first answer"),
-        sse("message", "input.2", text="from elsewhere"), sse("thinking", "think.2", think=2),
-        delta(2, 0, "elsewhere"), sse("answer", "answer.2", think=2, text="elsewhere answer"),
-        sse("message", "input.3", text="mine"), sse("thinking", "think.3", think=3),
-        delta(3, 0, "my "), delta(3, 3, "ans"), sse("answer", "answer.3", think=3, text="my answer"),
-    ]])
+    agent = ScriptedAgent(
+        [_view("idle", ("user", "first"), ("assistant", "first answer"))],
+        streams=[
+            [
+                # The replay: what the client has drawn already (joining), then the message queued before this one.
+                sse("message", "input.1", text="first"),
+                sse("thinking", "think.1", think=1),
+                sse("answer", "answer.1", think=1, text="first answer"),
+                sse("message", "input.2", text="from elsewhere"),
+                sse("thinking", "think.2", think=2),
+                delta(2, 0, "elsewhere"),
+                sse("answer", "answer.2", think=2, text="elsewhere answer"),
+                sse("message", "input.3", text="mine"),
+                sse("thinking", "think.3", think=3),
+                delta(3, 0, "my "),
+                delta(3, 3, "ans"),
+                sse("answer", "answer.3", think=3, text="my answer"),
+            ]
+        ],
+    )
     screen = _screen(monkeypatch)
     try:
         assert chat(agent.url, "--session", "s-1", "mine") == 0
@@ -496,23 +551,38 @@ def test_a_queued_message_followed_on_the_events_stream(monkeypatch):
         agent.close()
     err = screen.err.getvalue()
     assert [text for stream, text in screen.log if stream == "out"] == ["my ", "ans", "wer", "\n"]
-    assert timeline(err) == ["queued (position 1): it is its own turn once the turns before it end", "message: from elsewhere",
-                             "think 2", "think 2: answer", "answer to an earlier message: elsewhere answer",
-                             "think 3", "think 3: answer"]
+    assert timeline(err) == [
+        "queued (position 1): it is its own turn once the turns before it end",
+        "message: from elsewhere",
+        "think 2",
+        "think 2: answer",
+        "answer to an earlier message: elsewhere answer",
+        "think 3",
+        "think 3: answer",
+    ]
     assert agent.gets == ["/api/sessions/s-1", "/api/sessions/s-1/events"]  # joined, then followed: no polls
 
 
 def test_the_stored_answer_wins_over_text_that_was_not_its_beginning_and_garbage_is_skipped(monkeypatch):
-    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
-                          streams=[[
-                              sse("message", "input.1", text="hi"), sse("thinking", "think.1", think=1),
-                              b": keep-alive\n\n", b"data: {not json\n\n", b"data: [1, 2]\n\n",
-                              sse("input_required", "ask.1", question="which one?"),  # a kind from a newer server
-                              delta(1, 0, "Hel"), delta(1, 3, "lo"),
-                              delta(1, 9, "gap"),  # a piece missed in between: not printed
-                              delta(1, 0, "Goodbye"),  # the think starts over
-                              sse("answer", "answer.1", think=1, text="Good day"),
-                          ]])
+    agent = ScriptedAgent(
+        [],
+        accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+        streams=[
+            [
+                sse("message", "input.1", text="hi"),
+                sse("thinking", "think.1", think=1),
+                b": keep-alive\n\n",
+                b"data: {not json\n\n",
+                b"data: [1, 2]\n\n",
+                sse("input_required", "ask.1", question="which one?"),  # a kind from a newer server
+                delta(1, 0, "Hel"),
+                delta(1, 3, "lo"),
+                delta(1, 9, "gap"),  # a piece missed in between: not printed
+                delta(1, 0, "Goodbye"),  # the think starts over
+                sse("answer", "answer.1", think=1, text="Good day"),
+            ]
+        ],
+    )
     screen = _screen(monkeypatch)
     try:
         assert chat(agent.url, "hi") == 0
@@ -521,15 +591,22 @@ def test_the_stored_answer_wins_over_text_that_was_not_its_beginning_and_garbage
     err = screen.err.getvalue()
     assert screen.out.getvalue() == "Hello\nGoodbye\nGood day\n"
     assert timeline(err) == [
-        "sent: turn 1, think iteration 1", "think 1", "skipped an event this client cannot read: {not json",
-        "skipped an event this client cannot read: [1, 2]", "input_required: which one?",
-        "think 1: answer (the text shown as it was written is not the answer stored; the answer follows whole)"]
+        "sent: turn 1, think iteration 1",
+        "think 1",
+        "skipped an event this client cannot read: {not json",
+        "skipped an event this client cannot read: [1, 2]",
+        "input_required: which one?",
+        "think 1: answer (the text shown as it was written is not the answer stored; the answer follows whole)",
+    ]
     assert agent.gets == ["/api/sessions/s-1/events"]
 
 
 def test_a_session_idle_with_no_answer_to_the_message_is_a_failure(capsys):
-    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
-                          streams=[[sse("message", "input.1", text="hi"), sse("idle", "idle.1", turn=1, iteration=0)]])
+    agent = ScriptedAgent(
+        [],
+        accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+        streams=[[sse("message", "input.1", text="hi"), sse("idle", "idle.1", turn=1, iteration=0)]],
+    )
     try:
         assert chat(agent.url, "hi") == 1
     finally:
@@ -541,20 +618,37 @@ def test_a_session_idle_with_no_answer_to_the_message_is_a_failure(capsys):
 
 def test_streams_that_break_time_out_or_fail_are_opened_again_and_nothing_is_printed_twice(monkeypatch):
     def replay(*more: bytes) -> list[bytes]:
-        return [sse("message", "input.1", text="go"), sse("thinking", "think.1", think=1),
-                sse("delegating", "tool.t1", agent="worker", task="x"), *more]
+        return [
+            sse("message", "input.1", text="go"),
+            sse("thinking", "think.1", think=1),
+            sse("delegating", "tool.t1", agent="worker", task="x"),
+            *more,
+        ]
 
     answered = sse("callback_accepted", "result.t1", agent="worker", status="success", text="done")
-    agent = ScriptedAgent([], accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"}, streams=[
-        [*replay()[:2], sse("delegating", "tool.t1", agent="worker", task="x")[:20], CUT],  # breaks mid-event
-        replay(answered, b": stream closed after 840 s without a final event; reconnect to follow on\n\n"),
-        replay(answered, sse("thinking", "think.2", think=2), delta(2, 0, "The answer"),
-               sse("error", None, code="stream_failed", message="the stream could not go on; reconnect")),
-        # A new stream sends the text so far from offset 0: only what is new is printed.
-        replay(answered, sse("thinking", "think.2", think=2), delta(2, 0, "The answer so far"),
-               delta(2, 17, " and more."), sse("answer", "answer.2", think=2, text="The answer so far and more."),
-               sse("idle", "idle.1", turn=1, iteration=2)),
-    ])
+    agent = ScriptedAgent(
+        [],
+        accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+        streams=[
+            [*replay()[:2], sse("delegating", "tool.t1", agent="worker", task="x")[:20], CUT],  # breaks mid-event
+            replay(answered, b": stream closed after 840 s without a final event; reconnect to follow on\n\n"),
+            replay(
+                answered,
+                sse("thinking", "think.2", think=2),
+                delta(2, 0, "The answer"),
+                sse("error", None, code="stream_failed", message="the stream could not go on; reconnect"),
+            ),
+            # A new stream sends the text so far from offset 0: only what is new is printed.
+            replay(
+                answered,
+                sse("thinking", "think.2", think=2),
+                delta(2, 0, "The answer so far"),
+                delta(2, 17, " and more."),
+                sse("answer", "answer.2", think=2, text="The answer so far and more."),
+                sse("idle", "idle.1", turn=1, iteration=2),
+            ),
+        ],
+    )
     screen = _screen(monkeypatch)
     try:
         assert chat(agent.url, "go") == 0
@@ -564,8 +658,14 @@ def test_streams_that_break_time_out_or_fail_are_opened_again_and_nothing_is_pri
     assert screen.out.getvalue() == "The answer so far and more.\n"
     assert [text for stream, text in screen.log if stream == "out"] == ["The answer", " so far", " and more.", "\n"]
     steps = [line for line in timeline(err) if not line.startswith("the event stream")]
-    assert steps == ["sent: turn 1, think iteration 1", "think 1", "delegating to worker: x", "worker answered: done",
-                     "think 2", "think 2: answer"]
+    assert steps == [
+        "sent: turn 1, think iteration 1",
+        "think 1",
+        "delegating to worker: x",
+        "worker answered: done",
+        "think 2",
+        "think 2: answer",
+    ]
     assert "the event stream broke" in err and "the event stream reached the server's time limit" in err
     assert "the event stream failed at the server (the stream could not go on; reconnect)" in err
     assert agent.gets == ["/api/sessions/s-1/events"] * 4
@@ -573,9 +673,11 @@ def test_streams_that_break_time_out_or_fail_are_opened_again_and_nothing_is_pri
 
 def test_streams_that_bring_nothing_new_give_way_to_polling(capsys):
     stuck = [sse("message", "input.1", text="go"), sse("thinking", "think.1", think=1), CUT]
-    agent = ScriptedAgent([_view("idle", ("user", "go"), ("assistant", "the answer"))],
-                          accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
-                          streams=[stuck] * 4)
+    agent = ScriptedAgent(
+        [_view("idle", ("user", "go"), ("assistant", "the answer"))],
+        accepted={"session_id": "s-1", "turn": 1, "iteration": 1, "status": "accepted"},
+        streams=[stuck] * 4,
+    )
     try:
         assert chat(agent.url, "go") == 0
     finally:
@@ -584,7 +686,11 @@ def test_streams_that_bring_nothing_new_give_way_to_polling(capsys):
     assert out == "the answer\n"
     assert "3 event streams in a row brought nothing new: polling instead" in err
     assert [line for line in timeline(err) if not line.startswith(("the event stream", "3 event"))] == [
-        "sent: turn 1, think iteration 1", "think 1", "think 1: answer", "idle: 1 message(s), 1 think iteration(s)"]
+        "sent: turn 1, think iteration 1",
+        "think 1",
+        "think 1: answer",
+        "idle: 1 message(s), 1 think iteration(s)",
+    ]
     assert agent.gets == ["/api/sessions/s-1/events"] * 4 + ["/api/sessions/s-1"]
 
 
@@ -604,8 +710,7 @@ def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
             # polls: that answer cannot hold the answer already.
             seen.wait_for("/events")
             with seen.asked:
-                seen.asked.wait_for(lambda: any(re.fullmatch(r"/api/sessions/[^/?]+", p) for _, p in seen.requests),
-                                    30)
+                seen.asked.wait_for(lambda: any(re.fullmatch(r"/api/sessions/[^/?]+", p) for _, p in seen.requests), 30)
             while not stop.is_set():
                 agent.run_queue("turns")
                 time.sleep(0.05)
@@ -621,10 +726,17 @@ def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
             seen.close()
     out, err = capsys.readouterr()
     out = "".join(line for line in out.splitlines(True) if not line.startswith('{"level"'))  # the agent's logs
-    assert out.splitlines() == ['[orchestrator] Task: "hello there" — answer: 2 words; reversed: "there hello"',
-                                '[orchestrator] Task: "and again" — answer: 2 words; reversed: "again and"']
-    assert err.count("the agent does not stream the session's events (the events route answered the timeline so "
-                     "far and ended (STREAMING=off?)): polling") == 1
+    assert out.splitlines() == [
+        '[orchestrator] Task: "hello there" — answer: 2 words; reversed: "there hello"',
+        '[orchestrator] Task: "and again" — answer: 2 words; reversed: "again and"',
+    ]
+    assert (
+        err.count(
+            "the agent does not stream the session's events (the events route answered the timeline so "
+            "far and ended (STREAMING=off?)): polling"
+        )
+        == 1
+    )
     sid = session_id_in(err)
     gets = seen.paths()
     assert gets[:2] == ["/api/sessions?limit=1", f"/api/sessions/{sid}/events"]
@@ -633,11 +745,14 @@ def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
     assert lines.count("think 1: answer") == 1 and lines.count("think 2: answer") == 1
 
 
-@pytest.mark.parametrize(("token", "says"), [
-    (None, "needs a bearer token (a peer bearer token is required"),
-    ("not-a-peer-token", "refused the token as malformed or invalid"),
-    ("fdp_user_not-the-right-secret-0123456789abcdef", "does not accept this token (this token is not accepted"),
-])
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [
+        (None, "needs a bearer token (a peer bearer token is required"),
+        ("not-a-peer-token", "refused the token as malformed or invalid"),
+        ("fdp_user_not-the-right-secret-0123456789abcdef", "does not accept this token (this token is not accepted"),
+    ],
+)
 def test_a_refused_token_says_what_to_fix(orchestrator, capsys, token, says):
     assert chat(orchestrator, *(["--token", token] if token else []), "hello") == 1
     out, err = capsys.readouterr()
@@ -699,16 +814,22 @@ class Conversations(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
         if "?ask" in text:
-            await updater.requires_input(updater.new_agent_message([sdk.Part(root=sdk.TextPart(text="which one?"))]),
-                                         final=True)
+            await updater.requires_input(
+                updater.new_agent_message([sdk.Part(root=sdk.TextPart(text="which one?"))]), final=True
+            )
             return
         await asyncio.sleep(self.slow_s if "slow" in text else 0.05)
         answer = f"echo: {text} (message {len(said)} of the context)"
         size = -(-len(answer) // self.chunks)
-        pieces = [answer[i:i + size] for i in range(0, len(answer), size)]
+        pieces = [answer[i : i + size] for i in range(0, len(answer), size)]
         for i, piece in enumerate(pieces):
-            await updater.add_artifact([sdk.Part(root=sdk.TextPart(text=piece))], artifact_id="answer", name="answer",
-                                       append=i > 0, last_chunk=i == len(pieces) - 1)
+            await updater.add_artifact(
+                [sdk.Part(root=sdk.TextPart(text=piece))],
+                artifact_id="answer",
+                name="answer",
+                append=i > 0,
+                last_chunk=i == len(pieces) - 1,
+            )
             await asyncio.sleep(0.02)
         await updater.complete()
 
@@ -763,16 +884,23 @@ def sdk_agent(executor: Conversations, streams: bool, advertise_streaming: bool 
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     card = sdk.AgentCard(
-        name="conversations", description="a2a-sdk agent that remembers its contexts", url=url + "/",
-        version="1.0.0", protocol_version="0.3.0", preferred_transport="JSONRPC",
-        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        name="conversations",
+        description="a2a-sdk agent that remembers its contexts",
+        url=url + "/",
+        version="1.0.0",
+        protocol_version="0.3.0",
+        preferred_transport="JSONRPC",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
         capabilities=sdk.AgentCapabilities(streaming=streams, push_notifications=False),
         skills=[sdk.AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
     )
     modifier = None
     if advertise_streaming is not None:
+
         def modifier(served: sdk.AgentCard) -> sdk.AgentCard:
             return served.model_copy(update={"capabilities": sdk.AgentCapabilities(streaming=advertise_streaming)})
+
     handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore())
     app = MethodLog(A2AStarletteApplication(agent_card=card, http_handler=handler, card_modifier=modifier).build())
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
@@ -795,9 +923,12 @@ def test_a2a_conversation_continues_by_context_and_answers_input_required_by_tas
         feed(monkeypatch, "hello", "pick one ?ask", "the blue one", "/card")
         assert chat("--a2a", url) == 0
     out, err = capsys.readouterr()
-    answers, card = out[:out.index("{")], json.loads(out[out.index("{"):])
-    assert answers.splitlines() == ["echo: hello (message 1 of the context)", "which one?",
-                                    "echo: the blue one (message 3 of the context)"]
+    answers, card = out[: out.index("{")], json.loads(out[out.index("{") :])
+    assert answers.splitlines() == [
+        "echo: hello (message 1 of the context)",
+        "which one?",
+        "echo: the blue one (message 3 of the context)",
+    ]
     assert card["name"] == "conversations"
     first, ask, reply = log.sent()
     [context] = agent.contexts
@@ -805,7 +936,9 @@ def test_a2a_conversation_continues_by_context_and_answers_input_required_by_tas
     # The task waiting for input is continued; the others are new tasks of the context.
     assert "taskId" not in first and "taskId" not in ask and reply["taskId"] == agent.messages[1]["task"]
     assert agent.messages[2]["task"] == agent.messages[1]["task"] != agent.messages[0]["task"]
-    assert "input-required: which one?" in err and f"your next message continues task {agent.messages[1]['task']}" in err
+    assert (
+        "input-required: which one?" in err and f"your next message continues task {agent.messages[1]['task']}" in err
+    )
     assert "conversations (A2A 0.3.0)" in err and "message/send, then tasks/get" in err
     assert set(log.methods) == {"message/send", "tasks/get"}
 
@@ -816,8 +949,10 @@ def test_a2a_streams_the_answer_when_the_card_says_so(capsys, monkeypatch):
         feed(monkeypatch, "stream this", "and this")
         assert chat("--a2a", f"{url}/.well-known/agent-card.json") == 0
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["echo: stream this (message 1 of the context)",
-                                "echo: and this (message 2 of the context)"]
+    assert out.splitlines() == [
+        "echo: stream this (message 1 of the context)",
+        "echo: and this (message 2 of the context)",
+    ]
     assert log.methods == ["message/stream", "message/stream"]  # no polling
     assert "streams its answers (message/stream)" in err
     assert err.count("working") == 2 and err.count("completed") == 2
@@ -864,7 +999,9 @@ def test_ctrl_c_against_an_agent_that_cannot_cancel_says_the_task_still_runs(cap
         monkeypatch.setattr(sys, "stderr", stderr)
         assert chat("--a2a", url, "slow and unstoppable") == 130
         task = agent.messages[0]["task"]
-        assert ("the agent cannot cancel this task (-32004: this agent cannot cancel a task): the remote task "
-                f"{task} is still running (working)") in stderr.getvalue()
+        assert (
+            "the agent cannot cancel this task (-32004: this agent cannot cancel a task): the remote task "
+            f"{task} is still running (working)"
+        ) in stderr.getvalue()
         assert log.methods[-2:] == ["tasks/cancel", "tasks/get"]
     assert capsys.readouterr().out == ""

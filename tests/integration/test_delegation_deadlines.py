@@ -38,12 +38,21 @@ def peer():
 
 @pytest.fixture
 def agent(aws, monkeypatch, peer):
-    config = {"name": "orchestrator", "model": {"provider": "local"}, "delegates": [
-        {"agent": "quick", "service": "worker", "callback_service": "orchestrator", "timeout_ms": QUICK_MS},
-        {"agent": "slow", "service": "worker", "callback_service": "orchestrator"},
-        {"agent": "also", "service": "worker", "callback_service": "orchestrator"}]}
-    return make_agent(monkeypatch, delegates=[], allow=f"worker:{peer.url},orchestrator:{peer.url}",
-                      extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": str(DEFAULT_MS)})
+    config = {
+        "name": "orchestrator",
+        "model": {"provider": "local"},
+        "delegates": [
+            {"agent": "quick", "service": "worker", "callback_service": "orchestrator", "timeout_ms": QUICK_MS},
+            {"agent": "slow", "service": "worker", "callback_service": "orchestrator"},
+            {"agent": "also", "service": "worker", "callback_service": "orchestrator"},
+        ],
+    }
+    return make_agent(
+        monkeypatch,
+        delegates=[],
+        allow=f"worker:{peer.url},orchestrator:{peer.url}",
+        extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": str(DEFAULT_MS)},
+    )
 
 
 @pytest.fixture
@@ -58,8 +67,9 @@ def world(agent, monkeypatch):
     monkeypatch.setattr(d.store, "_clock", clock)
     timers: list[tuple[dict, int]] = []
     send = d.queues.send_timer
-    monkeypatch.setattr(d.queues, "send_timer", lambda body, delay_s: (timers.append((body, delay_s)),
-                                                                        send(body, delay_s)))
+    monkeypatch.setattr(
+        d.queues, "send_timer", lambda body, delay_s: (timers.append((body, delay_s)), send(body, delay_s))
+    )
     return d, clock, timers
 
 
@@ -88,8 +98,10 @@ def test_two_delegates_with_their_own_timeouts_are_each_synthesized_at_their_own
     turn = agent.item(f"S#{sid}", "TURN#000001")
     # The turn waits no longer than its longest delegation; the index lists it at its earliest deadline.
     assert int(turn["deadline_ms"]) == t0 + DEFAULT_MS and int(turn["due_at"]) == t0 + QUICK_MS
-    assert {k: int(v) for k, v in turn["deadlines"].items()} == {ids["ask_quick"]: t0 + QUICK_MS,
-                                                                  ids["ask_slow"]: t0 + DEFAULT_MS}
+    assert {k: int(v) for k, v in turn["deadlines"].items()} == {
+        ids["ask_quick"]: t0 + QUICK_MS,
+        ids["ask_slow"]: t0 + DEFAULT_MS,
+    }
     # Each dispatch carries its own deadline (its callback token expires from it).
     [first_timer] = timers
     assert first_timer == ({"session_id": sid, "turn": 1, "deadline_ms": t0 + QUICK_MS}, QUICK_MS // 1000)
@@ -103,8 +115,9 @@ def test_two_delegates_with_their_own_timeouts_are_each_synthesized_at_their_own
     assert (turn["status"], int(turn["received"]), int(turn["due_at"])) == ("waiting", 1, t0 + DEFAULT_MS)
     assert agent.receive("turns") == []  # no think yet: the slow one is still awaited
     # Re-armed once, for the next deadline still open.
-    assert timers[1:] == [({"session_id": sid, "turn": 1, "deadline_ms": t0 + DEFAULT_MS},
-                           (DEFAULT_MS - QUICK_MS) // 1000)]
+    assert timers[1:] == [
+        ({"session_id": sid, "turn": 1, "deadline_ms": t0 + DEFAULT_MS}, (DEFAULT_MS - QUICK_MS) // 1000)
+    ]
     # The quick delegate was told to stop: its session on the peer, with our token for it.
     [cancel] = [r for r in peer.requests if r["path"].endswith("/cancel")]
     assert cancel["path"] == f"/api/sessions/{peer_session_id('orchestrator', sid, ids['ask_quick'])}/cancel"
@@ -126,8 +139,11 @@ def test_an_answer_before_the_first_deadline_moves_the_turn_on_to_the_next(agent
     t0 = clock.now
     sid = start(agent, "@quick look up the launch date @slow review the plan")
     ids = calls(agent, sid)
-    token = next(r["body"]["reply"]["bearerToken"] for r in peer.requests
-                 if r["path"] == "/api/chat" and r["body"]["content"] == "look up the launch date")
+    token = next(
+        r["body"]["reply"]["bearerToken"]
+        for r in peer.requests
+        if r["path"] == "/api/chat" and r["body"]["content"] == "look up the launch date"
+    )
     clock.now = t0 + 500
     assert agent.api("tool_response", TOKEN=token, RESULT="June 3")[0] == 202
     clock.now = t0 + QUICK_MS
@@ -203,14 +219,24 @@ def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws,
     from tests.integration.test_a2a_client import CARD_PATH, _result, _task
 
     clear_card_cache()
-    config = {"name": "orchestrator", "model": {"provider": "local"}, "delegates": [
-        {"agent": "remote", "protocol": "a2a", "card_url": f"{a2a_peer.url}{CARD_PATH}", "timeout_ms": QUICK_MS},
-        {"agent": "slow", "service": "worker", "callback_service": "orchestrator"}]}
-    agent = make_agent(monkeypatch, delegates=[], allow=f"remote:{a2a_peer.url},worker:{peer.url},"
-                                                        f"orchestrator:{peer.url}",
-                       extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": str(DEFAULT_MS)})
-    a2a_peer.rpc = lambda body: (200, _result(body, _task("canceled" if body["method"] == "tasks/cancel"
-                                                           else "working")))
+    config = {
+        "name": "orchestrator",
+        "model": {"provider": "local"},
+        "delegates": [
+            {"agent": "remote", "protocol": "a2a", "card_url": f"{a2a_peer.url}{CARD_PATH}", "timeout_ms": QUICK_MS},
+            {"agent": "slow", "service": "worker", "callback_service": "orchestrator"},
+        ],
+    }
+    agent = make_agent(
+        monkeypatch,
+        delegates=[],
+        allow=f"remote:{a2a_peer.url},worker:{peer.url},orchestrator:{peer.url}",
+        extra_env={"AGENT_CONFIG": json.dumps(config), "ASYNC_TOOL_TIMEOUT_MS": str(DEFAULT_MS)},
+    )
+    a2a_peer.rpc = lambda body: (
+        200,
+        _result(body, _task("canceled" if body["method"] == "tasks/cancel" else "working")),
+    )
     d = deps()
     clock = Clock(int(time.time() * 1000))
     monkeypatch.setattr(d.store, "_clock", clock)
@@ -235,7 +261,7 @@ def test_what_stopping_a_delegation_costs_the_agent_whose_deadline_passed(agent,
 
     d, clock, timers = world
     t0 = clock.now
-    sid = start(agent, "@slow review the plan")
+    start(agent, "@slow review the plan")
     sink = counter.ListSink()
     counter.attach(d.store.client, sink)
     counter.attach(d.queues.client, sink)

@@ -57,8 +57,12 @@ def test_dynamodb_throttling_is_retried_and_nothing_is_lost(orchestrator_on_serv
 def _outage(adapter, service: str):
     """Point an adapter's client at a closed port for the duration: the AWS service is down."""
     healthy = adapter.client
-    adapter._client = boto3.client(service, endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
-                                   config=Config(retries={"max_attempts": 1}, connect_timeout=1))
+    adapter._client = boto3.client(
+        service,
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1),
+    )
     try:
         yield
     finally:
@@ -77,8 +81,8 @@ def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestra
 
 
 def test_lambda_outage_after_the_result_is_recorded_is_503_and_the_next_think_is_started_once(orchestrator):
-    from tests.integration.test_liveness import run_sweep, shift_clock
     from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS
+    from tests.integration.test_liveness import run_sweep, shift_clock
 
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)

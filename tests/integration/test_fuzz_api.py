@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import schemathesis
-from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from flightdeck import config_file
 from flightdeck.local.stack import LocalStack
@@ -26,7 +26,8 @@ def orchestrator_url():
     # The fuzzer probes the functions faster than the example's usage plans allow (it would meet
     # 429 where it expects 401/403); the plans themselves are tested in test_usage_plans_local.py.
     deployment.agents["orchestrator"].gateway = config_file.GatewaySection(
-        peer_rate_limit=10_000, peer_burst_limit=5_000, unidentified_rate_limit=10_000, unidentified_burst_limit=5_000)
+        peer_rate_limit=10_000, peer_burst_limit=5_000, unidentified_rate_limit=10_000, unidentified_burst_limit=5_000
+    )
     with LocalStack(deployment, relay=None) as stack:
         yield stack.urls["orchestrator"]
     print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items())))
@@ -48,6 +49,9 @@ def test_api_conforms_and_never_fails_on_the_server(case, orchestrator_url):
     # UTF-16 code units (a surrogate pair is one character to JSON Schema and to us), and it sends
     # query keys with an empty name, which API Gateway passes on and the routes ignore. Refusals
     # of hostile shapes are checked by test_fuzz_hostile.py instead.
-    response = case.call_and_validate(base_url=orchestrator_url, headers=_auth_headers(),
-                                      excluded_checks=[positive_data_acceptance, negative_data_rejection])
+    response = case.call_and_validate(
+        base_url=orchestrator_url,
+        headers=_auth_headers(),
+        excluded_checks=[positive_data_acceptance, negative_data_rejection],
+    )
     OUTCOMES[f"{case.method} {case.path} -> {response.status_code}"] += 1

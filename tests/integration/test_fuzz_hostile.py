@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.integration.test_api_callbacks import start_turn
 from tests.support.harness import load_event
@@ -23,17 +24,44 @@ SENTINEL = "__hostile__"
 OUTCOMES: collections.Counter[str] = collections.Counter()
 
 TEMPLATES: dict[str, tuple[str, Any]] = {
-    "chat": ("chat_post", {"session_id": "fz-1", "content": "hello",
-                           "reply": {"callbackService": "worker", "bearerToken": "t" * 20}}),
+    "chat": (
+        "chat_post",
+        {"session_id": "fz-1", "content": "hello", "reply": {"callbackService": "worker", "bearerToken": "t" * 20}},
+    ),
     "tool_response": ("tool_response", {"result": "an answer"}),
     "tool_responses": ("tool_responses_batch", {"items": [{"token": "TOKEN", "result": "r", "traceparent": ""}]}),
-    "a2a_send": ("a2a_message_send", {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
-        "kind": "message", "role": "user", "messageId": "m", "contextId": "fz-ctx",
-        "parts": [{"kind": "text", "text": "hi"}, {"kind": "data", "data": {"k": [1]}}], "metadata": {"a": "b"}}}}),
-    "a2a_get": ("a2a_message_send", {"jsonrpc": "2.0", "id": "g", "method": "tasks/get",
-                                     "params": {"id": "x~y", "historyLength": 1}}),
-    "a2a_push": ("a2a_push", {"kind": "task", "id": "peer-task", "contextId": "c", "status": {"state": "completed"},
-                              "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": "done"}]}]}),
+    "a2a_send": (
+        "a2a_message_send",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": "m",
+                    "contextId": "fz-ctx",
+                    "parts": [{"kind": "text", "text": "hi"}, {"kind": "data", "data": {"k": [1]}}],
+                    "metadata": {"a": "b"},
+                }
+            },
+        },
+    ),
+    "a2a_get": (
+        "a2a_message_send",
+        {"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": "x~y", "historyLength": 1}},
+    ),
+    "a2a_push": (
+        "a2a_push",
+        {
+            "kind": "task",
+            "id": "peer-task",
+            "contextId": "c",
+            "status": {"state": "completed"},
+            "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": "done"}]}],
+        },
+    ),
 }
 
 
@@ -65,10 +93,24 @@ def _with_raw(body: Any, path: tuple, raw: str) -> str:
 
 
 WRONG_TYPES = st.sampled_from([None, True, False, 0, -1, 2**63, 1.5, "", "x", [], {}, [1, "a"], {"a": {"b": []}}])
-DEEP = st.builds(lambda n, opener: (opener * n) + "1" + ("]" if opener == "[" else "}") * n,
-                 st.sampled_from([33, 200, 999, 20_000]), st.sampled_from(["[", '{"a":']))
-HUGE_NUMBERS = st.sampled_from(["9" * 4301, "-" + "1" * 100_000, "1e999999", "-1e999999", "NaN", "Infinity",
-                                "-Infinity", "1" + "0" * 4300 + ".5", "0." + "0" * 100_000 + "1"])
+DEEP = st.builds(
+    lambda n, opener: (opener * n) + "1" + ("]" if opener == "[" else "}") * n,
+    st.sampled_from([33, 200, 999, 20_000]),
+    st.sampled_from(["[", '{"a":']),
+)
+HUGE_NUMBERS = st.sampled_from(
+    [
+        "9" * 4301,
+        "-" + "1" * 100_000,
+        "1e999999",
+        "-1e999999",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1" + "0" * 4300 + ".5",
+        "0." + "0" * 100_000 + "1",
+    ]
+)
 
 
 @st.composite
@@ -77,20 +119,37 @@ def hostile(draw) -> tuple[str, str, str | bytes]:
     target = draw(st.sampled_from(sorted(TEMPLATES)))
     template = TEMPLATES[target][1]
     path = draw(st.sampled_from(_paths(template)))
-    kind = draw(st.sampled_from(["deep", "wide_list", "wide_object", "huge_string", "huge_number", "wrong_type",
-                                 "surrogate", "surrogate_key", "invalid_utf8", "truncated"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "deep",
+                "wide_list",
+                "wide_object",
+                "huge_string",
+                "huge_number",
+                "wrong_type",
+                "surrogate",
+                "surrogate_key",
+                "invalid_utf8",
+                "truncated",
+            ]
+        )
+    )
     if kind == "deep":
         return target, kind, _with_raw(template, path, draw(DEEP))
     if kind == "wide_list":
-        return target, kind, json.dumps(_replace(template, path, [draw(WRONG_TYPES)] * draw(
-            st.sampled_from([1000, 60_000]))))
+        return (
+            target,
+            kind,
+            json.dumps(_replace(template, path, [draw(WRONG_TYPES)] * draw(st.sampled_from([1000, 60_000])))),
+        )
     if kind == "wide_object":
         n = draw(st.sampled_from([1000, 40_000]))
         return target, kind, json.dumps(_replace(template, path, {f"k{i}": i for i in range(n)}))
     if kind == "huge_string":
         # Over every documented limit. (Within the limits, 90,000 "é" of chat content overflows the
         # 400 KB session item and answers 503: issue 12 defect 3, the state layer's to fix.)
-        text = draw(st.sampled_from(["x", "é", "\U0001F600", "\\"])) * draw(st.sampled_from([100_001, 300_000]))
+        text = draw(st.sampled_from(["x", "é", "\U0001f600", "\\"])) * draw(st.sampled_from([100_001, 300_000]))
         return target, kind, json.dumps(_replace(template, path, text), ensure_ascii=False)
     if kind == "huge_number":
         return target, kind, _with_raw(template, path, draw(HUGE_NUMBERS))
@@ -107,7 +166,7 @@ def hostile(draw) -> tuple[str, str, str | bytes]:
         bad = draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\xf4\x90\x80\x80"]))
         return target, kind, text[:at] + bad + text[at:]
     text = json.dumps(template)
-    return target, kind, text[:draw(st.integers(0, len(text) - 1))]
+    return target, kind, text[: draw(st.integers(0, len(text) - 1))]
 
 
 def _state(agent) -> list[str]:
@@ -126,9 +185,17 @@ def known(orchestrator, callback_token):
     return {"state": _state(orchestrator)}
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large, HealthCheck.large_base_example])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
 @given(case=hostile())
 def test_hostile_bodies_never_get_a_5xx_and_refusals_change_nothing(orchestrator, callback_token, known, case):
     target, kind, body = case

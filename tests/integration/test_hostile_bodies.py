@@ -56,9 +56,13 @@ def test_chat_refuses_hostile_json_with_a_400_and_changes_nothing(orchestrator, 
 
 def test_chat_refuses_text_that_is_not_unicode_naming_the_field(orchestrator):
     before = _state(orchestrator)
-    cases = [({"content": SURROGATE}, "content"),
-             ({"content": "ok", "reply": {"callbackService": "worker", "bearerToken": "t" * 20 + "\udfff"}},
-              "reply.bearerToken")]
+    cases = [
+        ({"content": SURROGATE}, "content"),
+        (
+            {"content": "ok", "reply": {"callbackService": "worker", "bearerToken": "t" * 20 + "\udfff"}},
+            "reply.bearerToken",
+        ),
+    ]
     for body, field in cases:
         status, _, answer = orchestrator.api("chat_post", body=json.dumps(body))
         assert status == 422, answer
@@ -68,9 +72,9 @@ def test_chat_refuses_text_that_is_not_unicode_naming_the_field(orchestrator):
 
 def test_a_valid_surrogate_pair_is_just_text(orchestrator):
     sid = new_session_id()
-    status, _, _ = orchestrator.api("chat_post", body=json.dumps({"session_id": sid, "content": "smile \U0001F600"}))
+    status, _, _ = orchestrator.api("chat_post", body=json.dumps({"session_id": sid, "content": "smile \U0001f600"}))
     assert status == 202
-    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"][0]["content"][0]["text"] == "smile \U0001F600"
+    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"][0]["content"][0]["text"] == "smile \U0001f600"
 
 
 def test_a_body_wrong_in_every_field_gets_a_bounded_answer(orchestrator):
@@ -116,12 +120,17 @@ def test_a_result_that_is_not_unicode_is_a_422_not_a_500(orchestrator):
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
     before = _state(orchestrator)
-    status, _, body = orchestrator.api("tool_response", body=json.dumps({"result": SURROGATE}),
-                                       headers={"Authorization": f"Bearer {token}"})
+    status, _, body = orchestrator.api(
+        "tool_response", body=json.dumps({"result": SURROGATE}), headers={"Authorization": f"Bearer {token}"}
+    )
     assert status == 422 and body["error"]["message"].startswith("result: ") and "Unicode" in body["error"]["message"]
     assert _state(orchestrator) == before
-    assert orchestrator.api("tool_response", body={"result": "a fine answer"},
-                            headers={"Authorization": f"Bearer {token}"})[0] == 202
+    assert (
+        orchestrator.api(
+            "tool_response", body={"result": "a fine answer"}, headers={"Authorization": f"Bearer {token}"}
+        )[0]
+        == 202
+    )
 
 
 def test_in_a_batch_only_the_item_that_is_not_unicode_is_refused(orchestrator):
@@ -137,7 +146,9 @@ def test_in_a_batch_only_the_item_that_is_not_unicode_is_refused(orchestrator):
     assert {i["text"]["S"] for i in result_items(orchestrator, sid)} == {"second"}
 
 
-@pytest.mark.parametrize("raw", ["{", DEEP_ARRAY, '{"result": ' + LONG_INT + "}"], ids=["malformed", "deep", "long-int"])
+@pytest.mark.parametrize(
+    "raw", ["{", DEEP_ARRAY, '{"result": ' + LONG_INT + "}"], ids=["malformed", "deep", "long-int"]
+)
 def test_the_header_token_is_checked_before_the_body_is_parsed(orchestrator, monkeypatch, raw):
     from flightdeck.api import strict_json
 
@@ -152,16 +163,19 @@ def test_the_header_token_is_checked_before_the_body_is_parsed(orchestrator, mon
     from flightdeck.handlers import callback
 
     monkeypatch.setattr(callback, "handler", handler)
-    for event, headers in [("tool_response", {"Authorization": "Bearer not-a-token"}),
-                           ("tool_response", {"Authorization": "Basic dXNlcjpwdw=="}),
-                           ("a2a_push", {"X-A2A-Notification-Token": "forged"})]:
+    for event, headers in [
+        ("tool_response", {"Authorization": "Bearer not-a-token"}),
+        ("tool_response", {"Authorization": "Basic dXNlcjpwdw=="}),
+        ("a2a_push", {"X-A2A-Notification-Token": "forged"}),
+    ]:
         status, response_headers, body = orchestrator.api(event, body=raw, headers=headers)
         assert status == 401 and body["error"]["code"] == "unauthorized", (event, body)
         assert response_headers["www-authenticate"].startswith("Bearer")
     assert parsed == []
     sid, turn, [tid] = start_turn(orchestrator)
-    status, _, _ = orchestrator.api("tool_response", body=raw,
-                                    headers={"Authorization": f"Bearer {orchestrator.token(sid, turn, tid)}"})
+    status, _, _ = orchestrator.api(
+        "tool_response", body=raw, headers={"Authorization": f"Bearer {orchestrator.token(sid, turn, tid)}"}
+    )
     assert status == 400 and parsed  # a valid token: now the body is read, and refused
 
 
@@ -176,8 +190,13 @@ def test_push_receiver_refuses_hostile_json_and_text_that_is_not_unicode(orchest
     for name, value in HOSTILE_VALUES:
         status, _, body = orchestrator.api("a2a_push", body='{"kind": "task", "id": ' + value + "}", headers=headers)
         assert status == 400, (name, body)
-    task = {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"},
-            "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": SURROGATE}]}]}
+    task = {
+        "kind": "task",
+        "id": "t",
+        "contextId": "c",
+        "status": {"state": "completed"},
+        "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": SURROGATE}]}],
+    }
     status, _, body = orchestrator.api("a2a_push", body=json.dumps(task), headers=headers)
     assert status == 422 and body["error"]["message"].startswith("artifacts.0.parts.0.text: "), body
     assert _state(orchestrator) == before
@@ -193,8 +212,21 @@ def _rpc(agent, raw: str):
 
 
 def _send_text(text: str) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": "q", "method": "message/send", "params": {"message": {
-        "kind": "message", "role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": text}]}}})
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "q",
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": "m-1",
+                    "parts": [{"kind": "text", "text": text}],
+                }
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("name,value", HOSTILE_VALUES, ids=[n for n, _ in HOSTILE_VALUES])
@@ -212,9 +244,22 @@ def test_a2a_refuses_text_that_is_not_unicode_up_front_and_starts_no_task(orches
     assert body["id"] == "q" and body["error"]["code"] == -32602, body
     assert "params.message.parts.0.text" in body["error"]["message"]
     assert body["error"]["data"] == {"field": "params.message.parts.0.text"}
-    metadata_key = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": {
-        "kind": "message", "role": "user", "messageId": "m-2", "parts": [{"kind": "text", "text": "hi"}],
-        "metadata": {"\udc00": 1}}}})
+    metadata_key = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "message/send",
+            "params": {
+                "message": {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": "m-2",
+                    "parts": [{"kind": "text", "text": "hi"}],
+                    "metadata": {"\udc00": 1},
+                }
+            },
+        }
+    )
     body = _rpc(orchestrator, metadata_key)
     assert body["error"]["code"] == -32602 and "params.message.metadata" in body["error"]["message"]
     assert _state(orchestrator) == before
@@ -229,8 +274,9 @@ def test_a2a_a_message_too_large_to_store_is_invalid_params_not_an_internal_erro
     else:
         message["metadata"] = {"blob": "é" * 90_000}
     before = _state(orchestrator)
-    body = _rpc(orchestrator, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send",
-                                          "params": {"message": message}}))
+    body = _rpc(
+        orchestrator, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}})
+    )
     assert body["error"]["code"] == -32602 and "too large" in body["error"]["message"], body["error"]
     assert _state(orchestrator) == before
 
@@ -246,6 +292,7 @@ def test_a2a_invalid_utf8_is_a_parse_error(orchestrator):
 
 
 def test_a2a_not_json_typed_is_an_invalid_request(orchestrator):
-    status, _, body = orchestrator.api("a2a_message_send", body=_send_text("hi"),
-                                       headers={"Content-Type": "text/plain"})
+    status, _, body = orchestrator.api(
+        "a2a_message_send", body=_send_text("hi"), headers={"Content-Type": "text/plain"}
+    )
     assert status == 200 and body["error"]["code"] == -32600

@@ -74,7 +74,10 @@ def test_follow_ups_to_a_busy_session_are_queued_with_their_positions_and_each_g
     assert (status, first["status"], first["turn"], first["iteration"]) == (202, "accepted", 1, 1)
     queued = [chat_post(orchestrator, sid, f"follow-up {n}")[2] for n in (1, 2, 3)]
     assert [(q["status"], q["position"], q["turn"], q["iteration"]) for q in queued] == [
-        ("queued", 1, 2, None), ("queued", 2, 3, None), ("queued", 3, 4, None)]
+        ("queued", 1, 2, None),
+        ("queued", 2, 3, None),
+        ("queued", 3, 4, None),
+    ]
     view = session(orchestrator, sid)
     assert view["status"] == "busy" and view["queued"] == 3 and view["turn"] == 1
     assert [m["role"] for m in view["messages"]] == ["user"]  # queued messages are not in the conversation yet
@@ -84,8 +87,11 @@ def test_follow_ups_to_a_busy_session_are_queued_with_their_positions_and_each_g
     # Each queued message is one item, also its turn's input message: no second copy was written.
     items = inbox_items(orchestrator, sid)
     assert sorted(int(i["turn"]["N"]) for i in items) == [2, 3, 4]
-    assert not [i for i in orchestrator.table_items() if i["sk"]["S"].startswith("MSG#") and i["pk"]["S"] == f"S#{sid}"
-                and not i["sk"]["S"].startswith("MSG#000001#")]
+    assert not [
+        i
+        for i in orchestrator.table_items()
+        if i["sk"]["S"].startswith("MSG#") and i["pk"]["S"] == f"S#{sid}" and not i["sk"]["S"].startswith("MSG#000001#")
+    ]
 
 
 def test_a_follow_up_while_the_turn_waits_on_a_delegation_is_answered_after_it(orchestrator):
@@ -164,10 +170,17 @@ def test_a_repeat_by_message_id_or_idempotency_key_gets_the_same_answer_and_chan
     status, _, queued = chat_post(orchestrator, sid, "second", message_id="client-msg-2")
     assert (status, queued["status"], queued["position"]) == (202, "queued", 1)
     before = orchestrator.table_items()
-    for again in (chat_post(orchestrator, sid, "second", message_id="client-msg-2"),
-                  chat_post(orchestrator, sid, "second", headers={"Idempotency-Key": "client-msg-2"}),
-                  chat_post(orchestrator, sid, "second, reworded", message_id="client-msg-2",
-                            headers={"Idempotency-Key": "client-msg-2"})):
+    for again in (
+        chat_post(orchestrator, sid, "second", message_id="client-msg-2"),
+        chat_post(orchestrator, sid, "second", headers={"Idempotency-Key": "client-msg-2"}),
+        chat_post(
+            orchestrator,
+            sid,
+            "second, reworded",
+            message_id="client-msg-2",
+            headers={"Idempotency-Key": "client-msg-2"},
+        ),
+    ):
         assert again[0] == 202 and again[2] == queued
     assert orchestrator.table_items() == before
     status, _, third = chat_post(orchestrator, sid, "third", headers={"Idempotency-Key": "key-3"})
@@ -177,8 +190,10 @@ def test_a_repeat_by_message_id_or_idempotency_key_gets_the_same_answer_and_chan
     # Once its turn started, a repeat is answered with that turn (and still starts nothing).
     before = orchestrator.table_items()
     status, _, later = chat_post(orchestrator, sid, "second", message_id="client-msg-2")
-    assert (status, later) == (202, {"session_id": sid, "turn": 2, "iteration": 2, "status": "replayed",
-                                     "position": None})
+    assert (status, later) == (
+        202,
+        {"session_id": sid, "turn": 2, "iteration": 2, "status": "replayed", "position": None},
+    )
     status, _, later = chat_post(orchestrator, sid, "third", message_id="key-3")
     assert (later["status"], later["turn"], later["iteration"]) == ("replayed", 3, 3)
     assert orchestrator.table_items() == before and orchestrator.bodies("turns") == []
@@ -187,14 +202,16 @@ def test_a_repeat_by_message_id_or_idempotency_key_gets_the_same_answer_and_chan
 def test_a_first_message_with_an_id_names_its_session_so_that_a_repeat_finds_it(orchestrator):
     status, _, first = orchestrator.api("chat_post", body={"content": "start here", "message_id": "m-first"})
     assert (status, first["status"]) == (202, "accepted")
-    status, _, again = orchestrator.api("chat_post", body={"content": "start here"},
-                                        headers={"Idempotency-Key": "m-first"})
+    status, _, again = orchestrator.api(
+        "chat_post", body={"content": "start here"}, headers={"Idempotency-Key": "m-first"}
+    )
     assert (status, again["status"], again["session_id"], again["turn"]) == (202, "replayed", first["session_id"], 1)
     assert len(orchestrator.bodies("turns")) == 1
     # Another peer's same id is another message (its own session).
     eve = orchestrator.add_peer("eve")
-    status, _, theirs = orchestrator.api("chat_post", body={"content": "start here", "message_id": "m-first"},
-                                         token=eve)
+    status, _, theirs = orchestrator.api(
+        "chat_post", body={"content": "start here", "message_id": "m-first"}, token=eve
+    )
     assert status == 202 and theirs["status"] == "accepted" and theirs["session_id"] != first["session_id"]
 
 
@@ -208,17 +225,21 @@ def test_a_repeat_on_an_idle_session_of_a_message_that_started_its_turn_starts_n
     assert orchestrator.table_items() == before and orchestrator.bodies("turns") == []
 
 
-@pytest.mark.parametrize("fields,headers,status,code", [
-    ({"message_id": 12345}, None, 422, "invalid_request"),
-    ({"message_id": ["a"]}, None, 422, "invalid_request"),
-    ({"message_id": ""}, None, 422, "invalid_request"),
-    ({"message_id": "x" * 129}, None, 422, "invalid_request"),
-    ({"message_id": "has space"}, None, 422, "invalid_request"),
-    ({"message_id": "ünïcode"}, None, 422, "invalid_request"),
-    ({}, {"Idempotency-Key": "y" * 5000}, 422, "invalid_request"),
-    ({}, {"Idempotency-Key": "two words"}, 422, "invalid_request"),
-    ({"message_id": "a"}, {"Idempotency-Key": "b"}, 400, "conflicting_message_ids"),
-], ids=["int", "list", "empty", "too-long", "space", "non-ascii", "huge-header", "header-space", "conflicting"])
+@pytest.mark.parametrize(
+    "fields,headers,status,code",
+    [
+        ({"message_id": 12345}, None, 422, "invalid_request"),
+        ({"message_id": ["a"]}, None, 422, "invalid_request"),
+        ({"message_id": ""}, None, 422, "invalid_request"),
+        ({"message_id": "x" * 129}, None, 422, "invalid_request"),
+        ({"message_id": "has space"}, None, 422, "invalid_request"),
+        ({"message_id": "ünïcode"}, None, 422, "invalid_request"),
+        ({}, {"Idempotency-Key": "y" * 5000}, 422, "invalid_request"),
+        ({}, {"Idempotency-Key": "two words"}, 422, "invalid_request"),
+        ({"message_id": "a"}, {"Idempotency-Key": "b"}, 400, "conflicting_message_ids"),
+    ],
+    ids=["int", "list", "empty", "too-long", "space", "non-ascii", "huge-header", "header-space", "conflicting"],
+)
 def test_hostile_message_ids_get_a_clear_4xx_and_change_nothing(orchestrator, fields, headers, status, code):
     sid = new_session_id()
     chat_post(orchestrator, sid, "busy now")
@@ -288,8 +309,7 @@ def test_a_second_delegation_to_a_busy_session_is_answered_separately_on_its_own
     assert [d["bearer_token"] for d in orchestrator.bodies("delivery")] == [first_token]
 
 
-def test_a_redelivered_think_whose_answer_started_the_queued_turn_resends_to_its_own_route(orchestrator,
-                                                                                          monkeypatch):
+def test_a_redelivered_think_whose_answer_started_the_queued_turn_resends_to_its_own_route(orchestrator, monkeypatch):
     hand_outbound_to_queues(monkeypatch)
     sid = new_session_id()
     tokens = ["route-one-" + "a" * 30, "route-two-" + "b" * 30]
@@ -321,7 +341,8 @@ def _sweep(agent):
 
 
 def test_the_next_think_send_fails_after_the_turn_ending_write_started_a_queued_turn_and_the_sweep_sends_it(
-        orchestrator, monkeypatch):
+    orchestrator, monkeypatch
+):
     from tests.integration.test_liveness import fail_next_think_send
 
     sid = new_session_id()
@@ -339,7 +360,8 @@ def test_the_next_think_send_fails_after_the_turn_ending_write_started_a_queued_
 
 
 def test_a_crash_between_the_turn_ending_write_and_the_next_think_is_covered_by_redelivery_and_the_sweep(
-        orchestrator, monkeypatch):
+    orchestrator, monkeypatch
+):
     from flightdeck.domain import turn_loop
 
     class Died(BaseException):

@@ -50,8 +50,12 @@ def view(agent, sid):
 
 
 def delegated(sid, content, token, **extra):
-    return {"session_id": sid, "content": content, "reply": {"callbackService": "orchestrator", "bearerToken": token},
-            **extra}
+    return {
+        "session_id": sid,
+        "content": content,
+        "reply": {"callbackService": "orchestrator", "bearerToken": token},
+        **extra,
+    }
 
 
 def deliver(agent):
@@ -81,8 +85,10 @@ def test_a_question_goes_to_the_caller_and_a_continuation_of_the_session_answers
     agent.run_queue("turns")
     [answer] = deliver(agent)
     assert answer["status"] == "success" and "context_id" not in peer.requests[-1]["body"]
-    assert answer["result"] == ('[orchestrator] Task: "summarise the plan" (asked "which year?", told "2024") — '
-                                'answer: 3 words; reversed: "plan the summarise"')
+    assert answer["result"] == (
+        '[orchestrator] Task: "summarise the plan" (asked "which year?", told "2024") — '
+        'answer: 3 words; reversed: "plan the summarise"'
+    )
     session = view(agent, sid)
     assert session["question"] is None
     # As stored: the question's call, then the answer as the user's message (no synthesized result).
@@ -149,16 +155,21 @@ def _delegation(agent, content):
 def test_a_question_callback_becomes_the_tool_result_and_the_answer_goes_back_in_its_context(agent, peer):
     sid, dispatch = _delegation(agent, "@worker summarise the plan")
     token = agent.token(sid, 1, dispatch["tool_use_id"])
-    status, _, _ = agent.api("tool_response", body={"result": "which year?", "status": "input_required",
-                                                    "context_id": "b-ctx"},
-                             headers={"Authorization": f"Bearer {token}"})
+    status, _, _ = agent.api(
+        "tool_response",
+        body={"result": "which year?", "status": "input_required", "context_id": "b-ctx"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
     assert status == 202
     agent.run_queue("turns")
     session = view(agent, sid)
     result = session["messages"][2]["content"][0]["toolResult"]
     assert result["status"] == "success"
-    assert json.loads(result["content"][0]["text"]) == {"status": "input_required", "question": "which year?",
-                                                        "context_id": "b-ctx"}
+    assert json.loads(result["content"][0]["text"]) == {
+        "status": "input_required",
+        "question": "which year?",
+        "context_id": "b-ctx",
+    }
     # No answer in the task: the agent passes the question on to its own user.
     assert session["question"] == "worker asks: which year?"
     chat(agent, {"session_id": sid, "content": "2024"})
@@ -172,12 +183,15 @@ def test_a_question_callback_becomes_the_tool_result_and_the_answer_goes_back_in
     assert sent["reply"]["bearerToken"] != token
 
 
-@pytest.mark.parametrize("body, why", [
-    ({"result": "q?", "status": "input_required"}, "needs the context_id"),
-    ({"result": "done", "context_id": "b-ctx"}, "goes with status input_required only"),
-    ({"result": "q?", "status": "input_required", "context_id": "not a session id!"}, "pattern"),
-    ({"result": "q?", "status": "asking", "context_id": "b-ctx"}, "status"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ({"result": "q?", "status": "input_required"}, "needs the context_id"),
+        ({"result": "done", "context_id": "b-ctx"}, "goes with status input_required only"),
+        ({"result": "q?", "status": "input_required", "context_id": "not a session id!"}, "pattern"),
+        ({"result": "q?", "status": "asking", "context_id": "b-ctx"}, "status"),
+    ],
+)
 def test_a_malformed_question_callback_is_422_and_records_nothing(agent, body, why):
     sid, dispatch = _delegation(agent, "@worker summarise")
     token = agent.token(sid, 1, dispatch["tool_use_id"])
@@ -213,8 +227,10 @@ class Scripted:
         if not self.calls:
             return ModelReply(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": "done"}]})
         uses = self.calls.pop(0)
-        content = [{"toolUse": {"toolUseId": f"call-{len(self.seen)}-{i}", "name": n, "input": a}}
-                   for i, (n, a) in enumerate(uses)]
+        content = [
+            {"toolUse": {"toolUseId": f"call-{len(self.seen)}-{i}", "name": n, "input": a}}
+            for i, (n, a) in enumerate(uses)
+        ]
         return ModelReply(stop_reason="tool_use", message={"role": "assistant", "content": content})
 
 
@@ -226,9 +242,12 @@ def _scripted(monkeypatch, model):
 
 def _results(agent, sid):
     """The error results of the session, by call: (status, the error's JSON)."""
-    return {b["toolResult"]["toolUseId"]: (b["toolResult"]["status"], json.loads(b["toolResult"]["content"][0]["text"]))
-            for m in view(agent, sid)["messages"] for b in m["content"]
-            if "toolResult" in b and b["toolResult"]["status"] == "error"}
+    return {
+        b["toolResult"]["toolUseId"]: (b["toolResult"]["status"], json.loads(b["toolResult"]["content"][0]["text"]))
+        for m in view(agent, sid)["messages"]
+        for b in m["content"]
+        if "toolResult" in b and b["toolResult"]["status"] == "error"
+    }
 
 
 def test_ask_user_with_other_calls_or_without_a_question_is_an_error_result_and_the_turn_goes_on(agent, monkeypatch):
@@ -243,19 +262,34 @@ def test_ask_user_with_other_calls_or_without_a_question_is_an_error_result_and_
     agent.run_queue("turns")  # think 2: a question without one
     agent.run_queue("turns")  # think 3: done
     results = _results(agent, sid)
-    assert results["call-1-0"] == ("error", {"status": "error", "reason": "ask_user_not_alone", "detail":
-                                             "ask_user must be the only tool call of its reply: ask again, alone, "
-                                             "once these results are in"})
-    assert results["call-2-0"] == ("error", {"status": "error", "reason": "invalid_input",
-                                             "detail": "ask_user: 'question' is required and must be a string"})
+    assert results["call-1-0"] == (
+        "error",
+        {
+            "status": "error",
+            "reason": "ask_user_not_alone",
+            "detail": "ask_user must be the only tool call of its reply: ask again, alone, once these results are in",
+        },
+    )
+    assert results["call-2-0"] == (
+        "error",
+        {
+            "status": "error",
+            "reason": "invalid_input",
+            "detail": "ask_user: 'question' is required and must be a string",
+        },
+    )
     session = view(agent, sid)
     assert session["status"] == "idle" and session["question"] is None and session["iteration"] == 3
 
 
 def test_a_hostile_context_id_is_refused_as_a_result_and_nothing_is_sent(agent, monkeypatch, peer):
-    model = Scripted([("ask_worker", {"task": "t", "context_id": 7}),
-                      ("ask_worker", {"task": "t", "context_id": "s-of-someone-else"}),
-                      ("ask_worker", {"task": "t", "context_id": "x", "task_id": "y"})])
+    model = Scripted(
+        [
+            ("ask_worker", {"task": "t", "context_id": 7}),
+            ("ask_worker", {"task": "t", "context_id": "s-of-someone-else"}),
+            ("ask_worker", {"task": "t", "context_id": "x", "task_id": "y"}),
+        ]
+    )
     _scripted(monkeypatch, model)
     sid = new_session_id()
     chat(agent, {"session_id": sid, "content": "go"})
@@ -279,16 +313,19 @@ def test_the_model_sees_the_answer_as_the_result_of_its_question(agent, monkeypa
     agent.run_queue("turns")
     given = model.seen[-1]
     assert given[-2]["content"][0]["toolUse"]["name"] == "ask_user"
-    assert given[-1] == {"role": "user", "content": [
-        {"toolResult": {"toolUseId": "call-1-0", "content": [{"text": "2024"}], "status": "success"}}]}
+    assert given[-1] == {
+        "role": "user",
+        "content": [{"toolResult": {"toolUseId": "call-1-0", "content": [{"text": "2024"}], "status": "success"}}],
+    }
 
 
 # --- A2A server: input-required ----------------------------------------------------------------------
 
 
 def rpc(agent, method, params, **kw):
-    status, _, resp = agent.api("a2a_message_send", body={"jsonrpc": "2.0", "id": "r", "method": method,
-                                                          "params": params}, **kw)
+    status, _, resp = agent.api(
+        "a2a_message_send", body={"jsonrpc": "2.0", "id": "r", "method": method, "params": params}, **kw
+    )
     assert status == 200
     return resp
 
@@ -299,18 +336,26 @@ def ok(resp):
 
 
 def _message(text, **ids):
-    return {"kind": "message", "role": "user", "messageId": f"m-{text}-{sorted(ids.items())}",
-            "parts": [{"kind": "text", "text": text}], **ids}
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{text}-{sorted(ids.items())}",
+        "parts": [{"kind": "text", "text": text}],
+        **ids,
+    }
 
 
 def _pushes(agent):
-    return [(b["task"]["id"], b["task"]["status"]["state"]) for b in agent.bodies("delivery") if b["kind"] == "a2a_push"]
+    return [
+        (b["task"]["id"], b["task"]["status"]["state"]) for b in agent.bodies("delivery") if b["kind"] == "a2a_push"
+    ]
 
 
 def test_an_a2a_task_waits_in_input_required_and_the_message_on_its_task_id_continues_it(agent, peer):
     hooks = {"pushNotificationConfig": {"url": f"{peer.url}/hooks/a", "token": "first"}}
-    task = ok(rpc(agent, "message/send", {"message": _message("?ask which year? summarise the plan"),
-                                           "configuration": hooks}))
+    task = ok(
+        rpc(agent, "message/send", {"message": _message("?ask which year? summarise the plan"), "configuration": hooks})
+    )
     agent.run_queue("turns")
     asked = sdk.Task.model_validate(ok(rpc(agent, "tasks/get", {"id": task["id"]})))
     assert asked.status.state == sdk.TaskState.input_required
@@ -327,7 +372,11 @@ def test_an_a2a_task_waits_in_input_required_and_the_message_on_its_task_id_cont
     assert done.status.state == sdk.TaskState.completed
     assert 'told "2024"' in done.artifacts[0].parts[0].root.text
     assert [(m.role.value, m.parts[0].root.text[:12]) for m in done.history] == [
-        ("user", "?ask which y"), ("agent", "Before I can"), ("user", "2024"), ("agent", "[orchestrato")]
+        ("user", "?ask which y"),
+        ("agent", "Before I can"),
+        ("user", "2024"),
+        ("agent", "[orchestrato"),
+    ]
     assert "which year?" in done.history[1].parts[0].root.text
     assert _pushes(agent) == [(task["id"], "completed")]
 

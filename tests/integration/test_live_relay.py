@@ -26,18 +26,24 @@ TASK = "describe the tides of the northern sea " * 4
 @pytest.fixture
 def slow(aws, monkeypatch):
     with gateway("orchestrator") as url:
-        agent = make_agent(monkeypatch, extra_env={
-            **STREAMING, "AGENT_CONFIG": agent_config("orchestrator", ["worker"], think_delay_ms=THINK_MS)})
+        agent = make_agent(
+            monkeypatch,
+            extra_env={**STREAMING, "AGENT_CONFIG": agent_config("orchestrator", ["worker"], think_delay_ms=THINK_MS)},
+        )
         yield agent, url
 
 
 async def _state(http: httpx.AsyncClient, url: str, task_id: str) -> str:
-    got = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": task_id}})
+    got = await http.post(
+        f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": task_id}}
+    )
     return got.json()["result"]["status"]["state"]
 
 
 async def _answer(http: httpx.AsyncClient, url: str, task_id: str) -> str:
-    got = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": task_id}})
+    got = await http.post(
+        f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": task_id}}
+    )
     return got.json()["result"]["artifacts"][0]["parts"][0]["text"]
 
 
@@ -75,8 +81,12 @@ def test_message_stream_gets_the_answer_while_the_think_runs(slow):
 
 def test_resubscribe_mid_answer_gets_the_rest(slow):
     agent, url = slow
-    body = {"jsonrpc": "2.0", "id": 1, "method": "message/stream",
-            "params": {"message": _message(TASK).model_dump(mode="json", exclude_none=True)}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {"message": _message(TASK).model_dump(mode="json", exclude_none=True)},
+    }
 
     async def scenario():
         async with httpx.AsyncClient(timeout=30, headers=agent.auth_headers()) as http:
@@ -160,8 +170,10 @@ def _dynamodb_calls(agent, session_id: str) -> list[tuple[str, str]]:
 
 
 def test_nobody_watching_a_think_costs_no_request_more(aws, monkeypatch):
-    agent = make_agent(monkeypatch, extra_env={
-        **STREAMING, "AGENT_CONFIG": agent_config("orchestrator", ["worker"], think_delay_ms=600)})
+    agent = make_agent(
+        monkeypatch,
+        extra_env={**STREAMING, "AGENT_CONFIG": agent_config("orchestrator", ["worker"], think_delay_ms=600)},
+    )
     unwatched, watched = new_session_id(), new_session_id()
     assert agent.api("chat_post", body={"session_id": unwatched, "content": "say hi in five short words"})[0] == 202
     alone = _dynamodb_calls(agent, unwatched)
@@ -174,5 +186,6 @@ def test_nobody_watching_a_think_costs_no_request_more(aws, monkeypatch):
     assert all(c == ("PutItem", "LIVE") for c in relay[:-1])
     # Nobody watching: the very same requests, without those.
     assert alone == [c for c in followed if c[1] != "LIVE"] and not any(c[1] in ("LIVE", "WATCH") for c in alone)
-    assert [m["content"] for m in agent.api("session_get", SESSION_ID=watched)[2]["messages"]][-1] == \
-        [m["content"] for m in agent.api("session_get", SESSION_ID=unwatched)[2]["messages"]][-1]
+    assert [m["content"] for m in agent.api("session_get", SESSION_ID=watched)[2]["messages"]][-1] == [
+        m["content"] for m in agent.api("session_get", SESSION_ID=unwatched)[2]["messages"]
+    ][-1]

@@ -52,7 +52,9 @@ def handler(name: str):
 
 
 def run_sweep(agent) -> dict:
-    return handler("sweeper")(load_event("schedule/sweep.json"), LocalLambdaContext(function_name=f"{agent.name}-sweep"))
+    return handler("sweeper")(
+        load_event("schedule/sweep.json"), LocalLambdaContext(function_name=f"{agent.name}-sweep")
+    )
 
 
 def session(agent, sid):
@@ -74,8 +76,15 @@ def sweep_until_idle(agent, sid, offset_ms: int = 0):
 
 
 def _as_messages(bodies):
-    return [{"MessageId": str(uuid.uuid4()), "ReceiptHandle": "x", "Body": json.dumps(b),
-             "Attributes": {"ApproximateReceiveCount": "1"}} for b in bodies]
+    return [
+        {
+            "MessageId": str(uuid.uuid4()),
+            "ReceiptHandle": "x",
+            "Body": json.dumps(b),
+            "Attributes": {"ApproximateReceiveCount": "1"},
+        }
+        for b in bodies
+    ]
 
 
 def final_text(body) -> str:
@@ -93,7 +102,8 @@ def test_callback_completes_then_the_think_send_fails_and_the_sweep_sends_it(orc
 
 
 def test_timer_completes_then_the_send_fails_its_redelivery_finds_the_tombstone_gone_and_the_sweep_recovers(
-        orchestrator, monkeypatch):
+    orchestrator, monkeypatch
+):
     sid, turn, [tid] = start_turn(orchestrator)
     # The timer message is delayed until the deadline; its body is what the turn worker sent.
     deadline = int(orchestrator.item(f"S#{sid}", f"TURN#{turn:06d}")["deadline_ms"])
@@ -195,7 +205,8 @@ def test_a_think_that_fails_every_attempt_lands_in_the_turns_dlq_and_the_sweep_r
 
 
 def test_ingest_stores_the_message_then_the_send_fails_answers_accepted_and_the_sweep_sends_the_think(
-        orchestrator, monkeypatch):
+    orchestrator, monkeypatch
+):
     failed = fail_next_think_send(monkeypatch)
     sid = new_session_id()
     status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "just answer"})
@@ -234,7 +245,8 @@ class _FailingModel:
 
 @pytest.mark.parametrize("retryable", [True, False])
 def test_a_model_error_is_retried_within_its_budget_then_ends_the_turn_with_an_error_answer(
-        orchestrator, monkeypatch, retryable):
+    orchestrator, monkeypatch, retryable
+):
     from flightdeck.domain import turn_loop
 
     model = _FailingModel(retryable)
@@ -267,8 +279,9 @@ def test_a_throttled_think_waits_out_its_backoff_on_the_turns_queue(orchestrator
     [retry] = [p for p in sent if p["QueueUrl"] == orchestrator.queue_urls["turns"]]
     assert json.loads(retry["MessageBody"]) == {"session_id": sid, "turn": 1, "traceparent": "", "attempt": 2}
     assert 1 <= retry["DelaySeconds"] <= 4  # backoff_s(1): full jitter over 2 s, at least 1 s
-    attributes = orchestrator.sqs.get_queue_attributes(QueueUrl=orchestrator.queue_urls["turns"],
-                                                       AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    attributes = orchestrator.sqs.get_queue_attributes(
+        QueueUrl=orchestrator.queue_urls["turns"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
     assert attributes["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
     assert orchestrator.receive("turns") == [] and session(orchestrator, sid)["status"] == "busy"
 
@@ -276,8 +289,13 @@ def test_a_throttled_think_waits_out_its_backoff_on_the_turns_queue(orchestrator
 def test_a_reply_cut_off_mid_tool_call_ends_the_turn_with_an_error_answer(orchestrator, monkeypatch):
     class Truncated:
         def converse(self, **_):
-            return ModelReply(stop_reason="max_tokens", message={"role": "assistant", "content": [
-                {"toolUse": {"toolUseId": "t1", "name": "ask_worker", "input": {}}}]})
+            return ModelReply(
+                stop_reason="max_tokens",
+                message={
+                    "role": "assistant",
+                    "content": [{"toolUse": {"toolUseId": "t1", "name": "ask_worker", "input": {}}}],
+                },
+            )
 
     monkeypatch.setattr(wiring.deps(), "model", lambda: Truncated())
     sid = new_session_id()

@@ -22,9 +22,15 @@ def test_the_demo_gives_every_delegate_a_task_and_leaves_no_log_files(tmp_path, 
     assert cli.main(["local", "demo", "--config", str(THREE)]) == cli.EXIT_OK
     out = capsys.readouterr().out
     assert "sending to orchestrator: '@researcher task one @critic task two'" in out
-    for step in ("orchestrator  delegating to researcher: task one", "orchestrator  delegating to critic: task two",
-                 "researcher    message: task one", "critic        answer: [critic]", "orchestrator  researcher answered",
-                 "orchestrator  critic answered", "orchestrator  idle"):
+    for step in (
+        "orchestrator  delegating to researcher: task one",
+        "orchestrator  delegating to critic: task two",
+        "researcher    message: task one",
+        "critic        answer: [critic]",
+        "orchestrator  researcher answered",
+        "orchestrator  critic answered",
+        "orchestrator  idle",
+    ):
         assert step in out, step
     assert "final answer from orchestrator (answered by critic, researcher):" in out
     assert not list(tmp_path.glob("flightdeck-demo-logs-*")), "the demo left its log files behind"
@@ -32,8 +38,9 @@ def test_the_demo_gives_every_delegate_a_task_and_leaves_no_log_files(tmp_path, 
 
 def test_the_demo_sends_your_message_and_keeps_logs_where_asked(tmp_path, capsys):
     logs = tmp_path / "logs"
-    code = cli.main(["local", "demo", "--config", str(THREE), "--message", "@critic is this clear?",
-                     "--log-dir", str(logs)])
+    code = cli.main(
+        ["local", "demo", "--config", str(THREE), "--message", "@critic is this clear?", "--log-dir", str(logs)]
+    )
     assert code == cli.EXIT_OK
     captured = capsys.readouterr()
     assert "sending to orchestrator: '@critic is this clear?'" in captured.out

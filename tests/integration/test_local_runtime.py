@@ -17,8 +17,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,10 @@ class LocalUp:
         self.stderr = tempfile.NamedTemporaryFile("w+", prefix="flightdeck-up-", suffix=".log")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "flightdeck.cli", "local", "up", *args],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
         )
 
     def read_ready(self) -> dict[str, str]:
@@ -179,8 +183,9 @@ def test_delegation_round_trip_through_the_local_stack(running):
     assert 200 <= status < 300, accepted
     session = _final_session(urls["orchestrator"], accepted["session_id"])
 
-    results = [block["toolResult"] for message in session["messages"] for block in message["content"]
-               if "toolResult" in block]
+    results = [
+        block["toolResult"] for message in session["messages"] for block in message["content"] if "toolResult" in block
+    ]
     assert len(results) == 1, session["messages"]
     assert results[0].get("status", "success") == "success", results[0]
     worker_answer = "".join(part.get("text", "") for part in results[0]["content"])
@@ -214,7 +219,10 @@ def test_a_busy_port_is_a_one_line_error_and_exit_code_2():
         port = busy.getsockname()[1]
         result = subprocess.run(
             [sys.executable, "-m", "flightdeck.cli", "local", "up", "--port", str(port)],
-            cwd=REPO, capture_output=True, text=True, timeout=60,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 2
     assert result.stdout == ""

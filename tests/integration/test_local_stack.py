@@ -11,8 +11,9 @@ import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -75,8 +76,12 @@ def fakes_importable() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LocalStack]:
     relay = io.StringIO()
-    with fakes_importable(), LocalStack(handlers_package=FAKES, relay=relay,
-                                        url_overrides={"worker": "http://127.0.0.1:9/proxy"}) as running:
+    with (
+        fakes_importable(),
+        LocalStack(
+            handlers_package=FAKES, relay=relay, url_overrides={"worker": "http://127.0.0.1:9/proxy"}
+        ) as running,
+    ):
         running.test_relay = relay  # type: ignore[attr-defined]
         yield running
 
@@ -124,8 +129,10 @@ def test_queue_messages_reach_the_agents_handler_and_its_logs_reach_listeners(st
         # Handled without failure: deleted.
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            attrs = sqs.get_queue_attributes(QueueUrl=stack.resources["worker"].queue_urls["delivery"],
-                                             AttributeNames=["ApproximateNumberOfMessagesNotVisible"])
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=stack.resources["worker"].queue_urls["delivery"],
+                AttributeNames=["ApproximateNumberOfMessagesNotVisible"],
+            )
             if attrs["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "0":
                 break
             time.sleep(0.1)
@@ -147,8 +154,9 @@ def test_an_asynchronous_invoke_through_the_agent_s_lambda_api_runs_its_function
     try:
         answer = invoke_async(stack, "worker", {"session_id": "s-local", "turn": 1})
         assert answer["StatusCode"] == 202
-        agent, record = records.wait_for(lambda a, r: r.get("timeline") == "fake_invoke"
-                                         and r["event"].get("session_id") == "s-local")
+        agent, record = records.wait_for(
+            lambda a, r: r.get("timeline") == "fake_invoke" and r["event"].get("session_id") == "s-local"
+        )
         assert agent == "worker" and record["function"] == "worker-turn-worker"
     finally:
         stack.remove_listener(records)

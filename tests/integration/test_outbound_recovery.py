@@ -31,9 +31,12 @@ def pair(aws, monkeypatch, relays):
     allow = f"worker:{to_worker.url},orchestrator:{to_orchestrator.url}"
     worker = make_agent(monkeypatch, "worker", delegates=[], allow=allow)
     orchestrator_token = worker.add_peer("orchestrator")
-    orchestrator = make_agent(monkeypatch, "orchestrator", allow=allow,
-                              extra_env={"PEER_TOKENS": json.dumps({"worker": orchestrator_token}),
-                                         "DISPATCH_MAX_ATTEMPTS": "3"})
+    orchestrator = make_agent(
+        monkeypatch,
+        "orchestrator",
+        allow=allow,
+        extra_env={"PEER_TOKENS": json.dumps({"worker": orchestrator_token}), "DISPATCH_MAX_ATTEMPTS": "3"},
+    )
     to_orchestrator.agent, to_worker.agent = orchestrator, worker
     return orchestrator, worker
 
@@ -48,8 +51,9 @@ def clock_ahead(monkeypatch, seconds: float) -> None:
 
 def visible_now(agent, key: str, message: dict) -> None:
     """End a backoff early: the message is received again at once."""
-    agent.sqs.change_message_visibility(QueueUrl=agent.queue_urls[key], ReceiptHandle=message["ReceiptHandle"],
-                                        VisibilityTimeout=0)
+    agent.sqs.change_message_visibility(
+        QueueUrl=agent.queue_urls[key], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
 
 
 def tool_results(session: dict) -> list[dict]:
@@ -82,7 +86,11 @@ def test_a_dispatch_whose_answer_was_lost_is_replayed_and_the_delegation_complet
         assert worker.receive("turns") == []
         meta = worker.item(f"S#{peer_sid}", "META")
         assert (meta["turn"], meta["msg_count"], meta["status"]) == (1, 1, "idle")  # one task, one think
-        messages = [i for i in worker.table_items() if i["pk"]["S"] == f"S#{peer_sid}" and i["sk"]["S"].startswith(("MSG#", "INBOX#", "ITER#"))]
+        messages = [
+            i
+            for i in worker.table_items()
+            if i["pk"]["S"] == f"S#{peer_sid}" and i["sk"]["S"].startswith(("MSG#", "INBOX#", "ITER#"))
+        ]
         assert len(messages) == 2  # the task and its one answer (the iteration is the answer's one copy)
 
     orchestrator.run_queue("turns")
@@ -113,8 +121,15 @@ def test_a_dispatch_message_from_before_issued_ms_still_mints_one_token_for_all_
     from flightdeck.wiring import deps
 
     d = deps()
-    msg = DispatchMessage(session_id="s-1", turn=1, tool_use_id="t-1", tool_name="ask_worker", task="x",
-                          total_tools=1, deadline_ms=int(time.time() * 1000) + 300_000)  # no issued_ms
+    msg = DispatchMessage(
+        session_id="s-1",
+        turn=1,
+        tool_use_id="t-1",
+        tool_name="ask_worker",
+        task="x",
+        total_tools=1,
+        deadline_ms=int(time.time() * 1000) + 300_000,
+    )  # no issued_ms
     delegate = d.settings.agent.delegate_for_tool("ask_worker")
     first = callback_token(d, msg, delegate)
     clock_ahead(monkeypatch, 7)
@@ -144,17 +159,28 @@ def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays,
         from flightdeck.wiring import deps
 
         for tid, answer in answers.items():
-            deps().queues.send_delivery({"session_id": f"peer-{tid}", "callback_service": "orchestrator",
-                                         "bearer_token": orchestrator.token(sid, 1, tid, total=7), "result": answer})
+            deps().queues.send_delivery(
+                {
+                    "session_id": f"peer-{tid}",
+                    "callback_service": "orchestrator",
+                    "bearer_token": orchestrator.token(sid, 1, tid, total=7),
+                    "result": answer,
+                }
+            )
         batch = worker.receive("delivery")
         assert len(batch) == 7
         assert worker.run_queue("delivery", batch) == {"batchItemFailures": []}
         assert worker.receive("delivery", dlq=True) == []
     # The whole batch is refused for its size, then each half is delivered (3 + 4 answers).
-    assert [(e.path, e.status) for e in to_orchestrator.exchanges] == [("/api/tools/responses", 413),
-                                                                       ("/api/tools/responses", 200),
-                                                                       ("/api/tools/responses", 200)]
-    recorded = {i["sk"]["S"].rsplit("#", 1)[1]: i["text"]["S"] for i in orchestrator.table_items()
-                if i["sk"]["S"].startswith("RESULT#")}
+    assert [(e.path, e.status) for e in to_orchestrator.exchanges] == [
+        ("/api/tools/responses", 413),
+        ("/api/tools/responses", 200),
+        ("/api/tools/responses", 200),
+    ]
+    recorded = {
+        i["sk"]["S"].rsplit("#", 1)[1]: i["text"]["S"]
+        for i in orchestrator.table_items()
+        if i["sk"]["S"].startswith("RESULT#")
+    }
     assert recorded == answers  # every answer, whole
     assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "complete"

@@ -17,8 +17,9 @@ def peer():
 
 @pytest.fixture
 def agent(aws, monkeypatch, peer):
-    return make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}",
-                      extra_env={"DISPATCH_MAX_ATTEMPTS": "3"})
+    return make_agent(
+        monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}", extra_env={"DISPATCH_MAX_ATTEMPTS": "3"}
+    )
 
 
 def think(agent, content, sid=None, reply=None):

@@ -31,14 +31,19 @@ def chat(agent, sid, content="hello there", **kw):
 
 
 def rpc(agent, method, params, **kw):
-    status, headers, body = agent.api("a2a_message_send", body={"jsonrpc": "2.0", "id": "r1", "method": method,
-                                                                "params": params}, **kw)
+    status, headers, body = agent.api(
+        "a2a_message_send", body={"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}, **kw
+    )
     return status, headers, body
 
 
 def send_task(agent, text="count the owls", **kw) -> dict:
-    message = {"kind": "message", "role": "user", "messageId": f"m-{time.monotonic_ns()}",
-               "parts": [{"kind": "text", "text": text}]}
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"m-{time.monotonic_ns()}",
+        "parts": [{"kind": "text", "text": text}],
+    }
     status, _, body = rpc(agent, "message/send", {"message": message}, **kw)
     assert status == 200 and "result" in body, body
     return body["result"]
@@ -69,25 +74,31 @@ def audit_lines():
 # --- 401: no token, or not a peer token -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("event,replacements", [
-    ("chat_post", {}),
-    ("session_get", {"SESSION_ID": "s-anything"}),
-    ("a2a_message_send", {}),
-])
+@pytest.mark.parametrize(
+    "event,replacements",
+    [
+        ("chat_post", {}),
+        ("session_get", {"SESSION_ID": "s-anything"}),
+        ("a2a_message_send", {}),
+    ],
+)
 def test_missing_token_is_401_with_www_authenticate(orchestrator, event, replacements):
     status, headers, body = orchestrator.api(event, token=None, **replacements)
     assert status == 401 and _error(body)["code"] == "unauthorized"
     assert headers["www-authenticate"].startswith('Bearer realm="flightdeck"')
 
 
-@pytest.mark.parametrize("header", [
-    "Bearer",
-    "Bearer not-a-peer-token",
-    f"Basic {'x' * 40}",
-    "Bearer fdp_Upper_" + "a" * 43,  # peer ids are lowercase
-    "Bearer fdp_orchestrator_short",  # the secret is 32+ characters
-    "Bearer fdp_orchestrator_" + "a" * 43 + " trailing",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer",
+        "Bearer not-a-peer-token",
+        f"Basic {'x' * 40}",
+        "Bearer fdp_Upper_" + "a" * 43,  # peer ids are lowercase
+        "Bearer fdp_orchestrator_short",  # the secret is 32+ characters
+        "Bearer fdp_orchestrator_" + "a" * 43 + " trailing",
+    ],
+)
 def test_malformed_token_is_401(orchestrator, header):
     status, headers, body = orchestrator.api("chat_post", headers={"Authorization": header})
     assert status == 401 and _error(body)["code"] == "unauthorized"
@@ -134,9 +145,12 @@ def test_rotation_old_token_refused_after_its_grace_new_one_accepted(orchestrato
     assert chat(orchestrator, new_session_id(), token=old)[0] == 202  # within the grace period
     assert chat(orchestrator, new_session_id(), token=new)[0] == 202
     # The grace period ends (moved into the past rather than waited for).
-    orchestrator.dynamodb.update_item(TableName=orchestrator.table, Key={"pk": {"S": "PEER#bob"}, "sk": {"S": "PEER"}},
-                                      UpdateExpression="SET previous_valid_until = :past",
-                                      ExpressionAttributeValues={":past": {"N": str(int(time.time() * 1000) - 1)}})
+    orchestrator.dynamodb.update_item(
+        TableName=orchestrator.table,
+        Key={"pk": {"S": "PEER#bob"}, "sk": {"S": "PEER"}},
+        UpdateExpression="SET previous_valid_until = :past",
+        ExpressionAttributeValues={":past": {"N": str(int(time.time() * 1000) - 1)}},
+    )
     assert chat(orchestrator, new_session_id(), token=old)[0] == 403
     assert chat(orchestrator, new_session_id(), token=new)[0] == 202
 
@@ -202,8 +216,10 @@ def test_a2a_other_peers_task_is_task_not_found(orchestrator):
     for method, params in [
         ("tasks/get", {"id": task["id"]}),
         ("tasks/cancel", {"id": task["id"]}),
-        ("tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": {
-            "url": "http://127.0.0.1:9/hook", "token": "t"}}),
+        (
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {"url": "http://127.0.0.1:9/hook", "token": "t"}},
+        ),
         ("tasks/pushNotificationConfig/get", {"id": task["id"]}),
         ("tasks/pushNotificationConfig/list", {"id": task["id"]}),
         ("tasks/pushNotificationConfig/delete", {"id": task["id"], "pushNotificationConfigId": task["id"]}),
@@ -241,8 +257,11 @@ def test_dispatch_presents_our_token_for_that_peer_and_both_calls_are_audited(aw
     peer = ScriptedPeer()
     try:
         ours = new_token("orchestrator")
-        agent = make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:http://127.0.0.1:9",
-                           extra_env={"PEER_TOKENS": json.dumps({"worker": ours})})
+        agent = make_agent(
+            monkeypatch,
+            allow=f"worker:{peer.url},orchestrator:http://127.0.0.1:9",
+            extra_env={"PEER_TOKENS": json.dumps({"worker": ours})},
+        )
         sid = new_session_id()
         body = json.dumps({"session_id": sid, "content": "@worker count the owls"})
         assert agent.api("chat_post", body=body)[0] == 202
@@ -251,12 +270,20 @@ def test_dispatch_presents_our_token_for_that_peer_and_both_calls_are_audited(aw
         [request] = peer.requests
         assert request["headers"]["Authorization"] == f"Bearer {ours}"
         [inbound] = audit_lines.find(direction="inbound")
-        assert (inbound["operation"], inbound["peer"], inbound["outcome"], inbound["http_status"]) == \
-            ("chat", TEST_PEER, "accepted", 202)
+        assert (inbound["operation"], inbound["peer"], inbound["outcome"], inbound["http_status"]) == (
+            "chat",
+            TEST_PEER,
+            "accepted",
+            202,
+        )
         assert inbound["payload_sha256"] == hashlib.sha256(body.encode()).hexdigest()
         [outbound] = audit_lines.find(direction="outbound")
-        assert (outbound["operation"], outbound["peer"], outbound["outcome"], outbound["session_id"]) == \
-            ("dispatch", "worker", "http_202", sid)
+        assert (outbound["operation"], outbound["peer"], outbound["outcome"], outbound["session_id"]) == (
+            "dispatch",
+            "worker",
+            "http_202",
+            sid,
+        )
         sent = json.dumps(request["body"]).encode()  # the peer got exactly these bytes (ASCII JSON)
         assert outbound["payload_sha256"] == hashlib.sha256(sent).hexdigest()
         assert all(line["audit"] is True for line in audit_lines.lines)
@@ -270,8 +297,12 @@ def test_refused_calls_are_audited_once_with_the_claimed_peer(orchestrator, audi
     orchestrator.api("chat_post", token=None)
     orchestrator.api("session_get", SESSION_ID="s-1")  # a read, not a delegation call: not audited
     refused, missing = audit_lines.lines
-    assert (refused["outcome"], refused["http_status"], refused["peer"], refused["claimed_peer"]) == \
-        ("forbidden", 403, "", "stranger")
+    assert (refused["outcome"], refused["http_status"], refused["peer"], refused["claimed_peer"]) == (
+        "forbidden",
+        403,
+        "",
+        "stranger",
+    )
     assert (missing["outcome"], missing["http_status"], missing["peer"]) == ("unauthorized", 401, "")
     assert peer_of(stranger) == "stranger"
 
@@ -283,8 +314,9 @@ def test_callbacks_are_audited_with_the_peer_the_token_names(orchestrator, audit
     turn = orchestrator.item(f"S#{sid}", "TURN#000001")
     [tool_use_id] = turn["expected"]
     token = orchestrator.token(sid, 1, tool_use_id)
-    status, _, _ = orchestrator.api("tool_response", body={"result": "four owls"},
-                                    headers={"Authorization": f"Bearer {token}"})
+    status, _, _ = orchestrator.api(
+        "tool_response", body={"result": "four owls"}, headers={"Authorization": f"Bearer {token}"}
+    )
     assert status == 202
     [line] = audit_lines.find(operation="tool_response")
     assert (line["direction"], line["peer"], line["outcome"]) == ("inbound", "worker", "accepted")

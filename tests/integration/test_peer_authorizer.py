@@ -41,9 +41,14 @@ def test_a_peer_token_is_allowed_on_every_peer_route_under_its_usage_key(orchest
 
 @pytest.mark.parametrize("case", ["none", "not_bearer", "malformed", "unknown", "wrong_secret", "revoked"])
 def test_every_other_caller_is_metered_under_the_unidentified_key_for_the_function_to_refuse(orchestrator, case):
-    header = {"none": None, "not_bearer": "Basic abc", "malformed": "Bearer fdp_orchestrator_short",
-              "unknown": f"Bearer {new_token('stranger')}", "wrong_secret": f"Bearer {new_token(TEST_PEER)}",
-              "revoked": f"Bearer {orchestrator.peer_token}"}[case]
+    header = {
+        "none": None,
+        "not_bearer": "Basic abc",
+        "malformed": "Bearer fdp_orchestrator_short",
+        "unknown": f"Bearer {new_token('stranger')}",
+        "wrong_secret": f"Bearer {new_token(TEST_PEER)}",
+        "revoked": f"Bearer {orchestrator.peer_token}",
+    }[case]
     if case == "revoked":
         orchestrator.registry.revoke(TEST_PEER)
     answer = authorize(header)
@@ -51,8 +56,7 @@ def test_every_other_caller_is_metered_under_the_unidentified_key_for_the_functi
     assert answer["principalId"] == UNIDENTIFIED and "context" not in answer  # names no peer
     assert allows(answer, METHOD_ARN)
     # ...and the function behind does refuse it, with its audit line (tests/integration/test_peer_auth.py).
-    status = orchestrator.api("chat_post", headers={"Authorization": header} if header else None,
-                              token=None)[0]
+    status = orchestrator.api("chat_post", headers={"Authorization": header} if header else None, token=None)[0]
     assert status in (401, 403)
 
 

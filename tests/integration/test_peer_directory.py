@@ -18,9 +18,15 @@ from flightdeck.settings import Settings, SettingsError
 
 PREFIX = "/flightdeck/test-deployment"
 BASE = {
-    "AGENT_NAME": "orchestrator", "STATE_TABLE": "orchestrator-state", "TURN_WORKER_FUNCTION": "f", "TURNS_QUEUE_URL": "q1",
-    "DISPATCH_QUEUE_URL": "q2", "DELIVERY_QUEUE_URL": "q3", "TIMERS_QUEUE_URL": "q4",
-    "TOOL_CALLBACK_SECRET": "s" * 40, "PEER_URL_PARAMETER_PREFIX": PREFIX,
+    "AGENT_NAME": "orchestrator",
+    "STATE_TABLE": "orchestrator-state",
+    "TURN_WORKER_FUNCTION": "f",
+    "TURNS_QUEUE_URL": "q1",
+    "DISPATCH_QUEUE_URL": "q2",
+    "DELIVERY_QUEUE_URL": "q3",
+    "TIMERS_QUEUE_URL": "q4",
+    "TOOL_CALLBACK_SECRET": "s" * 40,
+    "PEER_URL_PARAMETER_PREFIX": PREFIX,
 }
 WORKER_URL = "https://abc123.execute-api.us-east-1.amazonaws.com/prod/"
 
@@ -98,12 +104,15 @@ def test_other_ssm_errors_raise_instead_of_refusing(aws) -> None:
         PeerUrlParameters(PREFIX, client=client)("worker")
 
 
-@pytest.mark.parametrize(("env", "problem"), [
-    ({"DISCOVERED_PEERS": "worker", "PEER_URL_PARAMETER_PREFIX": ""}, "PEER_URL_PARAMETER_PREFIX"),
-    ({"DISCOVERED_PEERS": "worker,bad name"}, "DISCOVERED_PEERS"),
-    ({"DISCOVERED_PEERS": "worker,worker"}, "DISCOVERED_PEERS"),
-    ({"PEER_URL_PARAMETER_PREFIX": "flightdeck/no-leading-slash"}, "PEER_URL_PARAMETER_PREFIX"),
-])
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"DISCOVERED_PEERS": "worker", "PEER_URL_PARAMETER_PREFIX": ""}, "PEER_URL_PARAMETER_PREFIX"),
+        ({"DISCOVERED_PEERS": "worker,bad name"}, "DISCOVERED_PEERS"),
+        ({"DISCOVERED_PEERS": "worker,worker"}, "DISCOVERED_PEERS"),
+        ({"PEER_URL_PARAMETER_PREFIX": "flightdeck/no-leading-slash"}, "PEER_URL_PARAMETER_PREFIX"),
+    ],
+)
 def test_malformed_discovery_settings_name_the_variable(env: dict[str, str], problem: str) -> None:
     with pytest.raises(SettingsError, match=problem):
         Settings.from_env({**BASE, **env})

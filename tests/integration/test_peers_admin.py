@@ -10,6 +10,7 @@ import uuid
 
 import boto3
 import pytest
+
 from flightdeck import cli
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.usage_plans import UsagePlans
@@ -130,8 +131,9 @@ def test_mistakes_are_one_line_errors(capsys, local_agent):
     assert code == 1 and "AWS call failed" in err
 
 
-def test_a_token_from_the_command_opens_the_agents_api_and_revoking_it_closes_it(capsys, orchestrator_on_server,
-                                                                                 moto_server):
+def test_a_token_from_the_command_opens_the_agents_api_and_revoking_it_closes_it(
+    capsys, orchestrator_on_server, moto_server
+):
     agent = orchestrator_on_server
     plan_id = default_plan(agent.name, moto_server)
     where = ["--agent", agent.name, "--table", agent.table, "--endpoint-url", moto_server]
@@ -183,7 +185,8 @@ def test_a_peer_with_a_plan_of_its_own_keeps_it(capsys, moto_server):
     # As `flightdeck local up` (or the stack) does for a peer named in the configuration.
     own = UsagePlanSpec(peer_plan_name(agent, "carol"), PeerLimits(50, 100), ("carol",))
     ids = usage_plans(moto_server).create_for(
-        agent, [UsagePlanSpec(default_plan_name(agent), LIMITS, (), default=True), own])
+        agent, [UsagePlanSpec(default_plan_name(agent), LIMITS, (), default=True), own]
+    )
     where = ["--agent", agent, "--endpoint-url", moto_server]
 
     code, out, err = peers(capsys, "add", *where, "carol")
@@ -242,10 +245,14 @@ def stack_template(plan_id: str | None) -> str:
                 "Type": "AWS::DynamoDB::Table",
                 "Properties": {
                     "BillingMode": "PAY_PER_REQUEST",
-                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
-                                             {"AttributeName": "sk", "AttributeType": "S"}],
-                    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
-                                  {"AttributeName": "sk", "KeyType": "RANGE"}],
+                    "AttributeDefinitions": [
+                        {"AttributeName": "pk", "AttributeType": "S"},
+                        {"AttributeName": "sk", "AttributeType": "S"},
+                    ],
+                    "KeySchema": [
+                        {"AttributeName": "pk", "KeyType": "HASH"},
+                        {"AttributeName": "sk", "KeyType": "RANGE"},
+                    ],
                 },
             }
         },
@@ -285,12 +292,15 @@ def test_on_aws_a_stack_without_the_plan_output_changes_nothing(capsys, aws):
     code, out, err = peers(capsys, "add", "--agent", "worker", "--region", "us-east-1", "orchestrator")
     assert code == 1 and out == ""
     assert "Flightdeck-worker has no PeerUsagePlanId output" in err and "--usage-plan-id" in err
-    registry = PeerRegistry(stack_outputs(cloudformation, "Flightdeck-worker")["StateTableName"],
-                            boto3.client("dynamodb", region_name="us-east-1"))
+    registry = PeerRegistry(
+        stack_outputs(cloudformation, "Flightdeck-worker")["StateTableName"],
+        boto3.client("dynamodb", region_name="us-east-1"),
+    )
     assert registry.list_peers() == [] and key_of("worker", "orchestrator") is None
 
     # An explicit plan id does without the output (and the stack is described for the table alone).
     plan_id = usage_plans().ensure_plan("worker", UsagePlanSpec("by-hand", LIMITS, ()))
-    code, _, _ = peers(capsys, "add", "--agent", "worker", "--region", "us-east-1", "--usage-plan-id", plan_id,
-                       "orchestrator")
+    code, _, _ = peers(
+        capsys, "add", "--agent", "worker", "--region", "us-east-1", "--usage-plan-id", plan_id, "orchestrator"
+    )
     assert code == 0 and key_of("worker", "orchestrator") == (True, [plan_id])

@@ -25,8 +25,11 @@ def peer():
 @pytest.fixture
 def agent(aws, monkeypatch, peer):
     """An orchestrator whose worker (and own callback service) is the scripted peer."""
-    return make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}",
-                      extra_env={"DISPATCH_MAX_ATTEMPTS": "3", "ASYNC_TOOL_TIMEOUT_MS": "2000"})
+    return make_agent(
+        monkeypatch,
+        allow=f"worker:{peer.url},orchestrator:{peer.url}",
+        extra_env={"DISPATCH_MAX_ATTEMPTS": "3", "ASYNC_TOOL_TIMEOUT_MS": "2000"},
+    )
 
 
 def think(agent, content, sid=None):
@@ -74,7 +77,9 @@ def test_retryable_dispatch_failure_backs_off_through_visibility(agent, peer):
 
 def test_refused_dispatch_records_dispatch_failed_and_completes_the_turn(agent, peer):
     peer.statuses = [400]
-    peer.body = {"error": {"code": "unknown_callback_service", "message": "callbackService 'orchestrator' is not allowed"}}
+    peer.body = {
+        "error": {"code": "unknown_callback_service", "message": "callbackService 'orchestrator' is not allowed"}
+    }
     sid = think(agent, "@worker one")
     agent.run_queue("dispatch")
     agent.run_queue("turns")
@@ -138,12 +143,17 @@ def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer):
     sids = [think(agent, f"@worker job {i}") for i in range(3)]
     assert sweep(deps()) == 0  # nothing overdue yet
     time.sleep(2.1)
-    assert deps().store.list_overdue(int(time.time() * 1000)) and len(deps().store.list_overdue(int(time.time() * 1000))) == 3
+    assert (
+        deps().store.list_overdue(int(time.time() * 1000))
+        and len(deps().store.list_overdue(int(time.time() * 1000))) == 3
+    )
     from flightdeck.handlers import sweeper
     from flightdeck.local.invocation import LocalLambdaContext
     from tests.support.harness import load_event
 
-    assert sweeper.handler(load_event("schedule/sweep.json"), LocalLambdaContext(function_name="sweeper")) == {"expired": 3}
+    assert sweeper.handler(load_event("schedule/sweep.json"), LocalLambdaContext(function_name="sweeper")) == {
+        "expired": 3
+    }
     assert sweep(deps()) == 0
     assert sorted(t["session_id"] for t in agent.bodies("turns")) == sorted(sids)
 
@@ -162,8 +172,9 @@ def test_think_delivered_twice_has_one_effect(agent, peer):
     assert len({json.dumps(r["body"], sort_keys=True) for r in peer.requests}) == 1  # one request, replayed
     # The redelivery re-arms the turn's timer (the first run may have died before arming it): a
     # second firing finds the turn as the first left it. Both name the turn's one deadline.
-    delayed = agent.sqs.get_queue_attributes(QueueUrl=agent.queue_urls["timers"],
-                                             AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    delayed = agent.sqs.get_queue_attributes(
+        QueueUrl=agent.queue_urls["timers"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "2"
     agg = agent.item(f"S#{sid}", "TURN#000001")
     assert agg["status"] == "waiting" and agg["received"] == 0 and len(agg["expected"]) == 1
@@ -201,20 +212,24 @@ def emitted_metrics(capsys) -> dict[str, float]:
             doc = json.loads(line)
             for metric in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
                 values = doc[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(values if isinstance(values, list)
-                                                                             else [values])
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(
+                    values if isinstance(values, list) else [values]
+                )
     return totals
 
 
-@pytest.mark.parametrize("status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False),
-                                                 (413, False)])
-def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(agent, peer, capsys, status,
-                                                                               expect_retry):
+@pytest.mark.parametrize(
+    "status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False), (413, False)]
+)
+def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(
+    agent, peer, capsys, status, expect_retry
+):
     peer.statuses = [status]
     from flightdeck.wiring import deps
 
-    deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
-                                 "result": "r"})
+    deps().queues.send_delivery(
+        {"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20, "result": "r"}
+    )
     capsys.readouterr()
     resp = agent.run_queue("delivery")
     assert bool(resp["batchItemFailures"]) is expect_retry
@@ -233,7 +248,9 @@ def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(a
 def test_delivery_to_an_unknown_service_goes_to_the_dead_letter_queue(agent, peer):
     from flightdeck.wiring import deps
 
-    deps().queues.send_delivery({"session_id": "s", "callback_service": "evil", "bearer_token": "t" * 20, "result": "r"})
+    deps().queues.send_delivery(
+        {"session_id": "s", "callback_service": "evil", "bearer_token": "t" * 20, "result": "r"}
+    )
     assert agent.run_queue("delivery") == {"batchItemFailures": []}
     assert peer.requests == []
     [dead] = agent.receive("delivery", dlq=True)
@@ -241,13 +258,15 @@ def test_delivery_to_an_unknown_service_goes_to_the_dead_letter_queue(agent, pee
 
 
 def test_delivery_batches_answers_for_one_service(agent, peer):
-    peer.body = lambda path, req: {"results": [{"index": i, "status": "accepted", "http_status": 202}
-                                               for i, _ in enumerate(req["body"]["items"])]}
+    peer.body = lambda path, req: {
+        "results": [{"index": i, "status": "accepted", "http_status": 202} for i, _ in enumerate(req["body"]["items"])]
+    }
     from flightdeck.wiring import deps
 
     for i in range(3):
-        deps().queues.send_delivery({"session_id": f"s{i}", "callback_service": "orchestrator",
-                                     "bearer_token": f"t{i}" * 10, "result": f"r{i}"})
+        deps().queues.send_delivery(
+            {"session_id": f"s{i}", "callback_service": "orchestrator", "bearer_token": f"t{i}" * 10, "result": f"r{i}"}
+        )
     assert agent.run_queue("delivery") == {"batchItemFailures": []}
     assert [r["path"] for r in peer.requests] == ["/api/tools/responses"]
     assert [i["result"] for i in peer.requests[0]["body"]["items"]] == ["r0", "r1", "r2"]
@@ -259,8 +278,9 @@ def test_a_batch_refused_as_a_whole_goes_one_by_one_and_only_an_answer_refused_i
     from flightdeck.wiring import deps
 
     for i in range(3):
-        deps().queues.send_delivery({"session_id": f"s{i}", "callback_service": "orchestrator",
-                                     "bearer_token": f"t{i}" * 10, "result": f"r{i}"})
+        deps().queues.send_delivery(
+            {"session_id": f"s{i}", "callback_service": "orchestrator", "bearer_token": f"t{i}" * 10, "result": f"r{i}"}
+        )
     assert agent.run_queue("delivery") == {"batchItemFailures": []}
     assert [r["path"] for r in peer.requests] == ["/api/tools/responses"] + ["/api/tools/response"] * 3
     [dead] = agent.receive("delivery", dlq=True)
@@ -272,8 +292,9 @@ def test_a_batch_refused_as_a_whole_goes_one_by_one_and_only_an_answer_refused_i
 def test_a_malformed_delivery_message_is_dead_lettered_and_the_rest_of_its_batch_delivered(agent, peer, bad):
     from flightdeck.wiring import deps
 
-    deps().queues.send_delivery({"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20,
-                                 "result": "r"})
+    deps().queues.send_delivery(
+        {"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20, "result": "r"}
+    )
     agent.sqs.send_message(QueueUrl=agent.queue_urls["delivery"], MessageBody=bad)
     assert agent.run_queue("delivery") == {"batchItemFailures": []}
     assert [r["body"]["result"] for r in peer.requests] == ["r"]
@@ -292,12 +313,16 @@ def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):
 
 
 def test_tool_calls_past_the_limit_get_an_error_result_not_a_dispatch(aws, monkeypatch, peer):
-    a = make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}",
-                   extra_env={"MAX_TOOLS_PER_TURN": "2"})
+    a = make_agent(
+        monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url}", extra_env={"MAX_TOOLS_PER_TURN": "2"}
+    )
     sid = think(a, "@worker one @worker two @worker three")
     assert len(a.bodies("dispatch")) == 2
     results = [i for i in a.table_items() if i["sk"]["S"].startswith("RESULT#")]
     [refused] = results
-    assert json.loads(refused["text"]["S"]) == {"status": "error", "reason": "too_many_tools",
-                                                "detail": "at most 2 tool calls per turn"}
+    assert json.loads(refused["text"]["S"]) == {
+        "status": "error",
+        "reason": "too_many_tools",
+        "detail": "at most 2 tool calls per turn",
+    }
     assert a.item(f"S#{sid}", "TURN#000001")["received"] == 1

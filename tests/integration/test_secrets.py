@@ -5,8 +5,15 @@ import boto3
 from flightdeck.adapters import secrets
 from flightdeck.settings import Settings
 
-BASE = {"AGENT_NAME": "orchestrator", "STATE_TABLE": "t-state", "TURN_WORKER_FUNCTION": "f", "TURNS_QUEUE_URL": "q", "DISPATCH_QUEUE_URL": "q",
-        "DELIVERY_QUEUE_URL": "q", "TIMERS_QUEUE_URL": "q"}
+BASE = {
+    "AGENT_NAME": "orchestrator",
+    "STATE_TABLE": "t-state",
+    "TURN_WORKER_FUNCTION": "f",
+    "TURNS_QUEUE_URL": "q",
+    "DISPATCH_QUEUE_URL": "q",
+    "DELIVERY_QUEUE_URL": "q",
+    "TIMERS_QUEUE_URL": "q",
+}
 
 
 def _settings(arn):
@@ -35,5 +42,7 @@ def test_after_a_rotation_current_and_previous_both_verify(aws, monkeypatch):
     monkeypatch.setattr(secrets, "_no_previous_until", {})
     secrets._provider.cache_clear()
     keys = secrets.signing_keys(_settings(arn))
-    assert [k.secret for k in keys] == [b"new-secret-0123456789abcdef0123456789",
-                                        b"old-secret-0123456789abcdef0123456789"]
+    assert [k.secret for k in keys] == [
+        b"new-secret-0123456789abcdef0123456789",
+        b"old-secret-0123456789abcdef0123456789",
+    ]

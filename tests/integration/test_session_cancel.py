@@ -34,9 +34,16 @@ def agent(aws, monkeypatch, worker):
 def delegated_task(agent, content="summarise the launch plan") -> str:
     """A task as a delegating agent sends it (with a reply route): the think is queued, not run."""
     sid = new_session_id()
-    status, _, _ = agent.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=CALLER_TOKEN,
-                             body={"session_id": sid, "content": content,
-                                   "reply": {"callbackService": "orchestrator", "bearerToken": CALLER_TOKEN}})
+    status, _, _ = agent.api(
+        "chat_post_with_reply",
+        SESSION_ID=sid,
+        TOKEN=CALLER_TOKEN,
+        body={
+            "session_id": sid,
+            "content": content,
+            "reply": {"callbackService": "orchestrator", "bearerToken": CALLER_TOKEN},
+        },
+    )
     assert status == 202
     return sid
 
@@ -103,7 +110,8 @@ def test_a_session_waiting_on_its_delegations_completes_canceled_and_cancels_the
     ids = [b["toolUse"]["toolUseId"] for b in reply["message"]["content"] if "toolUse" in b]
     # Its own delegates are told to stop: each on the session its delegation created there.
     assert sorted(r["path"] for r in worker.requests if r["path"].endswith("/cancel")) == sorted(
-        f"/api/sessions/{peer_session_id('orchestrator', sid, i)}/cancel" for i in ids)
+        f"/api/sessions/{peer_session_id('orchestrator', sid, i)}/cancel" for i in ids
+    )
     session = view(agent, sid)
     assert session["status"] == "idle"
     results = [b["toolResult"] for b in session["messages"][2]["content"]]

@@ -69,7 +69,9 @@ async def _client(http: httpx.AsyncClient, url: str):
 
 
 def _steps(events) -> list[str]:
-    return [e.metadata["flightdeck"]["kind"] for e in events if isinstance(e, sdk.TaskStatusUpdateEvent) and not e.final]
+    return [
+        e.metadata["flightdeck"]["kind"] for e in events if isinstance(e, sdk.TaskStatusUpdateEvent) and not e.final
+    ]
 
 
 def _answer(events) -> str:
@@ -82,8 +84,10 @@ def test_sdk_client_streams_a_delegated_task_to_its_final_event(stack):
     async def scenario():
         async with httpx.AsyncClient(timeout=60, headers=AS_USER) as http:
             client = await _client(http, url)
-            return [update or task.model_copy(deep=True)
-                    async for task, update in client.send_message(_message("@worker name two rivers"))]
+            return [
+                update or task.model_copy(deep=True)
+                async for task, update in client.send_message(_message("@worker name two rivers"))
+            ]
 
     events = asyncio.run(scenario())
     assert isinstance(events[0], sdk.Task) and events[0].status.state == sdk.TaskState.working
@@ -100,8 +104,9 @@ def test_sdk_client_gets_the_answer_in_pieces_while_the_agent_thinks(stack):
     url = stack.urls["worker"]  # called as its peer, the orchestrator: its think is the slow one
 
     async def state(http: httpx.AsyncClient, task_id: str) -> dict:
-        got = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get",
-                                                 "params": {"id": task_id}})
+        got = await http.post(
+            f"{url}/a2a", json={"jsonrpc": "2.0", "id": "g", "method": "tasks/get", "params": {"id": task_id}}
+        )
         return got.json()["result"]
 
     async def scenario():
@@ -127,12 +132,23 @@ def test_sdk_client_resubscribes_to_a_running_task(stack):
 
     async def scenario():
         async with httpx.AsyncClient(timeout=60, headers=AS_USER) as http:
-            sent = await http.post(f"{url}/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
-                "message": _message("@worker list three owls").model_dump(mode="json", exclude_none=True)}})
+            sent = await http.post(
+                f"{url}/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "message/send",
+                    "params": {
+                        "message": _message("@worker list three owls").model_dump(mode="json", exclude_none=True)
+                    },
+                },
+            )
             task_id = sent.json()["result"]["id"]
             client = await _client(http, url)
-            return [update or task.model_copy(deep=True)
-                    async for task, update in client.resubscribe(sdk.TaskIdParams(id=task_id))]
+            return [
+                update or task.model_copy(deep=True)
+                async for task, update in client.resubscribe(sdk.TaskIdParams(id=task_id))
+            ]
 
     events = asyncio.run(scenario())
     assert isinstance(events[0], sdk.Task) and events[0].status.state == sdk.TaskState.working  # the replay
@@ -153,8 +169,15 @@ def test_session_events_follow_a_full_delegation(stack):
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     events.append(json.loads(line[6:]))
-    assert [e["kind"] for e in events] == ["message", "thinking", "delegating", "callback_accepted", "thinking",
-                                           "answer", "idle"]
+    assert [e["kind"] for e in events] == [
+        "message",
+        "thinking",
+        "delegating",
+        "callback_accepted",
+        "thinking",
+        "answer",
+        "idle",
+    ]
     assert events[2]["agent"] == "worker" and events[3]["status"] == "success" and "[worker]" in events[3]["text"]
     assert events[3]["text"] in events[5]["text"]
     # The same peer gate as the other peer routes: no token, no stream.

@@ -42,12 +42,24 @@ def web_server():
 
 
 def _adapter_headers(agent, resource: str) -> dict[str, str]:
-    context = {"resourcePath": resource, "stage": "prod", "requestId": str(uuid.uuid4()), "apiId": "abc123",
-               "identity": {"sourceIp": "127.0.0.1"}, "authorizer": {"principalId": "tester"}}
-    lambda_context = {"request_id": str(uuid.uuid4()), "deadline": int(time.time() * 1000) + 60_000,
-                      "invoked_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:orchestrator-a2a"}
-    return {**agent.auth_headers(), "x-amzn-request-context": json.dumps(context),
-            "x-amzn-lambda-context": json.dumps(lambda_context)}
+    context = {
+        "resourcePath": resource,
+        "stage": "prod",
+        "requestId": str(uuid.uuid4()),
+        "apiId": "abc123",
+        "identity": {"sourceIp": "127.0.0.1"},
+        "authorizer": {"principalId": "tester"},
+    }
+    lambda_context = {
+        "request_id": str(uuid.uuid4()),
+        "deadline": int(time.time() * 1000) + 60_000,
+        "invoked_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:orchestrator-a2a",
+    }
+    return {
+        **agent.auth_headers(),
+        "x-amzn-request-context": json.dumps(context),
+        "x-amzn-lambda-context": json.dumps(lambda_context),
+    }
 
 
 def _data_lines(text: str) -> list[dict]:
@@ -91,12 +103,18 @@ def test_message_stream_through_the_web_server_as_the_adapter_forwards_it(served
 
 def test_one_json_answer_for_the_other_methods_and_the_adapter_s_readiness_check(served):
     agent, url = served
-    got = httpx.post(f"{url}/a2a", headers=_adapter_headers(agent, "/a2a"),
-                     json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "nope~abc"}})
+    got = httpx.post(
+        f"{url}/a2a",
+        headers=_adapter_headers(agent, "/a2a"),
+        json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "nope~abc"}},
+    )
     assert got.headers["content-type"].startswith("application/json")
     assert got.json()["error"]["code"] == -32001
-    refused = httpx.post(f"{url}/a2a", headers={k: v for k, v in _adapter_headers(agent, "/a2a").items()
-                                                  if k != "Authorization"}, json={})
+    refused = httpx.post(
+        f"{url}/a2a",
+        headers={k: v for k, v in _adapter_headers(agent, "/a2a").items() if k != "Authorization"},
+        json={},
+    )
     assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"]
     assert httpx.get(f"{url}/").status_code == 404  # healthy for the adapter (100-499), serves nothing
 
@@ -106,10 +124,12 @@ def test_session_events_through_the_web_server(served):
     sid = new_session_id()
     agent.api("chat_post", body={"session_id": sid, "content": "good morning"})
     agent.run_queue("turns")
-    got = httpx.get(f"{url}/api/sessions/{sid}/events",
-                    headers=_adapter_headers(agent, "/api/sessions/{session_id}/events"))
+    got = httpx.get(
+        f"{url}/api/sessions/{sid}/events", headers=_adapter_headers(agent, "/api/sessions/{session_id}/events")
+    )
     assert got.status_code == 200 and got.headers["content-type"].startswith("text/event-stream")
     assert [e["kind"] for e in _data_lines(got.text)] == ["message", "thinking", "answer", "idle"]
-    missing = httpx.get(f"{url}/api/sessions/nobody/events",
-                        headers=_adapter_headers(agent, "/api/sessions/{session_id}/events"))
+    missing = httpx.get(
+        f"{url}/api/sessions/nobody/events", headers=_adapter_headers(agent, "/api/sessions/{session_id}/events")
+    )
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "session_not_found"

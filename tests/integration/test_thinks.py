@@ -19,7 +19,8 @@ def _sent_to(agent, key):
     agent_queue = agent.queue_urls[key]
     wiring.deps().queues.client.meta.events.register(
         "before-parameter-build.sqs.SendMessage",
-        lambda params, **_: sent.append(dict(params)) if params["QueueUrl"] == agent_queue else None)
+        lambda params, **_: sent.append(dict(params)) if params["QueueUrl"] == agent_queue else None,
+    )
     return sent
 
 
@@ -27,13 +28,17 @@ def test_start_is_one_event_invoke_of_the_turn_worker_by_name(orchestrator):
     thinks = wiring.deps().thinks
     assert isinstance(thinks, LambdaThinks) and thinks.function_name == "orchestrator-turn-worker"
     calls = []
-    thinks.client.meta.events.register("before-parameter-build.lambda.Invoke",
-                                       lambda params, **_: calls.append(dict(params)))
+    thinks.client.meta.events.register(
+        "before-parameter-build.lambda.Invoke", lambda params, **_: calls.append(dict(params))
+    )
     thinks.start("s-1", 4, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
     [call] = calls
     assert call["FunctionName"] == "orchestrator-turn-worker" and call["InvocationType"] == "Event"
-    assert json.loads(call["Payload"]) == {"session_id": "s-1", "turn": 4,
-                                           "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    assert json.loads(call["Payload"]) == {
+        "session_id": "s-1",
+        "turn": 4,
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    }
     # Lambda (moto) accepted it: 202, recorded for the test to run; no queue was written.
     [invocation] = RECORDER.take("orchestrator-turn-worker")
     assert invocation.event == json.loads(call["Payload"])
@@ -90,6 +95,5 @@ def test_a_malformed_think_fails_its_invocation_or_its_record_and_changes_nothin
     with pytest.raises(ValidationError, match="turn"):  # Lambda retries it, then it lands in the turns DLQ
         run({"session_id": sid, "turn": 0})
     messages = [{"MessageId": "m-1", "ReceiptHandle": "r", "Body": json.dumps({"turn": 1}), "Attributes": {}}]
-    assert run(orchestrator.sqs_event("turns", messages)) == {
-        "batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert orchestrator.table_items() == before

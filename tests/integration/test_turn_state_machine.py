@@ -12,7 +12,8 @@ import uuid
 
 import boto3
 import pytest
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from moto import mock_aws
 
@@ -44,8 +45,11 @@ class Clock:
 @pytest.fixture(scope="module")
 def world():
     with mock_aws(config=MOTO_CONFIG):
-        res = create_agent_resources("sm", dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
-                                     sqs=boto3.client("sqs", region_name="us-east-1"))
+        res = create_agent_resources(
+            "sm",
+            dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
+            sqs=boto3.client("sqs", region_name="us-east-1"),
+        )
         yield res
 
 
@@ -78,23 +82,36 @@ class TurnMachine(RuleBasedStateMachine):
     @initialize(n=st.integers(min_value=1, max_value=5))
     def start(self, n):
         self.clock = Clock()
-        env = {"AGENT_NAME": "sm", "STATE_TABLE": self.res.table_name, "TOOL_CALLBACK_SECRET": "s" * 40,
-               "ASYNC_TOOL_TIMEOUT_MS": str(TIMEOUT_MS), **self.res.environment(),
-               "AGENT_CONFIG": json.dumps({"name": "sm", "delegates": [{"agent": "worker"}]})}
+        env = {
+            "AGENT_NAME": "sm",
+            "STATE_TABLE": self.res.table_name,
+            "TOOL_CALLBACK_SECRET": "s" * 40,
+            "ASYNC_TOOL_TIMEOUT_MS": str(TIMEOUT_MS),
+            **self.res.environment(),
+            "AGENT_CONFIG": json.dumps({"name": "sm", "delegates": [{"agent": "worker"}]}),
+        }
         s = Settings.from_env(env)
         self.store = StateStore(s.state_table, clock=self.clock)
-        self.queues = Queues(dispatch_url=s.dispatch_queue_url, delivery_url=s.delivery_queue_url,
-                             timers_url=s.timers_queue_url)
+        self.queues = Queues(
+            dispatch_url=s.dispatch_queue_url, delivery_url=s.delivery_queue_url, timers_url=s.timers_queue_url
+        )
         self.thinks = CrashingThinks(function_name=s.turn_worker_function, retry_queue_url=s.turns_queue_url)
-        self.deps = Deps(settings=s, store=self.store, queues=self.queues, thinks=self.thinks,
-                         peers=None, keys=lambda: [], model=lambda: __import__(
-                             "flightdeck.adapters.models", fromlist=["build_model"]).build_model(s.agent))
+        self.deps = Deps(
+            settings=s,
+            store=self.store,
+            queues=self.queues,
+            thinks=self.thinks,
+            peers=None,
+            keys=lambda: [],
+            model=lambda: __import__("flightdeck.adapters.models", fromlist=["build_model"]).build_model(s.agent),
+        )
         self.next_thinks = 0
         self.pending_thinks = 0  # next thinks started (asynchronous invokes), not yet run
         self.next_think_runs = 0
         self.sid = f"sm-{uuid.uuid4()}"
-        self.store.start_turn_with_message(self.sid, {"role": "user", "content": [
-            {"text": " ".join(f"@worker task {i}" for i in range(n))}]}, 10**9)
+        self.store.start_turn_with_message(
+            self.sid, {"role": "user", "content": [{"text": " ".join(f"@worker task {i}" for i in range(n))}]}, 10**9
+        )
         assert run_turn(self.deps, self.sid, 1) == "tool_use"
         self.ids = sorted(self.store.get_turn(self.sid, 1).expected)
         self.first_value = {}  # tool_use_id -> the result text that must stay
@@ -123,8 +140,9 @@ class TurnMachine(RuleBasedStateMachine):
     def crash_between_recording_a_result_and_completing(self, i):
         """The result is written; the function dies before it checks whether the turn is complete."""
         tid = self.ids[i % len(self.ids)]
-        outcome, _ = self.store.record_result(self.sid, 1, ToolResult(tid, "success", "c", ResultSource.CALLBACK),
-                                              10**9)
+        outcome, _ = self.store.record_result(
+            self.sid, 1, ToolResult(tid, "success", "c", ResultSource.CALLBACK), 10**9
+        )
         if outcome is RecordOutcome.ACCEPTED:
             self.first_value.setdefault(tid, "c")
 
@@ -135,12 +153,20 @@ class TurnMachine(RuleBasedStateMachine):
         tid = self.ids[i % len(self.ids)]
         was_complete = self.complete()
         before = self.store.get_results(self.sid, 1)
-        adv = self._completing(lambda: record_and_advance(
-            self.deps, self.sid, 1, ToolResult(tid, "success", text, ResultSource.CALLBACK), by="callback",
-            total=len(self.ids) if sized else None))
+        adv = self._completing(
+            lambda: record_and_advance(
+                self.deps,
+                self.sid,
+                1,
+                ToolResult(tid, "success", text, ResultSource.CALLBACK),
+                by="callback",
+                total=len(self.ids) if sized else None,
+            )
+        )
         if adv is None:  # crashed after its commit: what was written stays
-            if any(r.tool_use_id == tid and r.source is ResultSource.CALLBACK
-                   for r in self.store.get_results(self.sid, 1)):
+            if any(
+                r.tool_use_id == tid and r.source is ResultSource.CALLBACK for r in self.store.get_results(self.sid, 1)
+            ):
                 self.first_value.setdefault(tid, text)
             return
         if adv.outcome is RecordOutcome.ACCEPTED:
@@ -152,8 +178,11 @@ class TurnMachine(RuleBasedStateMachine):
     @rule(i=st.integers(min_value=0, max_value=4))
     def unexpected_callback(self, i):
         before = self.store.get_results(self.sid, 1)
-        adv = self._completing(lambda: record_and_advance(
-            self.deps, self.sid, 1, ToolResult(f"nope-{i}", "success", "x", ResultSource.CALLBACK), by="callback"))
+        adv = self._completing(
+            lambda: record_and_advance(
+                self.deps, self.sid, 1, ToolResult(f"nope-{i}", "success", "x", ResultSource.CALLBACK), by="callback"
+            )
+        )
         assert adv is None or adv.outcome is RecordOutcome.LATE
         assert self.store.get_results(self.sid, 1) == before
 
@@ -244,6 +273,7 @@ def test_turn_state_machine(world, monkeypatch):
     hand_outbound_to_queues(monkeypatch)
     TurnMachine.res = world
     machine = TurnMachine.TestCase
-    machine.settings = settings(max_examples=30, stateful_step_count=12, deadline=None,
-                                suppress_health_check=list(HealthCheck))
+    machine.settings = settings(
+        max_examples=30, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
+    )
     machine().runTest()

@@ -111,8 +111,11 @@ class Records:
 
     def find(self, agent=None, **match):
         with self.lock:
-            return [r for a, r in self.items if (agent is None or a == agent)
-                    and all(r.get(k) == v for k, v in match.items())]
+            return [
+                r
+                for a, r in self.items
+                if (agent is None or a == agent) and all(r.get(k) == v for k, v in match.items())
+            ]
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +133,9 @@ def stack(tmp_path_factory, proxy):
     # Every agent reaches `patient` through the proxy, so a test can take it "down".
     # DEBUG: the tests read the agents' timeline lines, routine steps included (tests/conftest.py
     # quiets logs to WARNING).
-    local = LocalStack(path, url_overrides={"patient": proxy.url}, relay=None,
-                       extra_env={"POWERTOOLS_LOG_LEVEL": "DEBUG"})
+    local = LocalStack(
+        path, url_overrides={"patient": proxy.url}, relay=None, extra_env={"POWERTOOLS_LOG_LEVEL": "DEBUG"}
+    )
     local.add_listener(records)
     with local:
         proxy.target = local.urls["patient"]
@@ -167,8 +171,13 @@ def final_text(session):
 
 
 def table_item(stack, agent, pk, sk):
-    ddb = boto3.client("dynamodb", endpoint_url=stack.moto_endpoint, region_name="us-east-1",
-                       aws_access_key_id="x", aws_secret_access_key="x")
+    ddb = boto3.client(
+        "dynamodb",
+        endpoint_url=stack.moto_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
     item = ddb.get_item(TableName=f"{agent}-state", Key={"pk": {"S": pk}, "sk": {"S": sk}})["Item"]
     return {k: list(v.values())[0] for k, v in item.items()}
 
@@ -220,16 +229,23 @@ def test_a_worker_that_never_answers_times_out_at_its_own_deadline_and_is_told_t
     # The orchestrator stopped waiting, so the sleeper is told to stop: its session ends canceled...
     [dispatched] = stack.records.find("orchestrator", timeline="dispatched", session_id=sid)
     peer_sid = dispatched["peer_session_id"]
-    wait_for(lambda: stack.records.find("orchestrator", timeline="delegation_canceled", session_id=sid), 10,
-             "the sleeper was never told to stop")
+    wait_for(
+        lambda: stack.records.find("orchestrator", timeline="delegation_canceled", session_id=sid),
+        10,
+        "the sleeper was never told to stop",
+    )
     assert stack.records.find("sleeper", timeline="session_canceled", session_id=peer_sid)
     as_orchestrator = {"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"}
     closed = wait_idle(stack, peer_sid, agent="sleeper", timeout_s=10, headers=as_orchestrator)
     assert "canceled" in closed["messages"][-1]["content"][0]["text"]
     # ...its think, under way when the cancel came, cannot store its reply, and nothing is delivered.
-    wait_for(lambda: stack.records.find("sleeper", session_id=peer_sid,
-                                        message="the session moved on while the model thought; ignoring"),
-             TIMEOUT_MS / 1000 + 10, "the sleeper's think never ended")
+    wait_for(
+        lambda: stack.records.find(
+            "sleeper", session_id=peer_sid, message="the session moved on while the model thought; ignoring"
+        ),
+        TIMEOUT_MS / 1000 + 10,
+        "the sleeper's think never ended",
+    )
     assert not stack.records.find("sleeper", timeline="answer_ready", session_id=peer_sid)
     assert not stack.records.find("sleeper", audit=True, operation="delivery", session_id=peer_sid)
     assert not stack.records.find("orchestrator", timeline="callback_late", session_id=sid)
@@ -244,8 +260,9 @@ def test_an_unreachable_worker_is_dispatch_failed_without_waiting_for_the_timeou
     [result] = tool_results(session)
     detail = json.loads(result["content"][0]["text"])
     assert detail["reason"] == "dispatch_failed" and "unreachable" in detail["detail"]
-    assert elapsed < TIMEOUT_MS / 1000 + 1.5 and not stack.records.find("orchestrator", timeline="timeout_synthesized",
-                                                                        session_id=sid)
+    assert elapsed < TIMEOUT_MS / 1000 + 1.5 and not stack.records.find(
+        "orchestrator", timeline="timeout_synthesized", session_id=sid
+    )
 
 
 def wait_for(predicate, timeout_s, what):
@@ -271,8 +288,11 @@ def test_a_worker_killed_mid_task_ends_in_a_timeout_and_the_turn_completes(stack
 def test_tokens_minted_before_a_secret_rotation_still_deliver(stack):
     # Warm the slowpoke's gateway (authorizer) and API function first: their cold imports on a
     # loaded 2-core machine would otherwise eat into the orchestrator's 6 s deadline.
-    requests.get(f"{stack.urls['slowpoke']}/api/sessions/warm-up", timeout=10,
-                 headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
+    requests.get(
+        f"{stack.urls['slowpoke']}/api/sessions/warm-up",
+        timeout=10,
+        headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"},
+    )
     sid = chat(stack, "@slowpoke answer across the rotation")
     wait_for(lambda: stack.records.find("orchestrator", timeline="dispatched", session_id=sid), 10, "not dispatched")
     stack.rotate_secret("orchestrator", "test-only-rotated-orchestrator-secret-9876543210")
@@ -287,8 +307,11 @@ def test_callback_endpoint_down_for_a_while_then_back_delivers_once(stack, proxy
     proxy.down = True
     try:
         sid = chat(stack, "@worker deliver me eventually", agent="patient")
-        wait_for(lambda: any(p.startswith("/api/tools/response") for p in proxy.refused), 15,
-                 "no delivery attempt reached the proxy")
+        wait_for(
+            lambda: any(p.startswith("/api/tools/response") for p in proxy.refused),
+            15,
+            "no delivery attempt reached the proxy",
+        )
         time.sleep(DOWN_FOR_S)
     finally:
         proxy.down = False
@@ -308,8 +331,9 @@ def test_the_worker_refuses_a_dispatch_without_the_orchestrators_token(stack):
     body = {"content": "work for free", "reply": {"callbackService": "orchestrator", "bearerToken": "x" * 40}}
     bare = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10)
     assert bare.status_code == 401 and bare.headers["WWW-Authenticate"].startswith('Bearer realm="flightdeck"')
-    forged = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10,
-                           headers={"Authorization": f"Bearer {FORGED_TOKEN}"})
+    forged = requests.post(
+        f"{stack.urls['worker']}/api/chat", json=body, timeout=10, headers={"Authorization": f"Bearer {FORGED_TOKEN}"}
+    )
     assert forged.status_code == 403 and forged.json()["error"]["code"] == "forbidden"
     # A real dispatch from an agent the worker does not know (it presents a forged orchestrator token).
     sid = chat(stack, "@worker hand over the launch plan", agent="intruder")
@@ -321,14 +345,21 @@ def test_the_worker_refuses_a_dispatch_without_the_orchestrators_token(stack):
     assert dispatch["outcome"] == "http_403"
     [refused] = stack.records.find("worker", audit=True, payload_sha256=dispatch["payload_sha256"])
     assert (refused["outcome"], refused["peer"], refused["claimed_peer"]) == ("forbidden", "", "orchestrator")
-    assert not [r for r in stack.records.find("worker", timeline="chat_received")
-                if "hand over the launch plan" in json.dumps(r)]
+    assert not [
+        r
+        for r in stack.records.find("worker", timeline="chat_received")
+        if "hand over the launch plan" in json.dumps(r)
+    ]
 
 
 def test_one_round_trip_is_one_audit_line_per_call_on_each_side(stack):
     body = json.dumps({"content": "@worker audit this round trip"}).encode()
-    resp = requests.post(f"{stack.urls['orchestrator']}/api/chat", data=body, timeout=10,
-                         headers={**AS_USER, "Content-Type": "application/json"})
+    resp = requests.post(
+        f"{stack.urls['orchestrator']}/api/chat",
+        data=body,
+        timeout=10,
+        headers={**AS_USER, "Content-Type": "application/json"},
+    )
     assert resp.status_code == 202
     sid = resp.json()["session_id"]
     wait_idle(stack, sid)
@@ -340,32 +371,48 @@ def test_one_round_trip_is_one_audit_line_per_call_on_each_side(stack):
 
     # 1. the user's task, into the orchestrator
     [ingest] = audited("orchestrator", hashlib.sha256(body).hexdigest())
-    assert (ingest["direction"], ingest["operation"], ingest["peer"], ingest["outcome"]) == \
-        ("inbound", "chat", "user", "accepted")
+    assert (ingest["direction"], ingest["operation"], ingest["peer"], ingest["outcome"]) == (
+        "inbound",
+        "chat",
+        "user",
+        "accepted",
+    )
     # 2. the dispatch, out of the orchestrator and into the worker: the same bytes on both sides
     [dispatch] = stack.records.find("orchestrator", audit=True, operation="dispatch", session_id=sid)
     assert (dispatch["direction"], dispatch["peer"], dispatch["outcome"]) == ("outbound", "worker", "http_202")
     assert audited("orchestrator", dispatch["payload_sha256"]) == [dispatch]
     [received] = audited("worker", dispatch["payload_sha256"])
-    assert (received["direction"], received["operation"], received["peer"], received["outcome"]) == \
-        ("inbound", "chat", "orchestrator", "accepted")
+    assert (received["direction"], received["operation"], received["peer"], received["outcome"]) == (
+        "inbound",
+        "chat",
+        "orchestrator",
+        "accepted",
+    )
     # 3. the answer, out of the worker and into the orchestrator's callback endpoint
     [dispatched] = stack.records.find("orchestrator", timeline="dispatched", session_id=sid)
-    [delivery] = stack.records.find("worker", audit=True, direction="outbound",
-                                    session_id=dispatched["peer_session_id"])
+    [delivery] = stack.records.find(
+        "worker", audit=True, direction="outbound", session_id=dispatched["peer_session_id"]
+    )
     assert (delivery["operation"], delivery["peer"], delivery["outcome"]) == ("delivery", "orchestrator", "http_202")
     assert audited("worker", delivery["payload_sha256"]) == [delivery]
     [callback] = audited("orchestrator", delivery["payload_sha256"])
-    assert (callback["direction"], callback["operation"], callback["peer"], callback["outcome"]) == \
-        ("inbound", "tool_response", "worker", "accepted")
+    assert (callback["direction"], callback["operation"], callback["peer"], callback["outcome"]) == (
+        "inbound",
+        "tool_response",
+        "worker",
+        "accepted",
+    )
 
 
 # --- input-required across two agents (flightdeck.domain.asking) ----------------------------------------
 
 
 def _worker_session(stack, sid):
-    resp = requests.get(f"{stack.urls['worker']}/api/sessions/{sid}", timeout=10,
-                        headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
+    resp = requests.get(
+        f"{stack.urls['worker']}/api/sessions/{sid}",
+        timeout=10,
+        headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"},
+    )
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -379,8 +426,10 @@ def test_the_worker_asks_the_orchestrator_answers_in_its_context_and_the_worker_
     from flightdeck.domain.dispatch import peer_session_id
 
     context = peer_session_id("orchestrator", sid, first_call["toolUseId"])
-    assert (first["status"], asked) == ("success", {"status": "input_required", "question": "which year?",
-                                                    "context_id": context})
+    assert (first["status"], asked) == (
+        "success",
+        {"status": "input_required", "question": "which year?", "context_id": context},
+    )
     [again] = [b["toolUse"] for b in session["messages"][3]["content"] if "toolUse" in b]
     assert again["input"] == {"task": "2024", "context_id": context}
     told = '[worker] Task: "summarise the plan" (asked "which year?", told "2024")'
@@ -397,8 +446,12 @@ def test_without_an_answer_the_question_goes_up_to_the_user_and_back_down(stack)
     sid = chat(stack, "@worker ?ask which year? summarise the plan")
     session = wait_idle(stack, sid)
     assert session["question"] == "worker asks: which year?"
-    resp = requests.post(f"{stack.urls['orchestrator']}/api/chat", json={"session_id": sid, "content": "1999"},
-                         headers=AS_USER, timeout=10)
+    resp = requests.post(
+        f"{stack.urls['orchestrator']}/api/chat",
+        json={"session_id": sid, "content": "1999"},
+        headers=AS_USER,
+        timeout=10,
+    )
     assert resp.status_code == 202
     wait_for(lambda: len(wait_idle(stack, sid)["messages"]) > len(session["messages"]) + 2, 30, "no answer")
     session = wait_idle(stack, sid)
@@ -409,12 +462,21 @@ def test_only_the_peer_that_owns_a_worker_session_can_continue_it(stack):
     sid = chat(stack, "@worker ?ask which year? summarise")
     session = wait_idle(stack, sid)
     context = json.loads(tool_results(session)[0]["content"][0]["text"])["context_id"]
-    body = {"session_id": context, "content": "2024", "continue_session": True,
-            "reply": {"callbackService": "patient", "bearerToken": "x" * 40}}
-    stolen = requests.post(f"{stack.urls['worker']}/api/chat", json=body, timeout=10,
-                           headers={"Authorization": f"Bearer {PATIENT_TOKEN}"})
+    body = {
+        "session_id": context,
+        "content": "2024",
+        "continue_session": True,
+        "reply": {"callbackService": "patient", "bearerToken": "x" * 40},
+    }
+    stolen = requests.post(
+        f"{stack.urls['worker']}/api/chat", json=body, timeout=10, headers={"Authorization": f"Bearer {PATIENT_TOKEN}"}
+    )
     assert stolen.status_code == 404 and stolen.json()["error"]["code"] == "session_not_found"
-    unknown = requests.post(f"{stack.urls['worker']}/api/chat", json={**body, "session_id": "s-never-was"},
-                            timeout=10, headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"})
+    unknown = requests.post(
+        f"{stack.urls['worker']}/api/chat",
+        json={**body, "session_id": "s-never-was"},
+        timeout=10,
+        headers={"Authorization": f"Bearer {ORCHESTRATOR_TOKEN}"},
+    )
     assert unknown.status_code == 404 and "to continue" in unknown.json()["error"]["message"]
     assert _worker_session(stack, context)["question"] == "which year?"  # untouched

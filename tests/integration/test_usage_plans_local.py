@@ -32,9 +32,9 @@ CONFIG = f"""
 [agents.desk]
 callback_secret = "test-only-desk-secret-0123456789abcdef0123456"
 [agents.desk.peers]
-alice = "{TOKENS['alice']}"
-bob = "{TOKENS['bob']}"
-carol = "{TOKENS['carol']}"
+alice = "{TOKENS["alice"]}"
+bob = "{TOKENS["bob"]}"
+carol = "{TOKENS["carol"]}"
 [agents.desk.gateway]
 peer_rate_limit = 50
 peer_burst_limit = 100
@@ -72,8 +72,12 @@ def session_get(stack, peer_token: str | None, sid: str = "s-none"):
 
 
 def chat(stack, token: str, content: str = "hello"):
-    return requests.post(f"{stack.urls['desk']}/api/chat", json={"content": content}, timeout=10,
-                         headers={"Authorization": f"Bearer {token}"})
+    return requests.post(
+        f"{stack.urls['desk']}/api/chat",
+        json={"content": content},
+        timeout=10,
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
 
 def test_the_stack_creates_a_plan_per_named_peer_with_its_key(stack, usage):

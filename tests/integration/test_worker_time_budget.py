@@ -39,8 +39,11 @@ def peer():
 
 def _agent(monkeypatch, peer, **env):
     services = ",".join(f"s{i}:{peer.url}/s{i}" for i in range(BATCH))
-    return make_agent(monkeypatch, allow=f"worker:{peer.url},orchestrator:{peer.url},{services}",
-                      extra_env={"DISPATCH_MAX_ATTEMPTS": "3", **env})
+    return make_agent(
+        monkeypatch,
+        allow=f"worker:{peer.url},orchestrator:{peer.url},{services}",
+        extra_env={"DISPATCH_MAX_ATTEMPTS": "3", **env},
+    )
 
 
 def _invoke(agent, key: str, messages: list[dict]) -> tuple[dict, int]:
@@ -72,8 +75,11 @@ def _back_soon(agent, key: str) -> list[dict]:
 
 
 def _results(agent, sid: str) -> list[dict]:
-    return [json.loads(i["text"]["S"]) for i in agent.table_items()
-            if i["pk"]["S"] == f"S#{sid}" and i["sk"]["S"].startswith("RESULT#")]
+    return [
+        json.loads(i["text"]["S"])
+        for i in agent.table_items()
+        if i["pk"]["S"] == f"S#{sid}" and i["sk"]["S"].startswith("RESULT#")
+    ]
 
 
 def test_dispatch_tries_what_fits_and_puts_the_rest_back_before_the_timeout(aws, monkeypatch, peer):
@@ -118,8 +124,15 @@ def _ten_answers(agent, **fields) -> list[dict]:
     from flightdeck.wiring import deps
 
     for i in range(BATCH):  # one service each, so one request each
-        deps().queues.send_delivery({"session_id": f"b-{i}", "callback_service": f"s{i}", "bearer_token": "t" * 20,
-                                     "result": f"answer {i}", **fields})
+        deps().queues.send_delivery(
+            {
+                "session_id": f"b-{i}",
+                "callback_service": f"s{i}",
+                "bearer_token": "t" * 20,
+                "result": f"answer {i}",
+                **fields,
+            }
+        )
     batch = agent.receive("delivery")
     assert len(batch) == BATCH
     return batch

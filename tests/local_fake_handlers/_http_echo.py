@@ -18,8 +18,12 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     if "malformed" in flags:
         return "not a proxy response"
     if "binary" in flags:
-        return {"statusCode": 200, "headers": {"Content-Type": "application/octet-stream"},
-                "body": base64.b64encode(b"\x00\xffbinary").decode(), "isBase64Encoded": True}
+        return {
+            "statusCode": 200,
+            "headers": {"Content-Type": "application/octet-stream"},
+            "body": base64.b64encode(b"\x00\xffbinary").decode(),
+            "isBase64Encoded": True,
+        }
     echo = {
         "event": event,
         "context": {

@@ -6,5 +6,14 @@ from typing import Any
 
 
 def handler(event: dict[str, Any], context: Any) -> None:
-    print(json.dumps({"timeline": "fake_sweep", "agent": os.environ.get("AGENT_NAME"),
-                      "detail_type": event["detail-type"], "resources": event["resources"]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "timeline": "fake_sweep",
+                "agent": os.environ.get("AGENT_NAME"),
+                "detail_type": event["detail-type"],
+                "resources": event["resources"],
+            }
+        ),
+        flush=True,
+    )

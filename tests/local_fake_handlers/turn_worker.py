@@ -19,8 +19,17 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     if "Records" in event:
         return queue_handler(event, context)
     INVOKED.append(event)
-    print(json.dumps({"timeline": "fake_invoke", "agent": os.environ.get("AGENT_NAME"),
-                      "function": context.function_name, "event": event}), flush=True)
+    print(
+        json.dumps(
+            {
+                "timeline": "fake_invoke",
+                "agent": os.environ.get("AGENT_NAME"),
+                "function": context.function_name,
+                "event": event,
+            }
+        ),
+        flush=True,
+    )
     if event.get("raise"):
         raise RuntimeError("asked to fail")
     return {"echo": event}

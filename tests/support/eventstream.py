@@ -29,13 +29,16 @@ def message(headers: dict[str, str], payload: bytes) -> bytes:
 
 
 def event(kind: str, body: dict[str, Any]) -> bytes:
-    return message({":message-type": "event", ":event-type": kind, ":content-type": "application/json"},
-                   json.dumps(body).encode())
+    return message(
+        {":message-type": "event", ":event-type": kind, ":content-type": "application/json"}, json.dumps(body).encode()
+    )
 
 
 def exception(kind: str, text: str) -> bytes:
-    return message({":message-type": "exception", ":exception-type": kind, ":content-type": "application/json"},
-                   json.dumps({"message": text}).encode())
+    return message(
+        {":message-type": "exception", ":exception-type": kind, ":content-type": "application/json"},
+        json.dumps({"message": text}).encode(),
+    )
 
 
 class _Raw:
@@ -46,7 +49,7 @@ class _Raw:
 
     def stream(self, *args: Any, **kwargs: Any):
         for i in range(0, len(self.data), 7):
-            yield self.data[i:i + 7]
+            yield self.data[i : i + 7]
 
 
 def answer_with(client: Any, data: bytes, sent: list[dict[str, Any]] | None = None) -> None:

@@ -7,8 +7,8 @@ import importlib
 import json
 import os
 import time
-import weakref
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,8 @@ TEST_PEER = "tester"
 _DEFAULT = object()
 # Several agents in one test: the agents each test (its monkeypatch) made, and the one whose
 # environment, and so wiring, the process has now. See Agent.acting().
-_cohorts: "weakref.WeakKeyDictionary[Any, list[Agent]]" = weakref.WeakKeyDictionary()
-_active: list["Agent"] = []
+_cohorts: weakref.WeakKeyDictionary[Any, list[Agent]] = weakref.WeakKeyDictionary()
+_active: list[Agent] = []
 
 
 def load_event(relative: str, **replacements: str) -> dict[str, Any]:
@@ -43,13 +43,15 @@ def load_event(relative: str, **replacements: str) -> dict[str, Any]:
 
 
 def agent_config(name: str, delegates: list[str] = (), local_tools: list[str] = (), think_delay_ms: int = 0) -> str:
-    return json.dumps({
-        "name": name,
-        "description": f"{name} under test",
-        "model": {"provider": "local", "think_delay_ms": think_delay_ms},
-        "local_tools": list(local_tools),
-        "delegates": [{"agent": d, "service": d, "callback_service": name} for d in delegates],
-    })
+    return json.dumps(
+        {
+            "name": name,
+            "description": f"{name} under test",
+            "model": {"provider": "local", "think_delay_ms": think_delay_ms},
+            "local_tools": list(local_tools),
+            "delegates": [{"agent": d, "service": d, "callback_service": name} for d in delegates],
+        }
+    )
 
 
 @dataclass
@@ -64,7 +66,7 @@ class Agent:
     # The bearer token of TEST_PEER, registered in the agent's peer registry by make_agent.
     peer_token: str = field(default="", repr=False)
     # The agents made in the same test (this one included).
-    cohort: list["Agent"] = field(default_factory=list, repr=False)
+    cohort: list[Agent] = field(default_factory=list, repr=False)
 
     # --- several agents in one process -------------------------------------------------
     def activate(self) -> None:
@@ -123,8 +125,15 @@ class Agent:
             headers.setdefault(k.lower(), v[0] if isinstance(v, list) and v else v)
         return resp["statusCode"], headers, parsed
 
-    def api(self, name: str, body: Any = ..., headers: dict[str, str] | None = None, *, token: Any = _DEFAULT,
-            **replacements: str):
+    def api(
+        self,
+        name: str,
+        body: Any = ...,
+        headers: dict[str, str] | None = None,
+        *,
+        token: Any = _DEFAULT,
+        **replacements: str,
+    ):
         """Send a sample event. On a route that needs a peer token, the test peer's goes along as
         `Authorization: Bearer ...` unless headers carry one; token=None sends none, token="..." that one."""
         event = load_event(f"api/{name}.json", **replacements)
@@ -140,12 +149,30 @@ class Agent:
             event["multiValueHeaders"][k] = [v]
         return self.call(event)
 
-    def token(self, session_id: str, turn: int, tool_use_id: str, *, total: int = 1, exp_in_s: int = 300,
-              secret: str = SECRET, agent: str | None = None, iat: int | None = None) -> str:
+    def token(
+        self,
+        session_id: str,
+        turn: int,
+        tool_use_id: str,
+        *,
+        total: int = 1,
+        exp_in_s: int = 300,
+        secret: str = SECRET,
+        agent: str | None = None,
+        iat: int | None = None,
+    ) -> str:
         now = int(time.time())
-        claims = CallbackClaims(session_id=session_id, turn=turn, tool_use_id=tool_use_id, tool_id="ask_worker",
-                                name="worker", total_tools=total, agent=agent or self.name,
-                                iat=now if iat is None else iat, exp=now + exp_in_s)
+        claims = CallbackClaims(
+            session_id=session_id,
+            turn=turn,
+            tool_use_id=tool_use_id,
+            tool_id="ask_worker",
+            name="worker",
+            total_tools=total,
+            agent=agent or self.name,
+            iat=now if iat is None else iat,
+            exp=now + exp_in_s,
+        )
         return mint(claims, SigningKey(secret.encode()))
 
     # --- SQS, and the thinks' asynchronous invokes ----------------------------------------------
@@ -160,11 +187,18 @@ class Agent:
         url = (self.dlq_urls if dlq else self.queue_urls)[key]
         out: list[dict[str, Any]] = []
         if key == "turns" and not dlq:
-            out.extend({"MessageId": f"invoke-{uuid.uuid4()}", "Body": json.dumps(i.event), "Invocation": i}
-                       for i in RECORDER.take(self.turn_worker_function))
+            out.extend(
+                {"MessageId": f"invoke-{uuid.uuid4()}", "Body": json.dumps(i.event), "Invocation": i}
+                for i in RECORDER.take(self.turn_worker_function)
+            )
         while True:
-            resp = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=max_messages, AttributeNames=["All"],
-                                            MessageAttributeNames=["All"], WaitTimeSeconds=0)
+            resp = self.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=max_messages,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                WaitTimeSeconds=0,
+            )
             msgs = resp.get("Messages", [])
             if not msgs:
                 return out
@@ -172,12 +206,22 @@ class Agent:
 
     def sqs_event(self, key: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         arn = f"arn:aws:sqs:us-east-1:123456789012:{topology.QUEUES_BY_KEY[key].name(self.name)}"
-        return {"Records": [
-            {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-             "attributes": m.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": m.get("MD5OfBody", ""),
-             "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": "us-east-1"}
-            for m in messages
-        ]}
+        return {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": m.get("MD5OfBody", ""),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": arn,
+                    "awsRegion": "us-east-1",
+                }
+                for m in messages
+            ]
+        }
 
     def run_queue(self, key: str, messages: list[dict[str, Any]] | None = None, delete: bool = True) -> dict[str, Any]:
         """Feed messages (default: everything waiting now) to the queue's handler, as Lambda's ESM does;
@@ -210,9 +254,19 @@ class Agent:
             if invocation.attempts <= spec.retry_attempts:
                 RECORDER.put_back(invocation)
             else:
-                self.sqs.send_message(QueueUrl=self.dlq_urls[spec.on_failure_queue], MessageBody=json.dumps({
-                    "requestContext": {"condition": "RetriesExhausted", "approximateInvokeCount": invocation.attempts},
-                    "requestPayload": invocation.event, "responsePayload": {"errorMessage": str(exc)}}))
+                self.sqs.send_message(
+                    QueueUrl=self.dlq_urls[spec.on_failure_queue],
+                    MessageBody=json.dumps(
+                        {
+                            "requestContext": {
+                                "condition": "RetriesExhausted",
+                                "approximateInvokeCount": invocation.attempts,
+                            },
+                            "requestPayload": invocation.event,
+                            "responsePayload": {"errorMessage": str(exc)},
+                        }
+                    ),
+                )
             raise
 
     def bodies(self, key: str) -> list[dict[str, Any]]:
@@ -228,9 +282,15 @@ class Agent:
         return self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
 
 
-def make_agent(monkeypatch, name: str = "orchestrator", *, delegates: list[str] = ("worker",),
-               local_tools: list[str] = (), allow: str = "worker:http://127.0.0.1:9,orchestrator:http://127.0.0.1:9",
-               extra_env: dict[str, str] | None = None) -> Agent:
+def make_agent(
+    monkeypatch,
+    name: str = "orchestrator",
+    *,
+    delegates: list[str] = ("worker",),
+    local_tools: list[str] = (),
+    allow: str = "worker:http://127.0.0.1:9,orchestrator:http://127.0.0.1:9",
+    extra_env: dict[str, str] | None = None,
+) -> Agent:
     """Create an agent's resources in the active moto mock and point the settings at them."""
     dynamodb = boto3.client("dynamodb", region_name="us-east-1")
     sqs = boto3.client("sqs", region_name="us-east-1")
@@ -267,6 +327,7 @@ def hand_outbound_to_queues(monkeypatch) -> None:
     every delegation and answer goes to its queue, for tests that drive those workers themselves."""
     from flightdeck.domain import turn_loop
 
-    monkeypatch.setattr(turn_loop, "dispatch_now",
-                        lambda deps, bodies, budget: [deps.queues.send_dispatch(b) for b in bodies])
+    monkeypatch.setattr(
+        turn_loop, "dispatch_now", lambda deps, bodies, budget: [deps.queues.send_dispatch(b) for b in bodies]
+    )
     monkeypatch.setattr(turn_loop, "deliver_now", lambda deps, body, budget: deps.queues.send_delivery(body))

@@ -42,8 +42,11 @@ class InvokeRecorder:
         return [("before-parameter-build.lambda.Invoke", self._before), ("after-call.lambda.Invoke", self._after)]
 
     def _before(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        context[_CONTEXT_KEY] = (params.get("FunctionName"), params.get("InvocationType", "RequestResponse"),
-                                 params.get("Payload"))
+        context[_CONTEXT_KEY] = (
+            params.get("FunctionName"),
+            params.get("InvocationType", "RequestResponse"),
+            params.get("Payload"),
+        )
 
     def _after(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         name, kind, payload = context.get(_CONTEXT_KEY, (None, None, None))

@@ -25,11 +25,15 @@ class ScriptedPeer:
             def do_POST(self):  # noqa: N802 - stdlib name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                peer.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")})
+                peer.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")}
+                )
                 if peer.delay_s and peer._closing.wait(peer.delay_s):
                     return  # closing: the caller has long given up
                 status = peer.statuses.pop(0) if peer.statuses else peer.default
-                payload = json.dumps(peer.body(self.path, peer.requests[-1]) if callable(peer.body) else peer.body).encode()
+                payload = json.dumps(
+                    peer.body(self.path, peer.requests[-1]) if callable(peer.body) else peer.body
+                ).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

@@ -21,11 +21,16 @@ class FlakyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if proxy.down or not proxy.target:
                     proxy.refused.append(self.path)
-                    status, headers, payload = 503, {"Content-Type": "application/json"}, b'{"error":{"code":"down","message":"down"}}'
+                    status, headers, payload = (
+                        503,
+                        {"Content-Type": "application/json"},
+                        b'{"error":{"code":"down","message":"down"}}',
+                    )
                 else:
                     fwd = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                    resp = requests.request(method, proxy.target + self.path, data=body, headers=fwd, timeout=30,
-                                            allow_redirects=False)
+                    resp = requests.request(
+                        method, proxy.target + self.path, data=body, headers=fwd, timeout=30, allow_redirects=False
+                    )
                     proxy.forwarded.append((self.path, resp.status_code))
                     status, payload = resp.status_code, resp.content
                     headers = {"Content-Type": resp.headers.get("Content-Type", "application/json")}

@@ -8,8 +8,9 @@ request, and its caller gets a 504 instead of the answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from flightdeck.local.gateway import ApiGateway, GatewayServer, HttpResponse, error_response
 from flightdeck.local.invocation import FunctionRegistry
@@ -25,18 +26,27 @@ class Exchange:
 
 
 class _AgentGateway(ApiGateway):
-    def __init__(self, relay: "AgentRelay"):
+    def __init__(self, relay: AgentRelay):
         super().__init__(FunctionRegistry("relay"))
         self.relay = relay
 
-    def handle(self, *, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes,
-               source_ip: str, local_port: int) -> HttpResponse:
+    def handle(
+        self,
+        *,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        source_ip: str,
+        local_port: int,
+    ) -> HttpResponse:
         relay = self.relay
         if relay.agent is None:
             return error_response(503, "no_agent", "the relay has no agent yet")
         with relay.agent.acting():
-            response = super().handle(method=method, target=target, headers=headers, body=body,
-                                      source_ip=source_ip, local_port=local_port)
+            response = super().handle(
+                method=method, target=target, headers=headers, body=body, source_ip=source_ip, local_port=local_port
+            )
         sent = response
         if relay.lose_answers > 0:
             relay.lose_answers -= 1

@@ -25,27 +25,45 @@ def test_task_ids_name_their_context():
 
 def _rpc(raw):
     # Envelope errors are answered before any method runs: no dependencies needed (but whether streaming is on).
-    return handle_rpc(SimpleNamespace(settings=SimpleNamespace(streaming="off")),
-                      raw if isinstance(raw, str) else json.dumps(raw))
+    return handle_rpc(
+        SimpleNamespace(settings=SimpleNamespace(streaming="off")), raw if isinstance(raw, str) else json.dumps(raw)
+    )
 
 
-@pytest.mark.parametrize("raw,code,request_id", [
-    ("{", -32700, None),
-    ("", -32700, None),
-    ("[]", -32600, None),
-    ("42", -32600, None),
-    ({"jsonrpc": "2.0", "id": "a", "method": "nope"}, -32601, "a"),
-    ({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": "x", "historyLength": -2}}, -32602, 3),
-    ({"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"role": "user"}}}, -32602, 4),
-    # The streaming methods' params are checked like the others'; with streaming off they answer -32004.
-    ({"jsonrpc": "2.0", "id": 5, "method": "message/stream", "params": {}}, -32602, 5),
-    ({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": {
-        "kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}}},
-     -32004, 7),
-    ({"jsonrpc": "2.0", "id": 6, "method": "tasks/resubscribe", "params": {"id": "x"}}, -32004, 6),
-    ({"jsonrpc": "2.0", "id": True, "method": "tasks/get"}, -32600, None),
-    ({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "extra": 1}, -32600, 1),
-])
+@pytest.mark.parametrize(
+    "raw,code,request_id",
+    [
+        ("{", -32700, None),
+        ("", -32700, None),
+        ("[]", -32600, None),
+        ("42", -32600, None),
+        ({"jsonrpc": "2.0", "id": "a", "method": "nope"}, -32601, "a"),
+        ({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": "x", "historyLength": -2}}, -32602, 3),
+        ({"jsonrpc": "2.0", "id": 4, "method": "message/send", "params": {"message": {"role": "user"}}}, -32602, 4),
+        # The streaming methods' params are checked like the others'; with streaming off they answer -32004.
+        ({"jsonrpc": "2.0", "id": 5, "method": "message/stream", "params": {}}, -32602, 5),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "message/stream",
+                "params": {
+                    "message": {
+                        "kind": "message",
+                        "role": "user",
+                        "messageId": "m1",
+                        "parts": [{"kind": "text", "text": "hi"}],
+                    }
+                },
+            },
+            -32004,
+            7,
+        ),
+        ({"jsonrpc": "2.0", "id": 6, "method": "tasks/resubscribe", "params": {"id": "x"}}, -32004, 6),
+        ({"jsonrpc": "2.0", "id": True, "method": "tasks/get"}, -32600, None),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "extra": 1}, -32600, 1),
+    ],
+)
 def test_envelope_errors(raw, code, request_id):
     resp = _rpc(raw)
     assert resp["error"]["code"] == code and resp["id"] == request_id, resp
@@ -55,30 +73,38 @@ def test_envelope_errors(raw, code, request_id):
 def test_error_codes_are_the_specs():
     from flightdeck.domain import a2a_models as ours
 
-    pairs = {ours.PARSE_ERROR: sdk.JSONParseError, ours.INVALID_REQUEST: sdk.InvalidRequestError,
-             ours.METHOD_NOT_FOUND: sdk.MethodNotFoundError, ours.INVALID_PARAMS: sdk.InvalidParamsError,
-             ours.INTERNAL_ERROR: sdk.InternalError, ours.TASK_NOT_FOUND: sdk.TaskNotFoundError,
-             ours.TASK_NOT_CANCELABLE: sdk.TaskNotCancelableError,
-             ours.PUSH_NOT_SUPPORTED: sdk.PushNotificationNotSupportedError,
-             ours.UNSUPPORTED_OPERATION: sdk.UnsupportedOperationError,
-             ours.CONTENT_TYPE_NOT_SUPPORTED: sdk.ContentTypeNotSupportedError,
-             ours.EXTENDED_CARD_NOT_CONFIGURED: sdk.AuthenticatedExtendedCardNotConfiguredError}
+    pairs = {
+        ours.PARSE_ERROR: sdk.JSONParseError,
+        ours.INVALID_REQUEST: sdk.InvalidRequestError,
+        ours.METHOD_NOT_FOUND: sdk.MethodNotFoundError,
+        ours.INVALID_PARAMS: sdk.InvalidParamsError,
+        ours.INTERNAL_ERROR: sdk.InternalError,
+        ours.TASK_NOT_FOUND: sdk.TaskNotFoundError,
+        ours.TASK_NOT_CANCELABLE: sdk.TaskNotCancelableError,
+        ours.PUSH_NOT_SUPPORTED: sdk.PushNotificationNotSupportedError,
+        ours.UNSUPPORTED_OPERATION: sdk.UnsupportedOperationError,
+        ours.CONTENT_TYPE_NOT_SUPPORTED: sdk.ContentTypeNotSupportedError,
+        ours.EXTENDED_CARD_NOT_CONFIGURED: sdk.AuthenticatedExtendedCardNotConfiguredError,
+    }
     for code, error_type in pairs.items():
         assert error_type().code == code, error_type
 
 
 # Method and params are checked before the id: a request without one (a notification) still
 # learns that its method is unknown or its params malformed (issue 14, point 4).
-@pytest.mark.parametrize("raw,code", [
-    ({"jsonrpc": "2.0", "method": "tasks/explode"}, -32601),
-    ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": 5}}, -32602),
-    ({"jsonrpc": "2.0", "method": "tasks/get", "params": [1]}, -32602),
-    ({"jsonrpc": "2.0", "method": "tasks/get"}, -32602),
-    ({"jsonrpc": "2.0", "method": "message/send", "params": {"message": {"role": "user"}}}, -32602),
-    ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x~y"}}, -32600),  # valid, yet no id
-    ({"jsonrpc": "2.0", "method": "tasks/get", "params": "x"}, -32600),  # not a Request object at all
-    ({"method": "tasks/explode"}, -32600),  # no jsonrpc: not a Request object either
-])
+@pytest.mark.parametrize(
+    "raw,code",
+    [
+        ({"jsonrpc": "2.0", "method": "tasks/explode"}, -32601),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": 5}}, -32602),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": [1]}, -32602),
+        ({"jsonrpc": "2.0", "method": "tasks/get"}, -32602),
+        ({"jsonrpc": "2.0", "method": "message/send", "params": {"message": {"role": "user"}}}, -32602),
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x~y"}}, -32600),  # valid, yet no id
+        ({"jsonrpc": "2.0", "method": "tasks/get", "params": "x"}, -32600),  # not a Request object at all
+        ({"method": "tasks/explode"}, -32600),  # no jsonrpc: not a Request object either
+    ],
+)
 def test_method_and_params_are_checked_with_or_without_an_id(raw, code):
     resp = _rpc(raw)
     assert resp["error"]["code"] == code and resp["id"] is None, resp
@@ -92,12 +118,17 @@ def test_an_unknown_method_with_an_id_echoes_it_and_params_problems_name_the_fie
 
 
 def test_our_models_read_what_the_sdk_writes():
-    message = sdk.Message(role=sdk.Role.user, message_id=str(uuid.uuid4()), context_id="c",
-                          parts=[sdk.Part(root=sdk.TextPart(text="hi")), sdk.Part(root=sdk.DataPart(data={"a": 1}))])
+    message = sdk.Message(
+        role=sdk.Role.user,
+        message_id=str(uuid.uuid4()),
+        context_id="c",
+        parts=[sdk.Part(root=sdk.TextPart(text="hi")), sdk.Part(root=sdk.DataPart(data={"a": 1}))],
+    )
     ours = Message.model_validate(message.model_dump(mode="json", exclude_none=True))
     assert ours.parts[0].text == "hi" and ours.parts[1].kind == "data"
-    task = sdk.Task(id="t", context_id="c", status=sdk.TaskStatus(state=sdk.TaskState.input_required),
-                    history=[message])
+    task = sdk.Task(
+        id="t", context_id="c", status=sdk.TaskStatus(state=sdk.TaskState.input_required), history=[message]
+    )
     assert Task.model_validate(task.model_dump(mode="json", exclude_none=True)).status.state == "input-required"
 
 
@@ -106,21 +137,42 @@ def _peer_task(state: str, **extra) -> Task:
 
 
 def test_a_peer_task_as_our_tool_result():
-    done = _peer_task("completed", artifacts=[
-        {"artifactId": "1", "parts": [{"kind": "text", "text": "part one"}, {"kind": "data", "data": {}}]},
-        {"artifactId": "2", "parts": [{"kind": "text", "text": "part two"}]}])
+    done = _peer_task(
+        "completed",
+        artifacts=[
+            {"artifactId": "1", "parts": [{"kind": "text", "text": "part one"}, {"kind": "data", "data": {}}]},
+            {"artifactId": "2", "parts": [{"kind": "text", "text": "part two"}]},
+        ],
+    )
     assert (task_result("u", done).status, task_result("u", done).text) == ("success", "part one\npart two")
-    from_status = _peer_task("completed", status={"state": "completed", "message": {
-        "kind": "message", "role": "agent", "messageId": "m", "parts": [{"kind": "text", "text": "in the status"}]}})
+    from_status = _peer_task(
+        "completed",
+        status={
+            "state": "completed",
+            "message": {
+                "kind": "message",
+                "role": "agent",
+                "messageId": "m",
+                "parts": [{"kind": "text", "text": "in the status"}],
+            },
+        },
+    )
     assert task_result("u", from_status).text == "in the status"
-    from_history = _peer_task("completed", history=[
-        {"kind": "message", "role": "user", "messageId": "1", "parts": [{"kind": "text", "text": "question"}]},
-        {"kind": "message", "role": "agent", "messageId": "2", "parts": [{"kind": "text", "text": "answer"}]}])
+    from_history = _peer_task(
+        "completed",
+        history=[
+            {"kind": "message", "role": "user", "messageId": "1", "parts": [{"kind": "text", "text": "question"}]},
+            {"kind": "message", "role": "agent", "messageId": "2", "parts": [{"kind": "text", "text": "answer"}]},
+        ],
+    )
     assert task_result("u", from_history).text == "answer"
     failed = task_result("u", _peer_task("auth-required"))
     assert failed.status == "error"
-    assert json.loads(failed.text) == {"status": "error", "reason": "peer_auth_required",
-                                       "detail": "A2A task t ended in state auth-required"}
+    assert json.loads(failed.text) == {
+        "status": "error",
+        "reason": "peer_auth_required",
+        "detail": "A2A task t ended in state auth-required",
+    }
 
 
 def test_push_headers():
@@ -136,8 +188,10 @@ def test_push_headers():
 
 def test_polls_back_off_and_never_pass_the_deadline():
     sent = []
-    deps = SimpleNamespace(store=SimpleNamespace(now_ms=lambda: 0),
-                           queues=SimpleNamespace(send_timer=lambda body, delay: sent.append((body["polls"], delay))))
+    deps = SimpleNamespace(
+        store=SimpleNamespace(now_ms=lambda: 0),
+        queues=SimpleNamespace(send_timer=lambda body, delay: sent.append((body["polls"], delay))),
+    )
     for polls in range(8):
         schedule_poll(deps, "s", 1, "u", 100_000, polls)
     assert sent == [(1, 1), (2, 2), (3, 4), (4, 8), (5, 16), (6, 30), (7, 30), (8, 30)]

@@ -8,13 +8,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from flightdeck.domain.toolbox import tool_specs
 from flightdeck.domain import asking
 from flightdeck.domain.agent import AgentDefinition, DelegateTool
 from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.local_model import STOCK_QUESTION, LocalModel
 from flightdeck.domain.model import ModelReply
 from flightdeck.domain.records import Session
+from flightdeck.domain.toolbox import tool_specs
 
 
 def _user(text):
@@ -22,20 +22,29 @@ def _user(text):
 
 
 def _results(reply, *texts, status="success"):
-    return {"role": "user", "content": [
-        {"toolResult": {"toolUseId": u["toolUseId"], "content": [{"text": t}], "status": status}}
-        for u, t in zip(reply.tool_uses, texts, strict=True)]}
+    return {
+        "role": "user",
+        "content": [
+            {"toolResult": {"toolUseId": u["toolUseId"], "content": [{"text": t}], "status": status}}
+            for u, t in zip(reply.tool_uses, texts, strict=True)
+        ],
+    }
 
 
 def _reply(*uses, text="thinking"):
-    content = [{"text": text}] + [{"toolUse": {"toolUseId": f"id{i}", "name": n, "input": a}}
-                                  for i, (n, a) in enumerate(uses)]
+    content = [{"text": text}] + [
+        {"toolUse": {"toolUseId": f"id{i}", "name": n, "input": a}} for i, (n, a) in enumerate(uses)
+    ]
     return ModelReply(stop_reason="tool_use", message={"role": "assistant", "content": content})
 
 
-ORCHESTRATOR = AgentDefinition(name="orch", delegates=[DelegateTool(agent="worker"),
-                                                       DelegateTool(agent="echo", protocol="a2a",
-                                                                    card_url="http://127.0.0.1:9/card")])
+ORCHESTRATOR = AgentDefinition(
+    name="orch",
+    delegates=[
+        DelegateTool(agent="worker"),
+        DelegateTool(agent="echo", protocol="a2a", card_url="http://127.0.0.1:9/card"),
+    ],
+)
 WORKER = AgentDefinition(name="worker")
 
 
@@ -64,7 +73,10 @@ def test_a_delegate_named_user_clashes_with_ask_user_unless_it_is_renamed_or_ask
 
 def test_delegating_tools_take_an_optional_context_id_and_a2a_ones_a_task_id_too():
     specs = {s["toolSpec"]["name"]: s["toolSpec"]["inputSchema"]["json"] for s in tool_specs(ORCHESTRATOR)}
-    assert specs["ask_worker"]["required"] == ["task"] and set(specs["ask_worker"]["properties"]) == {"task", "context_id"}
+    assert specs["ask_worker"]["required"] == ["task"] and set(specs["ask_worker"]["properties"]) == {
+        "task",
+        "context_id",
+    }
     assert set(specs["ask_echo"]["properties"]) == {"task", "context_id", "task_id"}
 
 
@@ -86,8 +98,13 @@ def test_the_message_after_a_question_is_given_to_the_model_as_the_ask_user_resu
     messages = [_user("task"), asked, _user("the answer")]
     converted = asking.answers_as_results(messages)
     assert converted[:2] == messages[:2]
-    assert converted[2] == {"role": "user", "content": [
-        {"toolResult": {"toolUseId": i, "content": [{"text": "the answer"}], "status": "success"}} for i in ("id0", "id1")]}
+    assert converted[2] == {
+        "role": "user",
+        "content": [
+            {"toolResult": {"toolUseId": i, "content": [{"text": "the answer"}], "status": "success"}}
+            for i in ("id0", "id1")
+        ],
+    }
     assert messages[2] == _user("the answer")  # the stored conversation is not changed
     assert asking.pending_question(messages[:2]) == "a?\nb?" and asking.pending_question(messages) is None
     # A delegation's results are results: nothing to convert.
@@ -97,10 +114,19 @@ def test_the_message_after_a_question_is_given_to_the_model_as_the_ask_user_resu
 
 def test_input_required_results_round_trip_and_other_text_is_not_one():
     text = asking.input_required_result("which year?", "ctx", "task-1")
-    assert json.loads(text) == {"status": "input_required", "question": "which year?", "context_id": "ctx",
-                                "task_id": "task-1"}
+    assert json.loads(text) == {
+        "status": "input_required",
+        "question": "which year?",
+        "context_id": "ctx",
+        "task_id": "task-1",
+    }
     assert asking.parse_input_required(text) == {"question": "which year?", "context_id": "ctx", "task_id": "task-1"}
-    for other in ("plain", "[]", '{"status": "error"}', '{"status": "input_required", "question": 1, "context_id": "c"}'):
+    for other in (
+        "plain",
+        "[]",
+        '{"status": "error"}',
+        '{"status": "input_required", "question": 1, "context_id": "c"}',
+    ):
         assert asking.parse_input_required(other) is None
 
 
@@ -122,17 +148,22 @@ def test_a_delegation_continues_the_session_an_earlier_delegation_to_the_same_ag
     assert _continued(messages, {"task": "more"}) == ("", "")
     assert _continued(messages, {"task": "more", "context_id": derived}) == (derived, "")
     asked = asking.input_required_result("which year?", "b-ctx")
-    assert _continued([_user("t"), first.message, _results(first, asked)], {"task": "2024", "context_id": "b-ctx"}) \
-        == ("b-ctx", "")
+    assert _continued([_user("t"), first.message, _results(first, asked)], {"task": "2024", "context_id": "b-ctx"}) == (
+        "b-ctx",
+        "",
+    )
 
 
-@pytest.mark.parametrize("tool_input, why", [
-    ({"task": "x", "context_id": "nobody-knows"}, "names no conversation"),
-    ({"task": "x", "context_id": 12}, "must be a non-empty string"),
-    ({"task": "x", "context_id": ["a"]}, "must be a non-empty string"),
-    ({"task": "x", "task_id": "t-1"}, "must be a non-empty string"),
-    ({"task": "x", "context_id": "CTX", "task_id": "t-1"}, "task_id is for A2A agents"),
-])
+@pytest.mark.parametrize(
+    "tool_input, why",
+    [
+        ({"task": "x", "context_id": "nobody-knows"}, "names no conversation"),
+        ({"task": "x", "context_id": 12}, "must be a non-empty string"),
+        ({"task": "x", "context_id": ["a"]}, "must be a non-empty string"),
+        ({"task": "x", "task_id": "t-1"}, "must be a non-empty string"),
+        ({"task": "x", "context_id": "CTX", "task_id": "t-1"}, "task_id is for A2A agents"),
+    ],
+)
 def test_a_continuation_of_an_unknown_context_or_of_the_wrong_type_is_refused(tool_input, why):
     first = _reply(("ask_worker", {"task": "t"}))
     messages = [_user("t"), first.message, _results(first, asking.input_required_result("q?", "CTX"))]
@@ -143,7 +174,10 @@ def test_a_continuation_of_an_unknown_context_or_of_the_wrong_type_is_refused(to
 def test_a_context_is_known_only_from_the_same_delegate_and_never_from_what_a_call_asked_for():
     echo = _reply(("ask_echo", {"task": "t"}))
     messages = [_user("t"), echo.message, _results(echo, asking.input_required_result("q?", "E-CTX", "E-TASK"))]
-    assert _continued(messages, {"task": "a", "context_id": "E-CTX", "task_id": "E-TASK"}, "echo") == ("E-CTX", "E-TASK")
+    assert _continued(messages, {"task": "a", "context_id": "E-CTX", "task_id": "E-TASK"}, "echo") == (
+        "E-CTX",
+        "E-TASK",
+    )
     with pytest.raises(ValueError, match="is not a task of context"):
         _continued(messages, {"task": "a", "context_id": "E-CTX", "task_id": "OTHER"}, "echo")
     with pytest.raises(ValueError, match="names no conversation"):
@@ -166,8 +200,10 @@ def test_ask_marker_asks_the_question_up_to_its_question_mark_and_the_answer_ans
     assert use["name"] == "ask_user" and use["toolUseId"].startswith("tooluse_")
     answer = _talk(WORKER, messages + [reply.message, _user("2024")])
     assert answer.stop_reason == "end_turn"
-    assert answer.text == ('[worker] Task: "summarise the plan" (asked "which year?", told "2024") — answer: 3 words; '
-                           'reversed: "plan the summarise"')
+    assert answer.text == (
+        '[worker] Task: "summarise the plan" (asked "which year?", told "2024") — answer: 3 words; '
+        'reversed: "plan the summarise"'
+    )
 
 
 def test_ask_marker_without_a_question_asks_a_stock_one_and_without_the_tool_it_is_text():
@@ -178,7 +214,9 @@ def test_ask_marker_without_a_question_asks_a_stock_one_and_without_the_tool_it_
 
 def test_ask_inside_a_delegated_task_is_the_delegate_s_and_answer_text_is_nobody_s_task():
     reply = _talk(ORCHESTRATOR, [_user("@worker ?ask which year? summarise ?answer 2024")])
-    assert [(u["name"], u["input"]) for u in reply.tool_uses] == [("ask_worker", {"task": "?ask which year? summarise"})]
+    assert [(u["name"], u["input"]) for u in reply.tool_uses] == [
+        ("ask_worker", {"task": "?ask which year? summarise"})
+    ]
 
 
 def test_a_delegate_s_question_is_answered_with_the_task_s_answer_text_in_its_context_once():
@@ -202,7 +240,8 @@ def test_without_answer_text_a_delegate_s_question_is_passed_on_and_the_answer_p
     messages += [relayed.message, _user("1999")]
     passed = _talk(ORCHESTRATOR, messages)
     assert [(u["name"], u["input"]) for u in passed.tool_uses] == [
-        ("ask_echo", {"task": "1999", "context_id": "E-1", "task_id": "T-1"})]
+        ("ask_echo", {"task": "1999", "context_id": "E-1", "task_id": "T-1"})
+    ]
     messages += [passed.message, _results(passed, "echo: 1999")]
     final = _talk(ORCHESTRATOR, messages)
     assert final.stop_reason == "end_turn" and "echo: 1999" in final.text
@@ -225,7 +264,11 @@ def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
     asked = _reply(("ask_user", {"question": "which year?"})).message
     session = Session(session_id="s", status="idle", turn=1, messages=[_user("t"), asked], user_messages=1)
     assert [(e.kind, e.data.get("text")) for e in derive(session, [], WORKER)] == [
-        ("message", "t"), ("thinking", None), ("question", "which year?"), ("idle", None)]
+        ("message", "t"),
+        ("thinking", None),
+        ("question", "which year?"),
+        ("idle", None),
+    ]
 
 
 def test_flightdeck_chat_prints_the_question_as_the_answer():

@@ -18,14 +18,14 @@ MESSAGES = [{"role": "user", "content": [{"text": "@worker summarise the report"
 
 @pytest.fixture
 def client():
-    return boto3.client(
-        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
+    return boto3.client("bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
 
 
 @pytest.fixture
 def model(client):
-    return BedrockModel(ModelConfig(provider="bedrock", model_id=MODEL_ID, max_tokens=512, temperature=0.2), client=client)
+    return BedrockModel(
+        ModelConfig(provider="bedrock", model_id=MODEL_ID, max_tokens=512, temperature=0.2), client=client
+    )
 
 
 def _response(content, stop_reason, usage=None):
@@ -38,7 +38,11 @@ def _response(content, stop_reason, usage=None):
 
 
 def test_tool_use_response_maps_to_tool_uses(client, model):
-    tool_use = {"toolUseId": "tooluse_abcdefghijklmnopqrstuv", "name": "ask_worker", "input": {"task": "summarise the report"}}
+    tool_use = {
+        "toolUseId": "tooluse_abcdefghijklmnopqrstuv",
+        "name": "ask_worker",
+        "input": {"task": "summarise the report"},
+    }
     expected = {
         "modelId": MODEL_ID,
         "system": [{"text": "You orchestrate."}],
@@ -82,16 +86,27 @@ def test_request_shape():
 
 def test_tool_results_round_trip_is_accepted_by_the_service_model(client, model):
     messages = MESSAGES + [
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "ask_worker", "input": {"task": "x"}}}]},
+        {
+            "role": "assistant",
+            "content": [{"toolUse": {"toolUseId": "t1", "name": "ask_worker", "input": {"task": "x"}}}],
+        },
         {
             "role": "user",
             "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": "done"}], "status": "success"}}],
         },
     ]
     with Stubber(client) as stub:
-        stub.add_response("converse", _response([{"text": "All done."}], "end_turn"), {
-            "modelId": MODEL_ID, "system": ANY, "messages": messages, "toolConfig": ANY, "inferenceConfig": ANY,
-        })
+        stub.add_response(
+            "converse",
+            _response([{"text": "All done."}], "end_turn"),
+            {
+                "modelId": MODEL_ID,
+                "system": ANY,
+                "messages": messages,
+                "toolConfig": ANY,
+                "inferenceConfig": ANY,
+            },
+        )
         reply = model.converse(system="s", messages=messages, tools=TOOLS)
     assert reply.text == "All done."
 
@@ -99,7 +114,10 @@ def test_tool_results_round_trip_is_accepted_by_the_service_model(client, model)
 def test_throttling_becomes_model_error(client, model):
     with Stubber(client) as stub:
         stub.add_client_error(
-            "converse", service_error_code="ThrottlingException", service_message="Too many requests", http_status_code=429
+            "converse",
+            service_error_code="ThrottlingException",
+            service_message="Too many requests",
+            http_status_code=429,
         )
         with pytest.raises(ModelError, match="ThrottlingException") as info:
             model.converse(system="s", messages=MESSAGES, tools=TOOLS)
@@ -167,10 +185,12 @@ def test_build_model_picks_bedrock():
 
 def test_local_model_conversations_are_valid_converse_requests(client, model):
     """What the local model writes (ids, blocks, tool specs) is a request Bedrock's model accepts."""
-    from flightdeck.domain.toolbox import tool_specs
     from flightdeck.domain.local_model import LocalModel
+    from flightdeck.domain.toolbox import tool_specs
 
-    agent = AgentDefinition(name="a", delegates=[DelegateTool(agent="worker")], local_tools=["word_count", "calculator"])
+    agent = AgentDefinition(
+        name="a", delegates=[DelegateTool(agent="worker")], local_tools=["word_count", "calculator"]
+    )
     local = LocalModel(agent.model, agent)
     tools = tool_specs(agent)
     messages = [{"role": "user", "content": [{"text": "@worker do A !calculator 1+2"}]}]
@@ -193,8 +213,8 @@ def test_local_model_conversations_are_valid_converse_requests(client, model):
 
 # --- ConverseStream --------------------------------------------------------------------------------
 
-from tests.support import eventstream as es  # noqa: E402
 from flightdeck.domain.model import ModelReply, TextDelta, collect  # noqa: E402
+from tests.support import eventstream as es  # noqa: E402
 
 
 def _stream_of(*events: bytes) -> bytes:
@@ -203,55 +223,84 @@ def _stream_of(*events: bytes) -> bytes:
 
 def test_converse_stream_yields_text_as_it_comes_then_the_reply_converse_would_give(client, model):
     sent: list = []
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        es.event("contentBlockDelta", {"delta": {"text": "Delegating "}, "contentBlockIndex": 0}),
-        es.event("contentBlockDelta", {"delta": {"text": "now."}, "contentBlockIndex": 0}),
-        es.event("contentBlockStop", {"contentBlockIndex": 0}),
-        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker"}},
-                                       "contentBlockIndex": 1}),
-        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "summ'}}, "contentBlockIndex": 1}),
-        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": 'arise"}'}}, "contentBlockIndex": 1}),
-        es.event("contentBlockStop", {"contentBlockIndex": 1}),
-        es.event("messageStop", {"stopReason": "tool_use"}),
-        es.event("metadata", {"usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12},
-                              "metrics": {"latencyMs": 9}}),
-    ), sent)
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"text": "Delegating "}, "contentBlockIndex": 0}),
+            es.event("contentBlockDelta", {"delta": {"text": "now."}, "contentBlockIndex": 0}),
+            es.event("contentBlockStop", {"contentBlockIndex": 0}),
+            es.event(
+                "contentBlockStart",
+                {"start": {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker"}}, "contentBlockIndex": 1},
+            ),
+            es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "summ'}}, "contentBlockIndex": 1}),
+            es.event("contentBlockDelta", {"delta": {"toolUse": {"input": 'arise"}'}}, "contentBlockIndex": 1}),
+            es.event("contentBlockStop", {"contentBlockIndex": 1}),
+            es.event("messageStop", {"stopReason": "tool_use"}),
+            es.event(
+                "metadata",
+                {"usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}, "metrics": {"latencyMs": 9}},
+            ),
+        ),
+        sent,
+    )
     items = list(model.converse_stream(system="You orchestrate.", messages=MESSAGES, tools=TOOLS))
     assert items[:-1] == [TextDelta("Delegating "), TextDelta("now.")]
     reply = items[-1]
     assert isinstance(reply, ModelReply) and reply.stop_reason == "tool_use"
-    assert reply.message == {"role": "assistant", "content": [
-        {"text": "Delegating now."},
-        {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker", "input": {"task": "summarise"}}}]}
+    assert reply.message == {
+        "role": "assistant",
+        "content": [
+            {"text": "Delegating now."},
+            {"toolUse": {"toolUseId": "tooluse_x", "name": "ask_worker", "input": {"task": "summarise"}}},
+        ],
+    }
     assert reply.usage == {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}
     # The same request as converse's.
-    assert sent == [{k: v for k, v in model.request(system="You orchestrate.", messages=MESSAGES, tools=TOOLS).items()
-                     if k != "modelId"}]
+    assert sent == [
+        {
+            k: v
+            for k, v in model.request(system="You orchestrate.", messages=MESSAGES, tools=TOOLS).items()
+            if k != "modelId"
+        }
+    ]
 
 
 def test_converse_stream_keeps_reasoning_and_its_signature(client, model):
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        es.event("contentBlockDelta", {"delta": {"reasoningContent": {"text": "think"}}, "contentBlockIndex": 0}),
-        es.event("contentBlockDelta", {"delta": {"reasoningContent": {"signature": "sig"}}, "contentBlockIndex": 0}),
-        es.event("contentBlockDelta", {"delta": {"text": "Done."}, "contentBlockIndex": 1}),
-        es.event("messageStop", {"stopReason": "end_turn"}),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"reasoningContent": {"text": "think"}}, "contentBlockIndex": 0}),
+            es.event(
+                "contentBlockDelta", {"delta": {"reasoningContent": {"signature": "sig"}}, "contentBlockIndex": 0}
+            ),
+            es.event("contentBlockDelta", {"delta": {"text": "Done."}, "contentBlockIndex": 1}),
+            es.event("messageStop", {"stopReason": "end_turn"}),
+        ),
+    )
     reply = collect(model.converse_stream(system="", messages=MESSAGES, tools=[]))
-    assert reply.message["content"] == [{"reasoningContent": {"reasoningText": {"text": "think", "signature": "sig"}}},
-                                        {"text": "Done."}]
+    assert reply.message["content"] == [
+        {"reasoningContent": {"reasoningText": {"text": "think", "signature": "sig"}}},
+        {"text": "Done."},
+    ]
     assert reply.text == "Done."
 
 
-@pytest.mark.parametrize("kind,retryable", [("throttlingException", True), ("modelStreamErrorException", True),
-                                            ("validationException", False)])
+@pytest.mark.parametrize(
+    "kind,retryable",
+    [("throttlingException", True), ("modelStreamErrorException", True), ("validationException", False)],
+)
 def test_an_exception_event_mid_stream_is_a_model_error(client, model, kind, retryable):
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        es.event("contentBlockDelta", {"delta": {"text": "par"}, "contentBlockIndex": 0}),
-        es.exception(kind, "it broke"),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"text": "par"}, "contentBlockIndex": 0}),
+            es.exception(kind, "it broke"),
+        ),
+    )
     got = []
     with pytest.raises(BedrockModelError) as failed:
         for item in model.converse_stream(system="", messages=MESSAGES, tools=[]):
@@ -262,19 +311,29 @@ def test_an_exception_event_mid_stream_is_a_model_error(client, model, kind, ret
 
 
 def test_a_stream_cut_off_before_message_stop_is_a_model_error(client, model):
-    es.answer_with(client, _stream_of(es.event("messageStart", {"role": "assistant"}),
-                                      es.event("contentBlockDelta", {"delta": {"text": "half"}, "contentBlockIndex": 0})))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"text": "half"}, "contentBlockIndex": 0}),
+        ),
+    )
     with pytest.raises(BedrockModelError, match="stopped with ''"):
         collect(model.converse_stream(system="", messages=MESSAGES, tools=[]))
 
 
 def test_a_tool_input_that_is_not_json_is_a_model_error(client, model):
-    es.answer_with(client, _stream_of(
-        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "t", "name": "ask_worker"}},
-                                       "contentBlockIndex": 0}),
-        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": '}}, "contentBlockIndex": 0}),
-        es.event("messageStop", {"stopReason": "tool_use"}),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event(
+                "contentBlockStart",
+                {"start": {"toolUse": {"toolUseId": "t", "name": "ask_worker"}}, "contentBlockIndex": 0},
+            ),
+            es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": '}}, "contentBlockIndex": 0}),
+            es.event("messageStop", {"stopReason": "tool_use"}),
+        ),
+    )
     with pytest.raises(BedrockModelError) as failed:
         collect(model.converse_stream(system="", messages=MESSAGES, tools=TOOLS))
     assert failed.value.code == "BadToolInput"
@@ -283,8 +342,13 @@ def test_a_tool_input_that_is_not_json_is_a_model_error(client, model):
 @pytest.mark.parametrize("code,retryable", [("ThrottlingException", True), ("AccessDeniedException", False)])
 def test_converse_stream_call_refused_is_a_model_error(client, model, code, retryable):
     with Stubber(client) as stub:
-        stub.add_client_error("converse_stream", service_error_code=code, service_message="no", http_status_code=400,
-                              expected_params={"modelId": MODEL_ID, "messages": MESSAGES, "inferenceConfig": ANY})
+        stub.add_client_error(
+            "converse_stream",
+            service_error_code=code,
+            service_message="no",
+            http_status_code=400,
+            expected_params={"modelId": MODEL_ID, "messages": MESSAGES, "inferenceConfig": ANY},
+        )
         with pytest.raises(BedrockModelError) as failed:
             list(model.converse_stream(system="", messages=MESSAGES, tools=[]))
         stub.assert_no_pending_responses()
@@ -296,14 +360,19 @@ def test_converse_stream_call_refused_is_a_model_error(client, model, code, retr
 
 def test_a_text_only_stream_is_the_reply_converse_gives_for_the_same_answer(client, model):
     usage = {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        *[es.event("contentBlockDelta", {"delta": {"text": piece}, "contentBlockIndex": 0})
-          for piece in ("The tide ", "turns ", "twice a day.")],
-        es.event("contentBlockStop", {"contentBlockIndex": 0}),
-        es.event("messageStop", {"stopReason": "end_turn"}),
-        es.event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}}),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            *[
+                es.event("contentBlockDelta", {"delta": {"text": piece}, "contentBlockIndex": 0})
+                for piece in ("The tide ", "turns ", "twice a day.")
+            ],
+            es.event("contentBlockStop", {"contentBlockIndex": 0}),
+            es.event("messageStop", {"stopReason": "end_turn"}),
+            es.event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}}),
+        ),
+    )
     streamed = list(model.converse_stream(system="", messages=MESSAGES, tools=[]))
     with Stubber(client) as stub:
         stub.add_response("converse", _response([{"text": "The tide turns twice a day."}], "end_turn", usage))
@@ -338,8 +407,7 @@ def _think_deps(model, port):
     from types import SimpleNamespace
 
     agent = AgentDefinition(name="orchestrator", delegates=[DelegateTool(agent="worker")])
-    settings = SimpleNamespace(stream_poll_interval_ms=300, model_max_attempts=3,
-                               agent=agent)
+    settings = SimpleNamespace(stream_poll_interval_ms=300, model_max_attempts=3, agent=agent)
     return SimpleNamespace(settings=settings, store=_Clock(), live=port, model=lambda: model)
 
 
@@ -347,15 +415,22 @@ def test_a_watched_think_on_bedrock_streams_and_stores_what_converse_would(clien
     from flightdeck.domain import turn_loop
     from flightdeck.domain.live import LiveRelay
 
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        es.event("contentBlockDelta", {"delta": {"text": "Asking "}, "contentBlockIndex": 0}),
-        es.event("contentBlockDelta", {"delta": {"text": "the worker."}, "contentBlockIndex": 0}),
-        es.event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "tooluse_y", "name": "ask_worker"}},
-                                       "contentBlockIndex": 1}),
-        es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "sum it up"}'}}, "contentBlockIndex": 1}),
-        es.event("messageStop", {"stopReason": "tool_use"}),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"text": "Asking "}, "contentBlockIndex": 0}),
+            es.event("contentBlockDelta", {"delta": {"text": "the worker."}, "contentBlockIndex": 0}),
+            es.event(
+                "contentBlockStart",
+                {"start": {"toolUse": {"toolUseId": "tooluse_y", "name": "ask_worker"}}, "contentBlockIndex": 1},
+            ),
+            es.event(
+                "contentBlockDelta", {"delta": {"toolUse": {"input": '{"task": "sum it up"}'}}, "contentBlockIndex": 1}
+            ),
+            es.event("messageStop", {"stopReason": "tool_use"}),
+        ),
+    )
     port = _Live()
     deps = _think_deps(model, port)
     reply = turn_loop._think(deps, MESSAGES, 1, LiveRelay(deps, "s1", 1, 1))
@@ -368,11 +443,14 @@ def test_throttling_mid_stream_is_a_retryable_think(client, model):
     from flightdeck.domain import turn_loop
     from flightdeck.domain.live import LiveRelay
 
-    es.answer_with(client, _stream_of(
-        es.event("messageStart", {"role": "assistant"}),
-        es.event("contentBlockDelta", {"delta": {"text": "Half "}, "contentBlockIndex": 0}),
-        es.exception("throttlingException", "slow down"),
-    ))
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event("contentBlockDelta", {"delta": {"text": "Half "}, "contentBlockIndex": 0}),
+            es.exception("throttlingException", "slow down"),
+        ),
+    )
     port = _Live()
     deps = _think_deps(model, port)
     with pytest.raises(turn_loop.ThinkRetry):

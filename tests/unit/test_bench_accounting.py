@@ -45,8 +45,11 @@ def test_an_asynchronous_invoke_is_billed_once_as_the_invocation_it_starts():
 
 
 def test_control_plane_calls_are_reported_apart_and_cost_nothing_per_delegation():
-    records = [aws("GetApiKeys", svc="apigateway", fn=None), aws("GetUsagePlans", svc="apigateway", fn=None),
-               aws("GetItem", fn="chat_ingest", consistent=True, bytes=100)]
+    records = [
+        aws("GetApiKeys", svc="apigateway", fn=None),
+        aws("GetUsagePlans", svc="apigateway", fn=None),
+        aws("GetItem", fn="chat_ingest", consistent=True, bytes=100),
+    ]
     t = Tally.of(records)
     assert t.aws_requests == {"dynamodb.GetItem": 1}
     assert t.excluded == {"control_plane": 2}
@@ -79,19 +82,67 @@ def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():
 
 
 def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own_writes():
-    seed = aws("PutItem", writes=[{"op": "Put", "table": "t", "pk": "S#1", "sk": "TURN#1", "kind": "TURN", "txn": False,
-                                   "size": 300, "in_index": True}])
-    record = aws("TransactWriteItems", writes=[
-        {"op": "Put", "table": "t", "pk": "S#1", "sk": "RESULT#1#x", "kind": "RESULT", "txn": True, "size": 1500,
-         "in_index": False},
-        {"op": "Update", "table": "t", "pk": "S#1", "sk": "TURN#1", "kind": "TURN", "txn": True,
-         "leaves_index": False, "requires_open": True},
-    ])
-    failed = aws("UpdateItem", status=400, writes=[{"op": "Update", "table": "t", "pk": "S#1", "sk": "META",
-                                                    "kind": "META", "txn": False, "leaves_index": False,
-                                                    "requires_open": True}])
-    reads = [aws("GetItem", consistent=True, bytes=5000), aws("Query", consistent=False, index="deadline-index", bytes=10),
-             aws("Query", consistent=True, bytes=100)]
+    seed = aws(
+        "PutItem",
+        writes=[
+            {
+                "op": "Put",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "TURN#1",
+                "kind": "TURN",
+                "txn": False,
+                "size": 300,
+                "in_index": True,
+            }
+        ],
+    )
+    record = aws(
+        "TransactWriteItems",
+        writes=[
+            {
+                "op": "Put",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "RESULT#1#x",
+                "kind": "RESULT",
+                "txn": True,
+                "size": 1500,
+                "in_index": False,
+            },
+            {
+                "op": "Update",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "TURN#1",
+                "kind": "TURN",
+                "txn": True,
+                "leaves_index": False,
+                "requires_open": True,
+            },
+        ],
+    )
+    failed = aws(
+        "UpdateItem",
+        status=400,
+        writes=[
+            {
+                "op": "Update",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "META",
+                "kind": "META",
+                "txn": False,
+                "leaves_index": False,
+                "requires_open": True,
+            }
+        ],
+    )
+    reads = [
+        aws("GetItem", consistent=True, bytes=5000),
+        aws("Query", consistent=False, index="deadline-index", bytes=10),
+        aws("Query", consistent=True, bytes=100),
+    ]
     sizes = {("t", "S#1", "TURN#1"): 2048}
     t = Tally.of([seed, record, failed, *reads], sizes=sizes)
     # seed 1; result 2x2; turn update 2x2 (2 KB); failed update still billed, 1 (unknown size: 1 KB)
@@ -105,8 +156,10 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
 
 def test_cost_is_count_times_list_price():
     table = prices.load()
-    records = [inv("callback", src="http", route="POST /api/tools/response", ms=1.0),
-               aws("SendMessage", svc="sqs", fn="callback", queue="a-turns.fifo")]
+    records = [
+        inv("callback", src="http", route="POST /api/tools/response", ms=1.0),
+        aws("SendMessage", svc="sqs", fn="callback", queue="a-turns.fifo"),
+    ]
     t = Tally.of(records)
     t.log_bytes = 1024**3
     cost = t.cost(table)
@@ -140,32 +193,79 @@ def test_the_step_functions_model_counts_transitions_and_keeps_only_what_the_var
     table = prices.load()
     records = [
         inv("chat_ingest", agent="A", src="http", route="POST /api/chat"),
-        inv("turn_worker", agent="A"), inv("turn_worker", agent="A"), inv("dispatch_worker", agent="A"),
-        inv("callback", agent="A", src="http", route="POST /api/tools/response"), inv("deadline_timer", agent="A"),
+        inv("turn_worker", agent="A"),
+        inv("turn_worker", agent="A"),
+        inv("dispatch_worker", agent="A"),
+        inv("callback", agent="A", src="http", route="POST /api/tools/response"),
+        inv("deadline_timer", agent="A"),
         aws("TransactWriteItems", agent="A", fn="chat_ingest", writes=[]),
         aws("SendMessage", svc="sqs", agent="A", fn="chat_ingest", queue="A-turns.fifo"),  # -> StartExecution
         aws("Query", agent="A", fn="turn_worker", consistent=True, bytes=10),
         aws("SendMessage", svc="sqs", agent="A", fn="turn_worker", queue="A-dispatch"),
         aws("GetSecretValue", svc="secretsmanager", agent="A", fn="dispatch_worker"),
     ]
-    out = stepfunctions.model(delegator="A", records=records, peer_tally=Tally(), delegations=1, round_trips=1,
-                              sizes={}, memory_mb=512, log_bytes_delegator=0, prices=table)
+    out = stepfunctions.model(
+        delegator="A",
+        records=records,
+        peer_tally=Tally(),
+        delegations=1,
+        round_trips=1,
+        sizes={},
+        memory_mb=512,
+        log_bytes_delegator=0,
+        prices=table,
+    )
     side = out["delegator_side"]
-    assert side["lambda_invocations"] == {"A/turn_worker": 2, "A/callback": 1, "A/chat_ingest": 1, "A/dispatch_worker": 1}
-    assert side["aws_requests_by_operation"] == {"dynamodb.TransactWriteItems": 1, "dynamodb.UpdateItem": 1,
-                                                 "secretsmanager.GetSecretValue": 1, "states.SendTaskSuccess": 1,
-                                                 "states.StartExecution": 1}
+    assert side["lambda_invocations"] == {
+        "A/turn_worker": 2,
+        "A/callback": 1,
+        "A/chat_ingest": 1,
+        "A/dispatch_worker": 1,
+    }
+    assert side["aws_requests_by_operation"] == {
+        "dynamodb.TransactWriteItems": 1,
+        "dynamodb.UpdateItem": 1,
+        "secretsmanager.GetSecretValue": 1,
+        "states.SendTaskSuccess": 1,
+        "states.StartExecution": 1,
+    }
     assert out["state_transitions_per_turn"] == 7
     assert out["cost_per_turn_usd"]["step_functions"] == pytest.approx(7 * 0.025 / 1000)
     assert out["cost_per_million_delegations_usd"]["step_functions"] == 175.0
 
 
 def test_a_new_session_costs_one_write_in_the_keys_only_sessions_index():
-    new = aws("TransactWriteItems", writes=[
-        {"op": "Put", "table": "t", "pk": "S#1", "sk": "META", "kind": "META", "txn": True, "size": 3000,
-         "in_index": False, "in_sessions_index": True}])
-    later = aws("UpdateItem", writes=[{"op": "Update", "table": "t", "pk": "S#1", "sk": "META", "kind": "META",
-                                       "txn": False, "leaves_index": False, "requires_open": False}])
+    new = aws(
+        "TransactWriteItems",
+        writes=[
+            {
+                "op": "Put",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "META",
+                "kind": "META",
+                "txn": True,
+                "size": 3000,
+                "in_index": False,
+                "in_sessions_index": True,
+            }
+        ],
+    )
+    later = aws(
+        "UpdateItem",
+        writes=[
+            {
+                "op": "Update",
+                "table": "t",
+                "pk": "S#1",
+                "sk": "META",
+                "kind": "META",
+                "txn": False,
+                "leaves_index": False,
+                "requires_open": False,
+            }
+        ],
+    )
     t = Tally.of([new, later], sizes={("t", "S#1", "META"): 3000})
     assert t.dynamodb["gsi_wru"] == 1  # keys only, whatever the item's size; its updates never write there
 
@@ -186,7 +286,8 @@ def _delegator_turn(agent="A"):
         inv("chat_ingest", agent=agent, src="http", route="POST /api/chat", ms=5.0),
         aws("TransactWriteItems", agent=agent, fn="chat_ingest", writes=[]),
         aws("SendMessage", svc="sqs", agent=agent, fn="chat_ingest", queue=f"{agent}-turns.fifo"),
-        inv("turn_worker", agent=agent, ms=20.0), inv("turn_worker", agent=agent, ms=30.0),
+        inv("turn_worker", agent=agent, ms=20.0),
+        inv("turn_worker", agent=agent, ms=30.0),
         aws("Query", agent=agent, fn="turn_worker", consistent=True, bytes=10),
         aws("SendMessage", svc="sqs", agent=agent, fn="turn_worker", queue=f"{agent}-dispatch"),
         aws("SendMessage", svc="sqs", agent=agent, fn="turn_worker", queue=f"{agent}-timers"),
@@ -196,18 +297,33 @@ def _delegator_turn(agent="A"):
         inv("dispatch_worker", agent=agent, ms=50.0),
         inv("callback", agent=agent, src="http", route="POST /api/tools/response", ms=4.0),
         aws("TransactWriteItems", agent=agent, fn="callback", writes=[]),
-        inv("deadline_timer", agent=agent), aws("GetItem", agent=agent, fn="deadline_timer", consistent=True, bytes=10),
+        inv("deadline_timer", agent=agent),
+        aws("GetItem", agent=agent, fn="deadline_timer", consistent=True, bytes=10),
     ]
 
 
 def test_the_lean_step_functions_model_drops_the_dispatch_and_timer_paths_and_keeps_the_rest():
     assert stepfunctions.lean_transitions(1) == 1 and stepfunctions.lean_transitions(5) == 5
     assert stepfunctions.lean_transitions(2, timed_out=1) == 3
-    out = stepfunctions.lean_model(delegator="A", records=_delegator_turn(), peer_tally=Tally(), delegations=1,
-                                   round_trips=1, sizes={}, memory_mb=512, log_bytes_delegator=0, prices=prices.load())
+    out = stepfunctions.lean_model(
+        delegator="A",
+        records=_delegator_turn(),
+        peer_tally=Tally(),
+        delegations=1,
+        round_trips=1,
+        sizes={},
+        memory_mb=512,
+        log_bytes_delegator=0,
+        prices=prices.load(),
+    )
     side = out["delegator_side"]
     assert "A/deadline_timer" not in side["lambda_invocations"]
-    assert side["lambda_invocations"] == {"A/turn_worker": 2, "A/chat_ingest": 1, "A/dispatch_worker": 1, "A/callback": 1}
+    assert side["lambda_invocations"] == {
+        "A/turn_worker": 2,
+        "A/chat_ingest": 1,
+        "A/dispatch_worker": 1,
+        "A/callback": 1,
+    }
     ops = side["aws_requests_by_operation"]
     # the turns queue stays (thinks are outside the state machine); dispatch and timers queues go
     assert ops["sqs.SendMessage"] == 1 and ops["sqs.ReceiveMessage"] == 1 and "sqs.DeleteMessageBatch" not in ops
@@ -222,8 +338,18 @@ def test_the_durable_functions_model_counts_operations_invocations_and_checkpoin
     assert durable.operations(1) == 5 and durable.operations(5) == 13
     assert durable.invocations(1) == 2 and durable.invocations(5) == 6
     table = prices.load()
-    out = durable.model(delegator="A", records=_delegator_turn(), peer_tally=Tally(), delegations=1, round_trips=1,
-                        sizes={}, memory_mb=512, log_bytes_delegator=0, checkpoint_bytes=1024**3, prices=table)
+    out = durable.model(
+        delegator="A",
+        records=_delegator_turn(),
+        peer_tally=Tally(),
+        delegations=1,
+        round_trips=1,
+        sizes={},
+        memory_mb=512,
+        log_bytes_delegator=0,
+        checkpoint_bytes=1024**3,
+        prices=table,
+    )
     side = out["delegator_side"]
     # the durable function stands for the thinks and the dispatch: 2 invocations, their measured durations
     assert side["lambda_invocations"] == {"A/durable_turn": 2, "A/chat_ingest": 1, "A/callback": 1}

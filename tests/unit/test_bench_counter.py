@@ -26,22 +26,44 @@ def test_dynamodb_calls_are_recorded_with_what_request_units_need(ddb):
     counter.attach(ddb, sink)
     item = {"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}, "due_at": {"N": "5"}, "due_shard": {"S": "open#0"}}
     ddb.put_item(TableName="count-state", Item=item)
-    ddb.update_item(TableName="count-state", Key={"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
-                    UpdateExpression="SET x = :x REMOVE due_shard, due_at", ExpressionAttributeValues={":x": {"N": "1"}})
+    ddb.update_item(
+        TableName="count-state",
+        Key={"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
+        UpdateExpression="SET x = :x REMOVE due_shard, due_at",
+        ExpressionAttributeValues={":x": {"N": "1"}},
+    )
     ddb.get_item(TableName="count-state", Key={"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}}, ConsistentRead=True)
     ddb.query(TableName="count-state", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "S#1"}})
     with pytest.raises(ddb.exceptions.TransactionCanceledException):
-        ddb.transact_write_items(TransactItems=[
-            {"Put": {"TableName": "count-state", "Item": {"pk": {"S": "S#1"}, "sk": {"S": "RESULT#1"}}}},
-            {"Update": {"TableName": "count-state", "Key": {"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
-                        "UpdateExpression": "ADD received :one", "ConditionExpression": "#s = :waiting",
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "count-state", "Item": {"pk": {"S": "S#1"}, "sk": {"S": "RESULT#1"}}}},
+                {
+                    "Update": {
+                        "TableName": "count-state",
+                        "Key": {"pk": {"S": "S#1"}, "sk": {"S": "TURN#000001"}},
+                        "UpdateExpression": "ADD received :one",
+                        "ConditionExpression": "#s = :waiting",
                         "ExpressionAttributeNames": {"#s": "status"},
-                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":waiting": {"S": "waiting"}}}},
-        ])
+                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":waiting": {"S": "waiting"}},
+                    }
+                },
+            ]
+        )
     put, update, get, query, txn = sink.records
     assert (put["svc"], put["op"], put["fn"], put["status"]) == ("dynamodb", "PutItem", None, 200)
-    assert put["writes"] == [{"op": "Put", "table": "count-state", "pk": "S#1", "sk": "TURN#000001", "kind": "TURN",
-                              "txn": False, "size": counter.item_size(item), "in_index": True}]
+    assert put["writes"] == [
+        {
+            "op": "Put",
+            "table": "count-state",
+            "pk": "S#1",
+            "sk": "TURN#000001",
+            "kind": "TURN",
+            "txn": False,
+            "size": counter.item_size(item),
+            "in_index": True,
+        }
+    ]
     assert update["writes"][0]["leaves_index"] is True and "size" not in update["writes"][0]
     assert get["consistent"] is True and get["bytes"] > 0
     assert query["count"] == 1 and query["scanned"] == 1 and query["bytes"] == get["bytes"]
@@ -73,16 +95,30 @@ def test_invocations_are_timed_attributed_and_classified():
 
     http = {"httpMethod": "POST", "resource": "/api/tools/response"}
     assert counter.observe_invocation(sink, function, http, call) == {"statusCode": 202}
-    timers = {"Records": [{"eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:a-timers",
-                           "body": json.dumps({"session_id": "s", "turn": 1, "deadline_ms": 10}),
-                           "attributes": {"SentTimestamp": "5", "ApproximateFirstReceiveTimestamp": "12"}}]}
+    timers = {
+        "Records": [
+            {
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:1:a-timers",
+                "body": json.dumps({"session_id": "s", "turn": 1, "deadline_ms": 10}),
+                "attributes": {"SentTimestamp": "5", "ApproximateFirstReceiveTimestamp": "12"},
+            }
+        ]
+    }
     with pytest.raises(KeyError):
         counter.observe_invocation(sink, function, timers, lambda: {}["boom"])
     assert seen == ["callback"] and getattr(counter._current, "fn", None) is None
     first, second = sink.records
-    assert (first["src"], first["route"], first["status"], first["ok"]) == ("http", "POST /api/tools/response", 202, True)
+    assert (first["src"], first["route"], first["status"], first["ok"]) == (
+        "http",
+        "POST /api/tools/response",
+        202,
+        True,
+    )
     assert (second["src"], second["n"], second["ok"]) == ("sqs", 1, False)
-    assert second["timers"] == [{"session_id": "s", "turn": 1, "deadline_ms": 10, "sent_ms": 5, "first_received_ms": 12}]
+    assert second["timers"] == [
+        {"session_id": "s", "turn": 1, "deadline_ms": 10, "sent_ms": 5, "first_received_ms": 12}
+    ]
     assert counter.event_source({"source": "aws.events"})[0] == "schedule"
 
 

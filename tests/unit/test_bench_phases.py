@@ -54,8 +54,9 @@ def test_the_bench_deployment_reads_callback_keys_from_secrets_manager():
 def test_helpers_read_tokens_and_timestamps():
     from flightdeck.domain.tokens import CallbackClaims, SigningKey, mint
 
-    claims = CallbackClaims(session_id="s-1", turn=1, tool_use_id="t", tool_id="ask_x", name="x", total_tools=1,
-                            agent="a", iat=1, exp=2)
+    claims = CallbackClaims(
+        session_id="s-1", turn=1, tool_use_id="t", tool_id="ask_x", name="x", total_tools=1, agent="a", iat=1, exp=2
+    )
     assert token_session(mint(claims, SigningKey(b"k" * 32))) == "s-1"
     assert parse_timestamp("2026-11-29 19:49:26,793+0000") == pytest.approx(1795981766.793)
 
@@ -108,16 +109,21 @@ def test_bench_config_needs_a_pair_and_the_local_model(tmp_path):
 
 
 def test_a_load_session_delegates_twice_with_two_delegates_or_one():
-    from flightdeck.domain.toolbox import tool_specs
     from flightdeck.bench import load
     from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
     from flightdeck.domain.local_model import LocalModel
+    from flightdeck.domain.toolbox import tool_specs
 
-    agent = AgentDefinition(name="orchestrator", model=ModelConfig(),
-                            delegates=[DelegateTool(agent="researcher"), DelegateTool(agent="critic")])
+    agent = AgentDefinition(
+        name="orchestrator",
+        model=ModelConfig(),
+        delegates=[DelegateTool(agent="researcher"), DelegateTool(agent="critic")],
+    )
     model = LocalModel(agent.model, agent, sleep=lambda s: None)
-    for delegates, tools in ((("researcher", "critic"), ["ask_researcher", "ask_critic"]),
-                             (("researcher",), ["ask_researcher", "ask_researcher"])):
+    for delegates, tools in (
+        (("researcher", "critic"), ["ask_researcher", "ask_critic"]),
+        (("researcher",), ["ask_researcher", "ask_researcher"]),
+    ):
         message = {"role": "user", "content": [{"text": load.task(delegates, 7)}]}
         reply = model.converse(system="", messages=[message], tools=tool_specs(agent))
         assert [use["name"] for use in reply.tool_uses] == tools
@@ -130,13 +136,22 @@ def test_a_load_session_is_answered_timed_out_or_failed_per_delegation():
     def result(status, text):
         return {"toolResult": {"toolUseId": text, "status": status, "content": [{"text": text}]}}
 
-    session = {"status": "idle", "messages": [
-        {"role": "user", "content": [{"text": "@a x @b y"}]},
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "1", "name": "ask_a", "input": {}}}]},
-        {"role": "user", "content": [result("success", "fine"), result("error", '{"status":"error","reason":"timeout"}'),
-                                     result("error", '{"status":"error","reason":"dispatch_failed"}')]},
-        {"role": "assistant", "content": [{"text": "1 of 3 delegations answered."}]},
-    ]}
+    session = {
+        "status": "idle",
+        "messages": [
+            {"role": "user", "content": [{"text": "@a x @b y"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "1", "name": "ask_a", "input": {}}}]},
+            {
+                "role": "user",
+                "content": [
+                    result("success", "fine"),
+                    result("error", '{"status":"error","reason":"timeout"}'),
+                    result("error", '{"status":"error","reason":"dispatch_failed"}'),
+                ],
+            },
+            {"role": "assistant", "content": [{"text": "1 of 3 delegations answered."}]},
+        ],
+    }
     assert load.outcome(session) == {"answered": 1, "timed_out": 1, "failed": 1, "final": 1}
     assert load.outcome({"status": "busy", "messages": session["messages"][:2]})["final"] == 0
     assert load.EXAMPLE_CONFIG.is_file()
@@ -156,19 +171,34 @@ def test_quick_and_full_runs_size_the_load_and_the_conversation():
 
 
 def test_the_table_has_conversation_load_and_comparison_rows():
-    conversation = {"messages": 50, "requests_per_think": {"1": 4, "10": 4, "50": 4},
-                    "requests_per_message": {"1": 9, "10": 11, "50": 11},
-                    "read_units_per_think": {"1": 1.0, "10": 3.0, "50": 12.0},
-                    "write_units_per_think": {"1": 6, "10": 6, "50": 6},
-                    "history_bytes": {"1": 114, "10": 3365, "50": 18045}}
+    conversation = {
+        "messages": 50,
+        "requests_per_think": {"1": 4, "10": 4, "50": 4},
+        "requests_per_message": {"1": 9, "10": 11, "50": 11},
+        "read_units_per_think": {"1": 1.0, "10": 3.0, "50": 12.0},
+        "write_units_per_think": {"1": 6, "10": 6, "50": 6},
+        "history_bytes": {"1": 114, "10": 3365, "50": 18045},
+    }
     rows = report._conversation_rows(conversation)
     assert rows[0][0] == "Conversation: AWS requests per think at messages 1 / 10 / 50" and rows[0][1] == "4 / 4 / 4"
     assert rows[1][1] == "1 / 3 / 12 RRU" and "at least 1 / 1 / 5 RRU" in rows[1][2]
-    load = {"sessions": 40, "delegations_per_session": 2, "delegator": "orchestrator", "config": "x/three-agents.toml",
-            "delegates": ["researcher", "critic"], "wall_s": 20.0, "delegations_per_s": 4.0, "moto_requests_per_s": 120.0,
-            "session_latency_ms": {"p50": 1000.0, "max": 2000.0}, "sessions_completed": 40,
-            "sessions_with_every_answer": 39, "timed_out": 1, "delegations_failed": 0, "async_tool_timeout_ms": 30000,
-            "rejected_by_status": {"429": 2}}
+    load = {
+        "sessions": 40,
+        "delegations_per_session": 2,
+        "delegator": "orchestrator",
+        "config": "x/three-agents.toml",
+        "delegates": ["researcher", "critic"],
+        "wall_s": 20.0,
+        "delegations_per_s": 4.0,
+        "moto_requests_per_s": 120.0,
+        "session_latency_ms": {"p50": 1000.0, "max": 2000.0},
+        "sessions_completed": 40,
+        "sessions_with_every_answer": 39,
+        "timed_out": 1,
+        "delegations_failed": 0,
+        "async_tool_timeout_ms": 30000,
+        "rejected_by_status": {"429": 2},
+    }
     rows = report._load_rows(load)
     assert rows[0][1] == "4 delegations/s" and rows[1][1] == "40 of 40 completed, 1 of 80 timed out"
     assert "rejected: 429 2" in rows[1][2]
@@ -179,19 +209,30 @@ def test_the_before_after_table_compares_data_plane_requests_and_marks_what_one_
     from flightdeck.bench import compare
 
     def result(services, conversation=None):
-        per = {"aws_requests_by_service": services, "aws_requests_by_operation": {"dynamodb.GetItem": services["dynamodb"]},
-               "dynamodb_request_units": {"wru": 4, "gsi_wru": 1, "rru": 2}, "lambda_invocations_total": 8,
-               "api_gateway_requests_total": 3}
-        out = {"command": "flightdeck bench --quick", "date": "d", "machine": {},
-               "round_trip_one": {"per_turn": per, "cost_per_million_delegations_usd": {"total": 62.13}}}
+        per = {
+            "aws_requests_by_service": services,
+            "aws_requests_by_operation": {"dynamodb.GetItem": services["dynamodb"]},
+            "dynamodb_request_units": {"wru": 4, "gsi_wru": 1, "rru": 2},
+            "lambda_invocations_total": 8,
+            "api_gateway_requests_total": 3,
+        }
+        out = {
+            "command": "flightdeck bench --quick",
+            "date": "d",
+            "machine": {},
+            "round_trip_one": {"per_turn": per, "cost_per_million_delegations_usd": {"total": 62.13}},
+        }
         if conversation:
             out["conversation"] = conversation
         return out
 
     before = result({"dynamodb": 52, "sqs": 17.3, "apigateway": 1.3})  # control plane counted per round trip then
     after = result({"dynamodb": 4, "sqs": 2}, {"requests_per_think": {"1": 3, "10": 3, "50": 3}})
-    rows = {line.split(" | ")[0].lstrip("| "): line for line in compare.table(before, after).splitlines()
-            if line.startswith("|")}
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line
+        for line in compare.table(before, after).splitlines()
+        if line.startswith("|")
+    }
     assert "| 69.3 | 6 |" in rows["1 delegation: data-plane requests per round trip (both agents, timer included)"]
     assert "| not measured | 3 / 3 / 3 |" in rows["Conversation: requests per think at messages 1 / 10 / 50"]
     assert "| $62.13 | $62.13 |" in rows["Cost per 1M delegations, 1 per turn (REST front door)"]

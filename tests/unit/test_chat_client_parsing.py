@@ -45,8 +45,11 @@ def test_events_are_whole_wherever_the_stream_is_cut():
 
 
 def test_comments_other_fields_multi_line_data_and_a_cut_off_event():
-    assert _events(b": ping\r\n\r\nevent: message\nid: 7\ndata: first\ndata:second\n\n",
-                   b"retry: 100\n\ndata: third\n\n", b"data: never finished") == ["first\nsecond", "third"]
+    assert _events(
+        b": ping\r\n\r\nevent: message\nid: 7\ndata: first\ndata:second\n\n",
+        b"retry: 100\n\ndata: third\n\n",
+        b"data: never finished",
+    ) == ["first\nsecond", "third"]
 
 
 def _read(*chunks: bytes) -> list[ServerEvent | Comment]:
@@ -54,14 +57,20 @@ def _read(*chunks: bytes) -> list[ServerEvent | Comment]:
 
 
 def test_events_and_comments_with_every_kind_of_line_end_cut_anywhere():
-    wire = (b"\xef\xbb\xbf: hello\r\rid: think.1\revent: thinking\r\ndata: {\"a\":\r\ndata: 1}\n\n"
-            b": keep-alive\n\nevent: answer\ndata: \xc3\xa9\r\n\r\n")
-    expected = [Comment("hello"), ServerEvent('{"a":\n1}', "thinking", "think.1"), Comment("keep-alive"),
-                ServerEvent("\u00e9", "answer", "think.1")]  # the last event id stays until another is given
+    wire = (
+        b'\xef\xbb\xbf: hello\r\rid: think.1\revent: thinking\r\ndata: {"a":\r\ndata: 1}\n\n'
+        b": keep-alive\n\nevent: answer\ndata: \xc3\xa9\r\n\r\n"
+    )
+    expected = [
+        Comment("hello"),
+        ServerEvent('{"a":\n1}', "thinking", "think.1"),
+        Comment("keep-alive"),
+        ServerEvent("\u00e9", "answer", "think.1"),
+    ]  # the last event id stays until another is given
     assert _read(wire) == expected
     for cut in range(1, len(wire)):  # a CR apart from its LF, a two-byte character split, a cut field name
         assert _read(wire[:cut], wire[cut:]) == expected, cut
-    assert _read(*[wire[i:i + 1] for i in range(len(wire))]) == expected  # byte by byte
+    assert _read(*[wire[i : i + 1] for i in range(len(wire))]) == expected  # byte by byte
 
 
 def test_fields_the_format_defines_and_what_it_ignores():
@@ -98,8 +107,10 @@ def test_polling_derives_the_timeline_ids_the_events_route_sends(status):
     messages = [
         {"role": "user", "content": [{"text": "@worker list owls @worker name rivers"}]},
         {"role": "assistant", "content": [{"text": "Delegating."}, _use("t1"), _use("t2", "name rivers")]},
-        {"role": "user", "content": [ToolResult("t1", "success", "owls", ResultSource.CALLBACK).as_block(),
-                                     late.as_block()]},
+        {
+            "role": "user",
+            "content": [ToolResult("t1", "success", "owls", ResultSource.CALLBACK).as_block(), late.as_block()],
+        },
         {"role": "assistant", "content": [{"text": "1 of 2 delegations answered."}]},
         {"role": "user", "content": [{"text": "and a follow-up"}]},
         {"role": "assistant", "content": [_use("t3", "what time", name="clock")]},
@@ -112,7 +123,8 @@ def test_polling_derives_the_timeline_ids_the_events_route_sends(status):
         # Same ids in the same order; polling cannot tell a timeout's or a local tool's result by kind.
         assert [i for i, _ in polled] == [i for i, _ in served], upto
         assert [k for _, k in polled if k not in ("callback_accepted",)] == [
-            k for _, k in served if k not in ("callback_accepted", "timeout", "tool_result")]
+            k for _, k in served if k not in ("callback_accepted", "timeout", "tool_result")
+        ]
     answer = next(e for e in timeline_of(messages, busy=False) if e["kind"] == "answer")
     assert answer == {"id": "answer.2", "kind": "answer", "think": 2, "text": "1 of 2 delegations answered."}
 
@@ -123,20 +135,31 @@ def test_tool_results_say_who_answered_failed_or_timed_out():
     late = error_result("t2", "timeout", ResultSource.TIMEOUT).as_block()["toolResult"]
     assert describe_result("worker", late) == "worker timed out: no answer before the delegation's deadline"
     down = error_result("t3", "dispatch_failed", ResultSource.DISPATCH_FAILED, "HTTP 503 after 3 attempts")
-    assert describe_result("worker", down.as_block()["toolResult"]) == \
-        "worker failed: dispatch_failed (HTTP 503 after 3 attempts)"
+    assert (
+        describe_result("worker", down.as_block()["toolResult"])
+        == "worker failed: dispatch_failed (HTTP 503 after 3 attempts)"
+    )
     said = ToolResult("t4", "error", "I cannot read that file", ResultSource.CALLBACK).as_block()["toolResult"]
     assert describe_result("worker", said) == "worker failed: I cannot read that file"
-    asks = {"toolUseId": "t5", "status": "error",
-            "content": [{"text": json.dumps({"status": "input_required", "question": "which year?"})}]}
+    asks = {
+        "toolUseId": "t5",
+        "status": "error",
+        "content": [{"text": json.dumps({"status": "input_required", "question": "which year?"})}],
+    }
     assert describe_result("worker", asks) == "worker: input_required: which year?"
 
 
-@pytest.mark.parametrize(("typed", "base"), [
-    ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
-    ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
-    ("https://abc.execute-api.eu-west-1.amazonaws.com/prod/api/chat", "https://abc.execute-api.eu-west-1.amazonaws.com/prod"),
-])
+@pytest.mark.parametrize(
+    ("typed", "base"),
+    [
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
+        (
+            "https://abc.execute-api.eu-west-1.amazonaws.com/prod/api/chat",
+            "https://abc.execute-api.eu-west-1.amazonaws.com/prod",
+        ),
+    ],
+)
 def test_the_agent_url_is_its_base(typed, base):
     assert base_url(typed) == base
 

@@ -18,9 +18,9 @@ from flightdeck import cli, config_file
 REPO = Path(__file__).resolve().parents[2]
 THREE = REPO / "examples" / "three-agents.toml"
 BASE = THREE.read_text()
-CRITIC_ALLOW = '''description = "Reviews drafts and points out weak spots."
+CRITIC_ALLOW = """description = "Reviews drafts and points out weak spots."
 system_prompt = "You review critically and briefly."
-allow = ["orchestrator"]'''
+allow = ["orchestrator"]"""
 CRITIC_PEER = 'orchestrator = "fdp_orchestrator_LOCAL-ONLY-orchestrator-calls-critic-0123"'
 
 
@@ -56,47 +56,60 @@ def test_the_examples_pass_the_check_locally_and_for_aws():
 def test_a_delegate_naming_no_agent_suggests_the_nearest_name(tmp_path, capsys):
     path = variant(tmp_path, 'agent = "critic"', 'agent = "critc"')
     [line] = problem_lines(refused(path, capsys))
-    assert line == (f'{path}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. '
-                    'Fix: did you mean "critic"?')
+    assert line == (
+        f'{path}: [[agents.orchestrator.delegates]] #2 agent: no agent "critc" in this file. '
+        'Fix: did you mean "critic"?'
+    )
     assert "ALLOWED_HOST_MAPPING" not in line
 
 
 def test_the_delegators_allow_lacking_the_delegate(tmp_path, capsys):
     path = variant(tmp_path, 'allow = ["researcher", "critic"]', 'allow = ["researcher"]')
     [line] = problem_lines(refused(path, capsys))
-    assert line.startswith(f'{path}: [agents.orchestrator].allow: lacks "critic", which '
-                           "[[agents.orchestrator.delegates]] #2 delegates to")
+    assert line.startswith(
+        f'{path}: [agents.orchestrator].allow: lacks "critic", which [[agents.orchestrator.delegates]] #2 delegates to'
+    )
     assert line.endswith('Fix: allow = ["researcher", "critic"].')
 
 
 def test_the_delegates_allow_lacking_the_caller_names_the_section_for_the_way_back(tmp_path, capsys):
     path = variant(tmp_path, CRITIC_ALLOW, CRITIC_ALLOW.replace('allow = ["orchestrator"]', "allow = []"))
     [line] = problem_lines(refused(path, capsys))
-    assert line.startswith(f'{path}: [agents.critic].allow: lacks "orchestrator": critic could not send its '
-                           "answers back to orchestrator")
+    assert line.startswith(
+        f'{path}: [agents.critic].allow: lacks "orchestrator": critic could not send its answers back to orchestrator'
+    )
     assert line.endswith('Fix: allow = ["orchestrator"].')
 
 
 def test_no_peer_token_for_the_caller_points_at_peers(tmp_path, capsys):
     path = variant(tmp_path, CRITIC_PEER, "")
     [line] = problem_lines(refused(path, capsys))
-    assert line.startswith(f'{path}: [agents.critic.peers]: has no token for "orchestrator", which delegates to '
-                           "critic ([[agents.orchestrator.delegates]] #2): its tasks would be refused with 401")
+    assert line.startswith(
+        f'{path}: [agents.critic.peers]: has no token for "orchestrator", which delegates to '
+        "critic ([[agents.orchestrator.delegates]] #2): its tasks would be refused with 401"
+    )
     assert 'Fix: add orchestrator = "fdp_orchestrator_' in line and "under [agents.critic.peers]" in line
     token = line.split('add orchestrator = "', 1)[1].split('"', 1)[0]
     # The suggested token works: with it the file passes.
-    path.write_text(path.read_text().replace("[agents.critic.peers]\n", f'[agents.critic.peers]\norchestrator = "{token}"\n'))
+    path.write_text(
+        path.read_text().replace("[agents.critic.peers]\n", f'[agents.critic.peers]\norchestrator = "{token}"\n')
+    )
     config_file.load_checked(path, "local")
 
 
 def test_a_token_the_callee_does_not_list_is_refused_too(tmp_path, capsys):
     stranger = "fdp_orchestrator_not-the-one-critic-lists-0123456789abcdef"
-    path = variant(tmp_path, 'callback_secret = "local-only-orchestrator-secret-0123456789abcdef"',
-                   f'callback_secret = "local-only-orchestrator-secret-0123456789abcdef"\n'
-                   f'peer_tokens = {{ critic = "{stranger}" }}')
+    path = variant(
+        tmp_path,
+        'callback_secret = "local-only-orchestrator-secret-0123456789abcdef"',
+        f'callback_secret = "local-only-orchestrator-secret-0123456789abcdef"\n'
+        f'peer_tokens = {{ critic = "{stranger}" }}',
+    )
     [line] = problem_lines(refused(path, capsys))
-    assert line.startswith(f"{path}: [agents.orchestrator.peer_tokens].critic: is not a token [agents.critic.peers] "
-                           "lists: critic would refuse orchestrator's tasks with 403")
+    assert line.startswith(
+        f"{path}: [agents.orchestrator.peer_tokens].critic: is not a token [agents.critic.peers] "
+        "lists: critic would refuse orchestrator's tasks with 403"
+    )
 
 
 def test_an_unknown_setting_suggests_the_real_one(tmp_path, capsys):
@@ -106,7 +119,9 @@ def test_an_unknown_setting_suggests_the_real_one(tmp_path, capsys):
 
 
 def test_an_unknown_setting_in_an_agents_env(tmp_path, capsys):
-    path = variant(tmp_path, "[agents.critic.peers]", "[agents.critic.env]\nTOTALLY_MADE_UP = 1\n\n[agents.critic.peers]")
+    path = variant(
+        tmp_path, "[agents.critic.peers]", "[agents.critic.env]\nTOTALLY_MADE_UP = 1\n\n[agents.critic.peers]"
+    )
     [line] = problem_lines(refused(path, capsys))
     assert line.startswith(f"{path}: [agents.critic.env].TOTALLY_MADE_UP: is not a setting. Fix: remove it")
 
@@ -127,32 +142,42 @@ def test_a_wrongly_typed_default_is_named_once_with_its_section(tmp_path, capsys
     path = variant(tmp_path, "ASYNC_TOOL_TIMEOUT_MS = 30000", 'ASYNC_TOOL_TIMEOUT_MS = "soon"')
     err = refused(path, capsys)
     [line] = problem_lines(err)  # once, not once per agent (the file has three)
-    assert line == (f'{path}: [defaults].ASYNC_TOOL_TIMEOUT_MS: must be a valid integer (it is "soon"). '
-                    "Fix: write a whole number, without quotes, e.g. ASYNC_TOOL_TIMEOUT_MS = 300000.")
+    assert line == (
+        f'{path}: [defaults].ASYNC_TOOL_TIMEOUT_MS: must be a valid integer (it is "soon"). '
+        "Fix: write a whole number, without quotes, e.g. ASYNC_TOOL_TIMEOUT_MS = 300000."
+    )
     assert err.count("ASYNC_TOOL_TIMEOUT_MS") == 2  # the key and the example in the fix
 
 
 def test_wrong_types_and_values_in_sections(tmp_path, capsys):
     path = variant(tmp_path, "think_delay_ms = 300", 'think_delay_ms = "slow"\nmax_tokens = 0')
     lines = problem_lines(refused(path, capsys))
-    assert sorted(lines) == [
-        f'{path}: [agents.critic.model].think_delay_ms: must be a valid integer (it is "slow"). '
-        "Fix: write a whole number, without quotes.",
-        f"{path}: [agents.critic.model].max_tokens: must be greater than 0 (it is 0). Fix: use a number above 0.",
-    ][::-1]
+    assert (
+        sorted(lines)
+        == [
+            f'{path}: [agents.critic.model].think_delay_ms: must be a valid integer (it is "slow"). '
+            "Fix: write a whole number, without quotes.",
+            f"{path}: [agents.critic.model].max_tokens: must be greater than 0 (it is 0). Fix: use a number above 0.",
+        ][::-1]
+    )
 
 
 def test_a_bad_literal_is_written_with_toml_quotes(tmp_path, capsys):
-    path = variant(tmp_path, "[agents.critic.model]\nprovider = \"local\"", "[agents.critic.model]\nprovider = \"bedrok\"")
+    path = variant(tmp_path, '[agents.critic.model]\nprovider = "local"', '[agents.critic.model]\nprovider = "bedrok"')
     [line] = problem_lines(refused(path, capsys))
-    assert line == (f'{path}: [agents.critic.model].provider: must be "local" or "bedrock" (it is "bedrok"). '
-                    'Fix: write "local" or "bedrock".')
+    assert line == (
+        f'{path}: [agents.critic.model].provider: must be "local" or "bedrock" (it is "bedrok"). '
+        'Fix: write "local" or "bedrock".'
+    )
 
 
 def test_every_problem_of_a_file_at_once(tmp_path, capsys):
     path = variant(tmp_path, 'agent = "critic"', 'agent = "critc"')
-    path.write_text(path.read_text().replace("skills = [", "skils = [").replace(
-        "[defaults]\n", "[defaults]\nASYNC_TOOL_TIMEOUT = 5000\n"))
+    path.write_text(
+        path.read_text()
+        .replace("skills = [", "skils = [")
+        .replace("[defaults]\n", "[defaults]\nASYNC_TOOL_TIMEOUT = 5000\n")
+    )
     lines = problem_lines(refused(path, capsys))
     # Structure first (the file cannot be read as a deployment until it is right)...
     assert [line.split(": ")[1] for line in lines] == ["[defaults].ASYNC_TOOL_TIMEOUT", "[agents.orchestrator].skils"]
@@ -163,24 +188,35 @@ def test_every_problem_of_a_file_at_once(tmp_path, capsys):
 
 
 def _without_aws_credentials(monkeypatch, tmp_path):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-BEDROCK = ('[agents.researcher.model]\nprovider = "local"',
-           '[agents.researcher.model]\nprovider = "bedrock"\nmodel_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0"')
+BEDROCK = (
+    '[agents.researcher.model]\nprovider = "local"',
+    '[agents.researcher.model]\nprovider = "bedrock"\nmodel_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0"',
+)
 
 
 def test_bedrock_under_local_up_without_credentials_is_refused_with_the_fix(tmp_path, capsys, monkeypatch):
     _without_aws_credentials(monkeypatch, tmp_path)
     path = variant(tmp_path, *BEDROCK)
     [line] = problem_lines(refused(path, capsys))
-    assert line.startswith(f'{path}: [agents.researcher.model].provider: "bedrock" cannot run here: '
-                           "`flightdeck local` has no AWS credentials")
+    assert line.startswith(
+        f'{path}: [agents.researcher.model].provider: "bedrock" cannot run here: '
+        "`flightdeck local` has no AWS credentials"
+    )
     assert 'Fix: set provider = "local"' in line and "--local-model" in line and "AWS credentials" in line
 
 
@@ -209,7 +245,9 @@ def test_bedrock_with_credentials_reaches_bedrock_and_only_bedrock(tmp_path, mon
 
 
 def test_bedrock_needs_a_model_id_everywhere(tmp_path):
-    path = variant(tmp_path, '[agents.researcher.model]\nprovider = "local"', '[agents.researcher.model]\nprovider = "bedrock"')
+    path = variant(
+        tmp_path, '[agents.researcher.model]\nprovider = "local"', '[agents.researcher.model]\nprovider = "bedrock"'
+    )
     for runtime in ("local", "aws"):
         with pytest.raises(config_file.ConfigFileError, match=r"\[agents.researcher.model\].model_id: is required"):
             config_file.check(config_file.load(path), path, runtime, aws_credentials=True)
@@ -255,16 +293,19 @@ def test_for_aws_an_allowed_peer_may_live_elsewhere_but_a_delegate_must_resolve(
         config_file.check(deployment, path, "local")
 
 
-@pytest.mark.parametrize("loc, key", [
-    (("agents", "critic", "allow"), "[agents.critic].allow"),
-    (("agents", "critic", "model", "provider"), "[agents.critic.model].provider"),
-    (("agents", "a", "delegates", 0, "agent"), "[[agents.a.delegates]] #1 agent"),
-    (("agents", "w", "gateway", "peer_limits", "x", "rate_limit"), "[agents.w.gateway.peer_limits.x].rate_limit"),
-    (("agents", "w", "env", "ASYNC_TOOL_TIMEOUT_MS"), "[agents.w.env].ASYNC_TOOL_TIMEOUT_MS"),
-    (("agents", "two words"), '[agents."two words"]'),
-    (("defaults",), "[defaults]"),
-    (("agents", "critic", "allow", 0), "[agents.critic].allow[0]"),
-])
+@pytest.mark.parametrize(
+    "loc, key",
+    [
+        (("agents", "critic", "allow"), "[agents.critic].allow"),
+        (("agents", "critic", "model", "provider"), "[agents.critic.model].provider"),
+        (("agents", "a", "delegates", 0, "agent"), "[[agents.a.delegates]] #1 agent"),
+        (("agents", "w", "gateway", "peer_limits", "x", "rate_limit"), "[agents.w.gateway.peer_limits.x].rate_limit"),
+        (("agents", "w", "env", "ASYNC_TOOL_TIMEOUT_MS"), "[agents.w.env].ASYNC_TOOL_TIMEOUT_MS"),
+        (("agents", "two words"), '[agents."two words"]'),
+        (("defaults",), "[defaults]"),
+        (("agents", "critic", "allow", 0), "[agents.critic].allow[0]"),
+    ],
+)
 def test_toml_keys_are_spelled_as_in_the_file(loc, key):
     assert config_file.toml_key(loc) == key
 
@@ -272,9 +313,11 @@ def test_toml_keys_are_spelled_as_in_the_file(loc, key):
 def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_asking_is_off(tmp_path, capsys):
     path = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"')
     [line] = problem_lines(refused(path, capsys))
-    assert line == (f"{path}: [agents.orchestrator]: delegate 'critic': its tool name ask_user is the built-in "
-                    "ask_user tool's; give it another tool_name, or set ask_user = false. Fix: correct the value "
-                    "(see the comments in examples/two-agents.toml).")
+    assert line == (
+        f"{path}: [agents.orchestrator]: delegate 'critic': its tool name ask_user is the built-in "
+        "ask_user tool's; give it another tool_name, or set ask_user = false. Fix: correct the value "
+        "(see the comments in examples/two-agents.toml)."
+    )
     off = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"').read_text()
     path.write_text(off.replace("[agents.orchestrator]\n", "[agents.orchestrator]\nask_user = false\n", 1))
     assert config_file.load(path).agents["orchestrator"].ask_user is False
@@ -283,12 +326,16 @@ def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_as
 def test_a_delegates_own_timeout_is_checked_and_named_by_its_key(tmp_path, capsys):
     path = variant(tmp_path, "timeout_ms = 20000", 'timeout_ms = "soon"')
     [line] = problem_lines(refused(path, capsys))
-    assert line == (f'{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be a valid integer (it is "soon"). '
-                    "Fix: write a whole number, without quotes.")
+    assert line == (
+        f'{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be a valid integer (it is "soon"). '
+        "Fix: write a whole number, without quotes."
+    )
     path = variant(tmp_path, "timeout_ms = 20000", "timeout_ms = 0")
     [line] = problem_lines(refused(path, capsys))
-    assert line == (f"{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be greater than 0 (it is 0). "
-                    "Fix: use a number above 0.")
+    assert line == (
+        f"{path}: [[agents.orchestrator.delegates]] #2 timeout_ms: must be greater than 0 (it is 0). "
+        "Fix: use a number above 0."
+    )
     # It travels in AGENT_CONFIG: the agent's settings read it, unset meaning ASYNC_TOOL_TIMEOUT_MS.
     spec = config_file.load(THREE).agents["orchestrator"]
     delegates = json.loads(spec.agent_config_json())["delegates"]

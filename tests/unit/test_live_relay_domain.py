@@ -87,7 +87,9 @@ def test_a_think_within_one_interval_writes_nothing():
     clock = Clock()
     port = FakeLive(clock)
     relay = live.relay_for(_deps(clock, port, interval_ms=1000), _session(watched_until_ms=clock.ms + 60_000), 1)
-    relay.think(LocalModel(ModelConfig(think_delay_ms=500), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[])
+    relay.think(
+        LocalModel(ModelConfig(think_delay_ms=500), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
+    )
     assert port.calls == []
 
 
@@ -103,8 +105,9 @@ def test_a_failed_write_ends_the_relay_not_the_think():
     clock = Clock()
     port = FakeLive(clock, fail=True)
     relay = live.relay_for(_deps(clock, port, interval_ms=100), _session(watched_until_ms=clock.ms + 60_000), 1)
-    reply = relay.think(LocalModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep),
-                        system="", messages=TASK, tools=[])
+    reply = relay.think(
+        LocalModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
+    )
     assert reply.text.startswith("[talker]") and port.calls == []  # nothing written, nothing to delete
 
 
@@ -169,7 +172,9 @@ def test_the_live_text_counts_only_for_the_think_under_way():
     assert live.live_text(_session(turn=2, live_text=text)) == text
     assert live.live_text(_session(turn=3, live_text=text)) is None  # an older think's
     assert live.live_text(_session(turn=2, live_text=text, status="idle")) is None
-    stored = Iteration("s1", 2, {"stop_reason": "end_turn", "message": {"role": "assistant", "content": [{"text": "so far, all"}]}})
+    stored = Iteration(
+        "s1", 2, {"stop_reason": "end_turn", "message": {"role": "assistant", "content": [{"text": "so far, all"}]}}
+    )
     assert live.live_text(_session(turn=2, live_text=text, iteration=stored)) is None  # the reply is in
     assert live.stored_text(_session(turn=2, iteration=stored), 2) == "so far, all"
     assert live.stored_text(_session(turn=2, iteration=stored), 1) is None

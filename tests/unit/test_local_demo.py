@@ -17,8 +17,9 @@ def deployment() -> config_file.DeploymentFile:
 
 def test_plan_picks_the_first_agent_with_delegates(deployment):
     token = deployment.agents["orchestrator"].peers["user"]
-    assert demo.plan(deployment, "parallel") == demo.Plan("orchestrator", ("worker",),
-                                                          "@worker task one @worker task two", token)
+    assert demo.plan(deployment, "parallel") == demo.Plan(
+        "orchestrator", ("worker",), "@worker task one @worker task two", token
+    )
     assert token.startswith("fdp_user_")  # the demo calls as the `user` peer of the example
     assert demo.plan(deployment, "delegate").task.startswith("@worker ")
     assert demo.plan(deployment, "delegate").task.count("@worker") == 1
@@ -54,8 +55,17 @@ def test_timeline_prints_one_line_per_session_event_after_start():
     timeline = demo.Timeline(out)
     timeline.on_event("worker", {"id": "input.1", "kind": "message", "text": "too early"})
     timeline.start()
-    timeline.on_event("orchestrator", {"id": "tool.t1", "kind": "delegating", "agent": "worker", "task": "list owls",
-                                       "tool_use_id": "t1", "tool": "ask_worker"})
+    timeline.on_event(
+        "orchestrator",
+        {
+            "id": "tool.t1",
+            "kind": "delegating",
+            "agent": "worker",
+            "task": "list owls",
+            "tool_use_id": "t1",
+            "tool": "ask_worker",
+        },
+    )
     timeline.on_event("worker", {"id": "text.1.1.6", "kind": "text_delta", "text": "[worker", "offset": 0})
     timeline.on_event("orchestrator", {"id": "result.t1", "kind": "timeout", "agent": "worker", "status": "error"})
     timeline.on_event("orchestrator", {"id": "answer.2", "kind": "answer", "text": "line one\nline two " + "x" * 200})
@@ -71,21 +81,50 @@ def test_timeline_prints_one_line_per_session_event_after_start():
 
 
 def test_sse_events_are_read_as_they_come_comments_skipped():
-    raw = [b": keep-alive\n", b"\n", b"id: input.1\n", b"event: message\n", b'data: {"kind": "message"}\n', b"\n",
-           b'data: {"kind": "idle"}\r\n', b"\r\n"]
+    raw = [
+        b": keep-alive\n",
+        b"\n",
+        b"id: input.1\n",
+        b"event: message\n",
+        b'data: {"kind": "message"}\n',
+        b"\n",
+        b'data: {"kind": "idle"}\r\n',
+        b"\r\n",
+    ]
     assert list(demo.sse_events(iter(raw))) == [{"kind": "message"}, {"kind": "idle"}]
 
 
-@pytest.mark.parametrize("session, answer", [
-    ({"status": "idle", "messages": [{"role": "user", "content": [{"text": "q"}]},
-                                     {"role": "assistant", "content": [{"text": "done"}]}]}, "done"),
-    ({"status": "running", "messages": [{"role": "assistant", "content": [{"text": "x"}]}]}, None),
-    ({"status": "idle", "messages": [{"role": "user", "content": [{"text": "q"}]}]}, None),
-    ({"status": "idle", "messages": [{"role": "assistant", "content": [
-        {"toolUse": {"toolUseId": "t", "name": "ask_worker", "input": {}}}]}]}, None),
-    ({"status": "idle", "messages": []}, None),
-    ("not a session", None),
-])
+@pytest.mark.parametrize(
+    "session, answer",
+    [
+        (
+            {
+                "status": "idle",
+                "messages": [
+                    {"role": "user", "content": [{"text": "q"}]},
+                    {"role": "assistant", "content": [{"text": "done"}]},
+                ],
+            },
+            "done",
+        ),
+        ({"status": "running", "messages": [{"role": "assistant", "content": [{"text": "x"}]}]}, None),
+        ({"status": "idle", "messages": [{"role": "user", "content": [{"text": "q"}]}]}, None),
+        (
+            {
+                "status": "idle",
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [{"toolUse": {"toolUseId": "t", "name": "ask_worker", "input": {}}}],
+                    }
+                ],
+            },
+            None,
+        ),
+        ({"status": "idle", "messages": []}, None),
+        ("not a session", None),
+    ],
+)
 def test_final_answer_needs_an_idle_session_ending_with_assistant_text(session, answer):
     assert demo.final_answer(session) == answer
 
@@ -118,8 +157,18 @@ def test_a_bad_config_file_is_a_usage_error(tmp_path, capsys):
 
 
 def _session(*results):
-    return {"status": "idle", "messages": [{"role": "user", "content": [
-        {"toolResult": {"toolUseId": f"t{i}", "status": st, "content": [{"text": text}]}} for i, (st, text) in enumerate(results)]}]}
+    return {
+        "status": "idle",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": f"t{i}", "status": st, "content": [{"text": text}]}}
+                    for i, (st, text) in enumerate(results)
+                ],
+            }
+        ],
+    }
 
 
 def test_demo_outcome_fails_when_a_delegation_failed():

@@ -9,7 +9,8 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,8 @@ from flightdeck.local.gateway import (
     MalformedProxyResponse,
     MethodNotAllowed,
     NoRoute,
-    Router,
     RouteMatch,
+    Router,
     build_proxy_event,
     parse_proxy_response,
 )
@@ -33,13 +34,35 @@ Route = topology.Route
 
 # The keys of a REST API (v1) Lambda proxy event and of its requestContext.
 EVENT_KEYS = {
-    "resource", "path", "httpMethod", "headers", "multiValueHeaders", "queryStringParameters",
-    "multiValueQueryStringParameters", "pathParameters", "stageVariables", "requestContext", "body",
+    "resource",
+    "path",
+    "httpMethod",
+    "headers",
+    "multiValueHeaders",
+    "queryStringParameters",
+    "multiValueQueryStringParameters",
+    "pathParameters",
+    "stageVariables",
+    "requestContext",
+    "body",
     "isBase64Encoded",
 }
 REQUEST_CONTEXT_KEYS = {
-    "resourceId", "resourcePath", "httpMethod", "extendedRequestId", "requestTime", "path", "accountId",
-    "protocol", "stage", "domainPrefix", "requestTimeEpoch", "requestId", "identity", "domainName", "apiId",
+    "resourceId",
+    "resourcePath",
+    "httpMethod",
+    "extendedRequestId",
+    "requestTime",
+    "path",
+    "accountId",
+    "protocol",
+    "stage",
+    "domainPrefix",
+    "requestTimeEpoch",
+    "requestId",
+    "identity",
+    "domainName",
+    "apiId",
 }
 
 
@@ -67,11 +90,13 @@ def test_a_parameter_is_one_segment():
 
 
 def test_literal_segments_win_over_parameters_and_greedy_parameters_take_the_rest():
-    router = Router([
-        Route("GET", "/items/{proxy+}", "greedy"),
-        Route("GET", "/items/{id}", "param"),
-        Route("GET", "/items/special", "literal"),
-    ])
+    router = Router(
+        [
+            Route("GET", "/items/{proxy+}", "greedy"),
+            Route("GET", "/items/{id}", "param"),
+            Route("GET", "/items/special", "literal"),
+        ]
+    )
     assert router.match("GET", "/items/special").route.handler == "literal"
     assert router.match("GET", "/items/42").route.handler == "param"
     greedy = router.match("GET", "/items/a/b/c")
@@ -136,8 +161,7 @@ def test_event_is_a_complete_rest_v1_proxy_event():
 
 
 def test_no_query_no_body_no_params_are_nulls_as_in_api_gateway():
-    event = _event(raw_path="/api/chat", method="POST",
-                   match=RouteMatch(Route("POST", "/api/chat", "chat_ingest"), {}))
+    event = _event(raw_path="/api/chat", method="POST", match=RouteMatch(Route("POST", "/api/chat", "chat_ingest"), {}))
     assert event["queryStringParameters"] is None
     assert event["multiValueQueryStringParameters"] is None
     assert event["pathParameters"] is None
@@ -178,22 +202,30 @@ def test_a_body_that_is_not_utf8_arrives_base64_encoded():
 
 
 def test_proxy_response_headers_merge_with_multi_value_headers_winning():
-    response = parse_proxy_response({
-        "statusCode": 202,
-        "headers": {"Content-Type": "application/json", "x-both": "single", "Content-Length": "999"},
-        "multiValueHeaders": {"Set-Cookie": ["a=1", "b=2"], "X-Both": ["multi"]},
-        "body": '{"ok": true}',
-    })
+    response = parse_proxy_response(
+        {
+            "statusCode": 202,
+            "headers": {"Content-Type": "application/json", "x-both": "single", "Content-Length": "999"},
+            "multiValueHeaders": {"Set-Cookie": ["a=1", "b=2"], "X-Both": ["multi"]},
+            "body": '{"ok": true}',
+        }
+    )
     assert response.status == 202
-    assert sorted(response.headers) == sorted([
-        ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X-Both", "multi"), ("Content-Type", "application/json"),
-    ])  # framing headers are the server's own
+    assert sorted(response.headers) == sorted(
+        [
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+            ("X-Both", "multi"),
+            ("Content-Type", "application/json"),
+        ]
+    )  # framing headers are the server's own
     assert response.body == b'{"ok": true}'
 
 
 def test_base64_proxy_response_is_decoded():
-    response = parse_proxy_response({"statusCode": 200, "body": base64.b64encode(b"\x00\x01").decode(),
-                                     "isBase64Encoded": True})
+    response = parse_proxy_response(
+        {"statusCode": 200, "body": base64.b64encode(b"\x00\x01").decode(), "isBase64Encoded": True}
+    )
     assert response.body == b"\x00\x01"
 
 
@@ -201,11 +233,19 @@ def test_missing_body_is_empty():
     assert parse_proxy_response({"statusCode": 204}).body == b""
 
 
-@pytest.mark.parametrize("result", [
-    None, "text", {"body": "no status"}, {"statusCode": "abc"}, {"statusCode": 700},
-    {"statusCode": 200, "body": 5}, {"statusCode": 200, "multiValueHeaders": {"a": "not a list"}},
-    {"statusCode": 200, "body": "%%%", "isBase64Encoded": True},
-])
+@pytest.mark.parametrize(
+    "result",
+    [
+        None,
+        "text",
+        {"body": "no status"},
+        {"statusCode": "abc"},
+        {"statusCode": 700},
+        {"statusCode": 200, "body": 5},
+        {"statusCode": 200, "multiValueHeaders": {"a": "not a list"}},
+        {"statusCode": 200, "body": "%%%", "isBase64Encoded": True},
+    ],
+)
 def test_malformed_proxy_responses_are_refused(result):
     with pytest.raises(MalformedProxyResponse):
         parse_proxy_response(result)
@@ -216,8 +256,9 @@ def test_malformed_proxy_responses_are_refused(result):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[GatewayServer]:
-    gateway = ApiGateway(FunctionRegistry("tester", package=FAKES, memory_mb=256),
-                         identity=GatewayIdentity(api_id="localapi01"))
+    gateway = ApiGateway(
+        FunctionRegistry("tester", package=FAKES, memory_mb=256), identity=GatewayIdentity(api_id="localapi01")
+    )
     srv = GatewayServer(gateway, address=("127.0.0.1", 0))
     srv.start_background()
     yield srv
@@ -225,8 +266,9 @@ def server() -> Iterator[GatewayServer]:
     srv.server_close()
 
 
-def _request(srv: GatewayServer, method: str, target: str, body: bytes | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes, http.client.HTTPResponse]:
+def _request(
+    srv: GatewayServer, method: str, target: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes, http.client.HTTPResponse]:
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
     try:
         conn.request(method, target, body=body, headers=headers or {})
@@ -238,8 +280,9 @@ def _request(srv: GatewayServer, method: str, target: str, body: bytes | None = 
 
 
 def test_server_invokes_the_route_handler_with_event_and_context(server):
-    status, headers, data, _ = _request(server, "POST", "/api/chat?trace=1", b'{"content": "hi"}',
-                                        {"Content-Type": "application/json"})
+    status, headers, data, _ = _request(
+        server, "POST", "/api/chat?trace=1", b'{"content": "hi"}', {"Content-Type": "application/json"}
+    )
     assert status == 201
     echo = json.loads(data)
     event, context = echo["event"], echo["context"]
@@ -286,20 +329,28 @@ def test_server_sends_a_binary_body_base64_encoded_and_decodes_a_base64_response
 def test_server_reads_a_chunked_body(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
-        conn.request("POST", "/api/chat", body=iter([b'{"content": ', b'"chunked"}']), encode_chunked=True,
-                     headers={"Transfer-Encoding": "chunked"})
+        conn.request(
+            "POST",
+            "/api/chat",
+            body=iter([b'{"content": ', b'"chunked"}']),
+            encode_chunked=True,
+            headers={"Transfer-Encoding": "chunked"},
+        )
         event = json.loads(conn.getresponse().read())["event"]
     finally:
         conn.close()
     assert event["body"] == '{"content": "chunked"}'
 
 
-@pytest.mark.parametrize("target, method, status, code", [
-    ("/nope", "GET", 404, "not_found"),
-    ("/api/chat", "GET", 405, "method_not_allowed"),
-    ("/api/sessions/s-1?raise=1", "GET", 502, "bad_gateway"),
-    ("/api/sessions/s-1?malformed=1", "GET", 502, "bad_gateway"),
-])
+@pytest.mark.parametrize(
+    "target, method, status, code",
+    [
+        ("/nope", "GET", 404, "not_found"),
+        ("/api/chat", "GET", 405, "method_not_allowed"),
+        ("/api/sessions/s-1?raise=1", "GET", 502, "bad_gateway"),
+        ("/api/sessions/s-1?malformed=1", "GET", 502, "bad_gateway"),
+    ],
+)
 def test_server_own_answers_use_the_api_error_shape(server, target, method, status, code):
     got, headers, data, _ = _request(server, method, target)
     assert got == status
@@ -312,8 +363,9 @@ def test_server_own_answers_use_the_api_error_shape(server, target, method, stat
 
 def test_a_missing_handler_module_answers_502_and_names_it():
     gateway = ApiGateway(FunctionRegistry("tester", package="tests.no_such_package"))
-    response = gateway.handle(method="GET", target="/.well-known/agent-card.json", headers=[], body=b"",
-                              source_ip="127.0.0.1", local_port=1)
+    response = gateway.handle(
+        method="GET", target="/.well-known/agent-card.json", headers=[], body=b"", source_ip="127.0.0.1", local_port=1
+    )
     assert response.status == 502
     assert "tests.no_such_package.agent_card" in json.loads(response.body)["error"]["message"]
 

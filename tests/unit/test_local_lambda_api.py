@@ -43,8 +43,14 @@ def lambda_api():
     api = LambdaApi(registry, invoker, async_configs(registry, lambda spec: DLQ_URL))
     server = LambdaApiServer(api, listen("127.0.0.1", 0, "the test"))
     server.start_background()
-    client = boto3.client("lambda", endpoint_url=base_url("127.0.0.1", server.port), region_name="us-east-1",
-                          aws_access_key_id="x", aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+    client = boto3.client(
+        "lambda",
+        endpoint_url=base_url("127.0.0.1", server.port),
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(retries={"max_attempts": 1}),
+    )
     yield client, invoker, sent, server
     server.shutdown()
     server.server_close()
@@ -64,7 +70,9 @@ def wait_idle(invoker: AsyncInvoker) -> None:
 
 def test_an_event_invoke_is_accepted_at_once_and_runs_the_named_function(lambda_api):
     client, invoker, sent, _ = lambda_api
-    answer = client.invoke(FunctionName="a-turn-worker", InvocationType="Event", Payload=b'{"session_id": "s", "turn": 1}')
+    answer = client.invoke(
+        FunctionName="a-turn-worker", InvocationType="Event", Payload=b'{"session_id": "s", "turn": 1}'
+    )
     assert answer["StatusCode"] == 202 and answer["Payload"].read() == b""
     wait_idle(invoker)
     assert fake_turn_worker.INVOKED == [{"session_id": "s", "turn": 1}] and sent.messages == []
@@ -102,7 +110,9 @@ def test_a_retry_waits_its_delay_without_holding_a_worker():
         assert not invoker.idle()  # the retry is queued
         now[0] += 60.0
         invoker.submit(function, {"wake": 1}, config)
-        wait_for(lambda: fake_turn_worker.INVOKED.count({"raise": True}) == 2 and {"wake": 1} in fake_turn_worker.INVOKED)
+        wait_for(
+            lambda: fake_turn_worker.INVOKED.count({"raise": True}) == 2 and {"wake": 1} in fake_turn_worker.INVOKED
+        )
         assert sent.messages == []  # one retry left, due in two minutes
     finally:
         invoker.stop(1.0)
@@ -145,10 +155,13 @@ def test_an_arn_names_the_function_too(lambda_api):
     assert fake_turn_worker.INVOKED == [{}]
 
 
-@pytest.mark.parametrize("name, payload, code", [
-    ("nope", b"{}", "ResourceNotFoundException"),
-    ("a-turn-worker", b"{not json", "InvalidRequestContentException"),
-])
+@pytest.mark.parametrize(
+    "name, payload, code",
+    [
+        ("nope", b"{}", "ResourceNotFoundException"),
+        ("a-turn-worker", b"{not json", "InvalidRequestContentException"),
+    ],
+)
 def test_bad_requests_get_lambda_s_errors_and_run_nothing(lambda_api, name, payload, code):
     client, invoker, _, _ = lambda_api
     with pytest.raises(ClientError) as info:

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from flightdeck.adapters.models import build_model
-from flightdeck.domain.toolbox import tool_specs
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
 from flightdeck.domain.local_model import LocalModel
 from flightdeck.domain.model import ModelReply
+from flightdeck.domain.toolbox import tool_specs
 
 
 def _orchestrator(**model) -> AgentDefinition:
@@ -244,6 +244,8 @@ def test_build_model_and_tool_specs():
     assert "ask_user" not in [s["toolSpec"]["name"] for s in tool_specs(agent.model_copy(update={"ask_user": False}))]
     # Two tools of one name: the configuration is refused when it is read, not at a think.
     with pytest.raises(ValueError, match="several tools named word_count"):
-        AgentDefinition(name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], local_tools=["word_count"])
+        AgentDefinition(
+            name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], local_tools=["word_count"]
+        )
     with pytest.raises(ValueError, match="several tools named ask_w"):
         AgentDefinition(name="x", delegates=[DelegateTool(agent="w"), DelegateTool(agent="w", service="other")])

@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 import pytest
@@ -52,8 +53,14 @@ def fake_handler(monkeypatch) -> Callable[[Callable[[dict[str, Any], Any], Any]]
 
 
 def _poller(sqs: Any, url: str, key: str, function: LocalFunction) -> SqsPoller:
-    return SqsPoller(sqs=sqs, queue_url=url, spec=topology.QUEUES_BY_KEY[key], function=function,
-                     stop=threading.Event(), wait_time_s=0)
+    return SqsPoller(
+        sqs=sqs,
+        queue_url=url,
+        spec=topology.QUEUES_BY_KEY[key],
+        function=function,
+        stop=threading.Event(),
+        wait_time_s=0,
+    )
 
 
 def _depth(sqs: Any, url: str) -> tuple[int, int]:
@@ -71,13 +78,17 @@ def test_table_has_the_topology_keys_index_and_ttl(clients, resources):
     table = dynamodb.describe_table(TableName=resources.table_name)["Table"]
     assert resources.table_name == topology.table_name("tester")
     assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {
-        topology.PARTITION_KEY: "HASH", topology.SORT_KEY: "RANGE"}
+        topology.PARTITION_KEY: "HASH",
+        topology.SORT_KEY: "RANGE",
+    }
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
     assert set(indexes) == {i.name for i in topology.INDEXES}
     index = indexes[topology.DEADLINE_INDEX]
     assert {k["AttributeName"]: k["KeyType"] for k in index["KeySchema"]} == {
-        topology.DEADLINE_SHARD_ATTRIBUTE: "HASH", topology.DEADLINE_AT_ATTRIBUTE: "RANGE"}
+        topology.DEADLINE_SHARD_ATTRIBUTE: "HASH",
+        topology.DEADLINE_AT_ATTRIBUTE: "RANGE",
+    }
     types_ = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
     assert types_[topology.DEADLINE_SHARD_ATTRIBUTE] == "S" and types_[topology.DEADLINE_AT_ATTRIBUTE] == "N"
     ttl = dynamodb.describe_time_to_live(TableName=resources.table_name)["TimeToLiveDescription"]
@@ -91,8 +102,9 @@ def test_every_queue_has_its_dlq_redrive_fifo_and_visibility(clients, resources)
         assert url.endswith("/" + spec.name("tester"))
         assert resources.dlq_urls[spec.key].endswith("/" + spec.dlq_name("tester"))
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=resources.dlq_urls[spec.key],
-                                           AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=resources.dlq_urls[spec.key], AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         redrive = json.loads(attrs["RedrivePolicy"])
         assert redrive["deadLetterTargetArn"] == dlq_arn
         assert int(redrive["maxReceiveCount"]) == spec.max_receive_count
@@ -129,14 +141,17 @@ def test_listed_messages_failed():
     assert failed_message_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, ["a", "b"]) == {"b"}
 
 
-@pytest.mark.parametrize("result", [
-    {"batchItemFailures": [{"itemIdentifier": "zzz"}]},
-    {"batchItemFailures": [{"itemIdentifier": ""}]},
-    {"batchItemFailures": [{"itemIdentifier": None}]},
-    {"batchItemFailures": [{"id": "a"}]},
-    {"batchItemFailures": "a"},
-    ["a"],
-])
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"batchItemFailures": [{"itemIdentifier": "zzz"}]},
+        {"batchItemFailures": [{"itemIdentifier": ""}]},
+        {"batchItemFailures": [{"itemIdentifier": None}]},
+        {"batchItemFailures": [{"id": "a"}]},
+        {"batchItemFailures": "a"},
+        ["a"],
+    ],
+)
 def test_invalid_responses_fail_the_whole_batch(result):
     with pytest.raises(InvalidBatchResponse):
         failed_message_ids(result, ["a", "b"])
@@ -206,9 +221,14 @@ def test_sqs_event_has_lambda_shape_for_a_fifo_queue(clients, resources, fake_ha
     _, sqs = clients
     url = resources.queue_urls["turns"]
     sqs.send_message(
-        QueueUrl=url, MessageBody='{"turn": 1}', MessageGroupId="s-1", MessageDeduplicationId="s-1:1",
-        MessageAttributes={"kind": {"DataType": "String", "StringValue": "think"},
-                           "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}},
+        QueueUrl=url,
+        MessageBody='{"turn": 1}',
+        MessageGroupId="s-1",
+        MessageDeduplicationId="s-1:1",
+        MessageAttributes={
+            "kind": {"DataType": "String", "StringValue": "think"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+        },
     )
     events: list[dict[str, Any]] = []
     _poller(sqs, url, "turns", fake_handler(lambda event, context: events.append(event))).poll_once()
@@ -226,7 +246,11 @@ def test_sqs_event_has_lambda_shape_for_a_fifo_queue(clients, resources, fake_ha
     for name in ("SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp", "SequenceNumber"):
         assert name in attributes
     assert record["messageAttributes"]["kind"] == {
-        "stringValue": "think", "stringListValues": [], "binaryListValues": [], "dataType": "String"}
+        "stringValue": "think",
+        "stringListValues": [],
+        "binaryListValues": [],
+        "dataType": "String",
+    }
     assert base64.b64decode(record["messageAttributes"]["blob"]["binaryValue"]) == b"\x00\x01"
     assert record["messageAttributes"]["blob"]["dataType"] == "Binary"
 
@@ -236,8 +260,14 @@ def test_poller_thread_processes_messages_and_stops_on_the_event(clients, resour
     url = resources.queue_urls["delivery"]
     got = threading.Event()
     stop = threading.Event()
-    poller = SqsPoller(sqs=sqs, queue_url=url, spec=topology.QUEUES_BY_KEY["delivery"],
-                       function=fake_handler(lambda event, context: got.set()), stop=stop, wait_time_s=0)
+    poller = SqsPoller(
+        sqs=sqs,
+        queue_url=url,
+        spec=topology.QUEUES_BY_KEY["delivery"],
+        function=fake_handler(lambda event, context: got.set()),
+        stop=stop,
+        wait_time_s=0,
+    )
     poller.start()
     sqs.send_message(QueueUrl=url, MessageBody="hello")
     assert got.wait(5)
@@ -252,8 +282,12 @@ def test_poller_thread_processes_messages_and_stops_on_the_event(clients, resour
 def test_schedule_fires_scheduled_events_at_its_rate_and_stops(fake_handler):
     fired: list[tuple[float, dict[str, Any]]] = []
     stop = threading.Event()
-    timer = ScheduleTimer(function=fake_handler(lambda event, context: fired.append((time.monotonic(), event))),
-                          interval_s=0.1, rule_name="tester-sweep", stop=stop)
+    timer = ScheduleTimer(
+        function=fake_handler(lambda event, context: fired.append((time.monotonic(), event))),
+        interval_s=0.1,
+        rule_name="tester-sweep",
+        stop=stop,
+    )
     started = time.monotonic()
     timer.start()
     time.sleep(0.55)

@@ -11,8 +11,13 @@ from flightdeck.local.invocation import LocalLambdaContext
 
 
 def test_a_timeline_record_is_one_line_with_time_agent_session_and_step():
-    record = {"level": "DEBUG", "timeline": "tool_use", "message": "delegating to critic: review this",
-              "session_id": "62c5a330-41de-4d75", "tool_use_id": "tooluse_abcdefgh12345678"}
+    record = {
+        "level": "DEBUG",
+        "timeline": "tool_use",
+        "message": "delegating to critic: review this",
+        "session_id": "62c5a330-41de-4d75",
+        "tool_use_id": "tooluse_abcdefgh12345678",
+    }
     line = log_view.readable("orchestrator", record, agent_width=12, now=0.25)
     assert line.endswith("  orchestrator  62c5a330  delegating to critic: review this  [12345678]")
     assert line[:12].count(":") == 2 and line[8:12] == ".250"

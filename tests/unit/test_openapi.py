@@ -7,7 +7,9 @@ COMMITTED = Path(__file__).resolve().parents[2] / "openapi.json"
 
 
 def test_committed_openapi_matches_the_code():
-    assert COMMITTED.read_text() == render(), "openapi.json drifted: run `python -m flightdeck.api.openapi > openapi.json`"
+    assert COMMITTED.read_text() == render(), (
+        "openapi.json drifted: run `python -m flightdeck.api.openapi > openapi.json`"
+    )
 
 
 def test_document_is_openapi_31_with_every_route():
@@ -30,7 +32,8 @@ def test_the_served_document_is_the_committed_one_shipped_in_the_package():
 def test_the_first_hour_routes_are_documented():
     doc = json.loads(COMMITTED.read_text())
     assert doc["paths"]["/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/Health"}
+        "$ref": "#/components/schemas/Health"
+    }
     listing = doc["paths"]["/api/sessions"]["get"]
     assert {p["name"] for p in listing["parameters"]} == {"limit", "cursor"}
     assert listing["security"] == [{"peerToken": []}] and "400" in listing["responses"]

@@ -40,11 +40,22 @@ def test_a_new_token_names_its_peer_and_carries_32_random_bytes():
     assert token_sha256(token) == hashlib.sha256(token.encode()).hexdigest()
 
 
-@pytest.mark.parametrize("token", [
-    "", "fdp_", "fdp_orchestrator", "fdp_orchestrator_", "fdp_orchestrator_short", "abc_orchestrator_" + "a" * 43,
-    "fdp_Orchestrator_" + "a" * 43, "fdp_orch estrator_" + "a" * 43, "fdp_orchestrator_" + "a" * 43 + "!",
-    "fdp_" + "a" * 64 + "_" + "b" * 43, "fdp_orchestrator_" + "a" * 257,
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "",
+        "fdp_",
+        "fdp_orchestrator",
+        "fdp_orchestrator_",
+        "fdp_orchestrator_short",
+        "abc_orchestrator_" + "a" * 43,
+        "fdp_Orchestrator_" + "a" * 43,
+        "fdp_orch estrator_" + "a" * 43,
+        "fdp_orchestrator_" + "a" * 43 + "!",
+        "fdp_" + "a" * 64 + "_" + "b" * 43,
+        "fdp_orchestrator_" + "a" * 257,
+    ],
+)
 def test_malformed_tokens_name_no_peer(token):
     assert peer_of(token) is None
     with pytest.raises(PeerTokenError):
@@ -103,7 +114,9 @@ def _load(tmp_path, text: str) -> config_file.DeploymentFile:
 def test_the_file_gives_each_agent_its_token_for_the_agents_that_list_it(tmp_path):
     token = new_token("orchestrator")
     outside = new_token("orchestrator")
-    deployment = _load(tmp_path, f"""
+    deployment = _load(
+        tmp_path,
+        f"""
         [agents.orchestrator]
         allow = ["worker", "stranger"]
         allowed_hosts = {{ elsewhere = "https://elsewhere.example.com" }}
@@ -113,17 +126,21 @@ def test_the_file_gives_each_agent_its_token_for_the_agents_that_list_it(tmp_pat
         [agents.worker.peers]
         orchestrator = "{token}"
         [agents.stranger]
-    """)
+    """,
+    )
     assert deployment.outbound_tokens("orchestrator") == {"worker": token, "elsewhere": outside}
     assert deployment.outbound_tokens("worker") == {}
 
 
-@pytest.mark.parametrize("table,problem", [
-    ('[agents.worker.peers]\norchestrator = "fdp_someoneelse_' + "a" * 43 + '"', "names peer 'someoneelse'"),
-    ('[agents.worker.peers]\norchestrator = "letmein"', "fdp_<peer_id>_<secret>"),
-    ('[agents.worker.peers]\nBad_Id = "fdp_x_' + "a" * 43 + '"', "peer id"),
-    ('[agents.worker]\npeer_tokens = { orchestrator = "letmein" }', "peer_tokens.orchestrator"),
-])
+@pytest.mark.parametrize(
+    "table,problem",
+    [
+        ('[agents.worker.peers]\norchestrator = "fdp_someoneelse_' + "a" * 43 + '"', "names peer 'someoneelse'"),
+        ('[agents.worker.peers]\norchestrator = "letmein"', "fdp_<peer_id>_<secret>"),
+        ('[agents.worker.peers]\nBad_Id = "fdp_x_' + "a" * 43 + '"', "peer id"),
+        ('[agents.worker]\npeer_tokens = { orchestrator = "letmein" }', "peer_tokens.orchestrator"),
+    ],
+)
 def test_malformed_peers_in_the_file_are_refused(tmp_path, table, problem):
     with pytest.raises(config_file.ConfigFileError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         _load(tmp_path, table)

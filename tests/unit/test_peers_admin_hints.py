@@ -12,9 +12,18 @@ from flightdeck.peers_admin import credentials_problem
 @pytest.fixture
 def bare_aws(monkeypatch, tmp_path):
     """An environment with no AWS configuration at all."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION",
-                 "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_REGION",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -43,8 +52,9 @@ def test_no_credentials_says_how_to_provide_them_not_pass_table(bare_aws, monkey
 
 
 def test_refused_credentials_are_told_apart_from_other_errors():
-    refused = ClientError({"Error": {"Code": "UnrecognizedClientException", "Message": "The security token is invalid"}},
-                          "DescribeStacks")
+    refused = ClientError(
+        {"Error": {"Code": "UnrecognizedClientException", "Message": "The security token is invalid"}}, "DescribeStacks"
+    )
     assert "AWS refused the credentials (The security token is invalid)" in credentials_problem(refused)
     assert "aws sso login" in credentials_problem(NoCredentialsError())
     denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}, "DescribeStacks")

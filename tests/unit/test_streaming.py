@@ -107,42 +107,66 @@ def _kinds(events):
 
 
 def test_a_delegation_s_timeline_keeps_its_ids_from_waiting_to_answered():
-    asked = [{"role": "user", "content": [{"text": "@worker list owls @worker name rivers"}]},
-             {"role": "assistant", "content": [{"text": "Delegating."}, _use("t1"), _use("t2", task="name rivers")]}]
+    asked = [
+        {"role": "user", "content": [{"text": "@worker list owls @worker name rivers"}]},
+        {"role": "assistant", "content": [{"text": "Delegating."}, _use("t1"), _use("t2", task="name rivers")]},
+    ]
     thinking = derive(_session("busy", asked[:1]), [], AGENT)
     assert _kinds(thinking) == [("input.1", "message"), ("think.1", "thinking")]
     second = ToolResult("t2", "success", "Nile", ResultSource.CALLBACK)
     waiting = derive(_session("busy", asked), [second], AGENT)
-    assert _kinds(waiting) == [("input.1", "message"), ("think.1", "thinking"), ("tool.t1", "delegating"),
-                               ("tool.t2", "delegating"), ("result.t2", "callback_accepted")]
+    assert _kinds(waiting) == [
+        ("input.1", "message"),
+        ("think.1", "thinking"),
+        ("tool.t1", "delegating"),
+        ("tool.t2", "delegating"),
+        ("result.t2", "callback_accepted"),
+    ]
     assert waiting[2].data == {"tool_use_id": "t1", "tool": ASK, "agent": "worker", "task": "list owls"}
     assert waits_on_results(_session("busy", asked))
     timeout = error_result("t1", "timeout", ResultSource.TIMEOUT)
-    done = asked + [{"role": "user", "content": [timeout.as_block(), second.as_block()]},
-                    {"role": "assistant", "content": [{"text": "1 of 2 delegations answered."}]}]
+    done = asked + [
+        {"role": "user", "content": [timeout.as_block(), second.as_block()]},
+        {"role": "assistant", "content": [{"text": "1 of 2 delegations answered."}]},
+    ]
     answered = derive(_session("idle", done, turn=2), [], AGENT)
     # Each event keeps its id (a stream sends each once); replayed, a turn's results come in call order.
     assert set(_kinds(waiting)) < set(_kinds(answered))
-    assert _kinds(answered) == _kinds(waiting)[:4] + [("result.t1", "timeout"), ("result.t2", "callback_accepted"),
-                                                      ("think.2", "thinking"), ("answer.2", "answer"), ("idle.1", "idle")]
+    assert _kinds(answered) == _kinds(waiting)[:4] + [
+        ("result.t1", "timeout"),
+        ("result.t2", "callback_accepted"),
+        ("think.2", "thinking"),
+        ("answer.2", "answer"),
+        ("idle.1", "idle"),
+    ]
     assert answered[-2].data["text"] == "1 of 2 delegations answered."
     assert [describe(e) for e in answered[2:6]] == [
-        "delegating to worker: list owls", "delegating to worker: name rivers",
-        "no answer from worker in time: timed out", "worker answered"]
+        "delegating to worker: list owls",
+        "delegating to worker: name rivers",
+        "no answer from worker in time: timed out",
+        "worker answered",
+    ]
 
 
-@pytest.mark.parametrize("reason,kind", [("dispatch_failed", "dispatch_failed"), ("canceled", "canceled"),
-                                         ("peer_failed", "callback_accepted")])
+@pytest.mark.parametrize(
+    "reason,kind",
+    [("dispatch_failed", "dispatch_failed"), ("canceled", "canceled"), ("peer_failed", "callback_accepted")],
+)
 def test_results_are_named_by_what_happened(reason, kind):
-    messages = [{"role": "user", "content": [{"text": "go"}]}, {"role": "assistant", "content": [_use("t1")]},
-                {"role": "user", "content": [error_result("t1", reason, ResultSource.CALLBACK).as_block()]}]
+    messages = [
+        {"role": "user", "content": [{"text": "go"}]},
+        {"role": "assistant", "content": [_use("t1")]},
+        {"role": "user", "content": [error_result("t1", reason, ResultSource.CALLBACK).as_block()]},
+    ]
     assert derive(_session("busy", messages, turn=2), [], AGENT)[3].kind == kind
 
 
 def test_local_tools_are_calls_and_results_not_delegations():
-    messages = [{"role": "user", "content": [{"text": "!clock"}]},
-                {"role": "assistant", "content": [_use("t1", name="clock")]},
-                {"role": "user", "content": [ToolResult("t1", "success", "noon", ResultSource.LOCAL).as_block()]}]
+    messages = [
+        {"role": "user", "content": [{"text": "!clock"}]},
+        {"role": "assistant", "content": [_use("t1", name="clock")]},
+        {"role": "user", "content": [ToolResult("t1", "success", "noon", ResultSource.LOCAL).as_block()]},
+    ]
     events = derive(_session("busy", messages, turn=2), [], AGENT)
     assert [e.kind for e in events] == ["message", "thinking", "tool_call", "tool_result", "thinking"]
     assert describe(events[2]) == "running clock" and describe(events[3]) == "clock finished"
@@ -174,11 +198,24 @@ def test_collect_needs_a_reply():
 
 
 def test_the_web_server_puts_the_proxy_event_back_together():
-    context = {"resourcePath": "/api/sessions/{session_id}/events", "stage": "prod", "requestId": "r1",
-               "authorizer": {"principalId": "tester"}}
-    event = proxy_event("GET", "/api/sessions/s-1/events", "follow=false&x=1&x=2",
-                        [("Authorization", "Bearer t"), ("x-amzn-request-context", json.dumps(context)),
-                         ("x-amzn-lambda-context", "{}")], b"", context)
+    context = {
+        "resourcePath": "/api/sessions/{session_id}/events",
+        "stage": "prod",
+        "requestId": "r1",
+        "authorizer": {"principalId": "tester"},
+    }
+    event = proxy_event(
+        "GET",
+        "/api/sessions/s-1/events",
+        "follow=false&x=1&x=2",
+        [
+            ("Authorization", "Bearer t"),
+            ("x-amzn-request-context", json.dumps(context)),
+            ("x-amzn-lambda-context", "{}"),
+        ],
+        b"",
+        context,
+    )
     assert event["resource"] == "/api/sessions/{session_id}/events" and event["httpMethod"] == "GET"
     assert event["pathParameters"] == {"session_id": "s-1"} and event["requestContext"] == context
     assert event["headers"] == {"Authorization": "Bearer t"}  # the adapter's own headers are not the caller's

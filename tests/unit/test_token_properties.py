@@ -2,16 +2,23 @@
 
 import string
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flightdeck.domain.tokens import CallbackClaims, SigningKey, TokenError, b64url_decode, b64url_encode, mint, verify
 
 ids = st.text(alphabet=string.ascii_letters + string.digits + "-_:.", min_size=1, max_size=64)
 claims = st.builds(
     CallbackClaims,
-    session_id=ids, turn=st.integers(1, 10**6), tool_use_id=ids, tool_id=ids, name=ids,
-    total_tools=st.integers(1, 50), agent=st.sampled_from(["orchestrator", "a", "b-2"]),
-    iat=st.integers(1_700_000_000, 1_900_000_000), exp=st.integers(1_700_000_000, 2_000_000_000),
+    session_id=ids,
+    turn=st.integers(1, 10**6),
+    tool_use_id=ids,
+    tool_id=ids,
+    name=ids,
+    total_tools=st.integers(1, 50),
+    agent=st.sampled_from(["orchestrator", "a", "b-2"]),
+    iat=st.integers(1_700_000_000, 1_900_000_000),
+    exp=st.integers(1_700_000_000, 2_000_000_000),
 )
 secrets = st.binary(min_size=32, max_size=64)
 
@@ -38,7 +45,7 @@ def test_any_single_character_change_is_refused(c, secret, data):
     token = mint(c.model_copy(update={"exp": c.iat + 600}), key)
     i = data.draw(st.integers(0, len(token) - 1))
     replacement = data.draw(st.sampled_from(string.ascii_letters + string.digits + "-_.=+/"))
-    forged = token[:i] + replacement + token[i + 1:]
+    forged = token[:i] + replacement + token[i + 1 :]
     if forged == token:
         return
     try:

@@ -9,8 +9,17 @@ from flightdeck.domain.tokens import MAX_TOKEN_LENGTH, CallbackClaims, SigningKe
 
 SECRET = b"k" * 40
 NOW = 1_800_000_000
-CLAIMS = CallbackClaims(session_id="s-1", turn=2, tool_use_id="tooluse_abc", tool_id="ask_worker", name="worker",
-                        total_tools=3, agent="orchestrator", iat=NOW, exp=NOW + 300)
+CLAIMS = CallbackClaims(
+    session_id="s-1",
+    turn=2,
+    tool_use_id="tooluse_abc",
+    tool_id="ask_worker",
+    name="worker",
+    total_tools=3,
+    agent="orchestrator",
+    iat=NOW,
+    exp=NOW + 300,
+)
 
 
 def b64(data: bytes) -> str:
@@ -29,19 +38,20 @@ def test_verifies_any_payload_bytes_signed_with_the_secret():
     # The HMAC covers the transmitted bytes, whatever their key order or spacing.
     payload = json.dumps({**CLAIMS.model_dump()}, indent=1).encode()
     token = b64(payload) + "." + b64(hmac.new(SECRET, payload, hashlib.sha256).digest())
-    assert verify(token, [SigningKey(SECRET)], agent="orchestrator", now=NOW) .tool_use_id == "tooluse_abc"
+    assert verify(token, [SigningKey(SECRET)], agent="orchestrator", now=NOW).tool_use_id == "tooluse_abc"
 
 
 def test_roundtrip():
     token = mint(CLAIMS, SigningKey(SECRET))
     assert verify(token, [SigningKey(SECRET)], agent="orchestrator", now=NOW + 10) == CLAIMS.model_copy(
-        update={"kid": SigningKey(SECRET).kid})
+        update={"kid": SigningKey(SECRET).kid}
+    )
 
 
 def _flip(text: str, i: int) -> str:
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     c = text[i]
-    return text[:i] + alphabet[(alphabet.index(c) + 1) % 64] + text[i + 1:]
+    return text[:i] + alphabet[(alphabet.index(c) + 1) % 64] + text[i + 1 :]
 
 
 def test_tampering_with_any_character_is_refused():
@@ -95,11 +105,18 @@ def test_previous_secret_still_verifies_after_rotation():
         verify(token, [new], agent="orchestrator", now=NOW)
 
 
-@pytest.mark.parametrize("token", [
-    "", "abc", "a.b.c", "!!!.###", "x" * (MAX_TOKEN_LENGTH + 1),
-    b64(b"not json") + "." + b64(hmac.new(SECRET, b"not json", hashlib.sha256).digest()),
-    b64(b'{"session_id":"s"}') + "." + b64(hmac.new(SECRET, b'{"session_id":"s"}', hashlib.sha256).digest()),
-])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "",
+        "abc",
+        "a.b.c",
+        "!!!.###",
+        "x" * (MAX_TOKEN_LENGTH + 1),
+        b64(b"not json") + "." + b64(hmac.new(SECRET, b"not json", hashlib.sha256).digest()),
+        b64(b'{"session_id":"s"}') + "." + b64(hmac.new(SECRET, b'{"session_id":"s"}', hashlib.sha256).digest()),
+    ],
+)
 def test_malformed_and_oversized_tokens_are_refused(token):
     with pytest.raises(TokenError):
         verify(token, [SigningKey(SECRET)], agent="orchestrator", now=NOW)

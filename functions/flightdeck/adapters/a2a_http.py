@@ -16,7 +16,7 @@ class A2AHttp:
         self._session = session or requests.Session()
         self._budget = budget
 
-    def within(self, budget: TimeBudget) -> "A2AHttp":
+    def within(self, budget: TimeBudget) -> A2AHttp:
         """The same client for one invocation: no GET outlasts its budget."""
         return A2AHttp(self.timeout_s, self._session, budget)
 
@@ -26,8 +26,9 @@ class A2AHttp:
             return PeerResponse(0, None, OUT_OF_TIME)
         try:
             # Never follow redirects: a card must be served where the allowlist says.
-            resp = self._session.get(url, headers={"Accept": "application/json", **(headers or {})},
-                                     timeout=timeout_s, allow_redirects=False)
+            resp = self._session.get(
+                url, headers={"Accept": "application/json", **(headers or {})}, timeout=timeout_s, allow_redirects=False
+            )
         except requests.RequestException as exc:
             return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500])
         if len(resp.content) > MAX_CARD_BYTES:

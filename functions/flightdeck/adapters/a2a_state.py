@@ -39,7 +39,6 @@ from flightdeck.adapters.dynamo_state import (
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
-
 CURRENT = A2A_CURRENT
 OPEN_STATES = ("submitted", "working", "input-required")
 
@@ -115,11 +114,23 @@ class A2AStore:
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: _task_sk(task.key), "state": task.state,
-                                     "start_turn": task.start_turn, "user_message": json.dumps(task.user_message),
-                                     "created_ms": task.created_ms, "updated_ms": task.updated_ms,
-                                     "end_turn": 0, "answer": "", "status_text": "", "notified": False,
-                                     "owner": task.owner or None, TTL: expires}),
+                    "Item": _item(
+                        **{
+                            PK: pk,
+                            SK: _task_sk(task.key),
+                            "state": task.state,
+                            "start_turn": task.start_turn,
+                            "user_message": json.dumps(task.user_message),
+                            "created_ms": task.created_ms,
+                            "updated_ms": task.updated_ms,
+                            "end_turn": 0,
+                            "answer": "",
+                            "status_text": "",
+                            "notified": False,
+                            "owner": task.owner or None,
+                            TTL: expires,
+                        }
+                    ),
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": PK},
                 }
@@ -127,8 +138,18 @@ class A2AStore:
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: CURRENT, "key": task.key, "start_turn": task.start_turn,
-                                     "open": True, "state": task.state, "closed_turn": 0, TTL: expires}),
+                    "Item": _item(
+                        **{
+                            PK: pk,
+                            SK: CURRENT,
+                            "key": task.key,
+                            "start_turn": task.start_turn,
+                            "open": True,
+                            "state": task.state,
+                            "closed_turn": 0,
+                            TTL: expires,
+                        }
+                    ),
                     "ConditionExpression": "attribute_not_exists(#pk) OR #open = :f OR #ttl < :nows",
                     "ExpressionAttributeNames": {"#pk": PK, "#open": "open", "#ttl": TTL},
                     "ExpressionAttributeValues": _vals(f=False, nows=now_s),
@@ -154,8 +175,9 @@ class A2AStore:
                     "UpdateExpression": "SET #state = :working, start_turn = :turn, updated_ms = :now",
                     "ConditionExpression": "#state = :submitted",
                     "ExpressionAttributeNames": {"#state": "state"},
-                    "ExpressionAttributeValues": _vals(working="working", submitted="submitted", turn=start_turn,
-                                                       now=self.now_ms()),
+                    "ExpressionAttributeValues": _vals(
+                        working="working", submitted="submitted", turn=start_turn, now=self.now_ms()
+                    ),
                 }
             },
             {
@@ -176,16 +198,33 @@ class A2AStore:
         if item is None:
             return None
         return TaskRecord(
-            session_id=session_id, key=key, state=item["state"], start_turn=int(item["start_turn"]),
-            user_message=json.loads(item["user_message"]), created_ms=int(item["created_ms"]),
-            updated_ms=int(item["updated_ms"]), end_turn=int(item.get("end_turn", 0)),
-            answer=item.get("answer", ""), status_text=item.get("status_text", ""),
-            notified=bool(item.get("notified", False)), owner=item.get("owner", ""),
+            session_id=session_id,
+            key=key,
+            state=item["state"],
+            start_turn=int(item["start_turn"]),
+            user_message=json.loads(item["user_message"]),
+            created_ms=int(item["created_ms"]),
+            updated_ms=int(item["updated_ms"]),
+            end_turn=int(item.get("end_turn", 0)),
+            answer=item.get("answer", ""),
+            status_text=item.get("status_text", ""),
+            notified=bool(item.get("notified", False)),
+            owner=item.get("owner", ""),
         )
 
-    def finish_task(self, session_id: str, key: str, state: str, *, answer: str = "", status_text: str = "",
-                    end_turn: int = 0, only_from: str = "", closed_turn: int = 0,
-                    unless_continued: bool = False) -> bool:
+    def finish_task(
+        self,
+        session_id: str,
+        key: str,
+        state: str,
+        *,
+        answer: str = "",
+        status_text: str = "",
+        end_turn: int = 0,
+        only_from: str = "",
+        closed_turn: int = 0,
+        unless_continued: bool = False,
+    ) -> bool:
         """submitted|working|input-required (only_from: that state alone) -> a terminal state, once; True
         only for the winner, who notifies (a question's notification is behind it: the mark is cleared).
         closed_turn: the turn its session stopped at, when that is known now (a task waiting for input).
@@ -196,14 +235,17 @@ class A2AStore:
         if unless_continued:
             condition += " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)"
         values = _vals(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
-        values.update(_vals(**{"from": only_from}) if only_from else
-                      _vals(submitted="submitted", working="working", input="input-required"))
+        values.update(
+            _vals(**{"from": only_from})
+            if only_from
+            else _vals(submitted="submitted", working="working", input="input-required")
+        )
         task_op = {
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                 "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
-                                    "end_turn = :end, updated_ms = :now, notified = :f",
+                "end_turn = :end, updated_ms = :now, notified = :f",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": values,
@@ -213,11 +255,13 @@ class A2AStore:
             "Update": {
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: CURRENT}),
-                "UpdateExpression": "SET #open = :f, #state = :state" + (", closed_turn = :closed" if closed_turn else ""),
+                "UpdateExpression": "SET #open = :f, #state = :state"
+                + (", closed_turn = :closed" if closed_turn else ""),
                 "ConditionExpression": "#key = :key",
                 "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                "ExpressionAttributeValues": _vals(f=False, state=state, key=key,
-                                                   **({"closed": closed_turn} if closed_turn else {})),
+                "ExpressionAttributeValues": _vals(
+                    f=False, state=state, key=key, **({"closed": closed_turn} if closed_turn else {})
+                ),
             }
         }
         reasons = self._transact([task_op, current_op])
@@ -250,11 +294,17 @@ class A2AStore:
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
-                                        "notified = :notified",
+                    "notified = :notified",
                     "ConditionExpression": "#state IN (:working, :input) AND end_turn <> :end",
                     "ExpressionAttributeNames": {"#state": "state"},
-                    "ExpressionAttributeValues": _vals(input="input-required", working="working", text=question,
-                                                       end=end_turn, now=self.now_ms(), notified=notified),
+                    "ExpressionAttributeValues": _vals(
+                        input="input-required",
+                        working="working",
+                        text=question,
+                        end=end_turn,
+                        now=self.now_ms(),
+                        notified=notified,
+                    ),
                 }
             },
             self._current_state_op(pk, key, "input-required"),
@@ -270,11 +320,12 @@ class A2AStore:
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :working, status_text = :empty, end_turn = :zero, "
-                                        "updated_ms = :now, notified = :f",
+                    "updated_ms = :now, notified = :f",
                     "ConditionExpression": "#state = :input",
                     "ExpressionAttributeNames": {"#state": "state"},
-                    "ExpressionAttributeValues": _vals(working="working", input="input-required", empty="", zero=0,
-                                                       now=self.now_ms(), f=False),
+                    "ExpressionAttributeValues": _vals(
+                        working="working", input="input-required", empty="", zero=0, now=self.now_ms(), f=False
+                    ),
                 }
             },
             self._current_state_op(pk, key, "working"),
@@ -293,8 +344,14 @@ class A2AStore:
         item = self._get(_pk(session_id), CURRENT)
         if item is None:
             return None
-        return CurrentTask(session_id, item["key"], int(item["start_turn"]), bool(item["open"]), item["state"],
-                           int(item.get("closed_turn", 0)))
+        return CurrentTask(
+            session_id,
+            item["key"],
+            int(item["start_turn"]),
+            bool(item["open"]),
+            item["state"],
+            int(item.get("closed_turn", 0)),
+        )
 
     def set_closed_turn(self, session_id: str, key: str, turn: int) -> None:
         try:
@@ -315,8 +372,9 @@ class A2AStore:
         return _item(**{PK: pk, SK: _push_prefix(key) + config["id"], "config": json.dumps(config), TTL: expires})
 
     def put_push(self, session_id: str, key: str, config: dict[str, Any], retention_ms: int) -> None:
-        self.client.put_item(TableName=self.table,
-                             Item=self._push_item(_pk(session_id), key, config, self._expiry(retention_ms)))
+        self.client.put_item(
+            TableName=self.table, Item=self._push_item(_pk(session_id), key, config, self._expiry(retention_ms))
+        )
 
     def get_push(self, session_id: str, key: str, config_id: str) -> dict[str, Any] | None:
         item = self._get(_pk(session_id), _push_prefix(key) + config_id)
@@ -326,21 +384,31 @@ class A2AStore:
         return [json.loads(i["config"]) for i in self._query_prefix(_pk(session_id), _push_prefix(key))]
 
     def delete_push(self, session_id: str, key: str, config_id: str) -> None:
-        self.client.delete_item(TableName=self.table,
-                                Key=_item(**{PK: _pk(session_id), SK: _push_prefix(key) + config_id}))
+        self.client.delete_item(
+            TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: _push_prefix(key) + config_id})
+        )
 
     # --- the session's messages, with the turn each was stored at ---------------------------
-    def task_messages(self, session_id: str, start_turn: int, end_turn: int = 0,
-                      task_key: str = "") -> list[StoredMessage]:
+    def task_messages(
+        self, session_id: str, start_turn: int, end_turn: int = 0, task_key: str = ""
+    ) -> list[StoredMessage]:
         """The session's messages of turns start_turn..end_turn (0: to now), then the messages waiting in
         its inbox to continue task `task_key` (queued: True), in order of arrival."""
         items = self._query_prefix(_pk(session_id), "")
-        out = [StoredMessage(turn, message, item.get("message_id", "") if item[SK].startswith(INBOX) else "")
-               for turn, _slot, message, item in stored_items(items)
-               if turn >= start_turn and (not end_turn or turn <= end_turn)]
+        out = [
+            StoredMessage(turn, message, item.get("message_id", "") if item[SK].startswith(INBOX) else "")
+            for turn, _slot, message, item in stored_items(items)
+            if turn >= start_turn and (not end_turn or turn <= end_turn)
+        ]
         if task_key:
-            waiting = sorted((_queued(i) for i in items if i[SK].startswith(INBOX) and not int(i.get("turn", 0))
-                              and i.get("task_key") == task_key), key=lambda q: q.seq)
+            waiting = sorted(
+                (
+                    _queued(i)
+                    for i in items
+                    if i[SK].startswith(INBOX) and not int(i.get("turn", 0)) and i.get("task_key") == task_key
+                ),
+                key=lambda q: q.seq,
+            )
             out.extend(StoredMessage(0, q.message, q.message_id, queued=True) for q in waiting)
         return out
 
@@ -348,15 +416,33 @@ class A2AStore:
     def put_remote(self, remote: RemoteTask, retention_ms: int) -> None:
         self.client.put_item(
             TableName=self.table,
-            Item=_item(**{PK: _pk(remote.session_id), SK: _remote_sk(remote.turn, remote.tool_use_id),
-                          "agent": remote.agent, "rpc_url": remote.rpc_url, "remote_task_id": remote.remote_task_id,
-                          "mode": remote.mode, "deadline_ms": remote.deadline_ms, "extra": json.dumps(remote.extra),
-                          TTL: self._expiry(retention_ms)}),
+            Item=_item(
+                **{
+                    PK: _pk(remote.session_id),
+                    SK: _remote_sk(remote.turn, remote.tool_use_id),
+                    "agent": remote.agent,
+                    "rpc_url": remote.rpc_url,
+                    "remote_task_id": remote.remote_task_id,
+                    "mode": remote.mode,
+                    "deadline_ms": remote.deadline_ms,
+                    "extra": json.dumps(remote.extra),
+                    TTL: self._expiry(retention_ms),
+                }
+            ),
         )
 
     def get_remote(self, session_id: str, turn: int, tool_use_id: str) -> RemoteTask | None:
         item = self._get(_pk(session_id), _remote_sk(turn, tool_use_id))
         if item is None:
             return None
-        return RemoteTask(session_id, turn, tool_use_id, item["agent"], item["rpc_url"], item["remote_task_id"],
-                          item["mode"], int(item["deadline_ms"]), json.loads(item.get("extra", "{}")))
+        return RemoteTask(
+            session_id,
+            turn,
+            tool_use_id,
+            item["agent"],
+            item["rpc_url"],
+            item["remote_task_id"],
+            item["mode"],
+            int(item["deadline_ms"]),
+            json.loads(item.get("extra", "{}")),
+        )

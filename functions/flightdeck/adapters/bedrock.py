@@ -8,7 +8,8 @@ same ModelReply converse gives (text, toolUse blocks with their JSON input, reas
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -94,8 +95,9 @@ class BedrockModel:
             raise self._error("converse", exc) from exc
         return _reply(response, self.config.model_id)
 
-    def converse_stream(self, *, system: str, messages: list[Message],
-                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
+    def converse_stream(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> Iterator[TextDelta | ModelReply]:
         """ConverseStream: the text as it comes, then the whole reply (flightdeck.domain.model.StreamingModel).
 
         A failure before or during the stream (an exception event: throttling, a model stream
@@ -187,10 +189,18 @@ class _StreamedReply:
                 try:
                     tool_input = json.loads(raw) if raw.strip() else {}
                 except ValueError:
-                    raise BedrockModelError("Bedrock converse_stream sent a tool input that is not JSON",
-                                            code="BadToolInput") from None
-                content.append({"toolUse": {"toolUseId": block["tool"].get("toolUseId", ""),
-                                            "name": block["tool"].get("name", ""), "input": tool_input}})
+                    raise BedrockModelError(
+                        "Bedrock converse_stream sent a tool input that is not JSON", code="BadToolInput"
+                    ) from None
+                content.append(
+                    {
+                        "toolUse": {
+                            "toolUseId": block["tool"].get("toolUseId", ""),
+                            "name": block["tool"].get("name", ""),
+                            "input": tool_input,
+                        }
+                    }
+                )
             elif block["reasoning"] or block["signature"]:
                 text = {"text": "".join(block["reasoning"])}
                 if block["signature"]:
@@ -198,8 +208,11 @@ class _StreamedReply:
                 content.append({"reasoningContent": {"reasoningText": text}})
             else:
                 content.append({"text": "".join(block["text"])})
-        return {"output": {"message": {"role": self.role, "content": content}}, "stopReason": self.stop_reason,
-                "usage": self.usage}
+        return {
+            "output": {"message": {"role": self.role, "content": content}},
+            "stopReason": self.stop_reason,
+            "usage": self.usage,
+        }
 
 
 def _reply(response: dict[str, Any], model_id: str) -> ModelReply:
@@ -219,4 +232,3 @@ def _reply(response: dict[str, Any], model_id: str) -> ModelReply:
         message={"role": message.get("role", "assistant"), "content": message.get("content", [])},
         usage=usage,
     )
-

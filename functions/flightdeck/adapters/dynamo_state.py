@@ -19,18 +19,23 @@ import random
 import time
 import uuid
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from flightdeck import topology
+from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.records import (
+    SESSION_CANCELED,
+    Completion,
+    Expiry,
     InboxFullError,
     Intake,
-    Iteration,
     ItemTooLargeError,
+    Iteration,
     LiveText,
     MessageSlot,
     QueuedMessage,
@@ -38,19 +43,15 @@ from flightdeck.domain.records import (
     ReplayedError,
     ReplyRoute,
     ResultSource,
-    SESSION_CANCELED,
-    Completion,
-    Expiry,
     Session,
     SessionBusyError,
     SessionNotFoundError,
     TaskNotOpenError,
     ToolResult,
-    TurnEnd,
     TurnAggregation,
+    TurnEnd,
     TurnSeed,
 )
-from flightdeck.domain.liveness import Overdue
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -115,9 +116,15 @@ def _queued(item: dict[str, Any]) -> QueuedMessage:
     route = None
     if item.get("reply_service"):
         route = (item["reply_service"], item["reply_token"], int(item.get("reply_expires", 0)))
-    return QueuedMessage(key=item[SK][len(INBOX):], seq=int(item.get("seq", 0)), message=json.loads(item["content"]),
-                         turn=int(item.get("turn", 0)), route=route, task_key=item.get("task_key", ""),
-                         message_id=item.get("message_id", ""))
+    return QueuedMessage(
+        key=item[SK][len(INBOX) :],
+        seq=int(item.get("seq", 0)),
+        message=json.loads(item["content"]),
+        turn=int(item.get("turn", 0)),
+        route=route,
+        task_key=item.get("task_key", ""),
+        message_id=item.get("message_id", ""),
+    )
 
 
 def _iter_sk(turn: int) -> str:
@@ -198,8 +205,9 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
         if any("toolResult" in b for b in following.get("content", [])):
             continue  # the results were stored with the message (a canceled turn's closing)
         got = results.get(turn, {})
-        messages.append({"role": "user", "content": [
-            _result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]})
+        messages.append(
+            {"role": "user", "content": [_result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]}
+        )
     return messages
 
 
@@ -214,41 +222,69 @@ def _iteration(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
 def _route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
     answered = None
     if item.get("answered_service"):
-        answered = ReplyRoute(session_id, item["answered_service"], item["answered_token"], "retired",
-                              int(item.get("answered_expires", 0)), int(item.get("answered_turn", 0)))
-    return ReplyRoute(session_id, item["callback_service"], item["bearer_token"], item["status"], int(item[TTL]),
-                      int(item.get("retired_turn", 0)), int(item.get("from_turn", 0)), answered)
+        answered = ReplyRoute(
+            session_id,
+            item["answered_service"],
+            item["answered_token"],
+            "retired",
+            int(item.get("answered_expires", 0)),
+            int(item.get("answered_turn", 0)),
+        )
+    return ReplyRoute(
+        session_id,
+        item["callback_service"],
+        item["bearer_token"],
+        item["status"],
+        int(item[TTL]),
+        int(item.get("retired_turn", 0)),
+        int(item.get("from_turn", 0)),
+        answered,
+    )
 
 
 def _aggregation(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
     return TurnAggregation(
-        session_id=session_id, turn=turn, expected=frozenset(item.get("expected", ())),
-        total=int(item["total_tools"]), received=int(item["received"]), status=item["status"],
-        deadline_ms=int(item["deadline_ms"]), completed_by=item.get("completed_by", ""),
-        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()}, due_ms=int(item.get(DUE, 0)),
+        session_id=session_id,
+        turn=turn,
+        expected=frozenset(item.get("expected", ())),
+        total=int(item["total_tools"]),
+        received=int(item["received"]),
+        status=item["status"],
+        deadline_ms=int(item["deadline_ms"]),
+        completed_by=item.get("completed_by", ""),
+        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()},
+        due_ms=int(item.get(DUE, 0)),
     )
 
 
 def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
     if item is None:
         # Every completion writes a result for each expected id: this is an id past the hard limit.
-        return ToolResult(tool_use_id, "error", json.dumps({"status": "error", "reason": "missing"}),
-                          ResultSource.TIMEOUT)
+        return ToolResult(
+            tool_use_id, "error", json.dumps({"status": "error", "reason": "missing"}), ResultSource.TIMEOUT
+        )
     return ToolResult(item["tool_use_id"], item["result_status"], item["text"], ResultSource(item["source"]))
 
 
 def _live_fields(by_sk: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The live relay's Session fields (flightdeck.adapters.live_state writes the items)."""
     watch, live = by_sk.get(WATCH), by_sk.get(LIVE)
-    return {"watched_until_ms": int(watch["until"]) if watch else 0,
-            "live": LiveText(int(live["turn"]), int(live["attempt"]), str(live["text"])) if live else None}
+    return {
+        "watched_until_ms": int(watch["until"]) if watch else 0,
+        "live": LiveText(int(live["turn"]), int(live["attempt"]), str(live["text"])) if live else None,
+    }
 
 
 class StateStore:
     """All of one agent's DynamoDB state. `clock` returns epoch milliseconds."""
 
-    def __init__(self, table_name: str, client: Any = None, clock: Callable[[], int] | None = None,
-                 owed_think_grace_ms: int = OWED_THINK_GRACE_MS):
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        clock: Callable[[], int] | None = None,
+        owed_think_grace_ms: int = OWED_THINK_GRACE_MS,
+    ):
         self.table = table_name
         self._client = client
         self._clock = clock or (lambda: int(time.time() * 1000))
@@ -288,8 +324,11 @@ class StateStore:
             "ConsistentRead": True,
         }
         if not prefix:
-            kwargs.update(KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": PK},
-                          ExpressionAttributeValues=_vals(pk=pk))
+            kwargs.update(
+                KeyConditionExpression="#pk = :pk",
+                ExpressionAttributeNames={"#pk": PK},
+                ExpressionAttributeValues=_vals(pk=pk),
+            )
         while True:
             resp = self.client.query(**kwargs)
             items.extend(p for p in map(_plain, resp.get("Items", [])) if self._alive(p))
@@ -314,10 +353,12 @@ class StateStore:
                     raise
                 reasons = exc.response.get("CancellationReasons") or []
                 codes = {r.get("Code") for r in reasons}
-                if any(r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower()
-                       for r in reasons):
-                    raise ItemTooLargeError(next(str(r.get("Message")) for r in reasons
-                                                 if r.get("Code") == "ValidationError")) from exc
+                if any(
+                    r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower() for r in reasons
+                ):
+                    raise ItemTooLargeError(
+                        next(str(r.get("Message")) for r in reasons if r.get("Code") == "ValidationError")
+                    ) from exc
                 if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
                     return reasons or [{"Code": "ConditionalCheckFailed"}]
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -372,8 +413,16 @@ class StateStore:
     ) -> int:
         """take_message for a message that must start a turn now: the turn it started. Raises
         SessionBusyError when the session is busy, ReplayedError for a delegation that arrived again."""
-        intake = self.take_message(session_id, message, retention_ms, route=route, parent=parent, owner=owner,
-                                   likely_new=likely_new, must_exist=must_exist)
+        intake = self.take_message(
+            session_id,
+            message,
+            retention_ms,
+            route=route,
+            parent=parent,
+            owner=owner,
+            likely_new=likely_new,
+            must_exist=must_exist,
+        )
         if intake.replayed:
             raise ReplayedError(session_id, intake.turn, intake.user_messages)
         return intake.turn
@@ -437,8 +486,9 @@ class StateStore:
                         return Intake("started", int(meta["turn"]), int(meta.get("msg_count", 1)), replayed=True)
             intake: Intake
             if meta is None or meta["status"] == "idle":
-                ops, intake = self._start_ops(session_id, meta, message, retention_ms, route, parent, owner, key,
-                                              continues_task, message_id)
+                ops, intake = self._start_ops(
+                    session_id, meta, message, retention_ms, route, parent, owner, key, continues_task, message_id
+                )
             elif queue_limit <= 0:
                 raise SessionBusyError(session_id)
             else:
@@ -448,8 +498,9 @@ class StateStore:
                     if stored is not None:
                         return self._repeat(stored, meta)
                     raise InboxFullError(session_id, waiting)
-                ops, intake = self._queue_ops(session_id, meta, message, retention_ms, route, owner, key,
-                                              continues_task, message_id)
+                ops, intake = self._queue_ops(
+                    session_id, meta, message, retention_ms, route, owner, key, continues_task, message_id
+                )
             reasons = self._transact(ops)
             if reasons is None:
                 return intake
@@ -476,17 +527,37 @@ class StateStore:
         position = max(1, entry.seq - int(meta.get(INBOX_CONSUMED, 0)))
         return Intake("queued", 0, int(meta.get("msg_count", 0)) + position, position, replayed=True)
 
-    def _input_op(self, pk: str, turn: int, message: dict[str, Any], expires: int, key: str | None,
-                  msg_no: int, message_id: str, task_key: str) -> dict[str, Any]:
+    def _input_op(
+        self,
+        pk: str,
+        turn: int,
+        message: dict[str, Any],
+        expires: int,
+        key: str | None,
+        msg_no: int,
+        message_id: str,
+        task_key: str,
+    ) -> dict[str, Any]:
         """The message that starts `turn`: an inbox item when it has an identity, else MSG#<turn>#0."""
         if key is None:
             return self._put_message_op(pk, turn, MessageSlot.INPUT, message, expires)
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: pk, SK: _inbox_sk(key), "content": _dumps(message), "seq": 0, "turn": turn,
-                                 "msg_no": msg_no, "accepted_at": self.now_ms(), "message_id": message_id or None,
-                                 "task_key": task_key or None, TTL: expires}),
+                "Item": _item(
+                    **{
+                        PK: pk,
+                        SK: _inbox_sk(key),
+                        "content": _dumps(message),
+                        "seq": 0,
+                        "turn": turn,
+                        "msg_no": msg_no,
+                        "accepted_at": self.now_ms(),
+                        "message_id": message_id or None,
+                        "task_key": task_key or None,
+                        TTL: expires,
+                    }
+                ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -499,25 +570,58 @@ class StateStore:
         key = _item(**{PK: pk, SK: A2A_TASK + task_key})
         names, values = {"#state": "state"}, _vals(working="working")
         if start_turn is None:
-            return {"ConditionCheck": {"TableName": self.table, "Key": key, "ConditionExpression": "#state = :working",
-                                       "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
+            return {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": key,
+                    "ConditionExpression": "#state = :working",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            }
         values.update(_vals(turn=start_turn))
-        return {"Update": {"TableName": self.table, "Key": key, "UpdateExpression": "SET last_input_turn = :turn",
-                           "ConditionExpression": "#state = :working", "ExpressionAttributeNames": names,
-                           "ExpressionAttributeValues": values}}
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": key,
+                "UpdateExpression": "SET last_input_turn = :turn",
+                "ConditionExpression": "#state = :working",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
 
-    def _route_put(self, pk: str, route: tuple[str, str, int], expires_s: int, from_turn: int, now: int,
-                   answered: ReplyRoute | None = None) -> dict[str, Any]:
+    def _route_put(
+        self,
+        pk: str,
+        route: tuple[str, str, int],
+        expires_s: int,
+        from_turn: int,
+        now: int,
+        answered: ReplyRoute | None = None,
+    ) -> dict[str, Any]:
         """The session's reply route from `from_turn` on. A live route is never overwritten (one answer per
         request), except by the write that answers it (answered: that route, kept in the new item)."""
         service, token, _ = route
-        attrs: dict[str, Any] = {PK: pk, SK: ROUTE, "callback_service": service, "bearer_token": token,
-                                 "status": "active", "created_at": now, "from_turn": from_turn, TTL: expires_s}
+        attrs: dict[str, Any] = {
+            PK: pk,
+            SK: ROUTE,
+            "callback_service": service,
+            "bearer_token": token,
+            "status": "active",
+            "created_at": now,
+            "from_turn": from_turn,
+            TTL: expires_s,
+        }
         condition = "attribute_not_exists(#pk) OR #status = :retired OR #ttl < :nows"
         values = _vals(retired="retired", nows=now // 1000)
         if answered is not None:
-            attrs.update(answered_service=answered.callback_service, answered_token=answered.bearer_token,
-                         answered_expires=answered.expires_at, answered_turn=from_turn - 1)
+            attrs.update(
+                answered_service=answered.callback_service,
+                answered_token=answered.bearer_token,
+                answered_expires=answered.expires_at,
+                answered_turn=from_turn - 1,
+            )
             condition = "#status = :active AND #ttl > :nows"
             values = _vals(active="active", nows=now // 1000)
         return {
@@ -525,34 +629,59 @@ class StateStore:
                 "TableName": self.table,
                 "Item": _item(**attrs),
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL} if answered is None
+                "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL}
+                if answered is None
                 else {"#status": "status", "#ttl": TTL},
                 "ExpressionAttributeValues": values,
             }
         }
 
-    def _start_ops(self, session_id: str, meta: dict[str, Any] | None, message: dict[str, Any], retention_ms: int,
-                   route: tuple[str, str, int] | None, parent: dict[str, Any] | None, owner: str | None,
-                   key: str | None, continues_task: str, message_id: str) -> tuple[list[dict[str, Any]], Intake]:
+    def _start_ops(
+        self,
+        session_id: str,
+        meta: dict[str, Any] | None,
+        message: dict[str, Any],
+        retention_ms: int,
+        route: tuple[str, str, int] | None,
+        parent: dict[str, Any] | None,
+        owner: str | None,
+        key: str | None,
+        continues_task: str,
+        message_id: str,
+    ) -> tuple[list[dict[str, Any]], Intake]:
         now = self.now_ms()
         pk = _pk(session_id)
         expires = self._expiry(retention_ms)
         ops: list[dict[str, Any]] = []
         if meta is None:
             turn, seq = 1, 1
-            ops.append({
-                "Put": {
-                    "TableName": self.table,
-                    "Item": _item(**{PK: pk, SK: META, "status": "busy", "turn": 1, "msg_count": 1,
-                                     "created_at": now, "updated_at": now, TTL: expires,
-                                     "parent": json.dumps(parent or {}), "owner": owner,
-                                     OWED: 1, SHARD: deadline_shard(session_id),
-                                     DUE: now + self.owed_think_grace_ms}),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": {"#pk": PK},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            ops.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": _item(
+                            **{
+                                PK: pk,
+                                SK: META,
+                                "status": "busy",
+                                "turn": 1,
+                                "msg_count": 1,
+                                "created_at": now,
+                                "updated_at": now,
+                                TTL: expires,
+                                "parent": json.dumps(parent or {}),
+                                "owner": owner,
+                                OWED: 1,
+                                SHARD: deadline_shard(session_id),
+                                DUE: now + self.owed_think_grace_ms,
+                            }
+                        ),
+                        "ConditionExpression": "attribute_not_exists(#pk)",
+                        "ExpressionAttributeNames": {"#pk": PK},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
                 }
-            })
+            )
         else:
             turn, seq = int(meta["turn"]) + 1, int(meta.get("msg_count", 0)) + 1
             condition = "#status = :idle AND turn = :prevturn"
@@ -563,18 +692,20 @@ class StateStore:
                 condition += " AND #owner = :owner"
                 names["#owner"] = "owner"
                 values.update(_vals(owner=owner))
-            ops.append({
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, "
-                                        "#ttl = :exp, #owed = :owed, #shard = :shard, #due = :due",
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            ops.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": _item(**{PK: pk, SK: META}),
+                        "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, "
+                        "#ttl = :exp, #owed = :owed, #shard = :shard, #due = :due",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
                 }
-            })
+            )
         ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if route is not None:
             ops.append(self._route_put(pk, route, self._expiry(route[2]), turn, now))
@@ -582,25 +713,42 @@ class StateStore:
             ops.append(self._task_op(pk, continues_task, turn))
         return ops, Intake("started", turn, seq)
 
-    def _queue_ops(self, session_id: str, meta: dict[str, Any], message: dict[str, Any], retention_ms: int,
-                   route: tuple[str, str, int] | None, owner: str | None, key: str | None, continues_task: str,
-                   message_id: str) -> tuple[list[dict[str, Any]], Intake]:
+    def _queue_ops(
+        self,
+        session_id: str,
+        meta: dict[str, Any],
+        message: dict[str, Any],
+        retention_ms: int,
+        route: tuple[str, str, int] | None,
+        owner: str | None,
+        key: str | None,
+        continues_task: str,
+        message_id: str,
+    ) -> tuple[list[dict[str, Any]], Intake]:
         """A busy session's inbox takes the message: META counts it (its condition: still busy, and the
         count as read, which gives the message its place) and the inbox item holds it."""
         now = self.now_ms()
         pk = _pk(session_id)
         count, consumed = int(meta.get(INBOX_COUNT, 0)), int(meta.get(INBOX_CONSUMED, 0))
-        condition = "#status = :busy AND " + (f"attribute_not_exists({INBOX_COUNT})" if count == 0
-                                               else f"{INBOX_COUNT} = :count")
+        condition = "#status = :busy AND " + (
+            f"attribute_not_exists({INBOX_COUNT})" if count == 0 else f"{INBOX_COUNT} = :count"
+        )
         names = {"#status": "status"}
         values = _vals(busy="busy", next=count + 1, **({"count": count} if count else {}))
         if owner is not None:
             condition += " AND #owner = :owner"
             names["#owner"] = "owner"
             values.update(_vals(owner=owner))
-        attrs: dict[str, Any] = {PK: pk, SK: _inbox_sk(key or uuid.uuid4().hex), "content": _dumps(message),
-                                 "seq": count + 1, "accepted_at": now, "message_id": message_id or None,
-                                 "task_key": continues_task or None, TTL: self._expiry(retention_ms)}
+        attrs: dict[str, Any] = {
+            PK: pk,
+            SK: _inbox_sk(key or uuid.uuid4().hex),
+            "content": _dumps(message),
+            "seq": count + 1,
+            "accepted_at": now,
+            "message_id": message_id or None,
+            "task_key": continues_task or None,
+            TTL: self._expiry(retention_ms),
+        }
         if route is not None:
             attrs.update(reply_service=route[0], reply_token=route[1], reply_expires=self._expiry(route[2]))
         ops: list[dict[str, Any]] = [
@@ -634,8 +782,9 @@ class StateStore:
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: pk, SK: _msg_sk(turn, slot), "content": _dumps(message), "turn": turn,
-                                 TTL: expires}),
+                "Item": _item(
+                    **{PK: pk, SK: _msg_sk(turn, slot), "content": _dumps(message), "turn": turn, TTL: expires}
+                ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
             }
@@ -661,15 +810,21 @@ class StateStore:
                 "Key": _item(**{PK: pk, SK: META}),
                 "UpdateExpression": update + " REMOVE #owed, #shard, #due",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#pk": PK, "#owed": OWED, "#shard": SHARD, "#due": DUE,
-                                             "#status": "status"},
+                "ExpressionAttributeNames": {
+                    "#pk": PK,
+                    "#owed": OWED,
+                    "#shard": SHARD,
+                    "#due": DUE,
+                    "#status": "status",
+                },
                 "ExpressionAttributeValues": values,
                 **op,
             }
         }
 
-    def _next_turn_ops(self, session_id: str, turn: int, view: Session | None, entry: QueuedMessage,
-                       retention_ms: int, now: int) -> list[dict[str, Any]]:
+    def _next_turn_ops(
+        self, session_id: str, turn: int, view: Session | None, entry: QueuedMessage, retention_ms: int, now: int
+    ) -> list[dict[str, Any]]:
         """Instead of going idle, the session starts turn+1 with the first queued message: META moves on
         (one more consumed, one more user message, the next think owed, as any turn start marks it) on
         condition that nothing else consumed meanwhile, and the inbox item becomes that turn's input
@@ -679,13 +834,18 @@ class StateStore:
         msg_no = (view.user_messages if view is not None else 0) + 1
         expires = self._expiry(retention_ms) if retention_ms else None
         condition = "attribute_exists(#pk) AND turn = :turn AND #status = :busy AND " + (
-            f"attribute_not_exists({INBOX_CONSUMED})" if consumed == 0 else f"{INBOX_CONSUMED} = :consumed")
-        values = {**_vals(turn=turn, next=turn + 1, busy="busy", done=consumed + 1, no=msg_no, now=now),
-                  **self._owed_values(session_id, turn + 1, now)}
+            f"attribute_not_exists({INBOX_CONSUMED})" if consumed == 0 else f"{INBOX_CONSUMED} = :consumed"
+        )
+        values = {
+            **_vals(turn=turn, next=turn + 1, busy="busy", done=consumed + 1, no=msg_no, now=now),
+            **self._owed_values(session_id, turn + 1, now),
+        }
         if consumed:
             values.update(_vals(consumed=consumed))
-        update = (f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, "
-                  "#owed = :owed, #shard = :shard, #due = :due")
+        update = (
+            f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, "
+            "#owed = :owed, #shard = :shard, #due = :due"
+        )
         names = {"#pk": PK, "#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
         item_update, item_values = "SET turn = :next, msg_no = :no", _vals(next=turn + 1, no=msg_no)
         if expires is not None:
@@ -721,14 +881,28 @@ class StateStore:
     def _task_turn_op(self, pk: str, task_key: str, turn: int) -> dict[str, Any]:
         """Record on an A2A task that a message of its own started `turn` (so that the turn before does
         not complete it; flightdeck.adapters.a2a_state.A2AStore.finish_task)."""
-        return {"Update": {"TableName": self.table, "Key": _item(**{PK: pk, SK: A2A_TASK + task_key}),
-                           "UpdateExpression": "SET last_input_turn = :turn",
-                           "ConditionExpression": "attribute_exists(#pk)", "ExpressionAttributeNames": {"#pk": PK},
-                           "ExpressionAttributeValues": _vals(turn=turn)}}
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _item(**{PK: pk, SK: A2A_TASK + task_key}),
+                "UpdateExpression": "SET last_input_turn = :turn",
+                "ConditionExpression": "attribute_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+                "ExpressionAttributeValues": _vals(turn=turn),
+            }
+        }
 
-    def _end_turn(self, session_id: str, turn: int, lead: list[dict[str, Any]], view: Session | None, *,
-                  retire: bool, retention_ms: int,
-                  extra: list[dict[str, Any]] = ()) -> tuple[list[dict[str, Any]] | None, QueuedMessage | None]:
+    def _end_turn(
+        self,
+        session_id: str,
+        turn: int,
+        lead: list[dict[str, Any]],
+        view: Session | None,
+        *,
+        retire: bool,
+        retention_ms: int,
+        extra: list[dict[str, Any]] = (),
+    ) -> tuple[list[dict[str, Any]] | None, QueuedMessage | None]:
         """End turn `turn` in one transaction with `lead` (and `extra`): the session goes idle when its
         inbox is empty, else the first queued message starts the next turn in the same write (its reply
         route becoming the session's). retire: the turn answered the session's reply route.
@@ -745,8 +919,11 @@ class StateStore:
             now = self.now_ms()
             entry = queued[0] if queued else None
             ops = list(lead)
-            ops.extend([self._think_started_op(pk, turn, ends_turn=True)] if entry is None
-                       else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now))
+            ops.extend(
+                [self._think_started_op(pk, turn, ends_turn=True)]
+                if entry is None
+                else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now)
+            )
             ops.extend(extra)
             route_at = len(ops)
             if entry is not None and entry.route is not None:
@@ -790,13 +967,15 @@ class StateStore:
                 "UpdateExpression": "SET #status = :retired, retired_at = :now, retired_turn = :turn",
                 "ConditionExpression": "#status = :active AND #ttl > :nows",
                 "ExpressionAttributeNames": {"#status": "status", "#ttl": TTL},
-                "ExpressionAttributeValues": _vals(retired="retired", active="active", now=now, turn=turn,
-                                                   nows=now // 1000),
+                "ExpressionAttributeValues": _vals(
+                    retired="retired", active="active", now=now, turn=turn, nows=now // 1000
+                ),
             }
         }
 
-    def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int,
-                       slot: int = MessageSlot.REPLY) -> bool:
+    def append_message(
+        self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY
+    ) -> bool:
         """Store a message at its place in think iteration `turn`; False if that place is taken (a redelivery).
 
         One transaction and no read, whatever the conversation's length: the message's key is
@@ -838,19 +1017,28 @@ class StateStore:
         pk, now = _pk(session_id), self.now_ms()
         condition = "#status = :busy"
         names = {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
-        values = _vals(busy="busy", canceled=CANCELED, now=now, shard=deadline_shard(session_id),
-                       due=now + self.owed_think_grace_ms)
+        values = _vals(
+            busy="busy",
+            canceled=CANCELED,
+            now=now,
+            shard=deadline_shard(session_id),
+            due=now + self.owed_think_grace_ms,
+        )
         if owner is not None:
             condition += " AND #owner = :owner"
             names["#owner"] = "owner"
             values.update(_vals(owner=owner))
         try:
             resp = self.client.update_item(
-                TableName=self.table, Key=_item(**{PK: pk, SK: META}),
+                TableName=self.table,
+                Key=_item(**{PK: pk, SK: META}),
                 UpdateExpression="SET #status = :canceled, updated_at = :now, canceled_at = :now, #owed = turn, "
-                                 "#shard = :shard, #due = :due",
-                ConditionExpression=condition, ExpressionAttributeNames=names, ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW")
+                "#shard = :shard, #due = :due",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
             return CANCELED, int(_plain(resp["Attributes"])["turn"])
         except ClientError as exc:
             if not _is_condition_failure(exc):
@@ -860,23 +1048,26 @@ class StateStore:
             raise SessionNotFoundError(session_id)
         return ("idle" if meta["status"] == "idle" else CANCELED), int(meta["turn"])
 
-    def close_canceled_session(self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]],
-                               retention_ms: int) -> bool:
+    def close_canceled_session(
+        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
+    ) -> bool:
         """canceled -> idle at `turn`, with the closing messages ((slot, message): results for calls left
         open, the closing line), in one transaction; the owed mark goes. False if already closed."""
         pk, now = _pk(session_id), self.now_ms()
         expires = self._expiry(retention_ms)
         ops = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in messages]
-        ops.append({
-            "Update": {
-                "TableName": self.table,
-                "Key": _item(**{PK: pk, SK: META}),
-                "UpdateExpression": "SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due",
-                "ConditionExpression": "turn = :turn AND #status = :canceled",
-                "ExpressionAttributeNames": {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE},
-                "ExpressionAttributeValues": _vals(idle="idle", now=now, turn=turn, canceled=CANCELED),
+        ops.append(
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: META}),
+                    "UpdateExpression": "SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due",
+                    "ConditionExpression": "turn = :turn AND #status = :canceled",
+                    "ExpressionAttributeNames": {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE},
+                    "ExpressionAttributeValues": _vals(idle="idle", now=now, turn=turn, canceled=CANCELED),
+                }
             }
-        })
+        )
         return self._transact(ops) is None
 
     # --- reply routes (B side) -----------------------------------------------------------
@@ -911,9 +1102,18 @@ class StateStore:
         item = self._get(_pk(session_id), _iter_sk(turn))
         return _iteration(session_id, turn, item) if item is not None else None
 
-    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int, *,
-                       seed: TurnSeed | None = None, ends_turn: bool = False,
-                       retires_route: bool = False, session: Session | None = None) -> Iteration:
+    def save_iteration(
+        self,
+        session_id: str,
+        turn: int,
+        reply: dict[str, Any],
+        retention_ms: int,
+        *,
+        seed: TurnSeed | None = None,
+        ends_turn: bool = False,
+        retires_route: bool = False,
+        session: Session | None = None,
+    ) -> Iteration:
         """Store a model reply once (it is also the conversation's assistant message: no second copy)
         with the state change it makes, in one transaction; a second writer gets the first one back,
         from the failed condition, without a read.
@@ -932,21 +1132,41 @@ class StateStore:
         iteration_put = {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: pk, SK: _iter_sk(turn), "reply": _dumps(reply), "turn": turn,
-                                 # Only where it tells something: a reply that called tools, yet ended its turn.
-                                 "ends_turn": True if ends_turn and _calls_tools(reply) else None,
-                                 TTL: self._expiry(retention_ms)}),
+                "Item": _item(
+                    **{
+                        PK: pk,
+                        SK: _iter_sk(turn),
+                        "reply": _dumps(reply),
+                        "turn": turn,
+                        # Only where it tells something: a reply that called tools, yet ended its turn.
+                        "ends_turn": True if ends_turn and _calls_tools(reply) else None,
+                        TTL: self._expiry(retention_ms),
+                    }
+                ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-        seed_ops = [] if seed is None else [
-            self._seed_op(session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now,
-                          seed.deadlines)]
+        seed_ops = (
+            []
+            if seed is None
+            else [
+                self._seed_op(
+                    session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now, seed.deadlines
+                )
+            ]
+        )
         if ends_turn:
-            reasons, started = self._end_turn(session_id, turn, [iteration_put], session, retire=retires_route,
-                                              retention_ms=retention_ms, extra=seed_ops)
+            reasons, started = self._end_turn(
+                session_id,
+                turn,
+                [iteration_put],
+                session,
+                retire=retires_route,
+                retention_ms=retention_ms,
+                extra=seed_ops,
+            )
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True, next_input=started)
         else:
@@ -966,8 +1186,16 @@ class StateStore:
         raise LookupError(f"session {session_id} is not at turn {turn}")
 
     # --- turn aggregation (A side) -------------------------------------------------------
-    def _seed_op(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int,
-                 now: int, deadlines: dict[str, int] | None = None) -> dict[str, Any]:
+    def _seed_op(
+        self,
+        session_id: str,
+        turn: int,
+        tool_use_ids: list[str],
+        deadline_ms: int,
+        retention_ms: int,
+        now: int,
+        deadlines: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
         if not tool_use_ids or len(set(tool_use_ids)) != len(tool_use_ids):
             raise ValueError("tool_use_ids must be non-empty and distinct")
         # Per-call deadlines are stored only when they differ; the index lists the turn at its earliest.
@@ -976,18 +1204,36 @@ class StateStore:
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: _pk(session_id), SK: _turn_sk(turn), "expected": set(tool_use_ids),
-                                 "total_tools": len(tool_use_ids), "received": 0, "status": "waiting",
-                                 "deadline_ms": deadline_ms, "deadlines": per_call,
-                                 SHARD: deadline_shard(session_id), DUE: min([deadline_ms, *own.values()]),
-                                 "created_at": now, TTL: self._expiry(retention_ms)}),
+                "Item": _item(
+                    **{
+                        PK: _pk(session_id),
+                        SK: _turn_sk(turn),
+                        "expected": set(tool_use_ids),
+                        "total_tools": len(tool_use_ids),
+                        "received": 0,
+                        "status": "waiting",
+                        "deadline_ms": deadline_ms,
+                        "deadlines": per_call,
+                        SHARD: deadline_shard(session_id),
+                        DUE: min([deadline_ms, *own.values()]),
+                        "created_at": now,
+                        TTL: self._expiry(retention_ms),
+                    }
+                ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
             }
         }
 
-    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int, retention_ms: int,
-                  deadlines: dict[str, int] | None = None) -> bool:
+    def seed_turn(
+        self,
+        session_id: str,
+        turn: int,
+        tool_use_ids: list[str],
+        deadline_ms: int,
+        retention_ms: int,
+        deadlines: dict[str, int] | None = None,
+    ) -> bool:
         """Create a turn's aggregation record on its own; False if it already exists. (A think
         seeds its turn in the write that stores its reply: save_iteration(seed=...).)
         deadline_ms: the latest of its calls' deadlines; deadlines: each call's, when they differ."""
@@ -1007,8 +1253,9 @@ class StateStore:
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]:
         return [_result_of(i, i["tool_use_id"]) for i in self._query_prefix(_pk(session_id), f"RESULT#{turn:06d}#")]
 
-    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int,
-                      completion: Completion | None = None) -> tuple[RecordOutcome, bool]:
+    def record_result(
+        self, session_id: str, turn: int, result: ToolResult, retention_ms: int, completion: Completion | None = None
+    ) -> tuple[RecordOutcome, bool]:
         """Write one result at most once and count it toward its waiting turn, atomically; with
         `completion`, the last expected result also completes the turn and claims the next think
         in the same transaction (one request for a result, whether or not it is the last).
@@ -1021,9 +1268,18 @@ class StateStore:
         put = {
             "Put": {
                 "TableName": self.table,
-                "Item": _item(**{PK: pk, SK: _result_sk(turn, result.tool_use_id), "tool_use_id": result.tool_use_id,
-                                 "result_status": result.status, "text": result.text, "source": result.source.value,
-                                 "recorded_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
+                "Item": _item(
+                    **{
+                        PK: pk,
+                        SK: _result_sk(turn, result.tool_use_id),
+                        "tool_use_id": result.tool_use_id,
+                        "result_status": result.status,
+                        "text": result.text,
+                        "source": result.source.value,
+                        "recorded_at": self.now_ms(),
+                        TTL: self._expiry(retention_ms),
+                    }
+                ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -1048,11 +1304,18 @@ class StateStore:
                 ops = [put, count_only]
             elif last:
                 now = self.now_ms()
-                complete = self._complete_op(session_id, turn, completion.by, completion.tombstone_ms, now,
-                                             extra_condition=" AND contains(expected, :id) AND received = :before",
-                                             set_received=completion.total)
+                complete = self._complete_op(
+                    session_id,
+                    turn,
+                    completion.by,
+                    completion.tombstone_ms,
+                    now,
+                    extra_condition=" AND contains(expected, :id) AND received = :before",
+                    set_received=completion.total,
+                )
                 complete["Update"]["ExpressionAttributeValues"].update(
-                    _vals(id=result.tool_use_id, before=completion.total - 1))
+                    _vals(id=result.tool_use_id, before=completion.total - 1)
+                )
                 complete["Update"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
                 ops = [put, complete, self._advance_session_op(session_id, turn, now)]
             else:
@@ -1068,12 +1331,19 @@ class StateStore:
                 old = _plain(put_reason.get("Item") or {})
                 # The same kind of result again is a retry of an accepted one; anything
                 # else (a callback after a synthesized timeout) arrived too late.
-                return (RecordOutcome.DUPLICATE if old.get("source") == result.source.value else RecordOutcome.LATE,
-                        False)
+                return (
+                    RecordOutcome.DUPLICATE if old.get("source") == result.source.value else RecordOutcome.LATE,
+                    False,
+                )
             turn_reason = reasons[1] if len(reasons) > 1 else {}
             agg = _plain(turn_reason.get("Item") or {})
-            if (last is None or completion is None or turn_reason.get("Code") != "ConditionalCheckFailed"
-                    or agg.get("status") != "waiting" or result.tool_use_id not in agg.get("expected", ())):
+            if (
+                last is None
+                or completion is None
+                or turn_reason.get("Code") != "ConditionalCheckFailed"
+                or agg.get("status") != "waiting"
+                or result.tool_use_id not in agg.get("expected", ())
+            ):
                 return RecordOutcome.LATE, False
             # Only the count was wrong: the turn's item says whether this result is the last.
             completion = Completion(completion.by, int(agg["total_tools"]), completion.tombstone_ms)
@@ -1088,16 +1358,26 @@ class StateStore:
         """
         now = self.now_ms()
         ops = [
-            self._complete_op(session_id, turn, completed_by, tombstone_ms, now,
-                              extra_condition=" AND received >= total_tools"),
+            self._complete_op(
+                session_id, turn, completed_by, tombstone_ms, now, extra_condition=" AND received >= total_tools"
+            ),
             self._advance_session_op(session_id, turn, now),
         ]
         return self._transact(ops) is None
 
-    def _complete_op(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int, now: int,
-                     extra_condition: str = "", set_received: int | None = None) -> dict[str, Any]:
-        values = _vals(complete="complete", waiting="waiting", by=completed_by, now=now,
-                       exp=(now + tombstone_ms) // 1000)
+    def _complete_op(
+        self,
+        session_id: str,
+        turn: int,
+        completed_by: str,
+        tombstone_ms: int,
+        now: int,
+        extra_condition: str = "",
+        set_received: int | None = None,
+    ) -> dict[str, Any]:
+        values = _vals(
+            complete="complete", waiting="waiting", by=completed_by, now=now, exp=(now + tombstone_ms) // 1000
+        )
         update = "SET #status = :complete, completed_by = :by, completed_at = :now, #ttl = :exp"
         if set_received is not None:
             update += ", received = :received"
@@ -1123,14 +1403,23 @@ class StateStore:
                 "UpdateExpression": "SET turn = :next, updated_at = :now, #owed = :owed, #shard = :shard, #due = :due",
                 "ConditionExpression": "turn = :turn",
                 "ExpressionAttributeNames": {"#owed": OWED, "#shard": SHARD, "#due": DUE},
-                "ExpressionAttributeValues": {**_vals(next=turn + 1, turn=turn, now=now),
-                                              **self._owed_values(session_id, turn + 1, now)},
+                "ExpressionAttributeValues": {
+                    **_vals(next=turn + 1, turn=turn, now=now),
+                    **self._owed_values(session_id, turn + 1, now),
+                },
             }
         }
 
-    def complete_with_errors(self, session_id: str, turn: int, reason_results: Callable[[str], ToolResult],
-                             completed_by: str, tombstone_ms: int, retention_ms: int,
-                             due_by_ms: int | None = None) -> Expiry:
+    def complete_with_errors(
+        self,
+        session_id: str,
+        turn: int,
+        reason_results: Callable[[str], ToolResult],
+        completed_by: str,
+        tombstone_ms: int,
+        retention_ms: int,
+        due_by_ms: int | None = None,
+    ) -> Expiry:
         """Synthesize a result for every missing id and complete the turn, all in one transaction.
 
         due_by_ms: only the missing ids whose deadline is at or before it (a timeout; None: every
@@ -1157,35 +1446,53 @@ class StateStore:
             ops: list[dict[str, Any]] = []
             for tool_use_id in due:
                 r = reason_results(tool_use_id)
-                ops.append({
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": _item(**{PK: pk, SK: _result_sk(turn, tool_use_id), "tool_use_id": tool_use_id,
-                                         "result_status": r.status, "text": r.text, "source": r.source.value,
-                                         "recorded_at": now, TTL: self._expiry(retention_ms)}),
-                        "ConditionExpression": "attribute_not_exists(#pk)",
-                        "ExpressionAttributeNames": {"#pk": PK},
+                ops.append(
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": _item(
+                                **{
+                                    PK: pk,
+                                    SK: _result_sk(turn, tool_use_id),
+                                    "tool_use_id": tool_use_id,
+                                    "result_status": r.status,
+                                    "text": r.text,
+                                    "source": r.source.value,
+                                    "recorded_at": now,
+                                    TTL: self._expiry(retention_ms),
+                                }
+                            ),
+                            "ConditionExpression": "attribute_not_exists(#pk)",
+                            "ExpressionAttributeNames": {"#pk": PK},
+                        }
                     }
-                })
+                )
             if next_due is None:
                 ops.append(self._complete_op(session_id, turn, completed_by, tombstone_ms, now, set_received=agg.total))
                 ops.append(self._advance_session_op(session_id, turn, now))
             else:
-                ops.append({
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
-                        "UpdateExpression": f"ADD received :n SET {DUE} = :next",
-                        "ConditionExpression": "#status = :waiting AND received = :seen",
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": _vals(n=len(due), next=next_due, waiting="waiting",
-                                                           seen=agg.received),
+                ops.append(
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
+                            "UpdateExpression": f"ADD received :n SET {DUE} = :next",
+                            "ConditionExpression": "#status = :waiting AND received = :seen",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": _vals(
+                                n=len(due), next=next_due, waiting="waiting", seen=agg.received
+                            ),
+                        }
                     }
-                })
+                )
             reasons = self._transact(ops)
             if reasons is None:
                 return Expiry(next_due is None, tuple(due), next_due)
-            if next_due is None and len(reasons) > len(due) and reasons[len(due)].get("Code") == "ConditionalCheckFailed":
+            if (
+                next_due is None
+                and len(reasons) > len(due)
+                and reasons[len(due)].get("Code") == "ConditionalCheckFailed"
+            ):
                 return Expiry(False)  # someone else completed it
         return Expiry(False)
 
@@ -1195,10 +1502,13 @@ class StateStore:
             return
         try:
             self.client.update_item(
-                TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: _turn_sk(turn)}),
-                UpdateExpression=f"SET {DUE} = :next", ConditionExpression="#status = :waiting",
+                TableName=self.table,
+                Key=_item(**{PK: _pk(session_id), SK: _turn_sk(turn)}),
+                UpdateExpression=f"SET {DUE} = :next",
+                ConditionExpression="#status = :waiting",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=_vals(next=next_due_ms, waiting="waiting"))
+                ExpressionAttributeValues=_vals(next=next_due_ms, waiting="waiting"),
+            )
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
@@ -1237,10 +1547,13 @@ class StateStore:
         """Drop a stale owed mark (the session moved on without clearing it)."""
         try:
             self.client.update_item(
-                TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: META}),
-                UpdateExpression="REMOVE #owed, #shard, #due", ConditionExpression="#owed = :turn",
+                TableName=self.table,
+                Key=_item(**{PK: _pk(session_id), SK: META}),
+                UpdateExpression="REMOVE #owed, #shard, #due",
+                ConditionExpression="#owed = :turn",
                 ExpressionAttributeNames={"#owed": OWED, "#shard": SHARD, "#due": DUE},
-                ExpressionAttributeValues=_vals(turn=turn))
+                ExpressionAttributeValues=_vals(turn=turn),
+            )
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
@@ -1251,8 +1564,15 @@ class StateStore:
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=_item(**{PK: _pk(session_id), SK: _dispatch_sk(turn, tool_use_id), "status": "sending",
-                              "updated_at": self.now_ms(), TTL: self._expiry(retention_ms)}),
+                Item=_item(
+                    **{
+                        PK: _pk(session_id),
+                        SK: _dispatch_sk(turn, tool_use_id),
+                        "status": "sending",
+                        "updated_at": self.now_ms(),
+                        TTL: self._expiry(retention_ms),
+                    }
+                ),
                 ConditionExpression="attribute_not_exists(#pk) OR #status = :sending",
                 ExpressionAttributeNames={"#pk": PK, "#status": "status"},
                 ExpressionAttributeValues=_vals(sending="sending"),
@@ -1271,4 +1591,3 @@ class StateStore:
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=_vals(s=status, now=self.now_ms()),
         )
-

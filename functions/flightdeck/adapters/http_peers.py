@@ -34,12 +34,13 @@ class Peers:
         self._session = session or requests.Session()
         self._budget = budget
 
-    def within(self, budget: TimeBudget) -> "Peers":
+    def within(self, budget: TimeBudget) -> Peers:
         """The same peers (and connection pool) for one invocation: no call outlasts its budget."""
         return Peers(self.timeout_s, self._session, budget)
 
-    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None,
-                  timeout_s: float | None = None) -> PeerResponse:
+    def post_json(
+        self, url: str, body: Any, headers: dict[str, str] | None = None, timeout_s: float | None = None
+    ) -> PeerResponse:
         data = json_bytes(body)
         sent = payload_sha256(data)
         limit_s = min(self.timeout_s, timeout_s) if timeout_s else self.timeout_s
@@ -48,8 +49,13 @@ class Peers:
             return PeerResponse(0, None, OUT_OF_TIME, sent)
         try:
             # Never follow redirects: a peer must not bounce us to a URL we did not allow.
-            resp = self._session.post(url, data=data, headers={"Content-Type": "application/json", **(headers or {})},
-                                      timeout=timeout_s, allow_redirects=False)
+            resp = self._session.post(
+                url,
+                data=data,
+                headers={"Content-Type": "application/json", **(headers or {})},
+                timeout=timeout_s,
+                allow_redirects=False,
+            )
         except requests.RequestException as exc:
             return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500], sent)
         try:

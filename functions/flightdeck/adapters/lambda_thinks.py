@@ -10,7 +10,8 @@ SQS DelaySeconds holds back without a function waiting.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 
@@ -26,8 +27,14 @@ def think_event(session_id: str, turn: int, traceparent: str = "", attempt: int 
 
 
 class LambdaThinks:
-    def __init__(self, *, function_name: str, retry_queue_url: str, client: Any = None,
-                 sqs_client: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        *,
+        function_name: str,
+        retry_queue_url: str,
+        client: Any = None,
+        sqs_client: Callable[[], Any] | None = None,
+    ):
         self.function_name = function_name
         self.retry_queue_url = retry_queue_url
         self._client = client
@@ -42,8 +49,11 @@ class LambdaThinks:
 
     def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
         """Start think iteration `turn` now: Lambda queues the event and answers 202."""
-        self.client.invoke(FunctionName=self.function_name, InvocationType="Event",
-                           Payload=json.dumps(think_event(session_id, turn, traceparent)).encode("utf-8"))
+        self.client.invoke(
+            FunctionName=self.function_name,
+            InvocationType="Event",
+            Payload=json.dumps(think_event(session_id, turn, traceparent)).encode("utf-8"),
+        )
 
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:
         """Think again after delay_s: a message on the turns queue, delivered to the turn worker after the delay."""

@@ -31,28 +31,41 @@ class LiveStore:
         """Watched until `until_ms`, unless a mark lasts longer already (then nothing changes)."""
         try:
             self._state.client.update_item(
-                TableName=self._state.table, Key=_item(**{PK: _pk(session_id), SK: WATCH}),
+                TableName=self._state.table,
+                Key=_item(**{PK: _pk(session_id), SK: WATCH}),
                 UpdateExpression="SET #until = :until, #ttl = :exp",
                 ConditionExpression="attribute_not_exists(#until) OR #until < :until",
                 ExpressionAttributeNames={"#until": "until", "#ttl": TTL},
-                ExpressionAttributeValues=_vals(until=until_ms, exp=-(-until_ms // 1000)))
+                ExpressionAttributeValues=_vals(until=until_ms, exp=-(-until_ms // 1000)),
+            )
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise
 
     def put_text(self, session_id: str, live: LiveText, ttl_ms: int) -> None:
-        self._state.client.put_item(TableName=self._state.table, Item=_item(**{
-            PK: _pk(session_id), SK: LIVE, "turn": live.turn, "attempt": live.attempt, "text": live.text,
-            TTL: self._state._expiry(ttl_ms)}))
+        self._state.client.put_item(
+            TableName=self._state.table,
+            Item=_item(
+                **{
+                    PK: _pk(session_id),
+                    SK: LIVE,
+                    "turn": live.turn,
+                    "attempt": live.attempt,
+                    "text": live.text,
+                    TTL: self._state._expiry(ttl_ms),
+                }
+            ),
+        )
 
     def clear_text(self, session_id: str, turn: int, attempt: int) -> None:
         """Delete the think's live text (not another attempt's, should two overlap)."""
         try:
             self._state.client.delete_item(
-                TableName=self._state.table, Key=_item(**{PK: _pk(session_id), SK: LIVE}),
+                TableName=self._state.table,
+                Key=_item(**{PK: _pk(session_id), SK: LIVE}),
                 ConditionExpression="turn = :turn AND attempt = :attempt",
-                ExpressionAttributeValues=_vals(turn=turn, attempt=attempt))
+                ExpressionAttributeValues=_vals(turn=turn, attempt=attempt),
+            )
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise
-

@@ -18,8 +18,9 @@ list of names, no stack references another, and the stacks deploy in any order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from flightdeck import topology
 from flightdeck.domain.allowlist import Allowlist, AllowlistError, UnknownServiceError
@@ -101,7 +102,7 @@ class DiscoveringAllowlist(Allowlist):
         return bool(found) and Allowlist(found).allows_url(url)
 
 
-def with_discovered_peers(settings: "Settings", lookup: Callable[[str], str | None] | None = None) -> "Settings":
+def with_discovered_peers(settings: Settings, lookup: Callable[[str], str | None] | None = None) -> Settings:
     """The settings with an allowlist that also resolves DISCOVERED_PEERS (unchanged without any)."""
     names = tuple(n for n in settings.discovered_peers if n not in settings.allowed_host_mapping.services)
     if not names:

@@ -13,7 +13,8 @@ writes it (add, rotate, revoke, list), locally or on AWS, without a redeploy.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -52,10 +53,14 @@ def _condition_failed(exc: ClientError) -> bool:
 def _record(item: dict[str, Any]) -> PeerRecord:
     plain = {k: _de.deserialize(v) for k, v in item.items()}
     return PeerRecord(
-        peer_id=plain["peer_id"], token_sha256=plain["token_sha256"], status=plain["status"],
-        created_at=int(plain.get("created_at", 0)), rotated_at=int(plain.get("rotated_at", 0)),
+        peer_id=plain["peer_id"],
+        token_sha256=plain["token_sha256"],
+        status=plain["status"],
+        created_at=int(plain.get("created_at", 0)),
+        rotated_at=int(plain.get("rotated_at", 0)),
         previous_sha256=plain.get("previous_sha256", ""),
-        previous_valid_until=int(plain.get("previous_valid_until", 0)), revoked_at=int(plain.get("revoked_at", 0)),
+        previous_valid_until=int(plain.get("previous_valid_until", 0)),
+        revoked_at=int(plain.get("revoked_at", 0)),
     )
 
 
@@ -63,8 +68,13 @@ class PeerRegistry:
     """Peers of one agent. client_factory: where the DynamoDB client comes from (default: boto3's),
     e.g. the StateStore's, so the handlers keep one client."""
 
-    def __init__(self, table_name: str, client: Any = None, clock: Callable[[], int] | None = None,
-                 client_factory: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        clock: Callable[[], int] | None = None,
+        client_factory: Callable[[], Any] | None = None,
+    ):
         self.table = table_name
         self._client = client
         self._client_factory = client_factory or (lambda: boto3.client("dynamodb"))
@@ -106,15 +116,21 @@ class PeerRegistry:
         check_peer_id(peer_id)
         now = self._clock()
         item = {
-            PK: {"S": PEER_PK_PREFIX + peer_id}, SK: {"S": PEER_SK}, "peer_id": {"S": peer_id},
-            "token_sha256": {"S": token_sha256(token)}, "status": {"S": ACTIVE},
-            "created_at": {"N": str(now)}, "rotated_at": {"N": "0"},
+            PK: {"S": PEER_PK_PREFIX + peer_id},
+            SK: {"S": PEER_SK},
+            "peer_id": {"S": peer_id},
+            "token_sha256": {"S": token_sha256(token)},
+            "status": {"S": ACTIVE},
+            "created_at": {"N": str(now)},
+            "rotated_at": {"N": "0"},
         }
         kwargs: dict[str, Any] = {"TableName": self.table, "Item": item}
         if not replace:
-            kwargs.update(ConditionExpression="attribute_not_exists(#pk) OR #status = :revoked",
-                          ExpressionAttributeNames={"#pk": PK, "#status": "status"},
-                          ExpressionAttributeValues=_vals(revoked=REVOKED))
+            kwargs.update(
+                ConditionExpression="attribute_not_exists(#pk) OR #status = :revoked",
+                ExpressionAttributeNames={"#pk": PK, "#status": "status"},
+                ExpressionAttributeValues=_vals(revoked=REVOKED),
+            )
         try:
             self.client.put_item(**kwargs)
         except ClientError as exc:
@@ -135,10 +151,13 @@ class PeerRegistry:
             update += " REMOVE previous_sha256, previous_valid_until"
         try:
             resp = self.client.update_item(
-                TableName=self.table, Key=_key(peer_id), UpdateExpression=update,
+                TableName=self.table,
+                Key=_key(peer_id),
+                UpdateExpression=update,
                 ConditionExpression="attribute_exists(#pk) AND #status = :active",
                 ExpressionAttributeNames={"#pk": PK, "#status": "status"},
-                ExpressionAttributeValues=values, ReturnValues="ALL_NEW",
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
             if _condition_failed(exc):
@@ -150,11 +169,13 @@ class PeerRegistry:
         """active -> revoked (any grace ends too); refused at the next request."""
         try:
             resp = self.client.update_item(
-                TableName=self.table, Key=_key(peer_id),
+                TableName=self.table,
+                Key=_key(peer_id),
                 UpdateExpression="SET #status = :revoked, revoked_at = :now REMOVE previous_sha256, previous_valid_until",
                 ConditionExpression="attribute_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PK, "#status": "status"},
-                ExpressionAttributeValues=_vals(revoked=REVOKED, now=self._clock()), ReturnValues="ALL_NEW",
+                ExpressionAttributeValues=_vals(revoked=REVOKED, now=self._clock()),
+                ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
             if _condition_failed(exc):

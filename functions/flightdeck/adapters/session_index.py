@@ -16,7 +16,8 @@ import base64
 import binascii
 import json
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
@@ -32,7 +33,9 @@ _de = TypeDeserializer()
 
 
 def encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).rstrip(b"=").decode()
+    return (
+        base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).rstrip(b"=").decode()
+    )
 
 
 def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
@@ -41,9 +44,14 @@ def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
         key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, binascii.Error):
         raise InvalidCursorError("the cursor is not one this listing handed out") from None
-    if (not isinstance(key, dict) or set(key) != set(_CURSOR_TYPES)
-            or any(not isinstance(key[k], dict) or set(key[k]) != {t} or not isinstance(key[k][t], str)
-                   for k, t in _CURSOR_TYPES.items())):
+    if (
+        not isinstance(key, dict)
+        or set(key) != set(_CURSOR_TYPES)
+        or any(
+            not isinstance(key[k], dict) or set(key[k]) != {t} or not isinstance(key[k][t], str)
+            for k, t in _CURSOR_TYPES.items()
+        )
+    ):
         raise InvalidCursorError("the cursor is not one this listing handed out")
     if key[OWNER]["S"] != owner or key[SK]["S"] != META or not key[PK]["S"].startswith(SESSION_PREFIX):
         raise InvalidCursorError("the cursor is not one of this caller's listing")
@@ -55,8 +63,14 @@ def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
 class SessionIndex:
     """GET /api/sessions against one agent's table. `clock` returns epoch milliseconds."""
 
-    def __init__(self, table_name: str, client: Any = None, *, client_factory: Callable[[], Any] | None = None,
-                 clock: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        table_name: str,
+        client: Any = None,
+        *,
+        client_factory: Callable[[], Any] | None = None,
+        clock: Callable[[], int] | None = None,
+    ):
         self.table = table_name
         self._client = client
         self._client_factory = client_factory
@@ -95,10 +109,14 @@ class SessionIndex:
             # Gone since the index was read, expired (TTL), or (never) someone else's.
             if meta is None or meta.get(OWNER) != owner or int(meta.get(TTL, now_s + 1)) <= now_s:
                 continue
-            sessions.append(SessionSummary(session_id=key[PK]["S"].removeprefix(SESSION_PREFIX),
-                                           status=str(meta.get("status", "")),
-                                           created_at=int(meta.get(CREATED, 0)),
-                                           updated_at=int(meta.get("updated_at", 0))))
+            sessions.append(
+                SessionSummary(
+                    session_id=key[PK]["S"].removeprefix(SESSION_PREFIX),
+                    status=str(meta.get("status", "")),
+                    created_at=int(meta.get(CREATED, 0)),
+                    updated_at=int(meta.get("updated_at", 0)),
+                )
+            )
         last = found.get("LastEvaluatedKey")
         return SessionPage(sessions=sessions, cursor=encode_cursor(last) if last else None)
 
@@ -107,12 +125,20 @@ class SessionIndex:
         what DynamoDB leaves unprocessed."""
         if not keys:
             return {}
-        request: dict[str, Any] = {self.table: {
-            "Keys": keys, "ConsistentRead": True,
-            "ProjectionExpression": "#pk, #status, #owner, #created, updated_at, #ttl",
-            "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#owner": OWNER, "#created": CREATED,
-                                         "#ttl": TTL},
-        }}
+        request: dict[str, Any] = {
+            self.table: {
+                "Keys": keys,
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk, #status, #owner, #created, updated_at, #ttl",
+                "ExpressionAttributeNames": {
+                    "#pk": PK,
+                    "#status": "status",
+                    "#owner": OWNER,
+                    "#created": CREATED,
+                    "#ttl": TTL,
+                },
+            }
+        }
         items: dict[str, dict[str, Any]] = {}
         for attempt in range(8):
             answer = self.client.batch_get_item(RequestItems=request)

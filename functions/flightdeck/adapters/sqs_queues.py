@@ -15,8 +15,9 @@ MAX_DELAY_S = 900
 
 
 class Queues:
-    def __init__(self, *, dispatch_url: str, delivery_url: str, timers_url: str,
-                 delivery_dlq_url: str = "", client: Any = None):
+    def __init__(
+        self, *, dispatch_url: str, delivery_url: str, timers_url: str, delivery_dlq_url: str = "", client: Any = None
+    ):
         self.dispatch_url = dispatch_url
         self.delivery_url = delivery_url
         self.timers_url = timers_url

@@ -11,8 +11,9 @@ Three users, one set of calls:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -92,9 +93,13 @@ class UsagePlans:
         value = usage_key(agent, peer_id)
         key = self._key_by_value(value)
         if key is None:
-            key = self.client.create_api_key(name=usage_key_name(agent, peer_id), value=value, enabled=True,
-                                             description=f"usage key of peer {peer_id} calling {agent}",
-                                             tags={AGENT_TAG: agent})
+            key = self.client.create_api_key(
+                name=usage_key_name(agent, peer_id),
+                value=value,
+                enabled=True,
+                description=f"usage key of peer {peer_id} calling {agent}",
+                tags={AGENT_TAG: agent},
+            )
         elif not key.get("enabled"):
             self.set_enabled(str(key["id"]), True)
         key_id = str(key["id"])
@@ -107,8 +112,10 @@ class UsagePlans:
         return key_id
 
     def set_enabled(self, key_id: str, enabled: bool) -> None:
-        self.client.update_api_key(apiKey=key_id, patchOperations=[
-            {"op": "replace", "path": "/enabled", "value": "true" if enabled else "false"}])
+        self.client.update_api_key(
+            apiKey=key_id,
+            patchOperations=[{"op": "replace", "path": "/enabled", "value": "true" if enabled else "false"}],
+        )
 
     def disable_peer_key(self, agent: str, peer_id: str) -> bool:
         """Disable the peer's key (API Gateway then refuses it, 403); False if it has none."""
@@ -125,8 +132,9 @@ class UsagePlans:
             return None
         plans = self.client.get_usage_plans(keyId=key["id"]).get("items", [])
         plan = plans[0] if plans else None
-        return KeyPlan(str(key["id"]), bool(key.get("enabled")), str(plan["id"]) if plan else None,
-                       _limits(plan) if plan else None)
+        return KeyPlan(
+            str(key["id"]), bool(key.get("enabled")), str(plan["id"]) if plan else None, _limits(plan) if plan else None
+        )
 
     def create_for(self, agent: str, plans: list[UsagePlanSpec]) -> dict[str, str]:
         """Every plan of a configuration and the keys of the peers it names; plan name -> id."""

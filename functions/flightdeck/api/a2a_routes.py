@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -51,8 +52,10 @@ from flightdeck.wiring import deps
 router = Router()
 push_router = Router()
 
-NO_STREAMING = ("streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
-                "use message/send and tasks/get or push notifications")
+NO_STREAMING = (
+    "streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
+    "use message/send and tasks/get or push notifications"
+)
 # The streaming methods: answered as Server-Sent Events by flightdeck.api.a2a_stream_routes.
 STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 
@@ -61,8 +64,11 @@ def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str
     """A streaming method on the one-response path: only when streaming is off (the Lambda entry streams
     them otherwise, ahead of the resolver)."""
     if deps.settings.streaming == "on":
-        raise A2AError(UNSUPPORTED_OPERATION, "this path answers one JSON response; message/stream and "
-                                              "tasks/resubscribe are served as Server-Sent Events by POST /a2a")
+        raise A2AError(
+            UNSUPPORTED_OPERATION,
+            "this path answers one JSON response; message/stream and "
+            "tasks/resubscribe are served as Server-Sent Events by POST /a2a",
+        )
     raise A2AError(UNSUPPORTED_OPERATION, NO_STREAMING)
 
 
@@ -103,8 +109,10 @@ MAX_ERROR_DETAILS = 20
 
 def _first_problem(exc: ValidationError, prefix: str = "") -> tuple[str, list[dict[str, Any]]]:
     errors = exc.errors()
-    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-               for e in errors[:MAX_ERROR_DETAILS]]
+    details = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in errors[:MAX_ERROR_DETAILS]
+    ]
     first = details[0] if details else {"loc": [], "msg": "invalid"}
     where = ".".join(map(str, [prefix, *first["loc"]] if prefix else first["loc"])) or "params"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
@@ -148,8 +156,9 @@ def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
     except ValidationError as exc:
         message, details = _first_problem(exc)
         return _error(request_id, INVALID_REQUEST, f"Invalid Request: {message}", details)
-    if not strict_json.is_unicode(request.method) or (isinstance(request.id, str)
-                                                       and not strict_json.is_unicode(request.id)):
+    if not strict_json.is_unicode(request.method) or (
+        isinstance(request.id, str) and not strict_json.is_unicode(request.id)
+    ):
         return _error(None, INVALID_REQUEST, "Invalid Request: method and id must be valid Unicode text")
     entry = METHODS.get(request.method)
     note(operation=f"a2a:{request.method}" if entry is not None else "a2a:unknown")
@@ -161,9 +170,12 @@ def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
         return _error(request_id, INVALID_PARAMS, f"Invalid params: {request.method} takes params as an object")
     where = strict_json.lone_surrogate_at(request.params or {})
     if where is not None:
-        return _error(request_id, INVALID_PARAMS,
-                      f"Invalid params: params.{strict_json.dotted(where)}: {NOT_UNICODE}",
-                      {"field": f"params.{strict_json.dotted(where)}"})
+        return _error(
+            request_id,
+            INVALID_PARAMS,
+            f"Invalid params: params.{strict_json.dotted(where)}: {NOT_UNICODE}",
+            {"field": f"params.{strict_json.dotted(where)}"},
+        )
     try:
         params = params_model.model_validate(request.params or {})
     except ValidationError as exc:
@@ -174,8 +186,9 @@ def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
         # request that answers something, so one without an id is refused, and, as issue 14 asks,
         # only after its method and params were checked: a client that forgot the id learns of a
         # wrong method or params too. Over HTTP a response is sent in any case.
-        return _error(None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, "
-                                             "not notifications)")
+        return _error(
+            None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, not notifications)"
+        )
     return RpcCall(request.id, request.method, params)
 
 
@@ -229,8 +242,12 @@ def refusal(status: int, code: str, message: str) -> dict[str, Any]:
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large ({message})")
     else:
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: {message}")
-    return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload),
-            "isBase64Encoded": False}
+    return {
+        "statusCode": 200,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(payload),
+        "isBase64Encoded": False,
+    }
 
 
 def _raw_body() -> str:
@@ -271,16 +288,29 @@ def _remaining_ms() -> int | None:
         "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
         "inline bytes of text/* or application/json; anything else is -32005."
     ),
-    responses={200: {"description": "A JSON-RPC response: result or error; for message/stream and tasks/resubscribe "
-                                    "Server-Sent Events, each data line a JSON-RPC response",
-                     "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA},
-                                 "text/event-stream": {"schema": event_schema(
-                                     "an event of message/stream or tasks/resubscribe: data is a JSON-RPC response "
-                                     "whose result is a Task, a status-update or an artifact-update")}}},
-               401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
-                     "content": {"application/json": {"model": ErrorResponse}}},
-               403: {"description": "The token is unknown, wrong or revoked",
-                     "content": {"application/json": {"model": ErrorResponse}}}},
+    responses={
+        200: {
+            "description": "A JSON-RPC response: result or error; for message/stream and tasks/resubscribe "
+            "Server-Sent Events, each data line a JSON-RPC response",
+            "content": {
+                "application/json": {"schema": JSONRPC_RESPONSE_SCHEMA},
+                "text/event-stream": {
+                    "schema": event_schema(
+                        "an event of message/stream or tasks/resubscribe: data is a JSON-RPC response "
+                        "whose result is a Task, a status-update or an artifact-update"
+                    )
+                },
+            },
+        },
+        401: {
+            "description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
+            "content": {"application/json": {"model": ErrorResponse}},
+        },
+        403: {
+            "description": "The token is unknown, wrong or revoked",
+            "content": {"application/json": {"model": ErrorResponse}},
+        },
+    },
 )
 def post_a2a() -> Response[dict[str, Any]]:
     payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer())
@@ -313,7 +343,9 @@ _PUSH_ERRORS = {
     responses={
         202: {"description": "Recorded", "content": {"application/json": {"model": ToolResponseStatus}}},
         200: {"description": "Already recorded, or not terminal yet (nothing recorded)"},
-        400: {"description": "Body is not JSON, nested deeper than 32 levels, too wide, or holds a number out of range"},
+        400: {
+            "description": "Body is not JSON, nested deeper than 32 levels, too wide, or holds a number out of range"
+        },
         401: {"description": "Missing, bad, tampered or expired token (checked before the body is read)"},
         410: {"description": "Late: the turn is complete or unknown (do not retry)"},
         413: {"description": "Answer too large (recorded as an error result)"},
@@ -339,5 +371,8 @@ def post_a2a_push() -> Response[dict[str, Any]]:
     if outcome.status in _PUSH_ERRORS:
         raise ApiError(*_PUSH_ERRORS[outcome.status])
     status = "accepted" if outcome.status is PushStatus.ACCEPTED else outcome.status.value
-    return Response(status_code=_PUSH_HTTP[outcome.status], content_type=content_types.APPLICATION_JSON,
-                    body={"status": status, "completed_turn": outcome.completed})
+    return Response(
+        status_code=_PUSH_HTTP[outcome.status],
+        content_type=content_types.APPLICATION_JSON,
+        body={"status": status, "completed_turn": outcome.completed},
+    )

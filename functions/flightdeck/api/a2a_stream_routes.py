@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
 from flightdeck.api.auth import current_peer
@@ -31,8 +32,12 @@ from flightdeck.wiring import deps
 
 
 def _json(payload: dict[str, Any]) -> dict[str, Any]:
-    return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload),
-            "isBase64Encoded": False}
+    return {
+        "statusCode": 200,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(payload),
+        "isBase64Encoded": False,
+    }
 
 
 def _raw_body(event: dict[str, Any]) -> str:
@@ -57,13 +62,20 @@ def _frames(request_id: Any, events: Iterator[Any]) -> Iterator[bytes]:
                 yield frame({"jsonrpc": "2.0", "id": request_id, "result": event})
     except Exception:  # a read failed mid-stream: say so in the stream's own terms, then end it
         logger.exception("A2A stream failed")
-        yield frame(rpc_error(request_id, INTERNAL_ERROR, "Internal error: the stream could not go on; "
-                                                       "tasks/resubscribe to follow the task again"))
+        yield frame(
+            rpc_error(
+                request_id,
+                INTERNAL_ERROR,
+                "Internal error: the stream could not go on; tasks/resubscribe to follow the task again",
+            )
+        )
 
 
 def _one(payload: dict[str, Any]) -> StreamReply:
     code = payload.get("error", {}).get("code")
-    return StreamReply(iter([frame(payload)]), outcome={"statusCode": 200, "body": json.dumps({"error": {"code": code}})})
+    return StreamReply(
+        iter([frame(payload)]), outcome={"statusCode": 200, "body": json.dumps({"error": {"code": code}})}
+    )
 
 
 def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:

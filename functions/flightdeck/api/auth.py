@@ -27,7 +27,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from flightdeck import topology
-from flightdeck.domain.peers import AuthStatus, authenticate as check_token, bearer_token, peer_of
+from flightdeck.domain.peers import AuthStatus, bearer_token, peer_of
+from flightdeck.domain.peers import authenticate as check_token
 from flightdeck.observability import audit, count, logger, payload_sha256
 
 REALM = 'Bearer realm="flightdeck"'
@@ -37,8 +38,12 @@ _state = threading.local()
 
 
 def _json_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
-            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": json.dumps({"error": {"code": code, "message": message}}),
+        "isBase64Encoded": False,
+    }
 
 
 def begin(event: dict[str, Any]) -> topology.Route | None:
@@ -90,8 +95,9 @@ def _callback_token(event: dict[str, Any], route: topology.Route) -> dict[str, A
         claims = verified_claims(deps(), value, route.audit or "callback")
     except (BotoCoreError, ClientError):
         logger.exception("callback signing keys unavailable")
-        return _json_response(503, "service_unavailable", "a dependency is unavailable; retry later",
-                              {"Retry-After": "1"})
+        return _json_response(
+            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
+        )
     if claims is None:
         return _json_response(401, "unauthorized", invalid, CALLBACK_WWW_AUTHENTICATE)
     note(peer=claims.name)
@@ -113,26 +119,37 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
     if token is None:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: no bearer token", extra={"auth_check": "missing"})
-        return _json_response(401, "unauthorized", "a peer bearer token is required (Authorization: Bearer <token>)",
-                              {"WWW-Authenticate": REALM})
+        return _json_response(
+            401,
+            "unauthorized",
+            "a peer bearer token is required (Authorization: Bearer <token>)",
+            {"WWW-Authenticate": REALM},
+        )
     if d.registry is None:
         raise RuntimeError("the peer registry is not wired (Deps.registry)")
     try:
         result = check_token(d.registry, token, d.store.now_ms())
     except (BotoCoreError, ClientError):
         logger.exception("peer registry unavailable")
-        return _json_response(503, "service_unavailable", "a dependency is unavailable; retry later",
-                              {"Retry-After": "1"})
+        return _json_response(
+            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
+        )
     if result.status is AuthStatus.MALFORMED:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})
-        return _json_response(401, "unauthorized", "the bearer token is not a peer token",
-                              {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+        return _json_response(
+            401,
+            "unauthorized",
+            "the bearer token is not a peer token",
+            {"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
+        )
     if not result.ok:
         # Unknown peer, wrong secret, revoked: one answer; the log says which.
         _state.claimed = result.peer_id
         count("InboundAuthRefused")
-        logger.warning("inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id})
+        logger.warning(
+            "inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id}
+        )
         return _json_response(403, "forbidden", "this token is not accepted")
     _state.peer = result.peer_id
     if result.via_previous:
@@ -181,5 +198,12 @@ def audit_inbound(event: dict[str, Any], route: topology.Route | None, response:
     claimed = getattr(_state, "claimed", None)
     if peer is None and claimed is None and route.auth == topology.PEER_AUTH:
         claimed = peer_of(bearer_token(_headers(event).get("authorization")) or "")
-    audit("inbound", getattr(_state, "operation", "") or route.audit, peer, payload_sha256(_body_bytes(event)),
-          outcome, claimed_peer=claimed if peer is None else None, **extra)
+    audit(
+        "inbound",
+        getattr(_state, "operation", "") or route.audit,
+        peer,
+        payload_sha256(_body_bytes(event)),
+        outcome,
+        claimed_peer=claimed if peer is None else None,
+        **extra,
+    )

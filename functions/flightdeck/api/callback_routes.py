@@ -42,15 +42,20 @@ def _bearer_token() -> str:
     return token.strip()
 
 
-@router.post("/api/tools/response", summary="Deliver one delegated result", status_code=202, responses={
-    202: {"description": "Accepted", "content": {"application/json": {"model": ToolResponseStatus}}},
-    200: {"description": "Duplicate: already recorded (success; do not retry)"},
-    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
-    401: {"description": "Bad, tampered or expired token (checked before the body is read)"},
-    410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
-    413: {"description": "Result or body too large"},
-    422: {"description": "Body does not match the schema, or the result is not valid Unicode text"},
-})
+@router.post(
+    "/api/tools/response",
+    summary="Deliver one delegated result",
+    status_code=202,
+    responses={
+        202: {"description": "Accepted", "content": {"application/json": {"model": ToolResponseStatus}}},
+        200: {"description": "Duplicate: already recorded (success; do not retry)"},
+        400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
+        401: {"description": "Bad, tampered or expired token (checked before the body is read)"},
+        410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
+        413: {"description": "Result or body too large"},
+        422: {"description": "Body does not match the schema, or the result is not valid Unicode text"},
+    },
+)
 def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
     if traceparent:
@@ -70,13 +75,19 @@ def _single_response(outcome: CallbackOutcome) -> Response:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body.model_dump())
 
 
-@router.post("/api/tools/responses", summary="Deliver a batch of delegated results", responses={
-    200: {"description": "Each item's outcome (an item whose text is not valid Unicode: invalid, 422)",
-          "content": {"application/json": {"model": BatchResponse}}},
-    400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
-    413: {"description": "Body too large"},
-    422: {"description": "Body does not match the schema"},
-})
+@router.post(
+    "/api/tools/responses",
+    summary="Deliver a batch of delegated results",
+    responses={
+        200: {
+            "description": "Each item's outcome (an item whose text is not valid Unicode: invalid, 422)",
+            "content": {"application/json": {"model": BatchResponse}},
+        },
+        400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
+        413: {"description": "Body too large"},
+        422: {"description": "Body does not match the schema"},
+    },
+)
 def post_tool_responses(body: BatchRequest) -> BatchResponse:
     results = []
     peers: set[str] = set()
@@ -85,8 +96,14 @@ def post_tool_responses(body: BatchRequest) -> BatchResponse:
             item = BatchItem.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
-            results.append(BatchItemResult(index=index, status="invalid", http_status=422,
-                                           message=f"{'.'.join(map(str, first['loc'])) or 'item'}: {first['msg']}"))
+            results.append(
+                BatchItemResult(
+                    index=index,
+                    status="invalid",
+                    http_status=422,
+                    message=f"{'.'.join(map(str, first['loc'])) or 'item'}: {first['msg']}",
+                )
+            )
             continue
         traceparent = valid_traceparent(item.traceparent)
         bind(trace_id=trace_id_of(traceparent) if traceparent else None)

@@ -15,8 +15,10 @@ router = Router()
 
 A2A_PROTOCOL_VERSION = "0.3.0"
 # What a streaming client should know (the card's description ends with it when streaming is on).
-STREAMING_NOTE = ("Streams (message/stream, tasks/resubscribe) follow a task to its final event; a dropped "
-                  "connection does not cancel the task: tasks/resubscribe or tasks/get finds it again.")
+STREAMING_NOTE = (
+    "Streams (message/stream, tasks/resubscribe) follow a task to its final event; a dropped "
+    "connection does not cancel the task: tasks/resubscribe or tasks/get finds it again."
+)
 
 
 def _base_url() -> str:
@@ -45,7 +47,7 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
             "type": "http",
             "scheme": "bearer",
             "description": "Answers to delegated tasks are POSTed to /api/tools/response with the HMAC "
-                           "token this agent issued with the task.",
+            "token this agent issued with the task.",
         }
     }
     inbound_auth = settings.inbound_auth != "off"
@@ -55,7 +57,7 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
             "scheme": "bearer",
             "bearerFormat": "fdp_<peer id>_<secret>",
             "description": "POST /a2a (and /api/chat) need the peer token this agent's operator issued to the "
-                           "caller (flightdeck peers add): Authorization: Bearer fdp_<peer id>_<secret>.",
+            "caller (flightdeck peers add): Authorization: Bearer fdp_<peer id>_<secret>.",
         }
     description = settings.agent_description if settings.agent_config is None else agent.description
     streaming = settings.streaming == "on"

@@ -33,78 +33,136 @@ _AUTH_ERRORS = {
     403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
 }
 _ERRORS = {
-    400: {"description": "Not JSON (malformed_json; not UTF-8 too), nested deeper than 32 levels (json_too_deep), "
-                         "an object of over 1,000 members or an array of over 10,000 items (json_too_wide), a number "
-                         "out of range or NaN/Infinity (bad_number); a callbackService that is not allowed; or "
-                         "message_id and Idempotency-Key both given and different (conflicting_message_ids)",
-          "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}}},
+    400: {
+        "description": "Not JSON (malformed_json; not UTF-8 too), nested deeper than 32 levels (json_too_deep), "
+        "an object of over 1,000 members or an array of over 10,000 items (json_too_wide), a number "
+        "out of range or NaN/Infinity (bad_number); a callbackService that is not allowed; or "
+        "message_id and Idempotency-Key both given and different (conflicting_message_ids)",
+        "content": {"application/json": {"schema": ErrorResponse.model_json_schema()}},
+    },
     **_AUTH_ERRORS,
-    404: {"description": "session_id names a session of another peer (it does not exist for this caller), or, with "
-                         "continue_session, no session at all",
-          "content": _ERROR_BODY},
-    409: {"description": "The session could not take the message now (session_busy: its state kept changing under "
-                         "the write); send again"},
+    404: {
+        "description": "session_id names a session of another peer (it does not exist for this caller), or, with "
+        "continue_session, no session at all",
+        "content": _ERROR_BODY,
+    },
+    409: {
+        "description": "The session could not take the message now (session_busy: its state kept changing under "
+        "the write); send again"
+    },
     413: {"description": "Body too large"},
-    422: {"description": "Body does not match the schema, holds text that is not valid Unicode (a lone surrogate), "
-                         "or a message_id / Idempotency-Key that is not 1-128 visible ASCII characters"},
-    429: {"description": f"The session is busy and {MAX_QUEUED_MESSAGES} messages already wait in its inbox "
-                         "(inbox_full); send again once it has taken some", "content": _ERROR_BODY},
+    422: {
+        "description": "Body does not match the schema, holds text that is not valid Unicode (a lone surrogate), "
+        "or a message_id / Idempotency-Key that is not 1-128 visible ASCII characters"
+    },
+    429: {
+        "description": f"The session is busy and {MAX_QUEUED_MESSAGES} messages already wait in its inbox "
+        "(inbox_full); send again once it has taken some",
+        "content": _ERROR_BODY,
+    },
 }
 
 
-@router.post("/api/chat", summary="Give this agent a task", status_code=202, responses={
-    202: {"description": "Accepted: a turn was started; or queued: the session is busy, and the message waits in "
-                         "its inbox (position says where) to be its own turn once the turns before it end",
-          "content": {"application/json": {"model": ChatAccepted}}},
-    **_ERRORS,
-})
-def post_chat(request: ChatRequest, idempotency_key: Annotated[str | None, Header(
-        alias="Idempotency-Key", pattern=MESSAGE_ID_PATTERN,
-        description="The client's id for this message, as the body's message_id can give it: a repeat changes "
-                    "nothing and gets the first answer again")] = None) -> Response[ChatAccepted]:
+@router.post(
+    "/api/chat",
+    summary="Give this agent a task",
+    status_code=202,
+    responses={
+        202: {
+            "description": "Accepted: a turn was started; or queued: the session is busy, and the message waits in "
+            "its inbox (position says where) to be its own turn once the turns before it end",
+            "content": {"application/json": {"model": ChatAccepted}},
+        },
+        **_ERRORS,
+    },
+)
+def post_chat(
+    request: ChatRequest,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            pattern=MESSAGE_ID_PATTERN,
+            description="The client's id for this message, as the body's message_id can give it: a repeat changes "
+            "nothing and gets the first answer again",
+        ),
+    ] = None,
+) -> Response[ChatAccepted]:
     reply = ReplyRequest(request.reply.callbackService, request.reply.bearerToken) if request.reply else None
     traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     if request.message_id and idempotency_key and request.message_id != idempotency_key:
-        raise ApiError(400, "conflicting_message_ids", "message_id and the Idempotency-Key header name different "
-                                                       "messages: give one, or the same id in both")
+        raise ApiError(
+            400,
+            "conflicting_message_ids",
+            "message_id and the Idempotency-Key header name different messages: give one, or the same id in both",
+        )
     try:
-        accepted = ingest_chat(deps(), request.content, request.session_id, reply, traceparent, caller=current_peer(),
-                               message_id=request.message_id or idempotency_key,
-                               continue_session=request.continue_session)
+        accepted = ingest_chat(
+            deps(),
+            request.content,
+            request.session_id,
+            reply,
+            traceparent,
+            caller=current_peer(),
+            message_id=request.message_id or idempotency_key,
+            continue_session=request.continue_session,
+        )
     except SessionNotFoundError:
-        raise ApiError(404, "session_not_found", f"no session {request.session_id!r}"
-                       + (" to continue" if request.continue_session else "")) from None
+        raise ApiError(
+            404,
+            "session_not_found",
+            f"no session {request.session_id!r}" + (" to continue" if request.continue_session else ""),
+        ) from None
     except UnknownServiceError as exc:
         raise ApiError(400, "unknown_callback_service", str(exc)) from None
     except InboxFullError as exc:
-        raise ApiError(429, "inbox_full", f"the session is busy and {exc.waiting} messages already wait in its inbox; "
-                                          "send again once it has taken some", headers={"Retry-After": "5"}) from None
+        raise ApiError(
+            429,
+            "inbox_full",
+            f"the session is busy and {exc.waiting} messages already wait in its inbox; "
+            "send again once it has taken some",
+            headers={"Retry-After": "5"},
+        ) from None
     except SessionBusyError:
         raise ApiError(409, "session_busy", "the session could not take the message now; send again") from None
     if accepted.queued:
         status = "queued"
     else:
         status = "replayed" if accepted.replayed else "accepted"
-    body = ChatAccepted(session_id=accepted.session_id, turn=user_turn(deps(), accepted),
-                        iteration=accepted.turn or None, status=status,
-                        position=accepted.position if accepted.queued else None)
+    body = ChatAccepted(
+        session_id=accepted.session_id,
+        turn=user_turn(deps(), accepted),
+        iteration=accepted.turn or None,
+        status=status,
+        position=accepted.position if accepted.queued else None,
+    )
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=body.model_dump())
 
 
-@router.get("/api/sessions/<session_id>", summary="A session's status and messages", responses={
-    200: {"description": "The session", "content": {"application/json": {"model": SessionView}}},
-    **_AUTH_ERRORS,
-    404: {"description": "No such session, or one of another peer"},
-})
+@router.get(
+    "/api/sessions/<session_id>",
+    summary="A session's status and messages",
+    responses={
+        200: {"description": "The session", "content": {"application/json": {"model": SessionView}}},
+        **_AUTH_ERRORS,
+        404: {"description": "No such session, or one of another peer"},
+    },
+)
 def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) -> SessionView:
     try:
         session = read_session(deps(), session_id, caller=current_peer())
     except SessionNotFoundError:
         raise ApiError(404, "session_not_found", f"no session {session_id!r}") from None
-    return SessionView(session_id=session.session_id, status=session.status, turn=session.user_messages,
-                       queued=len(session.queued),
-                       iteration=session.turn, messages=session.messages, created_at=session.created_at,
-                       updated_at=session.updated_at,
-                       question=pending_question(session.messages) if session.status == "idle" else None)
+    return SessionView(
+        session_id=session.session_id,
+        status=session.status,
+        turn=session.user_messages,
+        queued=len(session.queued),
+        iteration=session.turn,
+        messages=session.messages,
+        created_at=session.created_at,
+        updated_at=session.updated_at,
+        question=pending_question(session.messages) if session.status == "idle" else None,
+    )

@@ -29,8 +29,12 @@ Text = Annotated[str, BeforeValidator(_unicode)]
 class ReplyTo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    callbackService: Text = Field(min_length=1, max_length=64, description="A service name from ALLOWED_HOST_MAPPING; never a URL.")
-    bearerToken: Text = Field(min_length=16, max_length=MAX_TOKEN_CHARS, description="Returned verbatim with the answer.")
+    callbackService: Text = Field(
+        min_length=1, max_length=64, description="A service name from ALLOWED_HOST_MAPPING; never a URL."
+    )
+    bearerToken: Text = Field(
+        min_length=16, max_length=MAX_TOKEN_CHARS, description="Returned verbatim with the answer."
+    )
 
 
 # A client's message id (the body's message_id, the Idempotency-Key header): 1-128 visible ASCII characters.
@@ -42,17 +46,25 @@ class ChatRequest(BaseModel):
 
     session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)  # the pattern admits ASCII only
     message_id: str | None = Field(
-        None, pattern=MESSAGE_ID_PATTERN,
+        None,
+        pattern=MESSAGE_ID_PATTERN,
         description="The client's id for this message (1-128 visible ASCII characters), as the Idempotency-Key "
-                    "header can give it too: a repeat changes nothing and gets the first answer again (the turn "
-                    "it started, or its place in the inbox). Without session_id it also names the new session, "
-                    "so that a repeat finds it.")
-    content: Text = Field(min_length=1, max_length=100_000,
-                          description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.")
+        "header can give it too: a repeat changes nothing and gets the first answer again (the turn "
+        "it started, or its place in the inbox). Without session_id it also names the new session, "
+        "so that a repeat finds it.",
+    )
+    content: Text = Field(
+        min_length=1,
+        max_length=100_000,
+        description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.",
+    )
     reply: ReplyTo | None = None
-    continue_session: StrictBool = Field(False, description="true: session_id names an existing session of the caller to "
-                                                      "continue (e.g. a delegation answering the agent's question); "
-                                                      "404 if there is none, instead of starting it")
+    continue_session: StrictBool = Field(
+        False,
+        description="true: session_id names an existing session of the caller to "
+        "continue (e.g. a delegation answering the agent's question); "
+        "404 if there is none, instead of starting it",
+    )
 
     @field_validator("content")
     @classmethod
@@ -64,7 +76,7 @@ class ChatRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _continues_a_named_session(self) -> "ChatRequest":
+    def _continues_a_named_session(self) -> ChatRequest:
         if self.continue_session and not self.session_id:
             raise ValueError("continue_session needs the session_id of the session to continue")
         return self
@@ -72,24 +84,30 @@ class ChatRequest(BaseModel):
 
 class ChatAccepted(BaseModel):
     session_id: str
-    turn: int = Field(description="The number of user messages in the session, this one included: 1 for a new "
-                                  "session, 2 for the next message... (for a queued message: the number it "
-                                  "gets when its turn starts)")
-    iteration: int | None = Field(description="The model think iteration this message started (a delegating turn "
-                                              "takes several: one that calls tools, one per round of results); "
-                                              "null while it is queued")
+    turn: int = Field(
+        description="The number of user messages in the session, this one included: 1 for a new "
+        "session, 2 for the next message... (for a queued message: the number it "
+        "gets when its turn starts)"
+    )
+    iteration: int | None = Field(
+        description="The model think iteration this message started (a delegating turn "
+        "takes several: one that calls tools, one per round of results); "
+        "null while it is queued"
+    )
     status: Literal["accepted", "replayed", "queued"] = Field(
         description="accepted: its turn started; queued: the session is busy and the message waits in its inbox "
-                    "(its own turn starts when the turns before it end); replayed: a repeat of a message whose "
-                    "turn started already (a repeat of a queued one answers queued again)")
-    position: int | None = Field(None, description="While queued: its place among the messages waiting, 1 for "
-                                                   "the next")
+        "(its own turn starts when the turns before it end); replayed: a repeat of a message whose "
+        "turn started already (a repeat of a queued one answers queued again)"
+    )
+    position: int | None = Field(None, description="While queued: its place among the messages waiting, 1 for the next")
 
 
 AnswerStatus = Literal["success", "error", "input_required"]
-_STATUS_DESCRIPTION = ("`error`: the peer could not do the task, and `result` says why. `input_required`: the peer "
-                       "asks a question (`result`) before it can go on; `context_id` names its session, which the "
-                       "answer continues.")
+_STATUS_DESCRIPTION = (
+    "`error`: the peer could not do the task, and `result` says why. `input_required`: the peer "
+    "asks a question (`result`) before it can go on; `context_id` names its session, which the "
+    "answer continues."
+)
 _CONTEXT_ID_DESCRIPTION = "With status `input_required` (and only then): the session of the peer that takes the answer."
 
 
@@ -108,7 +126,7 @@ class ToolResponse(BaseModel):
     context_id: str | None = Field(None, pattern=SESSION_ID_PATTERN, description=_CONTEXT_ID_DESCRIPTION)
 
     @model_validator(mode="after")
-    def _question_names_its_context(self) -> "ToolResponse":
+    def _question_names_its_context(self) -> ToolResponse:
         _context_with_question(self.status, self.context_id)
         return self
 
@@ -129,7 +147,7 @@ class BatchItem(BaseModel):
     traceparent: Text = Field("", max_length=128)
 
     @model_validator(mode="after")
-    def _question_names_its_context(self) -> "BatchItem":
+    def _question_names_its_context(self) -> BatchItem:
         _context_with_question(self.status, self.context_id)
         return self
 
@@ -155,15 +173,19 @@ class BatchResponse(BaseModel):
 class SessionView(BaseModel):
     session_id: str
     status: Literal["idle", "busy", "canceled"] = Field(
-        description="canceled: its caller stopped waiting; it writes nothing more and is idle again once closed")
+        description="canceled: its caller stopped waiting; it writes nothing more and is idle again once closed"
+    )
     turn: int = Field(description="The number of user messages in the session")
     queued: int = Field(0, description="Messages waiting in the session's inbox (not yet in messages)")
     iteration: int = Field(description="The latest model think iteration of the session")
     messages: list[dict[str, Any]]
     created_at: int
     updated_at: int
-    question: str | None = Field(None, description="While the session is idle after asking for input (its last "
-                                                   "think called ask_user): the question. The next message answers it")
+    question: str | None = Field(
+        None,
+        description="While the session is idle after asking for input (its last "
+        "think called ask_user): the question. The next message answers it",
+    )
 
 
 class SessionSummary(BaseModel):
@@ -181,8 +203,9 @@ class SessionCanceled(BaseModel):
 
 class SessionList(BaseModel):
     sessions: list[SessionSummary] = Field(description="The caller's own sessions, newest first")
-    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next page; null on the last page "
-                                                      "(which may be empty)")
+    next_cursor: str | None = Field(
+        None, description="Pass as ?cursor= for the next page; null on the last page (which may be empty)"
+    )
 
 
 class Health(BaseModel):

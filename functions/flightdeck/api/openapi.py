@@ -17,21 +17,37 @@ from flightdeck.api.auth import PEER_TOKEN_SCHEME
 
 
 def document() -> dict[str, Any]:
-    from flightdeck.api import (a2a_routes, callback_routes, card_routes, chat_routes, service_routes,
-                                session_events_routes, session_routes)
+    from flightdeck.api import (
+        a2a_routes,
+        callback_routes,
+        card_routes,
+        chat_routes,
+        service_routes,
+        session_events_routes,
+        session_routes,
+    )
     from flightdeck.api.resolver import build_resolver
 
-    app = build_resolver(chat_routes.router, session_routes.router, session_events_routes.router,
-                         callback_routes.router, card_routes.router, service_routes.router, a2a_routes.router,
-                         a2a_routes.push_router)
+    app = build_resolver(
+        chat_routes.router,
+        session_routes.router,
+        session_events_routes.router,
+        callback_routes.router,
+        card_routes.router,
+        service_routes.router,
+        a2a_routes.router,
+        a2a_routes.push_router,
+    )
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",
         version=__version__,
         summary="Asynchronous, secure agent-to-agent delegation",
-        description=("Every agent serves these routes. Errors share one shape: {\"error\": {\"code\", \"message\"}}. "
-                     "413 `payload_too_large`: a body over MAX_BODY_BYTES (the function), or over API Gateway's "
-                     "10 MB (the gateway). On AWS a body whose Lambda event exceeds 6 MB (a body of 2 to 10 MB) "
-                     "is refused with 413 by API Gateway itself, in its own shape ({\"message\": ...})."),
+        description=(
+            'Every agent serves these routes. Errors share one shape: {"error": {"code", "message"}}. '
+            "413 `payload_too_large`: a body over MAX_BODY_BYTES (the function), or over API Gateway's "
+            "10 MB (the gateway). On AWS a body whose Lambda event exceeds 6 MB (a body of 2 to 10 MB) "
+            'is refused with 413 by API Gateway itself, in its own shape ({"message": ...}).'
+        ),
     )
     doc = json.loads(schema)
     # Routes that need a peer bearer token (flightdeck.api.auth) say so.
@@ -39,7 +55,7 @@ def document() -> dict[str, Any]:
         "type": "http",
         "scheme": "bearer",
         "description": "A peer token `fdp_<peer_id>_<secret>` issued by this agent's operator "
-                       "(`flightdeck peers add`). Missing or malformed: 401; unknown, wrong or revoked: 403.",
+        "(`flightdeck peers add`). Missing or malformed: 401; unknown, wrong or revoked: 403.",
     }
     for route in topology.ROUTES:
         operation = doc["paths"].get(route.path, {}).get(route.method.lower())
@@ -48,14 +64,24 @@ def document() -> dict[str, Any]:
         responses = operation.setdefault("responses", {})
         if route.auth == topology.PEER_AUTH:
             operation["security"] = [{PEER_TOKEN_SCHEME: []}]
-            responses.setdefault("429", {"description": "Over the stage's throttle (`throttled`), or over the calling "
-                                                        "peer's usage plan: its rate (`throttled`) or daily quota "
-                                                        "(`quota_exceeded`)"})
+            responses.setdefault(
+                "429",
+                {
+                    "description": "Over the stage's throttle (`throttled`), or over the calling "
+                    "peer's usage plan: its rate (`throttled`) or daily quota "
+                    "(`quota_exceeded`)"
+                },
+            )
         else:
             responses.setdefault("429", {"description": "Over the stage's throttle (`throttled`)"})
         if route.auth != topology.PUBLIC:
-            responses.setdefault("503", {"description": "A dependency is unavailable (`service_unavailable`); "
-                                                        "retry after `Retry-After` seconds"})
+            responses.setdefault(
+                "503",
+                {
+                    "description": "A dependency is unavailable (`service_unavailable`); "
+                    "retry after `Retry-After` seconds"
+                },
+            )
     _one_error_shape(doc)
     return doc
 
@@ -83,8 +109,11 @@ def _one_error_shape(doc: dict[str, Any]) -> None:
                 responses.setdefault("415", {"description": "The body is declared as something other than JSON"})
             for status, response in operation.get("responses", {}).items():
                 if (path, method, status) in _SUCCESS_CONTENT:
-                    response["content"] = {"application/json": {"schema": {
-                        "$ref": f"#/components/schemas/{_SUCCESS_CONTENT[(path, method, status)]}"}}}
+                    response["content"] = {
+                        "application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{_SUCCESS_CONTENT[(path, method, status)]}"}
+                        }
+                    }
                 elif status.isdigit() and int(status) >= 400:
                     response["content"] = _ERROR_CONTENT
     referenced = json.dumps(doc["paths"])

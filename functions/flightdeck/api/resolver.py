@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from botocore.exceptions import BotoCoreError, ClientError
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from flightdeck import topology
 from flightdeck.api import strict_json
@@ -32,18 +33,28 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None,
-                   details: list[dict[str, Any]] | None = None) -> Response:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    details: list[dict[str, Any]] | None = None,
+) -> Response:
     error: dict[str, Any] = {"code": code, "message": message}
     if details:
         error["details"] = details
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
-                    body={"error": error}, headers=headers or {})
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": error}, headers=headers or {}
+    )
 
 
 _ROUTE_PATTERNS = [
-    (re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"),
-     r.method)
+    (
+        re.compile(
+            "^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"
+        ),
+        r.method,
+    )
     for r in topology.ROUTES
 ]
 
@@ -58,8 +69,12 @@ Refusal = Callable[[int, str, str], dict[str, Any]]
 
 def proxy_error(status: int, code: str, message: str) -> dict[str, Any]:
     """A proxy response in the one error shape (for answers given outside the resolver)."""
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"error": {"code": code, "message": message}}), "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"error": {"code": code, "message": message}}),
+        "isBase64Encoded": False,
+    }
 
 
 def _not_json(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
@@ -92,8 +107,12 @@ def _too_large(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
 
 # A body wrong in every field gets the first few problems, not a response as large as itself.
 MAX_ERROR_DETAILS = 20
-_REFUSED_JSON_CODES = {"malformed": "malformed_json", "too_deep": "json_too_deep", "too_wide": "json_too_wide",
-                       "bad_number": "bad_number"}
+_REFUSED_JSON_CODES = {
+    "malformed": "malformed_json",
+    "too_deep": "json_too_deep",
+    "too_wide": "json_too_wide",
+    "bad_number": "bad_number",
+}
 
 
 def build_resolver(*routers: Router) -> APIGatewayRestResolver:
@@ -108,16 +127,19 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
 
     @app.exception_handler(strict_json.JsonRefused)
     def _refused_json(exc: strict_json.JsonRefused) -> Response:
-        return error_response(400, _REFUSED_JSON_CODES.get(exc.reason, "malformed_json"),
-                              f"request body is not valid JSON: {exc.message}")
+        return error_response(
+            400, _REFUSED_JSON_CODES.get(exc.reason, "malformed_json"), f"request body is not valid JSON: {exc.message}"
+        )
 
     @app.exception_handler(RequestValidationError)
     def _invalid(exc: RequestValidationError) -> Response:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "malformed_json", "request body is not valid JSON")
-        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                   for e in errors[:MAX_ERROR_DETAILS]]
+        details = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in errors[:MAX_ERROR_DETAILS]
+        ]
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"][1:]) or "body"
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
@@ -128,9 +150,12 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
         path = app.current_event.path
         allowed = _allowed_methods(path)
         if allowed:
-            return error_response(405, "method_not_allowed",
-                                  f"{app.current_event.http_method} is not allowed on {path}",
-                                  headers={"Allow": ", ".join(allowed)})
+            return error_response(
+                405,
+                "method_not_allowed",
+                f"{app.current_event.http_method} is not allowed on {path}",
+                headers={"Allow": ", ".join(allowed)},
+            )
         return error_response(404, "not_found", f"no route for {path}")
 
     @app.exception_handler(RequestUnsupportedContentType)
@@ -147,8 +172,9 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
         # DynamoDB or SQS failed or throttled beyond the SDK's own retries: nothing
         # half-done is lost (every write is conditional), so the caller should retry.
         logger.exception("AWS dependency failed")
-        return error_response(503, "service_unavailable", "a dependency is unavailable; retry later",
-                              headers={"Retry-After": "1"})
+        return error_response(
+            503, "service_unavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
+        )
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:

@@ -25,17 +25,27 @@ def openapi_document() -> dict[str, Any]:
     return json.loads(resources.files("flightdeck.api").joinpath(OPENAPI_RESOURCE).read_text(encoding="utf-8"))
 
 
-@router.get("/health", summary="Liveness: the agent's name and version", responses={
-    200: {"description": "The agent answers (nothing else is checked, nothing secret is said)",
-          "content": {"application/json": {"model": Health}}},
-})
+@router.get(
+    "/health",
+    summary="Liveness: the agent's name and version",
+    responses={
+        200: {
+            "description": "The agent answers (nothing else is checked, nothing secret is said)",
+            "content": {"application/json": {"model": Health}},
+        },
+    },
+)
 def get_health() -> Health:
     settings = get_settings()
     return Health(status="ok", agent=settings.agent_name, version=settings.agent_version or __version__)
 
 
-@router.get("/openapi.json", summary="This API's OpenAPI 3.1 document", responses={
-    200: {"description": "The document", "content": {"application/json": {"schema": {"type": "object"}}}},
-})
+@router.get(
+    "/openapi.json",
+    summary="This API's OpenAPI 3.1 document",
+    responses={
+        200: {"description": "The document", "content": {"application/json": {"schema": {"type": "object"}}}},
+    },
+)
 def get_openapi() -> Response[dict[str, Any]]:
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_document())

@@ -16,7 +16,8 @@ timeline so far in one response.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -29,7 +30,8 @@ from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, 
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.domain.session_events import TEXT_DELTA, open_session, session_events
 from flightdeck.domain.streaming import Note, Pace
-from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS, TimelineEvent
+from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS
+from flightdeck.domain.timeline import TimelineEvent
 from flightdeck.observability import count, logger
 from flightdeck.wiring import deps
 
@@ -48,8 +50,10 @@ def _frames(session_id: str, events: Iterator[TimelineEvent | Note]) -> Iterator
                 yield frame(event.as_dict(session_id), event=event.kind, event_id=event.id)
     except Exception:  # a read failed mid-stream: say so, then end it (the client may reconnect)
         logger.exception("session event stream failed", extra={"session_id": session_id})
-        yield frame({"kind": "error", "code": "stream_failed", "message": "the stream could not go on; reconnect"},
-                    event="error")
+        yield frame(
+            {"kind": "error", "code": "stream_failed", "message": "the stream could not go on; reconnect"},
+            event="error",
+        )
 
 
 def _not_found(session_id: str) -> ApiError:
@@ -74,26 +78,42 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     return StreamReply(_frames(session_id, session_events(d, session, pace, follow=follow == "true")))
 
 
-@router.get("/api/sessions/<session_id>/events", summary="A session's timeline as Server-Sent Events", responses={
-    200: {"description": "text/event-stream: each event `id`, `event` (its kind) and one `data` line of JSON "
-                         "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
-                         "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, question (the "
-                         "agent asks for input: the next message answers it), idle (last). "
-                         "Replayed from the start, then live until the session is idle; comments keep it open. Live "
-                         "only: text_delta {iteration, attempt, offset, text}, the text of the think under way as the "
-                         "model produces it (offset 0 again: it starts over); an iteration's deltas joined are its "
-                         "text, the answer event's text for the think that answered",
-          "content": {EVENT_STREAM: {"schema": event_schema(
-              "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)",
-              [*TIMELINE_KINDS, TEXT_DELTA])}}},
-    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
-    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
-    404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},
-    422: {"description": "session_id or follow malformed", "content": _ERROR_BODY},
-})
+@router.get(
+    "/api/sessions/<session_id>/events",
+    summary="A session's timeline as Server-Sent Events",
+    responses={
+        200: {
+            "description": "text/event-stream: each event `id`, `event` (its kind) and one `data` line of JSON "
+            "{id, kind, session_id, ...}; kinds: message, thinking, delegating, tool_call, "
+            "callback_accepted, timeout, dispatch_failed, canceled, tool_result, answer, question (the "
+            "agent asks for input: the next message answers it), idle (last). "
+            "Replayed from the start, then live until the session is idle; comments keep it open. Live "
+            "only: text_delta {iteration, attempt, offset, text}, the text of the think under way as the "
+            "model produces it (offset 0 again: it starts over); an iteration's deltas joined are its "
+            "text, the answer event's text for the think that answered",
+            "content": {
+                EVENT_STREAM: {
+                    "schema": event_schema(
+                        "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)",
+                        [*TIMELINE_KINDS, TEXT_DELTA],
+                    )
+                }
+            },
+        },
+        401: {
+            "description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
+            "content": _ERROR_BODY,
+        },
+        403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+        404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},
+        422: {"description": "session_id or follow malformed", "content": _ERROR_BODY},
+    },
+)
 def get_session_events(
     session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)],
-    follow: Annotated[Literal["true", "false"], Query(description="false: the timeline as it stands, then the end")] = "true",
+    follow: Annotated[
+        Literal["true", "false"], Query(description="false: the timeline as it stands, then the end")
+    ] = "true",
 ) -> Response[str]:
     # Reached when streaming is off (or with a malformed request, refused by validation before this
     # runs): one response holds the timeline so far.
@@ -103,5 +123,9 @@ def get_session_events(
     except SessionNotFoundError:
         raise _not_found(session_id) from None
     body = b"".join(_frames(session_id, session_events(d, session, Pace.of(d.settings), follow=False)))
-    return Response(status_code=200, content_type=SSE_HEADERS["Content-Type"], body=body.decode("utf-8"),
-                    headers={k: v for k, v in SSE_HEADERS.items() if k != "Content-Type"})
+    return Response(
+        status_code=200,
+        content_type=SSE_HEADERS["Content-Type"],
+        body=body.decode("utf-8"),
+        headers={k: v for k, v in SSE_HEADERS.items() if k != "Content-Type"},
+    )

@@ -21,37 +21,61 @@ router = Router()
 _ERROR_BODY = {"application/json": {"model": ErrorResponse}}
 
 
-@router.get("/api/sessions", summary="The caller's own sessions, newest first", responses={
-    200: {"description": "A page of sessions (two DynamoDB requests: the sessions index, then the sessions)",
-          "content": {"application/json": {"model": SessionList}}},
-    400: {"description": "A cursor this listing did not hand out to this caller (`invalid_cursor`)",
-          "content": _ERROR_BODY},
-    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
-    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
-    422: {"description": "limit is not a whole number between 1 and 100", "content": _ERROR_BODY},
-})
-def get_sessions(limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="sessions per page")] = DEFAULT_PAGE_SIZE,
-                 cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
-                 ) -> SessionList:
+@router.get(
+    "/api/sessions",
+    summary="The caller's own sessions, newest first",
+    responses={
+        200: {
+            "description": "A page of sessions (two DynamoDB requests: the sessions index, then the sessions)",
+            "content": {"application/json": {"model": SessionList}},
+        },
+        400: {
+            "description": "A cursor this listing did not hand out to this caller (`invalid_cursor`)",
+            "content": _ERROR_BODY,
+        },
+        401: {
+            "description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
+            "content": _ERROR_BODY,
+        },
+        403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+        422: {"description": "limit is not a whole number between 1 and 100", "content": _ERROR_BODY},
+    },
+)
+def get_sessions(
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="sessions per page")] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
+) -> SessionList:
     try:
         page = list_sessions(session_index(), deps().settings.inbound_auth, current_peer(), limit, cursor)
     except InvalidCursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from None
-    return SessionList(sessions=[SessionSummary(session_id=s.session_id, status=s.status, created_at=s.created_at,
-                                                updated_at=s.updated_at) for s in page.sessions],
-                       next_cursor=page.cursor)
+    return SessionList(
+        sessions=[
+            SessionSummary(session_id=s.session_id, status=s.status, created_at=s.created_at, updated_at=s.updated_at)
+            for s in page.sessions
+        ],
+        next_cursor=page.cursor,
+    )
 
 
-@router.post("/api/sessions/<session_id>/cancel", summary="Stop a session's work (its caller stopped waiting)",
-             responses={
-    200: {"description": "Canceled: a think under way stores nothing, delegations it waits on are canceled in "
-                         "turn, nothing is delivered; the session is closed (a closing line) and idle again",
-          "content": {"application/json": {"model": SessionCanceled}}},
-    401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
-    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
-    404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},
-    409: {"description": "The session is idle: nothing to cancel (`session_idle`)", "content": _ERROR_BODY},
-})
+@router.post(
+    "/api/sessions/<session_id>/cancel",
+    summary="Stop a session's work (its caller stopped waiting)",
+    responses={
+        200: {
+            "description": "Canceled: a think under way stores nothing, delegations it waits on are canceled in "
+            "turn, nothing is delivered; the session is closed (a closing line) and idle again",
+            "content": {"application/json": {"model": SessionCanceled}},
+        },
+        401: {
+            "description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)",
+            "content": _ERROR_BODY,
+        },
+        403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+        404: {"description": "No such session, or one of another peer", "content": _ERROR_BODY},
+        409: {"description": "The session is idle: nothing to cancel (`session_idle`)", "content": _ERROR_BODY},
+    },
+)
 def post_session_cancel(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) -> SessionCanceled:
     try:
         outcome = cancel_session(deps(), session_id, current_peer())

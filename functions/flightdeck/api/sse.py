@@ -12,8 +12,9 @@ connections open and are ignored by clients.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 EVENT_STREAM = "text/event-stream"
 SSE_HEADERS = {
@@ -29,9 +30,16 @@ def event_schema(description: str, kinds: list[str] | None = None) -> dict[str, 
     event: dict[str, Any] = {"type": "string"}
     if kinds:
         event["enum"] = kinds
-    return {"type": "object", "required": ["data"], "description": description, "properties": {
-        "id": {"type": "string"}, "event": event,
-        "data": {"type": "string", "contentMediaType": "application/json", "description": "one line of JSON"}}}
+    return {
+        "type": "object",
+        "required": ["data"],
+        "description": description,
+        "properties": {
+            "id": {"type": "string"},
+            "event": event,
+            "data": {"type": "string", "contentMediaType": "application/json", "description": "one line of JSON"},
+        },
+    }
 
 
 @dataclass
@@ -57,4 +65,4 @@ def frame(data: Any, event: str | None = None, event_id: str | None = None) -> b
 
 
 def comment(text: str) -> bytes:
-    return f": {' '.join(text.splitlines())}\n\n".encode("utf-8")
+    return f": {' '.join(text.splitlines())}\n\n".encode()

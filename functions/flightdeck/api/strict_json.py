@@ -78,8 +78,9 @@ def loads(text: str | bytes) -> Any:
         text = text.decode("utf-8", "replace")
     # Fewer brackets than MAX_DEPTH cannot nest deeper, fewer commas than MAX_MEMBERS cannot be wider:
     # most bodies skip the walk (str.count runs in C).
-    if isinstance(value, (dict, list)) and (text.count("[") + text.count("{") > MAX_DEPTH
-                                            or text.count(",") >= MAX_MEMBERS):
+    if isinstance(value, (dict, list)) and (
+        text.count("[") + text.count("{") > MAX_DEPTH or text.count(",") >= MAX_MEMBERS
+    ):
         problem = _shape_problem(value)
         if problem is not None:
             raise problem

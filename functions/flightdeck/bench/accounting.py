@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from flightdeck import topology
 from flightdeck.bench.dynamo_units import read_units, write_units
@@ -44,10 +45,31 @@ DEFAULT_MEMORY_MB = 512
 BILLED = ("handler", "event_source_mapping")
 # The requests AWS bills one by one (the data plane), by service. Any other call is control plane.
 DATA_PLANE_OPERATIONS = {
-    "dynamodb": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
-                           "BatchWriteItem", "TransactWriteItems", "TransactGetItems"}),
-    "sqs": frozenset({"SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
-                      "ChangeMessageVisibility", "ChangeMessageVisibilityBatch"}),
+    "dynamodb": frozenset(
+        {
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "Query",
+            "Scan",
+            "BatchGetItem",
+            "BatchWriteItem",
+            "TransactWriteItems",
+            "TransactGetItems",
+        }
+    ),
+    "sqs": frozenset(
+        {
+            "SendMessage",
+            "SendMessageBatch",
+            "ReceiveMessage",
+            "DeleteMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibility",
+            "ChangeMessageVisibilityBatch",
+        }
+    ),
     "secretsmanager": frozenset({"GetSecretValue", "BatchGetSecretValue"}),
 }
 
@@ -116,7 +138,9 @@ class Tally:
     dynamodb: Counter = field(default_factory=Counter)  # wru, gsi_wru, rru
     wru_by_item: Counter = field(default_factory=Counter)  # item kind -> table + index WRU
     dynamodb_by_item: Counter = field(default_factory=Counter)  # "Operation ITEMKIND" -> requests
-    excluded: Counter = field(default_factory=Counter)  # empty_receive, setup, control_plane, schedule_calls, ..._invocations
+    excluded: Counter = field(
+        default_factory=Counter
+    )  # empty_receive, setup, control_plane, schedule_calls, ..._invocations
     async_invokes: Counter = field(default_factory=Counter)  # "agent/function" -> Lambda Invoke calls it made
     handler_ms: Counter = field(default_factory=Counter)  # "agent/function" -> measured local milliseconds
     gb_seconds: float = 0.0
@@ -127,8 +151,14 @@ class Tally:
     # --- building ---------------------------------------------------------------------
 
     @classmethod
-    def of(cls, records: Iterable[dict[str, Any]], *, sizes: dict[tuple[str, str, str], int] | None = None,
-           memory_mb: int = DEFAULT_MEMORY_MB, agents: Iterable[str] | None = None) -> "Tally":
+    def of(
+        cls,
+        records: Iterable[dict[str, Any]],
+        *,
+        sizes: dict[tuple[str, str, str], int] | None = None,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        agents: Iterable[str] | None = None,
+    ) -> Tally:
         wanted = set(agents) if agents is not None else None
         tally = cls()
         for r in records:
@@ -175,8 +205,9 @@ class Tally:
 
     def _add_dynamodb(self, r: dict[str, Any], sizes: dict[tuple[str, str, str], int]) -> None:
         ok = r.get("status") == 200
-        kinds = sorted({w.get("kind", "?") for w in r.get("writes", ())}) or [r.get("kind") or
-                                                                              ("index" if r.get("index") else "")]
+        kinds = sorted({w.get("kind", "?") for w in r.get("writes", ())}) or [
+            r.get("kind") or ("index" if r.get("index") else "")
+        ]
         self.dynamodb_by_item[f"{r.get('op')} {'+'.join(k for k in kinds if k)}".strip()] += 1
         for w in r.get("writes", ()):
             if w.get("op") == "ConditionCheck":
@@ -204,21 +235,43 @@ class Tally:
 
     # --- reading ----------------------------------------------------------------------
 
-    def divided(self, n: float) -> "Tally":
+    def divided(self, n: float) -> Tally:
         """The same usage per round trip (n round trips)."""
         out = Tally(per=n)
-        for name in ("aws_requests", "by_function", "invocations", "gateway", "sqs_requests", "dynamodb",
-                     "wru_by_item", "dynamodb_by_item", "excluded", "async_invokes", "handler_ms"):
+        for name in (
+            "aws_requests",
+            "by_function",
+            "invocations",
+            "gateway",
+            "sqs_requests",
+            "dynamodb",
+            "wru_by_item",
+            "dynamodb_by_item",
+            "excluded",
+            "async_invokes",
+            "handler_ms",
+        ):
             setattr(out, name, Counter({k: v / n for k, v in getattr(self, name).items()}))
         out.gb_seconds = self.gb_seconds / n
         out.secrets_failed = self.secrets_failed / n
         out.log_bytes = self.log_bytes / n
         return out
 
-    def plus(self, other: "Tally") -> "Tally":
+    def plus(self, other: Tally) -> Tally:
         out = Tally(per=self.per)
-        for name in ("aws_requests", "by_function", "invocations", "gateway", "sqs_requests", "dynamodb",
-                     "wru_by_item", "dynamodb_by_item", "excluded", "async_invokes", "handler_ms"):
+        for name in (
+            "aws_requests",
+            "by_function",
+            "invocations",
+            "gateway",
+            "sqs_requests",
+            "dynamodb",
+            "wru_by_item",
+            "dynamodb_by_item",
+            "excluded",
+            "async_invokes",
+            "handler_ms",
+        ):
             setattr(out, name, getattr(self, name) + getattr(other, name))
         out.gb_seconds = self.gb_seconds + other.gb_seconds
         out.secrets_failed = self.secrets_failed + other.secrets_failed

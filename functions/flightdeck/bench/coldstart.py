@@ -24,7 +24,8 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from flightdeck import topology
 from flightdeck.bench.stats import summary
@@ -61,20 +62,22 @@ print(f"{time.perf_counter() - started:.6f}")
 
 def handler_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "FLIGHTDECK_"))}
-    env.update({
-        "AGENT_NAME": "coldstart",
-        "STATE_TABLE": "coldstart-state",
-        "TURN_WORKER_FUNCTION": "coldstart-turn-worker",
-        "TURNS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-turns",
-        "DISPATCH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-dispatch",
-        "DELIVERY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-delivery",
-        "TIMERS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-timers",
-        "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:coldstart-AbCdEf",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-        "POWERTOOLS_SERVICE_NAME": "coldstart",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    })
+    env.update(
+        {
+            "AGENT_NAME": "coldstart",
+            "STATE_TABLE": "coldstart-state",
+            "TURN_WORKER_FUNCTION": "coldstart-turn-worker",
+            "TURNS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-turns",
+            "DISPATCH_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-dispatch",
+            "DELIVERY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-delivery",
+            "TIMERS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/coldstart-timers",
+            "TOOL_CALLBACK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:coldstart-AbCdEf",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "POWERTOOLS_SERVICE_NAME": "coldstart",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+    )
     return env
 
 
@@ -89,8 +92,13 @@ def time_import(module: str, mode: str = "pyc", env: dict[str, str] | None = Non
 
 def import_breakdown(module: str, env: dict[str, str] | None = None, top: int = 5) -> list[tuple[str, float]]:
     """Self import time by top-level package (python -X importtime), largest first, in ms."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                          env=env or handler_environment(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        env=env or handler_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     per_package: Counter = Counter()
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
@@ -99,25 +107,43 @@ def import_breakdown(module: str, env: dict[str, str] | None = None, top: int = 
     return [(name, round(ms, 1)) for name, ms in per_package.most_common(top)]
 
 
-def measure(repeats: int, no_pyc_handlers: Sequence[str] | None, progress: Callable[[str], None],
-            handlers: Sequence[str] = topology.HANDLERS) -> dict[str, Any]:
+def measure(
+    repeats: int,
+    no_pyc_handlers: Sequence[str] | None,
+    progress: Callable[[str], None],
+    handlers: Sequence[str] = topology.HANDLERS,
+) -> dict[str, Any]:
     """no_pyc_handlers: which handlers to also time without byte-code caches (None: all)."""
     env = handler_environment()
     no_pyc = list(handlers if no_pyc_handlers is None else no_pyc_handlers)
-    progress(f"cold start proxy: importing boto3 and {len(handlers)} handler modules, "
-             f"{repeats} fresh interpreter(s) each")
+    progress(
+        f"cold start proxy: importing boto3 and {len(handlers)} handler modules, {repeats} fresh interpreter(s) each"
+    )
     # Not counted: one interpreter imports everything, so every byte-code cache is up to date.
-    subprocess.run([sys.executable, "-c", "; ".join(f"import flightdeck.handlers.{h}" for h in handlers)],
-                   env=env, capture_output=True, timeout=120, check=False)
+    subprocess.run(
+        [sys.executable, "-c", "; ".join(f"import flightdeck.handlers.{h}" for h in handlers)],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the median.
     baseline = summary(time_import("boto3", "pyc", env) for _ in range(repeats))
-    out: dict[str, Any] = {"repeats": repeats, "statistic": "min", "boto3_import_ms": round(baseline["min"] * 1000, 1),
-                           "boto3_import_ms_p50": round(baseline["p50"] * 1000, 1), "handlers": {}}
+    out: dict[str, Any] = {
+        "repeats": repeats,
+        "statistic": "min",
+        "boto3_import_ms": round(baseline["min"] * 1000, 1),
+        "boto3_import_ms_p50": round(baseline["p50"] * 1000, 1),
+        "handlers": {},
+    }
     for handler in handlers:
         module = f"flightdeck.handlers.{handler}"
         warm = summary(time_import(module, "pyc", env) for _ in range(repeats))
-        entry: dict[str, Any] = {"import_ms": round(warm["min"] * 1000, 1), "import_ms_p50": round(warm["p50"] * 1000, 1),
-                                 "ratio_to_boto3": round(warm["min"] / baseline["min"], 2)}
+        entry: dict[str, Any] = {
+            "import_ms": round(warm["min"] * 1000, 1),
+            "import_ms_p50": round(warm["p50"] * 1000, 1),
+            "ratio_to_boto3": round(warm["min"] / baseline["min"], 2),
+        }
         if handler in no_pyc:
             cold = summary(time_import(module, "no_pyc", env) for _ in range(repeats))
             entry["no_pyc_import_ms"] = round(cold["min"] * 1000, 1)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flightdeck.bench.report import markdown, money, num
 
@@ -44,7 +45,9 @@ def data_plane_requests(result: dict[str, Any], key: str = "round_trip_one") -> 
 
 
 def _service(name: str, key: str = "round_trip_one") -> Getter:
-    return lambda r: None if _per_turn(r, key) is None else _get(_per_turn(r, key), "aws_requests_by_service").get(name, 0)
+    return lambda r: (
+        None if _per_turn(r, key) is None else _get(_per_turn(r, key), "aws_requests_by_service").get(name, 0)
+    )
 
 
 def _operations(service: str) -> Getter:
@@ -52,7 +55,11 @@ def _operations(service: str) -> Getter:
         ops = _get(_per_turn(r), "aws_requests_by_operation")
         if ops is None:
             return None
-        return ", ".join(f"{op.split('.', 1)[1]} {num(n)}" for op, n in ops.items() if op.startswith(service + ".")) or "none"
+        return (
+            ", ".join(f"{op.split('.', 1)[1]} {num(n)}" for op, n in ops.items() if op.startswith(service + "."))
+            or "none"
+        )
+
     return get
 
 
@@ -73,6 +80,7 @@ def _at(section: str, figure: str, suffix: str = "") -> Getter:
         if not values:
             return None
         return " / ".join(num(v) for v in values.values()) + suffix
+
     return get
 
 
@@ -80,6 +88,7 @@ def _range(key: str) -> Getter:
     def get(r: dict[str, Any]) -> str | None:
         low_high = _get(r, "cold_start", key)
         return None if not low_high else f"{num(low_high[0], 2)}x - {num(low_high[1], 2)}x"
+
     return get
 
 
@@ -88,8 +97,10 @@ def _load(r: dict[str, Any]) -> str | None:
     if not load:
         return None
     total = load["sessions"] * load["delegations_per_session"]
-    return (f"{load['sessions_completed']} of {load['sessions']} sessions completed, {load['timed_out']} of {total} "
-            f"delegations timed out, {num(load['delegations_per_s'], 2)} delegations/s, wall {num(load['wall_s'])} s")
+    return (
+        f"{load['sessions_completed']} of {load['sessions']} sessions completed, {load['timed_out']} of {total} "
+        f"delegations timed out, {num(load['delegations_per_s'], 2)} delegations/s, wall {num(load['wall_s'])} s"
+    )
 
 
 def _money(getter: Getter) -> Getter:
@@ -110,15 +121,29 @@ ROWS: tuple[tuple[str, Getter], ...] = (
     ("... Lambda invocations", _number(lambda r: _get(_per_turn(r), "lambda_invocations_total"))),
     ("... API Gateway requests", _number(lambda r: _get(_per_turn(r), "api_gateway_requests_total"))),
     ("Cost per 1M delegations, 1 per turn (REST front door)", _money(_cost("round_trip_one"))),
-    ("5 delegations/turn: data-plane requests per delegation",
-     _number(lambda r: None if data_plane_requests(r, "round_trip_fan_out") is None
-             else data_plane_requests(r, "round_trip_fan_out") / r["round_trip_fan_out"]["delegations_per_turn"])),
+    (
+        "5 delegations/turn: data-plane requests per delegation",
+        _number(
+            lambda r: (
+                None
+                if data_plane_requests(r, "round_trip_fan_out") is None
+                else data_plane_requests(r, "round_trip_fan_out") / r["round_trip_fan_out"]["delegations_per_turn"]
+            )
+        ),
+    ),
     ("Cost per 1M delegations, 5 per turn", _money(_cost("round_trip_fan_out"))),
-    ("... Step Functions, whole turn in the state machine (modelled)", _money(_cost("round_trip_one", "step_functions_variant"))),
-    ("... Step Functions leanest, one task per delegation (modelled)",
-     _money(_cost("round_trip_one", "step_functions_lean_variant"))),
-    ("... Lambda durable functions (modelled, assumed data prices)",
-     _money(_cost("round_trip_one", "durable_functions_variant"))),
+    (
+        "... Step Functions, whole turn in the state machine (modelled)",
+        _money(_cost("round_trip_one", "step_functions_variant")),
+    ),
+    (
+        "... Step Functions leanest, one task per delegation (modelled)",
+        _money(_cost("round_trip_one", "step_functions_lean_variant")),
+    ),
+    (
+        "... Lambda durable functions (modelled, assumed data prices)",
+        _money(_cost("round_trip_one", "durable_functions_variant")),
+    ),
     ("Conversation: requests per think at messages 1 / 10 / 50", _at("conversation", "requests_per_think")),
     ("Conversation: read units per think at 1 / 10 / 50", _at("conversation", "read_units_per_think", " RRU")),
     ("Conversation: write units per think at 1 / 10 / 50", _at("conversation", "write_units_per_think", " WRU")),
@@ -126,8 +151,10 @@ ROWS: tuple[tuple[str, Getter], ...] = (
     ("Timeout lateness p50 (deadline -> result)", _number(lambda r: _get(r, "timeouts", "lateness_ms", "p50"))),
     ("Cold start: handler import / import boto3", _range("ratio_range")),
     ("... without .pyc (as the asset ships)", _range("no_pyc_ratio_range")),
-    ("Local round trip p50, 1 delegation (ms, moto)",
-     _number(lambda r: _get(r, "latency_one_delegation_ms", "client_round_trip", "p50"))),
+    (
+        "Local round trip p50, 1 delegation (ms, moto)",
+        _number(lambda r: _get(r, "latency_one_delegation_ms", "client_round_trip", "p50")),
+    ),
 )
 
 
@@ -141,14 +168,16 @@ def _cell(getter: Getter, result: dict[str, Any]) -> str:
 
 def describe(result: dict[str, Any]) -> str:
     machine = result.get("machine", {})
-    return (f"{result.get('command', 'flightdeck bench')}, {result.get('date', '?')}, load average "
-            f"{machine.get('load_average_at_start')} at start")
+    return (
+        f"{result.get('command', 'flightdeck bench')}, {result.get('date', '?')}, load average "
+        f"{machine.get('load_average_at_start')} at start"
+    )
 
 
 def table(before: dict[str, Any], after: dict[str, Any]) -> str:
     rows = [["Measure", "Before", "After"]]
     rows += [[label, _cell(getter, before), _cell(getter, after)] for label, getter in ROWS]
-    return (f"Before: {describe(before)}. After: {describe(after)}.\n\n" + markdown(rows) + "\n")
+    return f"Before: {describe(before)}. After: {describe(after)}.\n\n" + markdown(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,8 +22,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flightdeck.bench.dynamo_units import item_size
 
@@ -131,8 +132,9 @@ def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: C
             status = result.get("statusCode")
         if hasattr(result, "chunks"):  # a stream (flightdeck.api.sse): the invocation lasts as long as it
             streamed = True
-            result.chunks = _streaming(sink, fn, result.chunks, lambda: _record(fn, kind, records, route, started,
-                                                                                 True, result.status, event))
+            result.chunks = _streaming(
+                sink, fn, result.chunks, lambda: _record(fn, kind, records, route, started, True, result.status, event)
+            )
         return result
     finally:
         _current.fn = previous
@@ -140,10 +142,20 @@ def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: C
             sink.write(_record(fn, kind, records, route, started, ok, status, event))
 
 
-def _record(fn: str, kind: str, records: int, route: str, started: float, ok: bool, status: Any,
-            event: dict[str, Any]) -> dict[str, Any]:
-    record = {"k": "inv", "t": time.time(), "fn": fn, "src": kind, "n": records, "route": route,
-              "ms": round((time.perf_counter() - started) * 1000, 3), "ok": ok, "status": status}
+def _record(
+    fn: str, kind: str, records: int, route: str, started: float, ok: bool, status: Any, event: dict[str, Any]
+) -> dict[str, Any]:
+    record = {
+        "k": "inv",
+        "t": time.time(),
+        "fn": fn,
+        "src": kind,
+        "n": records,
+        "route": route,
+        "ms": round((time.perf_counter() - started) * 1000, 3),
+        "ok": ok,
+        "status": status,
+    }
     if kind == "sqs" and route.endswith("-timers"):
         record["timers"] = _timer_messages(event)
     return record
@@ -176,9 +188,15 @@ def _timer_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
         except ValueError:
             body = {}
         attributes = message.get("attributes") or {}
-        out.append({"session_id": body.get("session_id"), "turn": body.get("turn"), "deadline_ms": body.get("deadline_ms"),
-                    "sent_ms": int(attributes.get("SentTimestamp") or 0),
-                    "first_received_ms": int(attributes.get("ApproximateFirstReceiveTimestamp") or 0)})
+        out.append(
+            {
+                "session_id": body.get("session_id"),
+                "turn": body.get("turn"),
+                "deadline_ms": body.get("deadline_ms"),
+                "sent_ms": int(attributes.get("SentTimestamp") or 0),
+                "first_received_ms": int(attributes.get("ApproximateFirstReceiveTimestamp") or 0),
+            }
+        )
     return out
 
 
@@ -201,8 +219,14 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
 
     item = body.get("Item")
     pk, sk = _key_of(item if item is not None else body.get("Key"))
-    entry: dict[str, Any] = {"op": op, "table": body.get("TableName"), "pk": pk, "sk": sk, "kind": _kind(sk),
-                             "txn": transactional}
+    entry: dict[str, Any] = {
+        "op": op,
+        "table": body.get("TableName"),
+        "pk": pk,
+        "sk": sk,
+        "kind": _kind(sk),
+        "txn": transactional,
+    }
     if item is not None:
         entry["size"] = item_size(item)
         entry["in_index"] = topology.DEADLINE_AT_ATTRIBUTE in item
@@ -223,15 +247,19 @@ def summarize_request(service: str, operation: str, params: dict[str, Any]) -> d
         if operation == "TransactWriteItems":
             writes = []
             for entry in params.get("TransactItems", []):
-                (op, body), = entry.items()
+                ((op, body),) = entry.items()
                 writes.append(_dynamodb_write(op, body, transactional=True))
             return {"writes": writes}
         if operation in ("PutItem", "UpdateItem", "DeleteItem"):
             return {"writes": [_dynamodb_write(operation[:-4], params, transactional=False)]}
         if operation in ("GetItem", "Query", "Scan"):
             pk, sk = _key_of(params.get("Key"))
-            return {"table": params.get("TableName"), "index": params.get("IndexName"),
-                    "consistent": bool(params.get("ConsistentRead")), "kind": _kind(sk) if sk else None}
+            return {
+                "table": params.get("TableName"),
+                "index": params.get("IndexName"),
+                "consistent": bool(params.get("ConsistentRead")),
+                "kind": _kind(sk) if sk else None,
+            }
         return {}
     if service == "sqs":
         summary: dict[str, Any] = {"queue": str(params.get("QueueUrl", "")).rsplit("/", 1)[-1]}
@@ -252,12 +280,17 @@ def _before_call(params: dict[str, Any], model: Any, context: dict[str, Any], **
     context[_CONTEXT_KEY + "_t0"] = started
 
 
-def _after_call(sink: Sink, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any],
-                **_: Any) -> None:
+def _after_call(
+    sink: Sink, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
+) -> None:
     try:
         service, operation = model.service_model.service_name, model.name
         record: dict[str, Any] = {
-            "k": "aws", "t": time.time(), "fn": getattr(_current, "fn", None), "svc": service, "op": operation,
+            "k": "aws",
+            "t": time.time(),
+            "fn": getattr(_current, "fn", None),
+            "svc": service,
+            "op": operation,
             "status": getattr(http_response, "status_code", None),
             "err": (parsed.get("Error") or {}).get("Code"),
             "ms": round((time.perf_counter() - context.get(_CONTEXT_KEY + "_t0", time.perf_counter())) * 1000, 3),

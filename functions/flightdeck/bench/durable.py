@@ -38,7 +38,8 @@ carries the conversation), but the one end-of-turn UpdateItem. The peer B is unc
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from flightdeck.bench.accounting import Tally
 from flightdeck.bench.prices import PriceTable
@@ -62,9 +63,19 @@ def invocations(delegations: int) -> int:
     return 1 + delegations
 
 
-def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tally, delegations: int,
-          round_trips: int, sizes: dict[tuple[str, str, str], int], memory_mb: int,
-          log_bytes_delegator: float, checkpoint_bytes: float, prices: PriceTable) -> dict[str, Any]:
+def model(
+    *,
+    delegator: str,
+    records: Iterable[dict[str, Any]],
+    peer_tally: Tally,
+    delegations: int,
+    round_trips: int,
+    sizes: dict[tuple[str, str, str], int],
+    memory_mb: int,
+    log_bytes_delegator: float,
+    checkpoint_bytes: float,
+    prices: PriceTable,
+) -> dict[str, Any]:
     """Cost of one turn with `delegations` delegations, done the durable-function way.
 
     checkpoint_bytes: the data the execution checkpoints per turn (measured: the turn's conversation).
@@ -75,8 +86,9 @@ def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tall
     secrets = [r for r in records if r.get("k") == "aws" and r.get("svc") == "secretsmanager"]
     a = Tally.of([*kept, *calls, *secrets], sizes=sizes, memory_mb=memory_mb).divided(round_trips)
     # The durable function: its invocations, and the replaced functions' measured durations.
-    replaced = Tally.of([r for r in records if r.get("k") == "inv" and r.get("fn") in REPLACED_FUNCTIONS],
-                        memory_mb=memory_mb).divided(round_trips)
+    replaced = Tally.of(
+        [r for r in records if r.get("k") == "inv" and r.get("fn") in REPLACED_FUNCTIONS], memory_mb=memory_mb
+    ).divided(round_trips)
     a.invocations[f"{delegator}/durable_turn"] += invocations(delegations)
     a.handler_ms[f"{delegator}/durable_turn"] += sum(replaced.handler_ms.values())
     a.gb_seconds += replaced.gb_seconds
@@ -90,8 +102,9 @@ def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tall
     n_operations = operations(delegations)
     costs = both.cost(prices)
     costs["durable_operations"] = n_operations * prices.durable_operation
-    costs["durable_data"] = checkpoint_bytes * (prices.durable_byte_written
-                                                + prices.durable_byte_month * RETENTION_DAYS / DAYS_PER_MONTH)
+    costs["durable_data"] = checkpoint_bytes * (
+        prices.durable_byte_written + prices.durable_byte_month * RETENTION_DAYS / DAYS_PER_MONTH
+    )
     costs["total"] += costs["durable_operations"] + costs["durable_data"]
     return {
         "durable_operations_per_turn": n_operations,
@@ -100,11 +113,11 @@ def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tall
         "checkpoint_bytes_per_turn": round(checkpoint_bytes, 1),
         "retention_days": RETENTION_DAYS,
         "assumed_prices": [name for name in prices.assumed if name.startswith("lambda_durable")],
-        "assumptions": ["1 + k invocations of the durable function per turn (one resume per callback)",
-                        "duration: the turn worker's and the dispatch function's measured durations, no replay "
-                        "overhead",
-                        "checkpoint data: the turn's conversation; data written and retained priced at the "
-                        "assumed prices"],
+        "assumptions": [
+            "1 + k invocations of the durable function per turn (one resume per callback)",
+            "duration: the turn worker's and the dispatch function's measured durations, no replay overhead",
+            "checkpoint data: the turn's conversation; data written and retained priced at the assumed prices",
+        ],
         "delegator_side": a.to_dict(),
         "usage": both.to_dict(),
         "cost_per_turn_usd": costs,

@@ -39,7 +39,7 @@ def _number_size(text: str) -> int:
 
 def value_size(value: dict[str, Any]) -> int:
     """Size in bytes of one attribute value in DynamoDB JSON ({"S": ...}, {"N": ...}, ...)."""
-    (kind, data), = value.items()
+    ((kind, data),) = value.items()
     if kind == "S":
         return len(data.encode("utf-8"))
     if kind == "N":

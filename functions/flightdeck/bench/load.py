@@ -18,9 +18,10 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from flightdeck import config_file
 from flightdeck.bench.accounting import Tally, between, load_records
@@ -49,12 +50,21 @@ def outcome(session: dict[str, Any]) -> dict[str, int]:
     texts = [" ".join(str(c.get("text", "")) for c in r.get("content", []) or []) for r in results]
     timed_out = sum(1 for r, t in zip(results, texts) if r.get("status") != "success" and '"timeout"' in t)
     answered = sum(1 for r in results if r.get("status") == "success")
-    return {"answered": answered, "timed_out": timed_out, "failed": len(results) - answered - timed_out,
-            "final": int(demo.final_answer(session) is not None)}
+    return {
+        "answered": answered,
+        "timed_out": timed_out,
+        "failed": len(results) - answered - timed_out,
+        "final": int(demo.final_answer(session) is not None),
+    }
 
 
-def measure(config: str | Path, sessions: int, progress: Callable[[str], None], logs: TextIO | None = None,
-            bound_s: float | None = None) -> dict[str, Any]:
+def measure(
+    config: str | Path,
+    sessions: int,
+    progress: Callable[[str], None],
+    logs: TextIO | None = None,
+    bound_s: float | None = None,
+) -> dict[str, Any]:
     from flightdeck.local.stack import LocalStack
 
     if sessions < 1:
@@ -67,19 +77,30 @@ def measure(config: str | Path, sessions: int, progress: Callable[[str], None], 
     timeline = Timeline()
     with tempfile.TemporaryDirectory(prefix="flightdeck-bench-load-") as tmp:
         counts = Path(tmp) / "counts"
-        progress(f"load: local stack of {config} ({', '.join(deployment.agents)}), {sessions} sessions at once on "
-                 f"{chosen.delegator}, each delegating twice (ASYNC_TOOL_TIMEOUT_MS={timeout_ms})")
+        progress(
+            f"load: local stack of {config} ({', '.join(deployment.agents)}), {sessions} sessions at once on "
+            f"{chosen.delegator}, each delegating twice (ASYNC_TOOL_TIMEOUT_MS={timeout_ms})"
+        )
         started = time.monotonic()
-        with LocalStack(deployment, relay=logs, log_level=LOCAL_UP_LOG_LEVEL,
-                        extra_env={COUNT_ENV: str(counts), "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"}) as stack:
+        with LocalStack(
+            deployment,
+            relay=logs,
+            log_level=LOCAL_UP_LOG_LEVEL,
+            extra_env={COUNT_ENV: str(counts), "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"},
+        ) as stack:
             startup_s = time.monotonic() - started
             stack.add_listener(timeline)
             base = stack.urls[chosen.delegator]
 
             def send(i: int) -> tuple[str | None, float, int]:
                 sent = time.time()
-                status, body = demo.http_json("POST", base + "/api/chat", {"content": task(chosen.delegates, i)},
-                                              timeout_s=HTTP_TIMEOUT_S, token=chosen.token)
+                status, body = demo.http_json(
+                    "POST",
+                    base + "/api/chat",
+                    {"content": task(chosen.delegates, i)},
+                    timeout_s=HTTP_TIMEOUT_S,
+                    token=chosen.token,
+                )
                 sid = str(body["session_id"]) if status == 202 and isinstance(body, dict) else None
                 return sid, sent, status
 
@@ -108,18 +129,31 @@ def measure(config: str | Path, sessions: int, progress: Callable[[str], None], 
                 if sid is None:
                     rejected[str(status)] = rejected.get(str(status), 0) + 1
             try:
-                timeline.wait(lambda: all(answered(sid) for sid, _ in accepted), bound,
-                              f"the final answers of {len(accepted)} sessions")
+                timeline.wait(
+                    lambda: all(answered(sid) for sid, _ in accepted),
+                    bound,
+                    f"the final answers of {len(accepted)} sessions",
+                )
                 waited_out = False
             except BenchError:
                 waited_out = True  # reported: the sessions without an answer are not completed
-            finals = {sid: parse_timestamp(found[0]["timestamp"]) for sid, _ in accepted
-                      if (found := timeline.find(chosen.delegator, timeline="final_answer", session_id=sid))}
+            finals = {
+                sid: parse_timestamp(found[0]["timestamp"])
+                for sid, _ in accepted
+                if (found := timeline.find(chosen.delegator, timeline="final_answer", session_id=sid))
+            }
             end = max(finals.values(), default=time.time())
-            outcomes = {sid: outcome(demo.http_json("GET", f"{base}/api/sessions/{sid}", token=chosen.token)[1] or {})
-                        for sid, _ in accepted}
-            synthesized = len([r for r in timeline.find(chosen.delegator, timeline="timeout_synthesized")
-                               if r.get("session_id") in outcomes])
+            outcomes = {
+                sid: outcome(demo.http_json("GET", f"{base}/api/sessions/{sid}", token=chosen.token)[1] or {})
+                for sid, _ in accepted
+            }
+            synthesized = len(
+                [
+                    r
+                    for r in timeline.find(chosen.delegator, timeline="timeout_synthesized")
+                    if r.get("session_id") in outcomes
+                ]
+            )
         records = between(load_records(counts), start, end)
     wall = end - start
     total = {k: sum(o[k] for o in outcomes.values()) for k in ("answered", "timed_out", "failed")}
@@ -151,11 +185,11 @@ def measure(config: str | Path, sessions: int, progress: Callable[[str], None], 
         # What the agents asked of moto while the sessions ran (the local stack is bound by it); deadline
         # timers that fire after the last answer are not in the window.
         "aws_requests_billed_per_delegation_in_window": round(
-            tally.total_aws_requests / max(1, sessions * DELEGATIONS_PER_SESSION), 2),
+            tally.total_aws_requests / max(1, sessions * DELEGATIONS_PER_SESSION), 2
+        ),
         "moto_requests_served": served,
         "moto_requests_per_s": round(served / wall, 1) if wall > 0 else None,
         "basis": "the file's own stack as `flightdeck local up` runs it (log level DEBUG), one warm-up session "
-                 "first (not counted); wall: from the sessions being sent to the last final answer; a "
-                 "delegation is timed out when its result is the synthesized timeout",
+        "first (not counted); wall: from the sessions being sent to the last final answer; a "
+        "delegation is timed out when its result is the synthesized timeout",
     }
-

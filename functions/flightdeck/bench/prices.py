@@ -104,8 +104,12 @@ def parse(data: dict[str, Any]) -> PriceTable:
     unknown = [name for name in data.get("assumed") or () if name not in prices]
     if unknown:
         raise ValueError(f"price table marks unknown prices as assumed: {', '.join(unknown)}")
-    return PriceTable(region=str(data.get("region", "")), recorded=str(data["recorded"]),
-                      prices={k: float(v) for k, v in prices.items()}, raw=data)
+    return PriceTable(
+        region=str(data.get("region", "")),
+        recorded=str(data["recorded"]),
+        prices={k: float(v) for k, v in prices.items()},
+        raw=data,
+    )
 
 
 def load() -> PriceTable:

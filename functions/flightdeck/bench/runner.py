@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from flightdeck import topology
 from flightdeck.bench import coldstart, scenario, streaming, sweep
@@ -43,8 +44,15 @@ def options(quick: bool = False, **overrides: Any) -> BenchOptions:
     if quick:
         base = BenchOptions(
             quick=True,
-            stack=StackOptions(iterations=3, parallel_iterations=1, callbacks=10, timeout_turns=5, warmup=1,
-                               stagger_s=0.1, delegator_timeout_ms=5000),
+            stack=StackOptions(
+                iterations=3,
+                parallel_iterations=1,
+                callbacks=10,
+                timeout_turns=5,
+                warmup=1,
+                stagger_s=0.1,
+                delegator_timeout_ms=5000,
+            ),
             open_turns=1_000,
             coldstart_repeats=1,
             coldstart_no_pyc=("turn_worker",),
@@ -107,45 +115,49 @@ def _load_average() -> list[float] | None:
 
 ASSUMPTIONS = {
     "lambda": "512 MB arm64 (infra/functions.py); GB-s use the handlers' local durations on moto as a rough "
-              "proxy (moto is slower than DynamoDB for some calls and faster for others; the dispatch and delivery "
-              "functions wait for the peer's HTTP answer in both); the local model thinks in 0 ms, a real model's "
-              "latency is billed as Lambda duration on top (each second of model time per think = "
-              "0.5 GB-s = $6.67 per million thinks at the recorded price)",
+    "proxy (moto is slower than DynamoDB for some calls and faster for others; the dispatch and delivery "
+    "functions wait for the peer's HTTP answer in both); the local model thinks in 0 ms, a real model's "
+    "latency is billed as Lambda duration on top (each second of model time per think = "
+    "0.5 GB-s = $6.67 per million thinks at the recorded price)",
     "dynamodb": "request units computed from the sizes of the items each request wrote or read (1 KB per WRU, "
-                "2x in a transaction; 4 KB per RRU, half when eventually consistent); an update is sized by "
-                "the item as read back after the run; a write whose condition fails is billed; the deadline "
-                "index (projection ALL) costs one more write whenever a write puts a turn in it, changes it "
-                "there or takes it out; the sessions index (keys only) one write per new session",
+    "2x in a transaction; 4 KB per RRU, half when eventually consistent); an update is sized by "
+    "the item as read back after the run; a write whose condition fails is billed; the deadline "
+    "index (projection ALL) costs one more write whenever a write puts a turn in it, changes it "
+    "there or takes it out; the sessions index (keys only) one write per new session",
     "sqs": "one request per API call and 64 KB chunk; batches count once; empty ReceiveMessage calls by the "
-           "local pollers are excluded (on AWS the event source mapping long-polls around the clock and SQS "
-           "bills those polls too, but that cost grows with time and queue count, not with delegations)",
+    "local pollers are excluded (on AWS the event source mapping long-polls around the clock and SQS "
+    "bills those polls too, but that cost grows with time and queue count, not with delegations)",
     "secrets_manager": "counted: calls made after Powertools' cache (300 s) on the delegating agents; a "
-                       "never-rotated secret has no AWSPREVIOUS version, and that failed lookup is not cached, "
-                       "so every signing_keys() call makes one (assumed billed like any API call)",
+    "never-rotated secret has no AWSPREVIOUS version, and that failed lookup is not cached, "
+    "so every signing_keys() call makes one (assumed billed like any API call)",
     "cloudwatch_logs": "bytes of the JSON log lines the handlers write at INFO (the deployed default; the agents run at "
-                       "DEBUG for the timeline, DEBUG lines are not counted), re-serialized; "
-                       "Lambda's own START/END/REPORT lines are not included",
+    "DEBUG for the timeline, DEBUG lines are not counted), re-serialized; "
+    "Lambda's own START/END/REPORT lines are not included",
     "control_plane": "calls outside the data plane (the local gateway's apigateway.GetApiKeys / GetUsagePlans, "
-                     "its stand-in for API Gateway's own key and usage-plan checks; any other control-plane "
-                     "operation) are counted apart, under the excluded line, never per delegation",
+    "its stand-in for API Gateway's own key and usage-plan checks; any other control-plane "
+    "operation) are counted apart, under the excluded line, never per delegation",
     "comparisons": "the Step Functions and Lambda durable functions rows are models priced from the measured "
-                   "counts (flightdeck.bench.stepfunctions, flightdeck.bench.durable); the durable functions' "
-                   "data prices are assumptions (prices-us-east-1.json 'assumed'), its operation price a "
-                   "third-party transcription of the AWS pricing page",
+    "counts (flightdeck.bench.stepfunctions, flightdeck.bench.durable); the durable functions' "
+    "data prices are assumptions (prices-us-east-1.json 'assumed'), its operation price a "
+    "third-party transcription of the AWS pricing page",
     "conversation": "one session on the delegator, user messages one at a time, each sent once the session is "
-                    "idle; the counted messages' windows are bounded by a quiet stack",
+    "idle; the counted messages' windows are bounded by a quiet stack",
     "inbox": "one delegated turn on the delegator with a follow-up sent while it waits on its delegate (queued), "
-             "and one with the follow-up sent once the session is idle; the accepting POST and the think ending the "
-             "delegated turn counted from the delegator's records",
+    "and one with the follow-up sent once the session is idle; the accepting POST and the think ending the "
+    "delegated turn counted from the delegator's records",
     "load": "the deployment file's own stack (default examples/three-agents.toml) as `flightdeck local up` runs "
-            "it, all sessions sent at once after one warm-up session; moto-bound, 2 cores shared with the bench",
+    "it, all sessions sent at once after one warm-up session; moto-bound, 2 cores shared with the bench",
     "not_included": "the model (Bedrock tokens), data transfer, storage, CloudWatch metrics and alarms, the "
-                    "EventBridge schedule (one sweep a minute whatever the load), free tiers",
+    "EventBridge schedule (one sweep a minute whatever the load), free tiers",
 }
 
 
-def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs: TextIO | None = None,
-        prices: PriceTable | None = None) -> dict[str, Any]:
+def run(
+    opts: BenchOptions,
+    progress: Callable[[str], None] | None = None,
+    logs: TextIO | None = None,
+    prices: PriceTable | None = None,
+) -> dict[str, Any]:
     validate(opts)
     say = progress or (lambda message: None)
     prices = prices or load()
@@ -154,20 +166,25 @@ def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs:
     result: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "mode": "quick" if opts.quick else "full",
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
-        "command": "flightdeck bench" + (" --quick" if opts.quick else "")
-                   + (f" --config {opts.stack.roles.config}" if opts.stack.roles else ""),
+        "command": "flightdeck bench"
+        + (" --quick" if opts.quick else "")
+        + (f" --config {opts.stack.roles.config}" if opts.stack.roles else ""),
         "options": asdict(opts),
         "prices": {"region": prices.region, "recorded": prices.recorded, "prices": prices.prices},
         "assumptions": ASSUMPTIONS,
     }
     if opts.stack.roles is not None:
         roles = opts.stack.roles
-        result["config"] = {"file": roles.config, "delegator": roles.delegator.name, "worker": roles.worker.name,
-                            "note": "the file's agents play the delegator and the worker of the counted round trips "
-                                    "(prompts, models, tools, settings but the bench's timing, memory); the "
-                                    "throughput and timeout measures use the bench's own agents"}
+        result["config"] = {
+            "file": roles.config,
+            "delegator": roles.delegator.name,
+            "worker": roles.worker.name,
+            "note": "the file's agents play the delegator and the worker of the counted round trips "
+            "(prompts, models, tools, settings but the bench's timing, memory); the "
+            "throughput and timeout measures use the bench's own agents",
+        }
     phases: dict[str, float] = {}
     mark = time.monotonic()
     result.update(scenario.run(opts.stack, prices, say, logs))
@@ -180,8 +197,9 @@ def run(opts: BenchOptions, progress: Callable[[str], None] | None = None, logs:
     phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["streaming"] = streaming.measure(prices, say, memory_mb=scenario.memory_mb(opts.stack, scenario.DELEGATOR))
     phases["streaming"], mark = round(time.monotonic() - mark, 1), time.monotonic()
-    result["cold_start"] = coldstart.measure(opts.coldstart_repeats, opts.coldstart_no_pyc, say,
-                                             handlers=opts.coldstart_handlers or topology.HANDLERS)
+    result["cold_start"] = coldstart.measure(
+        opts.coldstart_repeats, opts.coldstart_no_pyc, say, handlers=opts.coldstart_handlers or topology.HANDLERS
+    )
     phases["cold_start"] = round(time.monotonic() - mark, 1)
     result["phase_s"] = phases
     result["duration_s"] = round(time.monotonic() - began, 1)
@@ -201,4 +219,3 @@ def progress_to(stream: TextIO) -> Callable[[str], None]:
         print(f"bench [{time.monotonic() - started:5.1f} s]: {message}", file=stream, flush=True)
 
     return say
-

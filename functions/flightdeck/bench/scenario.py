@@ -24,10 +24,11 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import requests
 
@@ -53,13 +54,33 @@ class BenchError(RuntimeError):
 
 # What the bench itself sets on the agents it runs (timing of the counted turns, resources, secrets,
 # identity, authentication): a deployment file's value for these is not taken (`bench --config`).
-BENCH_MANAGED_SETTINGS = frozenset({
-    "ASYNC_TOOL_TIMEOUT_MS", "TOOL_AGG_PUNCTUATE_INTERVAL_MS", "TOOL_AGG_TOMBSTONE_TTL_MS", "REPLY_RETRY_MAX_MS",
-    "TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS",
-    "PEER_TOKENS_SECRET_ARN", "INBOUND_AUTH", "ALLOWED_HOST_MAPPING", "PUBLIC_BASE_URL", "AGENT_NAME",
-    "AGENT_DESCRIPTION", "AGENT_CONFIG", "STATE_TABLE", "TURN_WORKER_FUNCTION", "TURNS_QUEUE_URL", "DISPATCH_QUEUE_URL",
-    "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "POWERTOOLS_LOG_LEVEL",
-})
+BENCH_MANAGED_SETTINGS = frozenset(
+    {
+        "ASYNC_TOOL_TIMEOUT_MS",
+        "TOOL_AGG_PUNCTUATE_INTERVAL_MS",
+        "TOOL_AGG_TOMBSTONE_TTL_MS",
+        "REPLY_RETRY_MAX_MS",
+        "TOOL_CALLBACK_SECRET",
+        "TOOL_CALLBACK_SECRET_PREVIOUS",
+        "TOOL_CALLBACK_SECRET_ARN",
+        "PEER_TOKENS",
+        "PEER_TOKENS_SECRET_ARN",
+        "INBOUND_AUTH",
+        "ALLOWED_HOST_MAPPING",
+        "PUBLIC_BASE_URL",
+        "AGENT_NAME",
+        "AGENT_DESCRIPTION",
+        "AGENT_CONFIG",
+        "STATE_TABLE",
+        "TURN_WORKER_FUNCTION",
+        "TURNS_QUEUE_URL",
+        "DISPATCH_QUEUE_URL",
+        "DELIVERY_QUEUE_URL",
+        "DELIVERY_DLQ_URL",
+        "TIMERS_QUEUE_URL",
+        "POWERTOOLS_LOG_LEVEL",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -90,17 +111,26 @@ def roles_from(deployment: DeploymentFile, config: str) -> Roles:
     def role(name: str, tool_description: str = "") -> Role:
         spec = deployment.agents[name]
         env = {k: v for k, v in deployment.environment(name).items() if k not in BENCH_MANAGED_SETTINGS}
-        return Role(name=name, description=spec.description, system_prompt=spec.system_prompt,
-                    model=spec.model.model_dump(), local_tools=tuple(spec.local_tools), skills=tuple(spec.skills),
-                    env=env, memory_mb=spec.deploy.memory_mb, tool_description=tool_description)
+        return Role(
+            name=name,
+            description=spec.description,
+            system_prompt=spec.system_prompt,
+            model=spec.model.model_dump(),
+            local_tools=tuple(spec.local_tools),
+            skills=tuple(spec.skills),
+            env=env,
+            memory_mb=spec.deploy.memory_mb,
+            tool_description=tool_description,
+        )
 
     for name, spec in deployment.agents.items():
         for delegate in spec.delegates:
             if delegate.protocol == "flightdeck" and delegate.peer_service in deployment.agents:
                 if spec.model.provider != "local" or deployment.agents[delegate.peer_service].model.provider != "local":
                     raise ValueError("the bench runs the local model only: pass --local-model")
-                return Roles(config=config, delegator=role(name, delegate.description),
-                             worker=role(delegate.peer_service))
+                return Roles(
+                    config=config, delegator=role(name, delegate.description), worker=role(delegate.peer_service)
+                )
     raise ValueError(f"{config}: no agent delegates to another agent of the file: nothing to measure")
 
 
@@ -167,7 +197,7 @@ class Blackhole:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="blackhole", daemon=True)
 
-    def start(self) -> "Blackhole":
+    def start(self) -> Blackhole:
         self._thread.start()
         return self
 
@@ -182,7 +212,9 @@ class Blackhole:
             while len(self.tokens[service]) < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise BenchError(f"{service} dispatched {len(self.tokens[service])} of {n} tasks in {timeout_s:.0f} s")
+                    raise BenchError(
+                        f"{service} dispatched {len(self.tokens[service])} of {n} tasks in {timeout_s:.0f} s"
+                    )
                 self._cond.wait(min(left, 0.5))
             taken, self.tokens[service] = self.tokens[service][:n], self.tokens[service][n:]
             return taken
@@ -223,8 +255,11 @@ class Timeline:
 
     def find(self, agent: str | None = None, **match: Any) -> list[dict[str, Any]]:
         with self._cond:
-            return [r for a, r in self.records if (agent is None or a == agent)
-                    and all(r.get(k) == v for k, v in match.items())]
+            return [
+                r
+                for a, r in self.records
+                if (agent is None or a == agent) and all(r.get(k) == v for k, v in match.items())
+            ]
 
     def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -236,13 +271,19 @@ class Timeline:
                 self._cond.wait(min(left, 0.25))
 
     def wait_for(self, agent: str, event: str, session_id: str, timeout_s: float) -> dict[str, Any]:
-        self.wait(lambda: bool(self._unlocked_find(agent, event, session_id)), timeout_s,
-                  f"{event} from {agent} for session {session_id}")
+        self.wait(
+            lambda: bool(self._unlocked_find(agent, event, session_id)),
+            timeout_s,
+            f"{event} from {agent} for session {session_id}",
+        )
         return self._unlocked_find(agent, event, session_id)[0]
 
     def _unlocked_find(self, agent: str, event: str, session_id: str) -> list[dict[str, Any]]:
-        return [r for a, r in self.records if a == agent and r.get("timeline") == event
-                and r.get("session_id") == session_id]
+        return [
+            r
+            for a, r in self.records
+            if a == agent and r.get("timeline") == event and r.get("session_id") == session_id
+        ]
 
     def log_bytes(self, agents: set[str], start: float, end: float) -> int:
         with self._cond:
@@ -274,22 +315,31 @@ def new_peer_tokens() -> dict[str, str]:
 
 def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
     def delegating(timeout_ms: int, **extra: Any) -> dict[str, Any]:
-        return {"model": {"provider": "local", "think_delay_ms": 0},
-                "env": {"ASYNC_TOOL_TIMEOUT_MS": str(timeout_ms)}, **extra}
+        return {
+            "model": {"provider": "local", "think_delay_ms": 0},
+            "env": {"ASYNC_TOOL_TIMEOUT_MS": str(timeout_ms)},
+            **extra,
+        }
 
     agents: dict[str, dict[str, Any]] = {
         DELEGATOR: delegating(opts.delegator_timeout_ms, allow=[WORKER], delegates=[{"agent": WORKER}]),
         WORKER: {"model": {"provider": "local", "think_delay_ms": 0}, "allow": [DELEGATOR]},
         COLLECTOR: delegating(3_600_000, allowed_hosts={BLACKHOLE: blackhole_url}, delegates=[{"agent": BLACKHOLE}]),
-        TIMEKEEPER: delegating(opts.timekeeper_timeout_ms, allowed_hosts={BLACKHOLE: blackhole_url},
-                               delegates=[{"agent": BLACKHOLE}]),
+        TIMEKEEPER: delegating(
+            opts.timekeeper_timeout_ms, allowed_hosts={BLACKHOLE: blackhole_url}, delegates=[{"agent": BLACKHOLE}]
+        ),
     }
     if opts.roles is not None:
         for bench_name, role in ((DELEGATOR, opts.roles.delegator), (WORKER, opts.roles.worker)):
             spec = agents[bench_name]
-            spec.update(description=role.description, system_prompt=role.system_prompt, model=dict(role.model),
-                        local_tools=list(role.local_tools), skills=list(role.skills),
-                        deploy={"memory_mb": role.memory_mb})
+            spec.update(
+                description=role.description,
+                system_prompt=role.system_prompt,
+                model=dict(role.model),
+                local_tools=list(role.local_tools),
+                skills=list(role.skills),
+                deploy={"memory_mb": role.memory_mb},
+            )
             spec["env"] = {**role.env, **spec.get("env", {})}  # the bench's own timing wins
         agents[DELEGATOR]["delegates"] = [{"agent": WORKER, "description": opts.roles.delegator.tool_description}]
     for name, spec in agents.items():
@@ -302,22 +352,30 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
             spec["env"]["TOOL_CALLBACK_SECRET_ARN"] = secret_name(name)
     # The delegator presents its peer token to the worker, read from Secrets Manager like on AWS.
     agents[DELEGATOR]["env"]["PEER_TOKENS_SECRET_ARN"] = peer_tokens_secret_name(DELEGATOR)
-    return DeploymentFile.model_validate({
-        "defaults": {
-            "TOOL_AGG_PUNCTUATE_INTERVAL_MS": str(opts.sweep_interval_ms),
-            "TOOL_AGG_TOMBSTONE_TTL_MS": "60000",
-            "REPLY_RETRY_MAX_MS": "60000",
-        },
-        "agents": agents,
-    })
+    return DeploymentFile.model_validate(
+        {
+            "defaults": {
+                "TOOL_AGG_PUNCTUATE_INTERVAL_MS": str(opts.sweep_interval_ms),
+                "TOOL_AGG_TOMBSTONE_TTL_MS": "60000",
+                "REPLY_RETRY_MAX_MS": "60000",
+            },
+            "agents": agents,
+        }
+    )
 
 
 # --- the run ------------------------------------------------------------------------------
 
 
 class StackRun:
-    def __init__(self, opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
-                 workdir: Path, logs: TextIO | None):
+    def __init__(
+        self,
+        opts: StackOptions,
+        prices: PriceTable,
+        progress: Callable[[str], None],
+        workdir: Path,
+        logs: TextIO | None,
+    ):
         from flightdeck.local.stack import LocalStack
 
         self.opts = opts
@@ -331,8 +389,11 @@ class StackRun:
             build_deployment(self.blackhole.url, opts),
             relay=logs,
             # DEBUG: the timeline's routine steps (flightdeck.observability) time the hops and end the waits.
-            extra_env={COUNT_ENV: str(self.counts_dir), "POWERTOOLS_LOG_LEVEL": "DEBUG",
-                       "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"},
+            extra_env={
+                COUNT_ENV: str(self.counts_dir),
+                "POWERTOOLS_LOG_LEVEL": "DEBUG",
+                "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING",
+            },
         )
         self.stack.add_listener(self.timeline)
         self.http = requests.Session()
@@ -344,7 +405,7 @@ class StackRun:
 
     # --- plumbing ---------------------------------------------------------------------
 
-    def __enter__(self) -> "StackRun":
+    def __enter__(self) -> StackRun:
         started = time.monotonic()
         self.stack.start()
         from flightdeck.local.resources import local_client
@@ -354,8 +415,10 @@ class StackRun:
         for name, spec in self.stack.deployment.agents.items():
             if "TOOL_CALLBACK_SECRET_ARN" in spec.env:
                 secrets.create_secret(Name=secret_name(name), SecretString=spec.callback_secret)
-        secrets.create_secret(Name=peer_tokens_secret_name(DELEGATOR),
-                              SecretString=json.dumps({WORKER: self.peer_tokens[DELEGATOR]} if self.peer_tokens else {}))
+        secrets.create_secret(
+            Name=peer_tokens_secret_name(DELEGATOR),
+            SecretString=json.dumps({WORKER: self.peer_tokens[DELEGATOR]} if self.peer_tokens else {}),
+        )
         self._register_peers()
         self.startup_s = time.monotonic() - started
         return self
@@ -401,12 +464,15 @@ class StackRun:
 
     def session(self, agent: str, session_id: str) -> dict[str, Any]:
         try:
-            resp = self.http.get(f"{self.stack.urls[agent]}/api/sessions/{session_id}", headers=self._auth(),
-                                 timeout=HTTP_TIMEOUT_S)
+            resp = self.http.get(
+                f"{self.stack.urls[agent]}/api/sessions/{session_id}", headers=self._auth(), timeout=HTTP_TIMEOUT_S
+            )
         except requests.RequestException as exc:
             raise BenchError(f"GET session {session_id} failed: {exc}") from exc
         if resp.status_code != 200:
-            raise BenchError(f"GET /api/sessions/{session_id} on {agent} answered {resp.status_code}: {resp.text[:300]}")
+            raise BenchError(
+                f"GET /api/sessions/{session_id} on {agent} answered {resp.status_code}: {resp.text[:300]}"
+            )
         return resp.json()
 
     def records(self) -> list[dict[str, Any]]:
@@ -449,7 +515,9 @@ class StackRun:
             wanted[table].append((pk, sk))
         for table, pairs in wanted.items():
             for start in range(0, len(pairs), 100):
-                request = {table: {"Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in pairs[start:start + 100]]}}
+                request = {
+                    table: {"Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in pairs[start : start + 100]]}
+                }
                 while request:
                     resp = self.dynamodb.batch_get_item(RequestItems=request)
                     for item in resp.get("Responses", {}).get(table, []):
@@ -458,13 +526,21 @@ class StackRun:
         return self.size_cache
 
     def table_item(self, agent: str, pk: str, sk: str) -> dict[str, Any]:
-        item = self.dynamodb.get_item(TableName=f"{agent}-state", Key={"pk": {"S": pk}, "sk": {"S": sk}},
-                                      ConsistentRead=True).get("Item") or {}
+        item = (
+            self.dynamodb.get_item(
+                TableName=f"{agent}-state", Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
+            ).get("Item")
+            or {}
+        )
         return {k: next(iter(v.values())) for k, v in item.items()}
 
     def table_query(self, agent: str, pk: str, prefix: str) -> list[dict[str, Any]]:
-        resp = self.dynamodb.query(TableName=f"{agent}-state", KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                                   ExpressionAttributeValues={":pk": {"S": pk}, ":p": {"S": prefix}}, ConsistentRead=True)
+        resp = self.dynamodb.query(
+            TableName=f"{agent}-state",
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":p": {"S": prefix}},
+            ConsistentRead=True,
+        )
         return [{k: next(iter(v.values())) for k, v in item.items()} for item in resp.get("Items", [])]
 
     # --- phases -----------------------------------------------------------------------
@@ -494,8 +570,9 @@ class StackRun:
         self.timeline.wait_for(TIMEKEEPER, "final_answer", keeper, 60)
         self.settle({DELEGATOR, WORKER}, start, self.opts.warmup, not_before=time.time())
 
-    def counted_round_trips(self, n: int, content: Callable[[int], str], label: str,
-                            meanwhile: Callable[[], None] | None = None) -> dict[str, Any]:
+    def counted_round_trips(
+        self, n: int, content: Callable[[int], str], label: str, meanwhile: Callable[[], None] | None = None
+    ) -> dict[str, Any]:
         """n turns on the delegator, one after the other; then (meanwhile: other agents' work) wait for their timers."""
         self.say(f"counting {n} round trip(s) with {label}")
         start = time.time()
@@ -506,19 +583,31 @@ class StackRun:
         end = self.settle({DELEGATOR, WORKER}, start, n, not_before=last_deadline + 0.5)
         window = [r for r in between(self.records(), start, end) if r.get("agent") in (DELEGATOR, WORKER)]
         sizes = self.item_sizes(update_keys(window))
-        total = (Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR])
-                 .plus(Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, WORKER), agents=[WORKER])))
+        total = Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR]).plus(
+            Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, WORKER), agents=[WORKER])
+        )
         total.log_bytes = self.timeline.log_bytes({DELEGATOR, WORKER}, start, end)
         # A counted turn must not time out (its deadline is short so that its timer fires within the window).
-        timed_out = [sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized",
-                                                                      session_id=sid)]
+        timed_out = [
+            sid for sid, _, _ in trips if self.timeline.find(DELEGATOR, timeline="timeout_synthesized", session_id=sid)
+        ]
         # What a durable execution would checkpoint per turn: the turn's conversation, read back after the window.
-        conversation_bytes = [len(json.dumps(self.session(DELEGATOR, sid).get("messages", []), separators=(",", ":"),
-                                             ensure_ascii=False)) for sid, _, _ in trips]
-        return {"round_trips": n, "conversation_bytes": sum(conversation_bytes) / n, "window": (start, end), "records": window, "sizes": sizes, "tally": total,
-                "timed_out": len(timed_out),
-                "sessions": [t[0] for t in trips], "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
-                "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)}}
+        conversation_bytes = [
+            len(json.dumps(self.session(DELEGATOR, sid).get("messages", []), separators=(",", ":"), ensure_ascii=False))
+            for sid, _, _ in trips
+        ]
+        return {
+            "round_trips": n,
+            "conversation_bytes": sum(conversation_bytes) / n,
+            "window": (start, end),
+            "records": window,
+            "sizes": sizes,
+            "tally": total,
+            "timed_out": len(timed_out),
+            "sessions": [t[0] for t in trips],
+            "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
+            "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)},
+        }
 
     def post(self, url: str, timeout_s: float = HTTP_TIMEOUT_S, **kwargs: Any) -> requests.Response:
         try:
@@ -527,14 +616,20 @@ class StackRun:
             raise BenchError(f"POST {url} failed: {exc}") from exc
 
     def post_single(self, token: str) -> int:
-        resp = self.post(f"{self.stack.urls[COLLECTOR]}/api/tools/response", json={"result": RESULT_TEXT},
-                         headers={"Authorization": f"Bearer {token}"})
+        resp = self.post(
+            f"{self.stack.urls[COLLECTOR]}/api/tools/response",
+            json={"result": RESULT_TEXT},
+            headers={"Authorization": f"Bearer {token}"},
+        )
         return resp.status_code
 
     def post_batch(self, tokens: list[str]) -> list[str]:
         # moto serves a batch's transactions one at a time, slower as tables grow: a generous timeout.
-        resp = self.post(f"{self.stack.urls[COLLECTOR]}/api/tools/responses", timeout_s=BATCH_TIMEOUT_S,
-                         json={"items": [{"token": t, "result": RESULT_TEXT} for t in tokens]})
+        resp = self.post(
+            f"{self.stack.urls[COLLECTOR]}/api/tools/responses",
+            timeout_s=BATCH_TIMEOUT_S,
+            json={"items": [{"token": t, "result": RESULT_TEXT} for t in tokens]},
+        )
         if resp.status_code != 200:
             raise BenchError(f"batch callback answered {resp.status_code}: {resp.text[:300]}")
         return [str(r.get("status")) for r in resp.json().get("results", [])]
@@ -560,14 +655,17 @@ class StackRun:
 
     def prepare_throughput(self) -> None:
         """Start the collector's turns (they wait on the blackhole until the bench answers them)."""
-        self.say(f"callback throughput: starting {2 * self.throughput_turns} real turns of {self.opts.fan_out} "
-                 "delegations that wait on the blackhole")
+        self.say(
+            f"callback throughput: starting {2 * self.throughput_turns} real turns of {self.opts.fan_out} "
+            "delegations that wait on the blackhole"
+        )
         self.start_collector_turns(2 * self.throughput_turns, self.opts.fan_out, "throughput task")
 
     def throughput_ready(self) -> None:
         """Wait until every throughput turn has dispatched (its tokens are in), so the stack is idle again."""
-        self._throughput_tokens = self.collector_turns(2 * self.throughput_turns, self.opts.fan_out,
-                                                       "throughput task", started=True)
+        self._throughput_tokens = self.collector_turns(
+            2 * self.throughput_turns, self.opts.fan_out, "throughput task", started=True
+        )
 
     def callback_throughput(self) -> dict[str, Any]:
         """The same real turns answered one result per request and in batches, in alternating rounds.
@@ -581,16 +679,28 @@ class StackRun:
         turns = self._throughput_tokens
         per_mode_turns = self.throughput_turns
         turns_per_round = max(1, size // k)
-        self.say(f"callback throughput: {per_mode_turns * k} answers posted one per request, {per_mode_turns * k} "
-                 f"in batches of up to {size}, alternating rounds")
-        single_turns, batch_turns = turns[:per_mode_turns], turns[per_mode_turns:2 * per_mode_turns]
-        stats = {mode: {"callbacks": 0, "turns": 0, "http_requests": 0, "wall_s": 0.0, "function_ms": 0.0,
-                        "outcomes": Counter(), "records": []} for mode in ("single", "batch")}
+        self.say(
+            f"callback throughput: {per_mode_turns * k} answers posted one per request, {per_mode_turns * k} "
+            f"in batches of up to {size}, alternating rounds"
+        )
+        single_turns, batch_turns = turns[:per_mode_turns], turns[per_mode_turns : 2 * per_mode_turns]
+        stats = {
+            mode: {
+                "callbacks": 0,
+                "turns": 0,
+                "http_requests": 0,
+                "wall_s": 0.0,
+                "function_ms": 0.0,
+                "outcomes": Counter(),
+                "records": [],
+            }
+            for mode in ("single", "batch")
+        }
         finals = len(self.timeline.find(COLLECTOR, timeline="final_answer"))
         for index, at in enumerate(range(0, per_mode_turns, turns_per_round)):
             order = ("single", "batch") if index % 2 == 0 else ("batch", "single")
             for mode in order:
-                group = (single_turns if mode == "single" else batch_turns)[at:at + turns_per_round]
+                group = (single_turns if mode == "single" else batch_turns)[at : at + turns_per_round]
                 chunk = [token for turn in group for token in turn]
                 st = stats[mode]
                 start, began = time.time(), time.perf_counter()
@@ -605,11 +715,17 @@ class StackRun:
                 end = time.time()
                 st["callbacks"] += len(chunk)
                 st["turns"] += len(group)
-                st["records"] += [r for r in between(self.records(), start, end)
-                                  if r.get("agent") == COLLECTOR and r.get("fn") == "callback"]
+                st["records"] += [
+                    r
+                    for r in between(self.records(), start, end)
+                    if r.get("agent") == COLLECTOR and r.get("fn") == "callback"
+                ]
                 finals += len(group)
-                self.timeline.wait(lambda: len(self.timeline.find(COLLECTOR, timeline="final_answer")) >= finals,
-                                   60 + 5 * len(group), "the collector's final answers")
+                self.timeline.wait(
+                    lambda: len(self.timeline.find(COLLECTOR, timeline="final_answer")) >= finals,
+                    60 + 5 * len(group),
+                    "the collector's final answers",
+                )
         modes: dict[str, Any] = {}
         for mode, st in stats.items():
             window = st.pop("records")
@@ -617,15 +733,21 @@ class StackRun:
             function_ms = sum(float(r.get("ms") or 0) for r in window if r.get("k") == "inv")
             wall = st["wall_s"]
             modes[mode] = {
-                "callbacks": st["callbacks"], "turns": st["turns"], "http_requests": st["http_requests"],
-                "wall_s": round(wall, 3), "results_per_s": round(st["callbacks"] / wall, 2) if wall else math.inf,
+                "callbacks": st["callbacks"],
+                "turns": st["turns"],
+                "http_requests": st["http_requests"],
+                "wall_s": round(wall, 3),
+                "results_per_s": round(st["callbacks"] / wall, 2) if wall else math.inf,
                 "callback_function_ms_per_result": round(function_ms / st["callbacks"], 2),
-                "outcomes": dict(st["outcomes"]), "per_callback": tally.divided(st["callbacks"]).to_dict(self.prices),
+                "outcomes": dict(st["outcomes"]),
+                "per_callback": tally.divided(st["callbacks"]).to_dict(self.prices),
             }
-        modes["ratio_batch_to_single_results_per_s"] = round(ratio(modes["batch"]["results_per_s"],
-                                                                   modes["single"]["results_per_s"]), 2)
-        modes["ratio_requests_single_to_batch"] = round(ratio(modes["single"]["http_requests"],
-                                                              modes["batch"]["http_requests"]), 2)
+        modes["ratio_batch_to_single_results_per_s"] = round(
+            ratio(modes["batch"]["results_per_s"], modes["single"]["results_per_s"]), 2
+        )
+        modes["ratio_requests_single_to_batch"] = round(
+            ratio(modes["single"]["http_requests"], modes["batch"]["http_requests"]), 2
+        )
         return modes
 
     def conversation(self) -> dict[str, Any]:
@@ -637,14 +759,25 @@ class StackRun:
         the whole message (ingest, queue, think) is given too. No message delegates: one think each.
         """
         at = sorted(set(self.opts.conversation_at))
-        self.say(f"conversation: one session on the delegator, {at[-1]} user messages one at a time; "
-                 f"counting the thinks of messages {', '.join(map(str, at))}")
+        self.say(
+            f"conversation: one session on the delegator, {at[-1]} user messages one at a time; "
+            f"counting the thinks of messages {', '.join(map(str, at))}"
+        )
         began = time.monotonic()
         sid: str | None = None
         previous = time.time() - 5.0  # when the previous message was sent
-        out: dict[str, dict[str, Any]] = {name: {} for name in (
-            "requests_per_think", "read_units_per_think", "write_units_per_think", "requests_per_message",
-            "thinks", "history_bytes", "think_requests_by_operation")}
+        out: dict[str, dict[str, Any]] = {
+            name: {}
+            for name in (
+                "requests_per_think",
+                "read_units_per_think",
+                "write_units_per_think",
+                "requests_per_message",
+                "thinks",
+                "history_bytes",
+                "think_requests_by_operation",
+            )
+        }
         for n in range(1, at[-1] + 1):
             content = f"message {n}: how do the figures of report {n} compare with the previous ones?"
             counted = n in at
@@ -662,7 +795,9 @@ class StackRun:
             sizes = self.item_sizes(update_keys(window), fresh=True)
             think_records = [r for r in window if r.get("fn") == "turn_worker"]
             thinks = sum(1 for r in think_records if r.get("k") == "inv")
-            think = Tally.of(think_records, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR)).divided(max(1, thinks))
+            think = Tally.of(think_records, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR)).divided(
+                max(1, thinks)
+            )
             whole = Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR))
             messages = self.session(DELEGATOR, sid).get("messages", [])
             key = str(n)
@@ -676,16 +811,21 @@ class StackRun:
             out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
         first, last = str(at[0]), str(at[-1])
         return {
-            "agent": DELEGATOR, "session_id": sid, "messages": at[-1], "measured_at": at,
+            "agent": DELEGATOR,
+            "session_id": sid,
+            "messages": at[-1],
+            "measured_at": at,
             **out,
-            "requests_growth_last_to_first": round(ratio(out["requests_per_think"][last],
-                                                         out["requests_per_think"][first]), 2),
-            "read_units_growth_last_to_first": round(ratio(out["read_units_per_think"][last],
-                                                           out["read_units_per_think"][first]), 2),
+            "requests_growth_last_to_first": round(
+                ratio(out["requests_per_think"][last], out["requests_per_think"][first]), 2
+            ),
+            "read_units_growth_last_to_first": round(
+                ratio(out["read_units_per_think"][last], out["read_units_per_think"][first]), 2
+            ),
             "wall_s": round(time.monotonic() - began, 1),
             "basis": "requests and units of the turn worker's own calls per think (one think per message: no "
-                     "message delegates); requests_per_message adds the ingest and the queue; history_bytes: the "
-                     "messages the model was given, compact JSON",
+            "message delegates); requests_per_message adds the ingest and the queue; history_bytes: the "
+            "messages the model was given, compact JSON",
         }
 
     def inbox(self) -> dict[str, Any]:
@@ -695,8 +835,10 @@ class StackRun:
         Counted from the delegator's records: the follow-up's own POST /api/chat (accepting it: the ingest
         function's requests), and the think that ends the delegated turn (with a message waiting, that
         think's turn-ending write also starts the follow-up's turn: consuming it)."""
-        self.say("inbox: a follow-up queued while the delegator's turn waits on its delegate, and the same follow-up "
-                 "sent once the session is idle")
+        self.say(
+            "inbox: a follow-up queued while the delegator's turn waits on its delegate, and the same follow-up "
+            "sent once the session is idle"
+        )
         out: dict[str, Any] = {}
         for mode, expected in (("idle", "accepted"), ("queued", "queued")):
             start = time.time()
@@ -704,13 +846,18 @@ class StackRun:
             if mode == "idle":
                 self.timeline.wait_for(DELEGATOR, "final_answer", sid, 60)
             sent = time.time()
-            resp = self.post(f"{self.stack.urls[DELEGATOR]}/api/chat", headers=self._auth(),
-                             json={"session_id": sid, "content": f"and the follow-up ({mode}): any change?"})
+            resp = self.post(
+                f"{self.stack.urls[DELEGATOR]}/api/chat",
+                headers=self._auth(),
+                json={"session_id": sid, "content": f"and the follow-up ({mode}): any change?"},
+            )
             taken = time.time()
             status = resp.json().get("status") if resp.status_code == 202 else None
             if status != expected:
-                raise BenchError(f"the inbox probe's follow-up ({mode}) was answered {resp.status_code} {resp.text[:200]}, "
-                                 f"not {expected!r}")
+                raise BenchError(
+                    f"the inbox probe's follow-up ({mode}) was answered {resp.status_code} {resp.text[:200]}, "
+                    f"not {expected!r}"
+                )
             answers = lambda: len(self.timeline.find(DELEGATOR, timeline="final_answer", session_id=sid)) >= 2  # noqa: E731
             self.timeline.wait(answers, 60, f"the inbox probe's two answers ({mode})")
             end = self.settle({DELEGATOR}, start, 0, not_before=time.time())
@@ -718,39 +865,54 @@ class StackRun:
             sizes = self.item_sizes(update_keys(window), fresh=True)
             accept = [r for r in window if r.get("fn") == "chat_ingest" and sent <= r.get("t", 0.0) <= taken]
             ending, items = _invocation_writing(window, f"S#{sid}", "ITER#000002")
-            out[mode] = {"accept": self._usage(accept, sizes), "ending_think": self._usage(ending, sizes),
-                         "ending_transaction_items": items}
+            out[mode] = {
+                "accept": self._usage(accept, sizes),
+                "ending_think": self._usage(ending, sizes),
+                "ending_transaction_items": items,
+            }
         queued, idle = out["queued"], out["idle"]
         out["accept_requests"] = queued["accept"]["requests"]
         out["consume_requests"] = round(queued["ending_think"]["requests"] - idle["ending_think"]["requests"], 2)
-        out["consume_dynamodb_requests"] = round(queued["ending_think"]["dynamodb_requests"]
-                                                 - idle["ending_think"]["dynamodb_requests"], 2)
+        out["consume_dynamodb_requests"] = round(
+            queued["ending_think"]["dynamodb_requests"] - idle["ending_think"]["dynamodb_requests"], 2
+        )
         out["consume_wru"] = round(queued["ending_think"]["wru"] - idle["ending_think"]["wru"], 2)
-        out["basis"] = ("accept: the queued follow-up's POST /api/chat (the ingest function's own requests); consume: "
-                        "what the think that ends the turn before it costs more than the same think with nothing waiting")
-        self.say(f"inbox: a queued follow-up costs {num_text(out['accept_requests'])} requests to accept, "
-                 f"{num_text(out['consume_requests'])} to consume")
+        out["basis"] = (
+            "accept: the queued follow-up's POST /api/chat (the ingest function's own requests); consume: "
+            "what the think that ends the turn before it costs more than the same think with nothing waiting"
+        )
+        self.say(
+            f"inbox: a queued follow-up costs {num_text(out['accept_requests'])} requests to accept, "
+            f"{num_text(out['consume_requests'])} to consume"
+        )
         return out
 
     def _usage(self, records: list[dict[str, Any]], sizes: dict[tuple[str, str, str], int]) -> dict[str, Any]:
         tally = Tally.of(records, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR])
-        return {"requests": tally.total_aws_requests,
-                "dynamodb_requests": sum(v for k, v in tally.aws_requests.items() if k.startswith("dynamodb.")),
-                "by_operation": {k: v for k, v in sorted(tally.aws_requests.items())},
-                "wru": round(tally.dynamodb["wru"] + tally.dynamodb["gsi_wru"], 2),
-                "rru": round(tally.dynamodb["rru"], 2)}
+        return {
+            "requests": tally.total_aws_requests,
+            "dynamodb_requests": sum(v for k, v in tally.aws_requests.items() if k.startswith("dynamodb.")),
+            "by_operation": {k: v for k, v in sorted(tally.aws_requests.items())},
+            "wru": round(tally.dynamodb["wru"] + tally.dynamodb["gsi_wru"], 2),
+            "rru": round(tally.dynamodb["rru"], 2),
+        }
 
     def timeout_lateness(self) -> dict[str, Any]:
         m = self.opts.timeout_turns
-        self.say(f"timeout lateness: {m} turns whose delegate never answers "
-                 f"(ASYNC_TOOL_TIMEOUT_MS={self.opts.timekeeper_timeout_ms}, started {self.opts.stagger_s}s apart)")
+        self.say(
+            f"timeout lateness: {m} turns whose delegate never answers "
+            f"(ASYNC_TOOL_TIMEOUT_MS={self.opts.timekeeper_timeout_ms}, started {self.opts.stagger_s}s apart)"
+        )
         sids = []
         for i in range(m):
             sids.append(self.chat(TIMEKEEPER, f"@{BLACKHOLE} task {i} that is never answered"))
             time.sleep(self.opts.stagger_s)
-        self.timeline.wait(lambda: all(self.timeline.find(TIMEKEEPER, timeline="final_answer", session_id=s) for s in sids),
-                           # Generous: on a loaded machine a timer message may need a redelivery (its visibility timeout).
-                           self.opts.timekeeper_timeout_ms / 1000 + 90 + m, "the timekeeper's timeouts")
+        self.timeline.wait(
+            lambda: all(self.timeline.find(TIMEKEEPER, timeline="final_answer", session_id=s) for s in sids),
+            # Generous: on a loaded machine a timer message may need a redelivery (its visibility timeout).
+            self.opts.timekeeper_timeout_ms / 1000 + 90 + m,
+            "the timekeeper's timeouts",
+        )
         # When each turn's timer message was received (the last receive, if it was chained or redelivered).
         received: dict[str, int] = {}
         for r in self.records():
@@ -767,12 +929,17 @@ class StackRun:
                     if received.get(sid) and turn.get("completed_by") == "timer":
                         fired.append(received[sid] - deadline)
                         expired.append(recorded - received[sid])
-        return {"turns": m, "timeout_ms": self.opts.timekeeper_timeout_ms, "sweep_interval_ms": self.opts.sweep_interval_ms,
-                "lateness_ms": {k: round(v, 1) for k, v in summary(lateness).items()}, "completed_by": dict(by),
-                # deadline -> the timer message is received (SQS delay + pickup) and -> the result is written
-                "timer_received_after_deadline_ms": {k: round(v, 1) for k, v in summary(fired).items()},
-                "received_to_result_ms": {k: round(v, 1) for k, v in summary(expired).items()},
-                "samples_ms": lateness}
+        return {
+            "turns": m,
+            "timeout_ms": self.opts.timekeeper_timeout_ms,
+            "sweep_interval_ms": self.opts.sweep_interval_ms,
+            "lateness_ms": {k: round(v, 1) for k, v in summary(lateness).items()},
+            "completed_by": dict(by),
+            # deadline -> the timer message is received (SQS delay + pickup) and -> the result is written
+            "timer_received_after_deadline_ms": {k: round(v, 1) for k, v in summary(fired).items()},
+            "received_to_result_ms": {k: round(v, 1) for k, v in summary(expired).items()},
+            "samples_ms": lateness,
+        }
 
 
 # --- latency by hop -----------------------------------------------------------------------
@@ -795,13 +962,31 @@ def num_text(value: float) -> str:
 def _invocation_writing(records: list[dict[str, Any]], pk: str, sk: str) -> tuple[list[dict[str, Any]], int]:
     """The records of the turn-worker invocation whose transaction wrote item (pk, sk), and how many items
     that transaction held."""
-    call = next((r for r in records if r.get("k") == "aws" and r.get("fn") == "turn_worker"
-                 and r.get("op") == "TransactWriteItems" and r.get("status") == 200
-                 and any(w.get("pk") == pk and w.get("sk") == sk for w in r.get("writes", ()))), None)
+    call = next(
+        (
+            r
+            for r in records
+            if r.get("k") == "aws"
+            and r.get("fn") == "turn_worker"
+            and r.get("op") == "TransactWriteItems"
+            and r.get("status") == 200
+            and any(w.get("pk") == pk and w.get("sk") == sk for w in r.get("writes", ()))
+        ),
+        None,
+    )
     if call is None:
         raise BenchError(f"no turn-worker transaction wrote {pk} {sk}")
-    inv = next((r for r in records if r.get("k") == "inv" and r.get("fn") == "turn_worker"
-                and r["t"] >= call["t"] and r["t"] - float(r.get("ms") or 0) / 1000 <= call["t"]), None)
+    inv = next(
+        (
+            r
+            for r in records
+            if r.get("k") == "inv"
+            and r.get("fn") == "turn_worker"
+            and r["t"] >= call["t"]
+            and r["t"] - float(r.get("ms") or 0) / 1000 <= call["t"]
+        ),
+        None,
+    )
     if inv is None:
         raise BenchError(f"no turn-worker invocation around the transaction that wrote {pk} {sk}")
     began = inv["t"] - float(inv.get("ms") or 0) / 1000
@@ -839,28 +1024,38 @@ def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
         peer_in = at(WORKER, "chat_received")
         if peer_in is not None:
             per_hop["dispatch_ack_after_peer_accepted"].append((acked - peer_in) * 1000)
-    out: dict[str, Any] = {name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()}
+    out: dict[str, Any] = {
+        name: {k: round(v, 1) for k, v in summary(values).items()} for name, values in per_hop.items()
+    }
     if out_of_order:
         out["events_out_of_order"] = dict(out_of_order)
     return out
 
 
-def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
-        logs: TextIO | None = None) -> dict[str, Any]:
+def run(
+    opts: StackOptions, prices: PriceTable, progress: Callable[[str], None], logs: TextIO | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="flightdeck-bench-") as tmp:
         progress("starting the local stack (moto + 4 agents)")
         with StackRun(opts, prices, progress, Path(tmp), logs) as bench:
             bench.warm_up()
-            one = bench.counted_round_trips(opts.iterations, lambda i: f"@{WORKER} check the figures of report {i}",
-                                            "1 delegation", meanwhile=bench.prepare_throughput)
+            one = bench.counted_round_trips(
+                opts.iterations,
+                lambda i: f"@{WORKER} check the figures of report {i}",
+                "1 delegation",
+                meanwhile=bench.prepare_throughput,
+            )
             bench.throughput_ready()
             throughput = bench.callback_throughput()
             # The timeout turns run while the fan-out turns' deadline timers are pending (one timer
             # message per turn, on another agent): it saves a wait and perturbs little.
             timeouts: dict[str, Any] = {}
-            fan = bench.counted_round_trips(opts.parallel_iterations, bench.fan_out_task,
-                                            f"{opts.fan_out} parallel delegations",
-                                            meanwhile=lambda: timeouts.update(bench.timeout_lateness()))
+            fan = bench.counted_round_trips(
+                opts.parallel_iterations,
+                bench.fan_out_task,
+                f"{opts.fan_out} parallel delegations",
+                meanwhile=lambda: timeouts.update(bench.timeout_lateness()),
+            )
             conversation = bench.conversation()
             inbox = bench.inbox()
             startup_s = bench.startup_s
@@ -873,8 +1068,10 @@ def run(opts: StackOptions, prices: PriceTable, progress: Callable[[str], None],
             "round_trip_one": _round_trip_report(one, prices, 1, opts),
             "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out, opts),
             "latency_one_delegation_ms": latency,
-            "latency_fan_out_ms": {"total_logged": fan_latency.get("total_logged"),
-                                   "client_round_trip": fan_latency["client_round_trip"]},
+            "latency_fan_out_ms": {
+                "total_logged": fan_latency.get("total_logged"),
+                "client_round_trip": fan_latency["client_round_trip"],
+            },
             "callback_throughput": throughput,
             "timeouts": timeouts,
             "conversation": conversation,
@@ -890,8 +1087,9 @@ def memory_mb(opts: StackOptions, agent: str) -> int:
     return MEMORY_MB
 
 
-def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: int,
-                       opts: StackOptions | None = None) -> dict[str, Any]:
+def _round_trip_report(
+    run_: dict[str, Any], prices: PriceTable, delegations: int, opts: StackOptions | None = None
+) -> dict[str, Any]:
     n = run_["round_trips"]
     per = run_["tally"].divided(n)
     opts = opts or StackOptions()
@@ -899,9 +1097,16 @@ def _round_trip_report(run_: dict[str, Any], prices: PriceTable, delegations: in
     peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
     # The comparison models: the same measured turns, done another way.
     common: dict[str, Any] = dict(
-        delegator=DELEGATOR, records=run_["records"], peer_tally=peer.divided(n), delegations=delegations,
-        round_trips=n, sizes=run_["sizes"], memory_mb=memory_mb(opts, DELEGATOR),
-        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n, prices=prices)
+        delegator=DELEGATOR,
+        records=run_["records"],
+        peer_tally=peer.divided(n),
+        delegations=delegations,
+        round_trips=n,
+        sizes=run_["sizes"],
+        memory_mb=memory_mb(opts, DELEGATOR),
+        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n,
+        prices=prices,
+    )
     sfn = stepfunctions.model(**common)
     lean = stepfunctions.lean_model(**common)
     durable_ = durable.model(**common, checkpoint_bytes=run_.get("conversation_bytes", 0.0))

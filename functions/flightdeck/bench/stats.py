@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def percentile(values: Iterable[float], p: float) -> float:
@@ -23,8 +23,13 @@ def summary(values: Iterable[float]) -> dict[str, float]:
     data = list(values)
     if not data:
         return {"n": 0, "p50": math.nan, "p95": math.nan, "max": math.nan, "min": math.nan}
-    return {"n": len(data), "p50": percentile(data, 50), "p95": percentile(data, 95), "max": max(data),
-            "min": min(data)}
+    return {
+        "n": len(data),
+        "p50": percentile(data, 50),
+        "p95": percentile(data, 95),
+        "max": max(data),
+        "min": min(data),
+    }
 
 
 def ratio(a: float, b: float) -> float:

@@ -39,7 +39,8 @@ Functions does not bill for Standard workflows (transitions only).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from flightdeck.bench.accounting import Tally
 from flightdeck.bench.prices import PriceTable
@@ -55,9 +56,18 @@ def transitions(delegations: int, timed_out: int = 0) -> int:
     return len(STATES_PER_TURN) + delegations * len(STATES_PER_DELEGATION) + timed_out
 
 
-def model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tally, delegations: int,
-          round_trips: int, sizes: dict[tuple[str, str, str], int], memory_mb: int,
-          log_bytes_delegator: float, prices: PriceTable) -> dict[str, Any]:
+def model(
+    *,
+    delegator: str,
+    records: Iterable[dict[str, Any]],
+    peer_tally: Tally,
+    delegations: int,
+    round_trips: int,
+    sizes: dict[tuple[str, str, str], int],
+    memory_mb: int,
+    log_bytes_delegator: float,
+    prices: PriceTable,
+) -> dict[str, Any]:
     """Cost of one turn with `delegations` delegations, done the Step Functions way.
 
     records: the counted records of the measured window; peer_tally: B's measured
@@ -124,9 +134,18 @@ def _lean_keeps(record: dict[str, Any]) -> bool:
     return True
 
 
-def lean_model(*, delegator: str, records: Iterable[dict[str, Any]], peer_tally: Tally, delegations: int,
-               round_trips: int, sizes: dict[tuple[str, str, str], int], memory_mb: int,
-               log_bytes_delegator: float, prices: PriceTable) -> dict[str, Any]:
+def lean_model(
+    *,
+    delegator: str,
+    records: Iterable[dict[str, Any]],
+    peer_tally: Tally,
+    delegations: int,
+    round_trips: int,
+    sizes: dict[tuple[str, str, str], int],
+    memory_mb: int,
+    log_bytes_delegator: float,
+    prices: PriceTable,
+) -> dict[str, Any]:
     """Cost of one turn with `delegations` delegations, each waited for by its own one-state execution."""
     kept = [r for r in records if r.get("agent") == delegator and _lean_keeps(r)]
     a = Tally.of(kept, sizes=sizes, memory_mb=memory_mb).divided(round_trips)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from flightdeck.bench.counter import ListSink, attach
 from flightdeck.bench.dynamo_units import read_units, write_units
@@ -55,17 +56,31 @@ class _ScriptedClock:
 
 def _reads(records: list[dict[str, Any]]) -> dict[str, Any]:
     ops = Counter(f"{r['svc']}.{r['op']}" for r in records)
-    rru = sum(read_units(int(r.get("bytes") or 0), consistent=bool(r.get("consistent")) and not r.get("index"))
-              for r in records if r.get("svc") == "dynamodb" and r.get("op") in ("GetItem", "Query"))
+    rru = sum(
+        read_units(int(r.get("bytes") or 0), consistent=bool(r.get("consistent")) and not r.get("index"))
+        for r in records
+        if r.get("svc") == "dynamodb" and r.get("op") in ("GetItem", "Query")
+    )
     return {"requests": len(records), "requests_by_operation": dict(sorted(ops.items())), "rru": rru}
 
 
 def _environment(tables: dict[str, str], poll_ms: int) -> dict[str, str]:
-    config = {"name": AGENT, "model": {"provider": "local"},
-              "delegates": [{"agent": "worker", "service": "worker", "callback_service": AGENT}]}
-    return {"AGENT_NAME": AGENT, "AGENT_CONFIG": json.dumps(config), "TOOL_CALLBACK_SECRET": SECRET,
-            "ALLOWED_HOST_MAPPING": "worker:http://127.0.0.1:9", "INBOUND_AUTH": "off", "STREAMING": "on",
-            "STREAM_POLL_INTERVAL_MS": str(poll_ms), "STREAM_MAX_MS": "840000", **tables}
+    config = {
+        "name": AGENT,
+        "model": {"provider": "local"},
+        "delegates": [{"agent": "worker", "service": "worker", "callback_service": AGENT}],
+    }
+    return {
+        "AGENT_NAME": AGENT,
+        "AGENT_CONFIG": json.dumps(config),
+        "TOOL_CALLBACK_SECRET": SECRET,
+        "ALLOWED_HOST_MAPPING": "worker:http://127.0.0.1:9",
+        "INBOUND_AUTH": "off",
+        "STREAMING": "on",
+        "STREAM_POLL_INTERVAL_MS": str(poll_ms),
+        "STREAM_MAX_MS": "840000",
+        **tables,
+    }
 
 
 class _ScriptedThinks:
@@ -78,8 +93,15 @@ class _ScriptedThinks:
         raise AssertionError("the local model is never throttled")
 
 
-def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int = 10, poll_ms: int = 1000,
-            memory_mb: int = 512, think_s: int = 10) -> dict[str, Any]:
+def measure(
+    prices: PriceTable,
+    progress: Callable[[str], None],
+    *,
+    wait_s: int = 10,
+    poll_ms: int = 1000,
+    memory_mb: int = 512,
+    think_s: int = 10,
+) -> dict[str, Any]:
     import boto3
     from moto import mock_aws
 
@@ -102,17 +124,21 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
     from flightdeck.observability import logger
     from flightdeck.settings import Settings
 
-    progress(f"streaming cost: a task that waits {wait_s} s for its delegate, followed by message/stream "
-             "and by GET /api/sessions/{id}/events")
+    progress(
+        f"streaming cost: a task that waits {wait_s} s for its delegate, followed by message/stream "
+        "and by GET /api/sessions/{id}/events"
+    )
     saved_endpoint = os.environ.pop("AWS_ENDPOINT_URL", None)  # the in-process moto, never a server
     saved_level = logger.log_level
     logger.setLevel("ERROR")  # the script's timeline lines are not this command's output
     results: dict[str, Any] = {}
     try:
         with mock_aws():
+
             def client(service: str) -> Any:
-                return boto3.client(service, region_name="us-east-1", aws_access_key_id="bench",
-                                    aws_secret_access_key="bench")
+                return boto3.client(
+                    service, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+                )
 
             ddb, sqs = client("dynamodb"), client("sqs")
             res = create_agent_resources(AGENT, dynamodb=ddb, sqs=sqs)
@@ -120,13 +146,24 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
 
             def deps_with(dynamodb: Any, clock: Callable[[], int] | None = None, model: Any = None) -> Deps:
                 store = StateStore(res.table_name, client=dynamodb, clock=clock)
-                queues = Queues(dispatch_url=res.queue_urls["dispatch"], delivery_url=res.queue_urls["delivery"],
-                                timers_url=res.queue_urls["timers"], client=sqs)
+                queues = Queues(
+                    dispatch_url=res.queue_urls["dispatch"],
+                    delivery_url=res.queue_urls["delivery"],
+                    timers_url=res.queue_urls["timers"],
+                    client=sqs,
+                )
                 # The think delegates (the dispatch mints a callback token): the secret's key signs it.
-                return Deps(settings=settings, store=store, queues=queues, thinks=_ScriptedThinks(),
-                            peers=Peers(timeout_s=0.5), keys=lambda: signing_keys(settings),
-                            model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
-                            a2a=A2APorts(A2AStore(store), http=None), live=LiveStore(store))  # type: ignore[arg-type]
+                return Deps(
+                    settings=settings,
+                    store=store,
+                    queues=queues,
+                    thinks=_ScriptedThinks(),
+                    peers=Peers(timeout_s=0.5),
+                    keys=lambda: signing_keys(settings),
+                    model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
+                    a2a=A2APorts(A2AStore(store), http=None),
+                    live=LiveStore(store),
+                )  # type: ignore[arg-type]
 
             script_deps = deps_with(ddb)
             counted_client = client("dynamodb")
@@ -136,8 +173,12 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
 
             for kind in ("message_stream", "session_events"):
                 sink.records.clear()
-                message = {"kind": "message", "role": "user", "messageId": f"bench-{kind}",
-                           "parts": [{"kind": "text", "text": "@worker summarise the report"}]}
+                message = {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": f"bench-{kind}",
+                    "parts": [{"kind": "text", "text": "@worker summarise the report"}],
+                }
                 task = send_message(script_deps, MessageSendParams.model_validate({"message": message}))
                 session_id, _ = parse_task_id(task["id"]) or ("", "")
 
@@ -147,16 +188,24 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
                 def answer(sid: str = session_id) -> None:
                     session = script_deps.store.get_session(sid)
                     use = next(b["toolUse"] for b in session.messages[-1]["content"] if "toolUse" in b)
-                    record_and_advance(script_deps, sid, 1, ToolResult(use["toolUseId"], "success", "the summary",
-                                                                       ResultSource.CALLBACK), by="callback")
+                    record_and_advance(
+                        script_deps,
+                        sid,
+                        1,
+                        ToolResult(use["toolUseId"], "success", "the summary", ResultSource.CALLBACK),
+                        by="callback",
+                    )
 
-                clock = _ScriptedClock([(1.0, lambda: think(1)), (1.0 + wait_s, answer),
-                                        (2.0 + wait_s, lambda: think(2))], mark=lambda: len(sink.records))
+                clock = _ScriptedClock(
+                    [(1.0, lambda: think(1)), (1.0 + wait_s, answer), (2.0 + wait_s, lambda: think(2))],
+                    mark=lambda: len(sink.records),
+                )
                 pace = Pace.of(settings, monotonic=clock.monotonic, sleep=clock.sleep)
                 if kind == "message_stream":
                     key = parse_task_id(task["id"])[1]  # type: ignore[index]
-                    events = a2a_stream.follow(stream_deps, session_id, key, pace, task["status"]["state"],
-                                               since_task_message=True)
+                    events = a2a_stream.follow(
+                        stream_deps, session_id, key, pace, task["status"]["state"], since_task_message=True
+                    )
                 else:
                     opened = session_events.open_session(stream_deps, session_id, None)
                     events = session_events.session_events(stream_deps, opened, pace)
@@ -165,9 +214,14 @@ def measure(prices: PriceTable, progress: Callable[[str], None], *, wait_s: int 
                 polls = [sink.records[a:b] for a, b in zip([0] + ends[:-1], ends)]
                 # A poll while the task waits on its delegate (the longest phase), half-way through.
                 middle = next(i for i, (t, _) in enumerate(clock.marks) if t >= 1.0 + wait_s / 2)
-                results[kind] = {"streamed_s": clock.now, "events": len(sent), "polls": len(polls),
-                                 **_reads(sink.records), "per_waiting_poll": _reads(polls[middle]),
-                                 "watch_marks": sum(1 for r in sink.records if r.get("op") == "UpdateItem")}
+                results[kind] = {
+                    "streamed_s": clock.now,
+                    "events": len(sent),
+                    "polls": len(polls),
+                    **_reads(sink.records),
+                    "per_waiting_poll": _reads(polls[middle]),
+                    "watch_marks": sum(1 for r in sink.records if r.get("op") == "UpdateItem"),
+                }
 
             progress(f"live relay: a {think_s} s think of the local model, watched and not; the turn worker's requests")
             results["live_relay"] = _live_relay(deps_with, client, think_s)
@@ -212,8 +266,12 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
     for watched in (False, True):
         clock = _ThinkClock()
         script = deps_with(client("dynamodb"), clock.now_ms)
-        message = {"kind": "message", "role": "user", "messageId": f"bench-live-{watched}",
-                   "parts": [{"kind": "text", "text": LIVE_TASK}]}
+        message = {
+            "kind": "message",
+            "role": "user",
+            "messageId": f"bench-live-{watched}",
+            "parts": [{"kind": "text", "text": LIVE_TASK}],
+        }
         task = send_message(script, MessageSendParams.model_validate({"message": message}))
         session_id = parse_task_id(task["id"])[0]
         if watched:
@@ -230,13 +288,21 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
     sizes = [w.get("size", 0) for w in puts]
     wru = sum(write_units(size) for size in sizes) + (write_units(sizes[-1]) if sizes else 0)  # a delete: its item
     ops = Counter(f"{r['svc']}.{r['op']}" for r in followed) - Counter(f"{r['svc']}.{r['op']}" for r in alone)
-    out.update({
-        "requests_unwatched": len(alone), "requests_watched": len(followed),
-        "extra_requests_unwatched": sum(1 for r in alone for w in r.get("writes", []) if w.get("sk") in ("LIVE", "WATCH")),
-        "relay_requests": len(followed) - len(alone), "relay_requests_by_operation": dict(sorted(ops.items())),
-        "text_writes": len(puts), "deletes": len(relay) - len(puts), "wru": wru,
-        "last_text_bytes": sizes[-1] if sizes else 0,
-    })
+    out.update(
+        {
+            "requests_unwatched": len(alone),
+            "requests_watched": len(followed),
+            "extra_requests_unwatched": sum(
+                1 for r in alone for w in r.get("writes", []) if w.get("sk") in ("LIVE", "WATCH")
+            ),
+            "relay_requests": len(followed) - len(alone),
+            "relay_requests_by_operation": dict(sorted(ops.items())),
+            "text_writes": len(puts),
+            "deletes": len(relay) - len(puts),
+            "wru": wru,
+            "last_text_bytes": sizes[-1] if sizes else 0,
+        }
+    )
     return out
 
 
@@ -246,10 +312,15 @@ def _costs(results: dict[str, Any], prices: PriceTable, poll_s: float, memory_mb
     relay = results.pop("live_relay", None)
     if relay is not None:
         seconds = relay["think_s"]
-        out["live_relay"] = {**relay, "per_streamed_second": {
-            "writes": round(relay["text_writes"] / seconds, 3), "wru": round(relay["wru"] / seconds, 3),
-            "usd": round(relay["wru"] / seconds * prices.dynamodb_wru, 9)},
-            "per_think_usd": round(relay["wru"] * prices.dynamodb_wru, 9)}
+        out["live_relay"] = {
+            **relay,
+            "per_streamed_second": {
+                "writes": round(relay["text_writes"] / seconds, 3),
+                "wru": round(relay["wru"] / seconds, 3),
+                "usd": round(relay["wru"] / seconds * prices.dynamodb_wru, 9),
+            },
+            "per_think_usd": round(relay["wru"] * prices.dynamodb_wru, 9),
+        }
     for kind, r in results.items():
         seconds = r["streamed_s"]
         per_second = r["per_waiting_poll"]["requests"] / poll_s
@@ -265,11 +336,16 @@ def _costs(results: dict[str, Any], prices: PriceTable, poll_s: float, memory_mb
                 "dynamodb_requests": per_second,
                 "rru": r["per_waiting_poll"]["rru"] / poll_s,
                 "lambda_gb_s": gb,
-                "usd": round(r["per_waiting_poll"]["rru"] / poll_s * prices.dynamodb_rru + gb * prices.lambda_gb_second, 9),
+                "usd": round(
+                    r["per_waiting_poll"]["rru"] / poll_s * prices.dynamodb_rru + gb * prices.lambda_gb_second, 9
+                ),
             },
             "per_streamed_task": {
-                "api_gateway_requests": 1, "lambda_invocations": 1, "dynamodb_requests": r["requests"],
-                "rru": r["rru"], "lambda_gb_s": round(seconds * gb, 3),
+                "api_gateway_requests": 1,
+                "lambda_invocations": 1,
+                "dynamodb_requests": r["requests"],
+                "rru": r["rru"],
+                "lambda_gb_s": round(seconds * gb, 3),
                 "usd": {k: round(v, 9) for k, v in task_usd.items()},
                 "usd_total": round(sum(task_usd.values()), 9),
                 "usd_per_million": round(sum(task_usd.values()) * 1e6, 2),

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from flightdeck.bench.accounting import Tally
 from flightdeck.bench.counter import ListSink, attach
@@ -41,9 +42,10 @@ def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
         "items_returned": sum(int(r.get("count") or 0) for r in queries),
         "items_scanned": sum(int(r.get("scanned") or 0) for r in queries),
         "bytes_read": sum(int(r.get("bytes") or 0) for r in queries),
-        "read_request_units": sum(read_units(int(r.get("bytes") or 0),
-                                             consistent=bool(r.get("consistent")) and not r.get("index"))
-                                  for r in queries),
+        "read_request_units": sum(
+            read_units(int(r.get("bytes") or 0), consistent=bool(r.get("consistent")) and not r.get("index"))
+            for r in queries
+        ),
     }
 
 
@@ -63,8 +65,9 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
     saved_level = logger.log_level
     try:
         with mock_aws():
-            ddb = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="bench",
-                               aws_secret_access_key="bench")
+            ddb = boto3.client(
+                "dynamodb", region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+            )
             table = create_table(ddb, "bench-sweep")
             store = StateStore(table, client=ddb)
             now = store.now_ms()
@@ -74,8 +77,15 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                 # An overdue turn has its session (the sweep advances it) and a deadline in the past.
                 store.start_turn_with_message(sid, {"role": "user", "content": [{"text": f"task {i}"}]}, RETENTION_MS)
                 # Its think ran (storing the reply clears the session's owed-think mark) and delegated.
-                store.append_message(sid, {"role": "assistant", "content": [{"toolUse": {
-                    "toolUseId": f"tooluse_overdue_{i:05d}", "name": "ask", "input": {}}}]}, 1, RETENTION_MS)
+                store.append_message(
+                    sid,
+                    {
+                        "role": "assistant",
+                        "content": [{"toolUse": {"toolUseId": f"tooluse_overdue_{i:05d}", "name": "ask", "input": {}}}],
+                    },
+                    1,
+                    RETENTION_MS,
+                )
                 store.seed_turn(sid, 1, [f"tooluse_overdue_{i:05d}"], now - 5_000, RETENTION_MS)
             for i in range(open_turns - overdue):
                 store.seed_turn(f"open-{i:06d}", 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
@@ -89,9 +99,15 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
 
             sink.records.clear()
             logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
-            deps = SimpleNamespace(store=store, thinks=_Thinks(), settings=SimpleNamespace(
-                tool_agg_tombstone_ttl_ms=60_000, session_retention_ms=RETENTION_MS,
-                tool_agg_punctuate_interval_ms=15_000))
+            deps = SimpleNamespace(
+                store=store,
+                thinks=_Thinks(),
+                settings=SimpleNamespace(
+                    tool_agg_tombstone_ttl_ms=60_000,
+                    session_retention_ms=RETENTION_MS,
+                    tool_agg_punctuate_interval_ms=15_000,
+                ),
+            )
             expired = deadlines.sweep(deps)  # type: ignore[arg-type]
             sweep_records = list(sink.records)
             swept = Tally.of(sweep_records)
@@ -130,10 +146,17 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
         "seed_s": round(seed_s, 2),
         "list_overdue": listed,
         "sweep": full_sweep,
-        "scan_comparison": {"items_scanned": scanned, "bytes": scanned_bytes, "pages_of_1mb": pages,
-                            "read_request_units": scan_rru},
-        "items_read_ratio_scan_to_index": round(scanned / listed["items_scanned"], 1) if listed["items_scanned"] else None,
+        "scan_comparison": {
+            "items_scanned": scanned,
+            "bytes": scanned_bytes,
+            "pages_of_1mb": pages,
+            "read_request_units": scan_rru,
+        },
+        "items_read_ratio_scan_to_index": round(scanned / listed["items_scanned"], 1)
+        if listed["items_scanned"]
+        else None,
         "index_read_usd_per_month_at_one_sweep_a_minute": round(per_sweep_usd * SWEEPS_PER_MONTH_AT_ONE_A_MINUTE, 4),
-        "scan_read_usd_per_month_at_one_sweep_a_minute": round(scan_rru * prices.dynamodb_rru
-                                                               * SWEEPS_PER_MONTH_AT_ONE_A_MINUTE, 4),
+        "scan_read_usd_per_month_at_one_sweep_a_minute": round(
+            scan_rru * prices.dynamodb_rru * SWEEPS_PER_MONTH_AT_ONE_A_MINUTE, 4
+        ),
     }

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from contextlib import closing
-from typing import Annotated, Any, Iterator, Literal, Union
+from typing import Annotated, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -99,7 +100,7 @@ class ArtifactUpdate(_Lenient):
 
 
 # What message/send answers (a Task or a Message) and what a stream carries (those and the updates).
-Event = Annotated[Union[Task, Message, StatusUpdate, ArtifactUpdate], Field(discriminator="kind")]
+Event = Annotated[Task | Message | StatusUpdate | ArtifactUpdate, Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 
 
@@ -154,8 +155,16 @@ def parts_text(parts: list[Any] | None) -> str:
 class A2AChat:
     """A conversation with one A2A agent: its card, one contextId, one task at a time."""
 
-    def __init__(self, url: str, token: str | None, console: Console, polling: Polling, http: requests.Session,
-                 context_id: str | None = None, task_id: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        console: Console,
+        polling: Polling,
+        http: requests.Session,
+        context_id: str | None = None,
+        task_id: str | None = None,
+    ):
         self.card_url = card_url(url)
         self.token, self.console, self.polling, self.http = token, console, polling, http
         self.card: AgentCard | None = None
@@ -183,8 +192,10 @@ class A2AChat:
         if problem is not None:
             raise problem
         if response.status_code != 200:
-            raise Problem(f"no agent card at {self.card_url} (HTTP {response.status_code}: {server_message(response)}):"
-                          f" give the card's URL, usually the agent's base URL + {CARD_PATH}")
+            raise Problem(
+                f"no agent card at {self.card_url} (HTTP {response.status_code}: {server_message(response)}):"
+                f" give the card's URL, usually the agent's base URL + {CARD_PATH}"
+            )
         try:
             self.raw_card = response.json()
             self.card = AgentCard.model_validate(self.raw_card)
@@ -195,8 +206,10 @@ class A2AChat:
         rpc = rpc or next((i.url for i in card.additionalInterfaces if i.transport.upper() == "JSONRPC"), "")
         if not rpc:
             offered = ", ".join([card.preferredTransport] + [i.transport for i in card.additionalInterfaces])
-            raise Problem(f"{card.name or self.card_url} offers no JSON-RPC interface (only {offered}); "
-                          "flightdeck chat speaks A2A over JSON-RPC")
+            raise Problem(
+                f"{card.name or self.card_url} offers no JSON-RPC interface (only {offered}); "
+                "flightdeck chat speaks A2A over JSON-RPC"
+            )
         self.rpc_url = urljoin(self.card_url, rpc)
         self.streaming = card.capabilities.streaming is True
         how = "streams its answers (message/stream)" if self.streaming else "message/send, then tasks/get"
@@ -215,8 +228,9 @@ class A2AChat:
             kind = scheme.get("scheme") or scheme.get("type") or ""
             described.append(f"{name} ({kind})" if kind else name)
         required = [name for requirement in card.security for name in requirement]
-        return (f"; the card declares {', '.join(described)}"
-                + (f" and requires {', '.join(dict.fromkeys(required))}" if required else ""))
+        return f"; the card declares {', '.join(described)}" + (
+            f" and requires {', '.join(dict.fromkeys(required))}" if required else ""
+        )
 
     # --- JSON-RPC -----------------------------------------------------------------------------
 
@@ -228,15 +242,20 @@ class A2AChat:
         if problem is not None:
             problem.message += self._schemes_hint()
             return problem
-        return Problem(f"{self.rpc_url} answered HTTP {response.status_code} to {method} "
-                       f"({server_message(response)})", fatal=response.status_code == 404)
+        return Problem(
+            f"{self.rpc_url} answered HTTP {response.status_code} to {method} ({server_message(response)})",
+            fatal=response.status_code == 404,
+        )
 
     def _unwrap(self, body: Any, method: str) -> Any:
         try:
             envelope = _Envelope.model_validate(body)
         except ValidationError:
-            raise Problem(f"{self.rpc_url} answered {method} with something that is not a JSON-RPC 2.0 "
-                          f"response: {preview(json.dumps(body), 200)}", fatal=False) from None
+            raise Problem(
+                f"{self.rpc_url} answered {method} with something that is not a JSON-RPC 2.0 "
+                f"response: {preview(json.dumps(body), 200)}",
+                fatal=False,
+            ) from None
         if envelope.error is not None:
             raise RpcError(envelope.error)
         if not isinstance(body, dict) or "result" not in body:
@@ -258,16 +277,19 @@ class A2AChat:
         try:
             return _EVENT.validate_python(result)
         except ValidationError as exc:
-            raise Problem(f"the agent answered something that is not an A2A task, message or update: "
-                          f"{preview(str(exc), 300)}", fatal=False) from None
+            raise Problem(
+                f"the agent answered something that is not an A2A task, message or update: {preview(str(exc), 300)}",
+                fatal=False,
+            ) from None
 
     @staticmethod
     def _task(result: Any) -> Task:
         try:
             return Task.model_validate(result)
         except ValidationError as exc:
-            raise Problem(f"the agent answered something that is not an A2A task: {preview(str(exc), 300)}",
-                          fatal=False) from None
+            raise Problem(
+                f"the agent answered something that is not an A2A task: {preview(str(exc), 300)}", fatal=False
+            ) from None
 
     # --- what the agent tells us ------------------------------------------------------------------
 
@@ -330,14 +352,18 @@ class A2AChat:
         for key, text in self.artifacts.items():
             printed = self.printed.get(key, "")
             if text.startswith(printed) and text != printed:
-                self.console.chunk(text[len(printed):])
+                self.console.chunk(text[len(printed) :])
                 self.printed[key] = text
 
     # --- a message, and its task ------------------------------------------------------------------
 
     def _message(self, text: str) -> dict[str, Any]:
-        message: dict[str, Any] = {"kind": "message", "role": "user", "messageId": str(uuid.uuid4()),
-                                   "parts": [{"kind": "text", "text": text}]}
+        message: dict[str, Any] = {
+            "kind": "message",
+            "role": "user",
+            "messageId": str(uuid.uuid4()),
+            "parts": [{"kind": "text", "text": text}],
+        }
         if self.context_id:
             message["contextId"] = self.context_id
         if self.continue_task:
@@ -370,8 +396,16 @@ class A2AChat:
 
     def _stream(self, params: dict[str, Any]) -> None:
         method = "message/stream"
-        response = send(self.http, "POST", self.rpc_url, token=self.token, body=self._request(method, params),
-                        stream=True, read_timeout_s=STREAM_READ_TIMEOUT_S, headers={"Accept": "text/event-stream"})
+        response = send(
+            self.http,
+            "POST",
+            self.rpc_url,
+            token=self.token,
+            body=self._request(method, params),
+            stream=True,
+            read_timeout_s=STREAM_READ_TIMEOUT_S,
+            headers={"Accept": "text/event-stream"},
+        )
         with closing(response):
             if response.status_code != 200:
                 raise self._refused(response, method)
@@ -379,8 +413,9 @@ class A2AChat:
                 try:
                     body = response.json()
                 except ValueError:
-                    raise Problem(f"{self.rpc_url} answered {method} with neither a stream nor JSON",
-                                  fatal=False) from None
+                    raise Problem(
+                        f"{self.rpc_url} answered {method} with neither a stream nor JSON", fatal=False
+                    ) from None
                 self._first_streamed(body, method)
                 return
             first = True
@@ -389,8 +424,9 @@ class A2AChat:
                     try:
                         body = json.loads(data)
                     except ValueError:
-                        raise Problem(f"the stream carried an event that is not JSON: {preview(data)}",
-                                      fatal=False) from None
+                        raise Problem(
+                            f"the stream carried an event that is not JSON: {preview(data)}", fatal=False
+                        ) from None
                     if first:
                         self._first_streamed(body, method)
                         first = False
@@ -402,8 +438,9 @@ class A2AChat:
                         return
             except (requests.exceptions.RequestException, StreamError) as exc:
                 if self.task_id is None:
-                    raise Problem(f"the stream broke before the agent said anything: {preview(str(exc))}",
-                                  fatal=False) from None
+                    raise Problem(
+                        f"the stream broke before the agent said anything: {preview(str(exc))}", fatal=False
+                    ) from None
                 self.console.event(f"the stream broke ({preview(str(exc), 80)}): following the task with tasks/get")
                 return
         if self.waiting and self.task_id is not None:
@@ -428,8 +465,11 @@ class A2AChat:
         changed = True
         while self.waiting:
             if self.console.clock() > deadline:
-                raise Problem(f"task {self.task_id} is still {self.state or 'unknown'} after "
-                              f"{self.polling.wait_s:.0f} s; it goes on at the agent", fatal=False)
+                raise Problem(
+                    f"task {self.task_id} is still {self.state or 'unknown'} after "
+                    f"{self.polling.wait_s:.0f} s; it goes on at the agent",
+                    fatal=False,
+                )
             self.polling.pause(changed)
             changed = self.on(self._task(self.rpc("tasks/get", {"id": self.task_id})))
 
@@ -456,7 +496,9 @@ class A2AChat:
             if unprinted:
                 self.console.answer("\n".join(unprinted))
             elif not self.printed:
-                self.console.answer(self.status_text or self.last_agent_message or "(the task completed with no answer)")
+                self.console.answer(
+                    self.status_text or self.last_agent_message or "(the task completed with no answer)"
+                )
             return EXIT_OK
         self.console.error(f"the task ended {state}" + (f": {self.status_text}" if self.status_text else ""))
         return EXIT_FAILURE
@@ -480,14 +522,18 @@ class A2AChat:
             if exc.code in (TASK_NOT_CANCELABLE, UNSUPPORTED_OPERATION):
                 state = self._state_of(task_id)
                 if state in TERMINAL_STATES:
-                    self.console.note(f"the agent did not cancel it ({exc.code}: {exc.message}): the task had "
-                                      f"already ended ({state})")
+                    self.console.note(
+                        f"the agent did not cancel it ({exc.code}: {exc.message}): the task had already ended ({state})"
+                    )
                 else:
-                    self.console.error(f"the agent cannot cancel this task ({exc.code}: {exc.message}): the remote "
-                                       f"task {task_id} is still running" + (f" ({state})" if state else ""))
+                    self.console.error(
+                        f"the agent cannot cancel this task ({exc.code}: {exc.message}): the remote "
+                        f"task {task_id} is still running" + (f" ({state})" if state else "")
+                    )
             else:
-                self.console.error(f"tasks/cancel failed ({exc.code}: {exc.message}): the remote task {task_id} "
-                                   "may still be running")
+                self.console.error(
+                    f"tasks/cancel failed ({exc.code}: {exc.message}): the remote task {task_id} may still be running"
+                )
         except Problem as problem:
             self.console.error(f"{problem.message}: the remote task {task_id} may still be running")
         except KeyboardInterrupt:
@@ -495,8 +541,9 @@ class A2AChat:
         else:
             self.on(task)
             if self.state != "canceled":
-                self.console.error(f"tasks/cancel answered the task {self.state or 'in an unknown state'}: "
-                                   "it may still be running")
+                self.console.error(
+                    f"tasks/cancel answered the task {self.state or 'in an unknown state'}: it may still be running"
+                )
         return EXIT_INTERRUPTED
 
     def _state_of(self, task_id: str) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flightdeck.chat_client import DEFAULT_WAIT_S, TOKEN_ENV
 
@@ -14,8 +15,7 @@ if TYPE_CHECKING:
 
 # The client (requests, pydantic) is imported when the command runs: `flightdeck --help` stays fast.
 
-HELP = ("/card prints the agent card, /help this line; Ctrl-C stops waiting for an answer ({ctrl_c}); "
-        "Ctrl-D exits")
+HELP = "/card prints the agent card, /help this line; Ctrl-C stops waiting for an answer ({ctrl_c}); Ctrl-D exits"
 
 
 class Conversation(Protocol):
@@ -45,7 +45,7 @@ def line_reader(prompt: str = "you> ") -> Callable[[], str]:
     return read
 
 
-def repl(conversation: Conversation, console: "Console", read: Callable[[], str], ctrl_c: str) -> int:
+def repl(conversation: Conversation, console: Console, read: Callable[[], str], ctrl_c: str) -> int:
     """Each line a message of the one conversation, until Ctrl-D; a fatal problem ends it with its code."""
     from flightdeck.chat_client.transport import EXIT_OK, Problem
 
@@ -160,22 +160,34 @@ def add_chat_command(commands: Any) -> None:
         "task (tasks/cancel).\n\n"
         "Answers go to stdout; the timeline and notes to stderr.",
         epilog="examples:\n"
-        "  flightdeck chat http://127.0.0.1:8080 \"@worker count these words\"\n"
+        '  flightdeck chat http://127.0.0.1:8080 "@worker count these words"\n'
         "  FLIGHTDECK_TOKEN=fdp_user_... flightdeck chat https://abc.execute-api.eu-west-1.amazonaws.com/prod\n"
-        "  flightdeck chat --a2a https://agent.example.com/.well-known/agent-card.json \"hello\"",
+        '  flightdeck chat --a2a https://agent.example.com/.well-known/agent-card.json "hello"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub.__class__ = _IntermixedParser  # add_parser offers no parser class of one's own
     sub.add_argument("url", nargs="?", metavar="URL", help="the agent's base URL (not with --a2a)")
-    sub.add_argument("message", nargs="?", metavar="MESSAGE", help="send this, print the answer and exit "
-                     "(without it: a REPL)")
-    sub.add_argument("--a2a", metavar="CARD_URL", help="talk A2A to the agent of this card (a base URL gets "
-                     "/.well-known/agent-card.json appended)")
-    sub.add_argument("--token", metavar="T", help=f"bearer token (default: ${TOKEN_ENV}); for our agents a peer "
-                     "token fdp_<peer>_<secret>")
+    sub.add_argument(
+        "message", nargs="?", metavar="MESSAGE", help="send this, print the answer and exit (without it: a REPL)"
+    )
+    sub.add_argument(
+        "--a2a",
+        metavar="CARD_URL",
+        help="talk A2A to the agent of this card (a base URL gets /.well-known/agent-card.json appended)",
+    )
+    sub.add_argument(
+        "--token",
+        metavar="T",
+        help=f"bearer token (default: ${TOKEN_ENV}); for our agents a peer token fdp_<peer>_<secret>",
+    )
     sub.add_argument("--session", metavar="ID", help="continue this session of one of our agents")
     sub.add_argument("--context", metavar="ID", help="A2A: continue this contextId")
     sub.add_argument("--task", metavar="ID", help="A2A: continue this task (one waiting for input)")
-    sub.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, metavar="S",
-                     help=f"wait at most S seconds for one answer (default {DEFAULT_WAIT_S:.0f})")
+    sub.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        metavar="S",
+        help=f"wait at most S seconds for one answer (default {DEFAULT_WAIT_S:.0f})",
+    )
     sub.set_defaults(run=run)

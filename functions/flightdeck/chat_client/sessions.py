@@ -83,8 +83,11 @@ def base_url(url: str) -> str:
     """The agent's base URL from what the user typed (with or without a trailing /api/chat)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise Problem(f"{url!r} is not an agent URL: give one starting with http:// or https://, as "
-                      "`flightdeck local up` prints it", code=EXIT_USAGE)
+        raise Problem(
+            f"{url!r} is not an agent URL: give one starting with http:// or https://, as "
+            "`flightdeck local up` prints it",
+            code=EXIT_USAGE,
+        )
     url = url.rstrip("/")
     return url.removesuffix("/api/chat").rstrip("/")
 
@@ -144,7 +147,9 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
             text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
             if uses and all(use.get("name") == ASK_USER for use in uses):
                 # The agent asks for input: its question is this turn's answer; the next message answers it.
-                question = "\n".join(str(u["input"].get("question", "")) for u in uses if isinstance(u.get("input"), dict))
+                question = "\n".join(
+                    str(u["input"].get("question", "")) for u in uses if isinstance(u.get("input"), dict)
+                )
                 events.append({"id": f"think.{thinks}", "kind": "thinking", "think": thinks, "text": ""})
                 events.append({"id": f"question.{thinks}", "kind": "question", "think": thinks, "text": question})
                 continue
@@ -153,8 +158,9 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
                 tool_use_id, name, args = str(use.get("toolUseId", "")), str(use.get("name", "")), use.get("input")
                 calls[tool_use_id] = who = delegate_of(name)
                 if isinstance(args, dict) and set(args) == {"task"}:
-                    events.append({"id": f"tool.{tool_use_id}", "kind": "delegating", "agent": who,
-                                   "task": str(args["task"])})
+                    events.append(
+                        {"id": f"tool.{tool_use_id}", "kind": "delegating", "agent": who, "task": str(args["task"])}
+                    )
                 else:
                     events.append({"id": f"tool.{tool_use_id}", "kind": "tool_call", "tool": name, "input": args})
             if not uses:
@@ -163,9 +169,15 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
         results = [b["toolResult"] for b in blocks if isinstance(b.get("toolResult"), dict)]
         for result in results:
             tool_use_id = str(result.get("toolUseId", ""))
-            events.append({"id": f"result.{tool_use_id}", "kind": "callback_accepted",
-                           "agent": calls.get(tool_use_id, "a tool"), "status": result.get("status"),
-                           "text": _text(_blocks(result))})
+            events.append(
+                {
+                    "id": f"result.{tool_use_id}",
+                    "kind": "callback_accepted",
+                    "agent": calls.get(tool_use_id, "a tool"),
+                    "status": result.get("status"),
+                    "text": _text(_blocks(result)),
+                }
+            )
         if not results:
             inputs += 1
             events.append({"id": f"input.{inputs}", "kind": "message", "text": _text(blocks)})
@@ -208,8 +220,15 @@ class _Watch:
 class SessionChat:
     """A conversation with one of our agents: one session, one message at a time."""
 
-    def __init__(self, url: str, token: str | None, session_id: str | None, console: Console,
-                 polling: Polling, http: requests.Session):
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        session_id: str | None,
+        console: Console,
+        polling: Polling,
+        http: requests.Session,
+    ):
         self.url = base_url(url)
         self.token, self.session_id = token, session_id
         self.console, self.polling, self.http = console, polling, http
@@ -226,10 +245,14 @@ class SessionChat:
         said, status = server_message(response), response.status_code
         if status == 404:
             if "session_not_found" in said and self.session_id:
-                return Problem(f"{self.url} has no session {self.session_id!r} for this token ({said}); a "
-                               "session of another peer does not exist for you: drop --session to start a new one")
-            return Problem(f"{self.url} has no such route ({said}): give the agent's base URL, as `flightdeck "
-                           "local up` prints it; for another A2A agent use --a2a CARD_URL")
+                return Problem(
+                    f"{self.url} has no session {self.session_id!r} for this token ({said}); a "
+                    "session of another peer does not exist for you: drop --session to start a new one"
+                )
+            return Problem(
+                f"{self.url} has no such route ({said}): give the agent's base URL, as `flightdeck "
+                "local up` prints it; for another A2A agent use --a2a CARD_URL"
+            )
         if status == 413:
             return Problem(f"the agent refused the message as too large ({said})", fatal=False)
         if status in (400, 422):
@@ -240,8 +263,9 @@ class SessionChat:
         try:
             return response.json()
         except ValueError:
-            raise Problem(f"{self.url} did not answer JSON (HTTP {response.status_code}): is it a Flightdeck "
-                          "agent's base URL?") from None
+            raise Problem(
+                f"{self.url} did not answer JSON (HTTP {response.status_code}): is it a Flightdeck agent's base URL?"
+            ) from None
 
     @property
     def _session_path(self) -> str:
@@ -271,8 +295,10 @@ class SessionChat:
         view = self._get()
         self.drawn.update(event["id"] for event in timeline_of(view.messages, busy=False))
         self.idle = view.status == "idle"
-        self.console.note(f"session {view.session_id}: {view.turn} message(s) so far, "
-                          f"{view.iteration} think iteration(s), {view.status}")
+        self.console.note(
+            f"session {view.session_id}: {view.turn} message(s) so far, "
+            f"{view.iteration} think iteration(s), {view.status}"
+        )
 
     def _post(self, content: str) -> ChatAccepted | None:
         """The message accepted (or queued in the session's inbox); None when the session could not take it (409)."""
@@ -287,8 +313,9 @@ class SessionChat:
         try:
             return ChatAccepted.model_validate(self._json(response))
         except ValidationError as exc:
-            raise Problem(f"{self.url} accepted the message with an answer this client cannot read: "
-                          f"{preview(str(exc), 300)}") from None
+            raise Problem(
+                f"{self.url} accepted the message with an answer this client cannot read: {preview(str(exc), 300)}"
+            ) from None
 
     # --- the conversation -------------------------------------------------------------------
 
@@ -318,9 +345,11 @@ class SessionChat:
             self.console.end_chunks()
             self.idle = False  # not known any more: the next message waits for idle first
             if self.session_id:
-                self.console.note(f"\nstopped watching session {self.session_id}; it keeps working (a chat "
-                                  f"session is not canceled from here). Follow it with: flightdeck chat {self.url} "
-                                  f"--session {self.session_id}")
+                self.console.note(
+                    f"\nstopped watching session {self.session_id}; it keeps working (a chat "
+                    f"session is not canceled from here). Follow it with: flightdeck chat {self.url} "
+                    f"--session {self.session_id}"
+                )
             else:
                 self.console.note("\ninterrupted before the agent took the message")
             return EXIT_INTERRUPTED
@@ -343,9 +372,12 @@ class SessionChat:
 
     def _check_deadline(self, watch: _Watch, status: str = "busy") -> None:
         if self.console.clock() > watch.deadline:
-            raise Problem(f"no answer within {self.polling.wait_s:.0f} s; session {self.session_id} is "
-                          f"still {status}. Follow it with: flightdeck chat {self.url} --session "
-                          f"{self.session_id}", fatal=False)
+            raise Problem(
+                f"no answer within {self.polling.wait_s:.0f} s; session {self.session_id} is "
+                f"still {status}. Follow it with: flightdeck chat {self.url} --session "
+                f"{self.session_id}",
+                fatal=False,
+            )
 
     # --- drawing: one timeline event (the events route's shape), streamed or polled ---------------
 
@@ -399,13 +431,15 @@ class SessionChat:
             console.event(f"think {think}: answer")
             console.answer(text)
         elif text.startswith(shown):  # what was printed as it was written is the answer's beginning
-            console.chunk(text[len(shown):])
+            console.chunk(text[len(shown) :])
             console.end_chunks()
             console.event(f"think {think}: answer")
         else:  # the stored answer is the truth
             console.end_chunks()
-            console.event(f"think {think}: answer (the text shown as it was written is not the answer stored; "
-                          "the answer follows whole)")
+            console.event(
+                f"think {think}: answer (the text shown as it was written is not the answer stored; "
+                "the answer follows whole)"
+            )
             console.answer(text)
         watch.answers.append(text)
         return True
@@ -422,7 +456,7 @@ class SessionChat:
             return  # a piece missed in between: the stored answer fills it in
         whole = shown[:offset] + text
         if whole.startswith(shown):  # more of the same text (a reconnected stream resends it from 0)
-            self.console.chunk(whole[len(shown):])
+            self.console.chunk(whole[len(shown) :])
         else:  # the think starts over (a retried attempt): on a new line
             self.console.end_chunks()
             self.console.chunk(whole)
@@ -456,8 +490,15 @@ class SessionChat:
         # A quiet stream is not read past the watch's deadline (by more than a second).
         quiet_s = max(1.0, min(STREAM_READ_TIMEOUT_S, watch.deadline - self.console.clock() + 1))
         try:
-            response = send(self.http, "GET", url, token=self.token, stream=True, read_timeout_s=quiet_s,
-                            headers={"Accept": "text/event-stream"})
+            response = send(
+                self.http,
+                "GET",
+                url,
+                token=self.token,
+                stream=True,
+                read_timeout_s=quiet_s,
+                headers={"Accept": "text/event-stream"},
+            )
         except Problem as problem:
             if problem.fatal:
                 raise
@@ -466,8 +507,11 @@ class SessionChat:
         with closing(response):
             status = response.status_code
             said = server_message(response) if status != 200 else ""  # (a 200's body is the stream)
-            if status in (401, 403) and said != "Missing Authentication Token" or (
-                    status == 404 and "session_not_found" in said):
+            if (
+                status in (401, 403)
+                and said != "Missing Authentication Token"
+                or (status == 404 and "session_not_found" in said)
+            ):
                 raise self._refused(response)
             # API Gateway answers a route it does not have 403 "Missing Authentication Token".
             if status in _NO_EVENTS_ROUTE or status == 403:
@@ -511,22 +555,23 @@ class SessionChat:
             return None
         kind = event["kind"]
         if kind == "error":  # the server could not go on (it says: reconnect)
-            self.console.aside(f"the event stream failed at the server ({preview(str(event.get('message')))}): "
-                               "reconnecting", 1)
+            self.console.aside(
+                f"the event stream failed at the server ({preview(str(event.get('message')))}): reconnecting", 1
+            )
             return "reconnect"
         if kind == "idle":
             self.idle = True
             if not watch.taken:
                 return "poll"  # idle before it took the queued message: polling waits for it to be taken
             if watch.accepted is not None:
-                self.console.event(f"idle: {event.get('turn')} message(s), {event.get('iteration')} think "
-                                   "iteration(s)")
+                self.console.event(f"idle: {event.get('turn')} message(s), {event.get('iteration')} think iteration(s)")
             return "done"
         return "done" if self._step(watch, event) else None
 
     def _not_streaming(self, why: str) -> None:
-        self.console.event(f"the agent does not stream the session's events ({why}): polling "
-                           "GET /api/sessions/{id}", 1)
+        self.console.event(
+            f"the agent does not stream the session's events ({why}): polling GET /api/sessions/{{id}}", 1
+        )
 
     # --- following: polling ------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ fields (`retry:`) are ignored; an event cut off by the end of the stream is not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 # A line longer than this is not an event stream's (one event of ours is one answer's text, well under
 # it): the stream is given up rather than buffered without end.
@@ -46,7 +46,7 @@ def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
             if end < 0 or (end == cr and end == len(buffer) - 1):  # no line end yet, or a CR that may precede LF
                 break
             yield buffer[start:end]
-            start = end + 2 if end == cr and buffer[end + 1:end + 2] == b"\n" else end + 1
+            start = end + 2 if end == cr and buffer[end + 1 : end + 2] == b"\n" else end + 1
         buffer = buffer[start:]
         if len(buffer) > MAX_LINE_BYTES:
             raise StreamError(f"a line of more than {MAX_LINE_BYTES} bytes")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import requests
 
@@ -16,8 +17,10 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 _TOKEN_SOURCES = f"--token or {TOKEN_ENV}"
-_WHERE_TOKENS_COME_FROM = ("locally, the agent's [agents.NAME.peers] entry of the deployment file; "
-                           "on AWS, `flightdeck peers add --agent NAME PEER` prints one")
+_WHERE_TOKENS_COME_FROM = (
+    "locally, the agent's [agents.NAME.peers] entry of the deployment file; "
+    "on AWS, `flightdeck peers add --agent NAME PEER` prints one"
+)
 
 
 class Problem(Exception):
@@ -136,28 +139,48 @@ def auth_problem(response: requests.Response, url: str, token: str | None) -> Pr
     said = server_message(response)
     if response.status_code == 401:
         if not token:
-            return Problem(f"{url} needs a bearer token ({said}): pass {_TOKEN_SOURCES} "
-                           f"({_WHERE_TOKENS_COME_FROM})")
-        return Problem(f"{url} refused the token as malformed or invalid ({said}): a peer token looks like "
-                       f"fdp_<peer id>_<secret>; check {_TOKEN_SOURCES} ({_WHERE_TOKENS_COME_FROM})")
+            return Problem(f"{url} needs a bearer token ({said}): pass {_TOKEN_SOURCES} ({_WHERE_TOKENS_COME_FROM})")
+        return Problem(
+            f"{url} refused the token as malformed or invalid ({said}): a peer token looks like "
+            f"fdp_<peer id>_<secret>; check {_TOKEN_SOURCES} ({_WHERE_TOKENS_COME_FROM})"
+        )
     if response.status_code == 403:
-        return Problem(f"{url} does not accept this token ({said}): it is unknown, wrong or revoked; check "
-                       f"{_TOKEN_SOURCES}, or get a new one ({_WHERE_TOKENS_COME_FROM})")
+        return Problem(
+            f"{url} does not accept this token ({said}): it is unknown, wrong or revoked; check "
+            f"{_TOKEN_SOURCES}, or get a new one ({_WHERE_TOKENS_COME_FROM})"
+        )
     return None
 
 
-def send(http: requests.Session, method: str, url: str, *, token: str | None, body: Any = None,
-         stream: bool = False, read_timeout_s: float = READ_TIMEOUT_S,
-         headers: dict[str, str] | None = None) -> requests.Response:
+def send(
+    http: requests.Session,
+    method: str,
+    url: str,
+    *,
+    token: str | None,
+    body: Any = None,
+    stream: bool = False,
+    read_timeout_s: float = READ_TIMEOUT_S,
+    headers: dict[str, str] | None = None,
+) -> requests.Response:
     """One HTTP request; a network failure becomes a Problem that says what to check."""
     try:
-        return http.request(method, url, json=body, stream=stream, timeout=(CONNECT_TIMEOUT_S, read_timeout_s),
-                            headers={**auth_header(token), **(headers or {})})
+        return http.request(
+            method,
+            url,
+            json=body,
+            stream=stream,
+            timeout=(CONNECT_TIMEOUT_S, read_timeout_s),
+            headers={**auth_header(token), **(headers or {})},
+        )
     except requests.exceptions.ConnectionError as exc:
         text = str(exc)
         if "refused" in text.lower():
-            raise Problem(f"cannot connect to {url}: connection refused. Is the agent running, and is this its "
-                          "URL (`flightdeck local up` prints each agent's)?", fatal=False) from None
+            raise Problem(
+                f"cannot connect to {url}: connection refused. Is the agent running, and is this its "
+                "URL (`flightdeck local up` prints each agent's)?",
+                fatal=False,
+            ) from None
         if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
             raise Problem(f"cannot connect to {url}: the host name does not resolve; check the URL") from None
         raise Problem(f"cannot connect to {url}: {preview(text, 300)}", fatal=False) from None
@@ -185,6 +208,7 @@ class Polling:
         self._interval = self.first_s
 
     def pause(self, changed: bool) -> None:
-        self._interval = self.first_s if changed or not self._interval else min(self.max_s,
-                                                                                 self._interval * self.growth)
+        self._interval = (
+            self.first_s if changed or not self._interval else min(self.max_s, self._interval * self.growth)
+        )
         self.sleep(self._interval)

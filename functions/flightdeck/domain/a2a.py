@@ -24,17 +24,18 @@ import json
 import re
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from flightdeck.domain.a2a_models import (
     ACCEPTED_PARTS,
-    INTERRUPTED_STATES,
     CONTENT_TYPE_NOT_SUPPORTED,
     INPUT_MODES,
+    INTERRUPTED_STATES,
     INVALID_PARAMS,
     TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND,
@@ -99,13 +100,17 @@ _MESSAGE_NS = uuid.UUID("0b9f3f55-7a52-4d7e-9a43-1a2f4b2c7e10")
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _agent_message(task_id: str, context_id: str, text: str, salt: str) -> dict[str, Any]:
     return {
-        "kind": "message", "role": "agent", "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{task_id}/{salt}")),
-        "parts": [{"kind": "text", "text": text}], "contextId": context_id, "taskId": task_id,
+        "kind": "message",
+        "role": "agent",
+        "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{task_id}/{salt}")),
+        "parts": [{"kind": "text", "text": text}],
+        "contextId": context_id,
+        "taskId": task_id,
     }
 
 
@@ -119,8 +124,9 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
     messages still waiting in the session's inbox. Its questions are in
     it, and the messages that answered them."""
     history = [rec.user_message]
-    stored = ports(deps).store.task_messages(rec.session_id, rec.start_turn, rec.end_turn,
-                                             task_key=rec.key if rec.state not in TERMINAL_STATES else "")
+    stored = ports(deps).store.task_messages(
+        rec.session_id, rec.start_turn, rec.end_turn, task_key=rec.key if rec.state not in TERMINAL_STATES else ""
+    )
     skipped_own = False
     for index, item in enumerate(stored):
         role = item.message.get("role")
@@ -147,8 +153,14 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
 
 def _continuing_message(rec: TaskRecord, text: str, message_id: str) -> dict[str, Any]:
     """A user message that continued the task, as its history shows it (its parts as the model read them)."""
-    return {"kind": "message", "role": "user", "messageId": message_id, "parts": [{"kind": "text", "text": text}],
-            "contextId": rec.session_id, "taskId": rec.task_id}
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": message_id,
+        "parts": [{"kind": "text", "text": text}],
+        "contextId": rec.session_id,
+        "taskId": rec.task_id,
+    }
 
 
 def answer_artifact_id(rec: TaskRecord) -> str:
@@ -174,8 +186,9 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
     """The A2A Task object. history_length: None for all of it, n for the last n messages."""
     task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status_of(rec)}
     if rec.state == "completed":
-        task["artifacts"] = [{"artifactId": answer_artifact_id(rec), "name": "answer",
-                              "parts": [{"kind": "text", "text": rec.answer}]}]
+        task["artifacts"] = [
+            {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": [{"kind": "text", "text": rec.answer}]}
+        ]
     if history_length != 0:
         history = _history(deps, rec)
         task["history"] = history[-history_length:] if history_length else history
@@ -203,8 +216,11 @@ def _task(deps: Deps, task_id: str, caller: str | None) -> TaskRecord:
 
 
 def _unsupported_part(index: int, what: str) -> A2AError:
-    return A2AError(CONTENT_TYPE_NOT_SUPPORTED, f"message.parts.{index}: {what} is not accepted; accepted are "
-                                                f"{ACCEPTED_PARTS}", {"supportedInputModes": list(INPUT_MODES)})
+    return A2AError(
+        CONTENT_TYPE_NOT_SUPPORTED,
+        f"message.parts.{index}: {what} is not accepted; accepted are {ACCEPTED_PARTS}",
+        {"supportedInputModes": list(INPUT_MODES)},
+    )
 
 
 def _file_text(index: int, file: dict[str, Any]) -> str:
@@ -216,8 +232,14 @@ def _file_text(index: int, file: dict[str, Any]) -> str:
         raise _unsupported_part(index, "a file by uri" if "uri" in file else "a file without bytes")
     if not (essence.startswith("text/") or essence == "application/json"):
         raise _unsupported_part(index, f"a file of type {essence or 'unknown (no mimeType)'}")
-    charset = next((v.strip().strip('"') for k, _, v in (p.partition("=") for p in parameters.split(";"))
-                    if k.strip().lower() == "charset"), "utf-8")
+    charset = next(
+        (
+            v.strip().strip('"')
+            for k, _, v in (p.partition("=") for p in parameters.split(";"))
+            if k.strip().lower() == "charset"
+        ),
+        "utf-8",
+    )
     try:
         data = base64.b64decode(str(file["bytes"]), validate=True)
     except ValueError:
@@ -260,14 +282,19 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
         raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url must be an http(s) URL")
     url = deps.settings.allowed_host_mapping.check_url(config.url)
     if url is None:
-        raise A2AError(INVALID_PARAMS, "pushNotificationConfig.url is not under any base URL this agent is "
-                                       "allowed to call (ALLOWED_HOST_MAPPING), or is ambiguous (dot segments "
-                                       "above the base, escaped slashes, backslashes)", {"url": config.url})
+        raise A2AError(
+            INVALID_PARAMS,
+            "pushNotificationConfig.url is not under any base URL this agent is "
+            "allowed to call (ALLOWED_HOST_MAPPING), or is ambiguous (dot segments "
+            "above the base, escaped slashes, backslashes)",
+            {"url": config.url},
+        )
     if config.authentication is not None:
         schemes = [s for s in config.authentication.schemes if s.lower() in SUPPORTED_PUSH_SCHEMES]
         if not schemes:
-            raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.schemes: supported are "
-                                           "Bearer and Basic")
+            raise A2AError(
+                INVALID_PARAMS, "pushNotificationConfig.authentication.schemes: supported are Bearer and Basic"
+            )
         if not config.authentication.credentials:
             raise A2AError(INVALID_PARAMS, "pushNotificationConfig.authentication.credentials is required")
     out = dump(config)
@@ -284,8 +311,12 @@ def _context_busy(deps: Deps, session_id: str) -> A2AError:
     data: dict[str, Any] = {"contextId": session_id}
     if current is not None and current.open:
         data["taskId"] = task_id_of(session_id, current.key)
-    return A2AError(INVALID_PARAMS, "the context is working on another task: send the message with that taskId to "
-                                    "continue it, or again when it is done", data)
+    return A2AError(
+        INVALID_PARAMS,
+        "the context is working on another task: send the message with that taskId to "
+        "continue it, or again when it is done",
+        data,
+    )
 
 
 def task_key_of(session_id: str, message_id: str) -> str:
@@ -294,8 +325,13 @@ def task_key_of(session_id: str, message_id: str) -> str:
     return uuid.uuid5(_MESSAGE_NS, f"task/{session_id}/{message_id}").hex
 
 
-def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None = None,
-                 caller: str | None = None, before_start: Callable[[str], None] | None = None) -> dict[str, Any]:
+def send_message(
+    deps: Deps,
+    params: MessageSendParams,
+    remaining_ms: int | None = None,
+    caller: str | None = None,
+    before_start: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """A message without taskId starts a task in its context (a new one, derived from its messageId when
     it names none; a finished one: the conversation goes on, with its history); with the taskId of a
     working task it continues that task (flightdeck.domain.chat: the session's inbox), and with that of
@@ -309,12 +345,19 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     config = params.configuration
     stored = len(json.dumps(dump(message)))  # the form the task record stores
     if stored > MAX_TASK_MESSAGE_BYTES:
-        raise A2AError(INVALID_PARAMS, f"message is too large to keep with its task: {stored} bytes as stored "
-                                       f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}", {"storedBytes": stored})
+        raise A2AError(
+            INVALID_PARAMS,
+            f"message is too large to keep with its task: {stored} bytes as stored "
+            f"(JSON-escaped), at most {MAX_TASK_MESSAGE_BYTES}",
+            {"storedBytes": stored},
+        )
     if message.taskId is not None:
         if len(message.taskId) > MAX_TASK_ID_CHARS:
-            raise A2AError(INVALID_PARAMS, f"message.taskId: at most {MAX_TASK_ID_CHARS} characters (a task id of "
-                                           "this agent is <contextId>~<key>)")
+            raise A2AError(
+                INVALID_PARAMS,
+                f"message.taskId: at most {MAX_TASK_ID_CHARS} characters (a task id of "
+                "this agent is <contextId>~<key>)",
+            )
         waiting = _task(deps, message.taskId, caller)
         if waiting.state == "input-required":
             if message.contextId and message.contextId != waiting.session_id:
@@ -327,8 +370,11 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
         raise A2AError(INVALID_PARAMS, "message.contextId: 1-128 characters of A-Z a-z 0-9 _ . : -")
     key = task_key_of(session_id, message.messageId)
     task_id = task_id_of(session_id, key)
-    push = validate_push_config(deps, config.pushNotificationConfig, task_id) \
-        if config and config.pushNotificationConfig else None
+    push = (
+        validate_push_config(deps, config.pushNotificationConfig, task_id)
+        if config and config.pushNotificationConfig
+        else None
+    )
     session = store.get_session(session_id)
     if session is not None and not visible_to(session.owner, caller):
         # Another peer's context: it does not exist for this caller, yet its id is taken.
@@ -340,9 +386,16 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
         raise _context_busy(deps, session_id)
     now = store.now_ms()
     user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
-    rec = TaskRecord(session_id=session_id, key=key, state="submitted",
-                     start_turn=(session.turn + 1) if session else 1, user_message=user_message,
-                     created_ms=now, updated_ms=now, owner=caller or "")
+    rec = TaskRecord(
+        session_id=session_id,
+        key=key,
+        state="submitted",
+        start_turn=(session.turn + 1) if session else 1,
+        user_message=user_message,
+        created_ms=now,
+        updated_ms=now,
+        owner=caller or "",
+    )
     created = a2a.create_task(rec, push, s.session_retention_ms)
     if created == "exists":
         again = a2a.get_task(session_id, key)
@@ -351,8 +404,11 @@ def send_message(deps: Deps, params: MessageSendParams, remaining_ms: int | None
     if created != "created":
         # The context's open task may be waiting for input: this message, naming the context alone, answers it.
         current = a2a.get_current(session_id)
-        waiting = a2a.get_task(session_id, current.key) if current is not None and current.open \
-            and current.state == "input-required" else None
+        waiting = (
+            a2a.get_task(session_id, current.key)
+            if current is not None and current.open and current.state == "input-required"
+            else None
+        )
         if waiting is not None and waiting.state == "input-required" and visible_to(waiting.owner, caller):
             return _answer_question(deps, waiting, content, config, remaining_ms, caller)
         raise _context_busy(deps, session_id)
@@ -392,43 +448,66 @@ def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: 
 
     def not_open(state: str) -> A2AError:
         if state in TERMINAL_STATES:
-            return A2AError(INVALID_PARAMS, f"Task {rec.task_id} is in terminal state: {state}",
-                            {"taskId": rec.task_id, "state": state})
-        return A2AError(INVALID_PARAMS, f"Task {rec.task_id} is {state}: it takes a message once it is working; "
-                                        "send again in a moment", {"taskId": rec.task_id, "state": state})
+            return A2AError(
+                INVALID_PARAMS,
+                f"Task {rec.task_id} is in terminal state: {state}",
+                {"taskId": rec.task_id, "state": state},
+            )
+        return A2AError(
+            INVALID_PARAMS,
+            f"Task {rec.task_id} is {state}: it takes a message once it is working; send again in a moment",
+            {"taskId": rec.task_id, "state": state},
+        )
 
     if rec.state != "working":
         raise not_open(rec.state)
     try:
-        accepted = ingest_chat(deps, content, rec.session_id, caller=caller, message_id=message.messageId,
-                               id_kind="a2a", continues_task=rec.key)
+        accepted = ingest_chat(
+            deps,
+            content,
+            rec.session_id,
+            caller=caller,
+            message_id=message.messageId,
+            id_kind="a2a",
+            continues_task=rec.key,
+        )
     except TaskNotOpenError:
         latest = ports(deps).store.get_task(rec.session_id, rec.key)
         raise not_open(latest.state if latest else "unknown") from None
     except InboxFullError as exc:
-        raise A2AError(INVALID_PARAMS, f"the task's context already has {exc.waiting} messages waiting; send again "
-                                       "once it has taken some", {"taskId": rec.task_id, "waiting": exc.waiting}) \
-            from None
+        raise A2AError(
+            INVALID_PARAMS,
+            f"the task's context already has {exc.waiting} messages waiting; send again once it has taken some",
+            {"taskId": rec.task_id, "waiting": exc.waiting},
+        ) from None
     except SessionNotFoundError:
         raise A2AError(TASK_NOT_FOUND, "Task not found", {"taskId": rec.task_id}) from None
     except SessionBusyError:
-        raise A2AError(INVALID_PARAMS, "the task's context could not take the message now; send again",
-                       {"taskId": rec.task_id}) from None
+        raise A2AError(
+            INVALID_PARAMS, "the task's context could not take the message now; send again", {"taskId": rec.task_id}
+        ) from None
     if not accepted.replayed:
         count("A2ATasksContinued")
-        timeline("a2a_task_continued", f"A2A task {rec.task_id}: a message continues it"
-                 + (f" (position {accepted.position} in the inbox)" if accepted.queued else ""),
-                 session_id=rec.session_id)
+        timeline(
+            "a2a_task_continued",
+            f"A2A task {rec.task_id}: a message continues it"
+            + (f" (position {accepted.position} in the inbox)" if accepted.queued else ""),
+            session_id=rec.session_id,
+        )
     return ports(deps).store.get_task(rec.session_id, rec.key) or rec
 
 
-def _answer_question(deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None,
-                   caller: str | None) -> dict[str, Any]:
+def _answer_question(
+    deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None, caller: str | None
+) -> dict[str, Any]:
     """The message answers the question of a task in input-required: the task works again (a conditional
     write: one message wins), and the message starts the next turn of its session."""
     a2a = ports(deps).store
-    push = validate_push_config(deps, config.pushNotificationConfig, rec.task_id) \
-        if config and config.pushNotificationConfig else None
+    push = (
+        validate_push_config(deps, config.pushNotificationConfig, rec.task_id)
+        if config and config.pushNotificationConfig
+        else None
+    )
     if not a2a.resume_task(rec.session_id, rec.key):
         raise _context_busy(deps, rec.session_id)  # another message answered it first
     if push is not None:  # the answer's sender is told of what follows (a delegation's new callback token)
@@ -442,8 +521,12 @@ def _answer_question(deps: Deps, rec: TaskRecord, content: str, config: Any, rem
             raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": rec.session_id}) from None
         raise _context_busy(deps, rec.session_id) from None
     count("A2ATasksContinued")
-    timeline("a2a_task_continued", f"A2A task {rec.task_id} continued: its question answered",
-             session_id=rec.session_id, turn=accepted.turn)
+    timeline(
+        "a2a_task_continued",
+        f"A2A task {rec.task_id} continued: its question answered",
+        session_id=rec.session_id,
+        turn=accepted.turn,
+    )
     if config and config.blocking:
         _wait_terminal(deps, rec.session_id, rec.key, remaining_ms)
     current = a2a.get_task(rec.session_id, rec.key)
@@ -468,16 +551,19 @@ def _wait_terminal(deps: Deps, session_id: str, key: str, remaining_ms: int | No
 # --- tasks/get, tasks/cancel ---------------------------------------------------------------
 
 
-def get_task(deps: Deps, params: TaskQueryParams, remaining_ms: int | None = None,
-             caller: str | None = None) -> dict[str, Any]:
+def get_task(
+    deps: Deps, params: TaskQueryParams, remaining_ms: int | None = None, caller: str | None = None
+) -> dict[str, Any]:
     return render_task(deps, _task(deps, params.id, caller), params.historyLength)
 
 
-def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = None,
-                caller: str | None = None) -> dict[str, Any]:
+def cancel_task(
+    deps: Deps, params: TaskIdParams, remaining_ms: int | None = None, caller: str | None = None
+) -> dict[str, Any]:
     rec = _task(deps, params.id, caller)
-    not_cancelable = A2AError(TASK_NOT_CANCELABLE, "Task cannot be canceled: it is in a terminal state",
-                              {"taskId": rec.task_id})
+    not_cancelable = A2AError(
+        TASK_NOT_CANCELABLE, "Task cannot be canceled: it is in a terminal state", {"taskId": rec.task_id}
+    )
     if rec.state in TERMINAL_STATES:
         not_cancelable.data["state"] = rec.state
         raise not_cancelable
@@ -485,8 +571,14 @@ def cancel_task(deps: Deps, params: TaskIdParams, remaining_ms: int | None = Non
     # Waiting for an answer, its session is idle at the question's turn: nothing to stop, and a later
     # message to the session is not this task's (closed at that turn, in the same write).
     waited = rec.state == "input-required" and a2a.finish_task(
-        rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=rec.end_turn,
-        only_from="input-required", closed_turn=rec.end_turn)
+        rec.session_id,
+        rec.key,
+        "canceled",
+        status_text=CANCELED_TEXT,
+        end_turn=rec.end_turn,
+        only_from="input-required",
+        closed_turn=rec.end_turn,
+    )
     if not waited:
         session = deps.store.get_session(rec.session_id)
         end_turn = session.turn if session else rec.start_turn
@@ -521,8 +613,9 @@ def _stop_delegations(deps: Deps, session_id: str, key: str) -> tuple[int, tuple
     agg = store.get_turn(session_id, session.turn)
     if agg is None or agg.status != "waiting":
         return None  # thinking: the turn loop stops at its next step (stop_if_canceled)
-    expiry = store.complete_with_errors(session_id, session.turn, _canceled, "a2a_cancel",
-                                        s.tool_agg_tombstone_ttl_ms, s.session_retention_ms)
+    expiry = store.complete_with_errors(
+        session_id, session.turn, _canceled, "a2a_cancel", s.tool_agg_tombstone_ttl_ms, s.session_retention_ms
+    )
     if expiry.won:
         # The transaction moved the session to the next turn; nobody will think it.
         close_canceled(deps, session_id, session.turn + 1, key)
@@ -541,25 +634,32 @@ def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
         # A conversation never leaves a tool call without its result (Converse requires one).
         results = {r.tool_use_id: r for t in (turn - 1, turn) for r in store.get_results(session_id, t)}
         blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
-        store.append_message(session_id, {"role": "user", "content": blocks}, turn, retention,
-                             slot=MessageSlot.CLOSING_RESULTS)
-    store.append_message(session_id, {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}, turn, retention,
-                         slot=MessageSlot.CLOSING_TEXT)
+        store.append_message(
+            session_id, {"role": "user", "content": blocks}, turn, retention, slot=MessageSlot.CLOSING_RESULTS
+        )
+    store.append_message(
+        session_id,
+        {"role": "assistant", "content": [{"text": CANCELED_TEXT}]},
+        turn,
+        retention,
+        slot=MessageSlot.CLOSING_TEXT,
+    )
     end = store.finish_session_turn(session_id, turn, retention)
     a2a = ports(deps).store
     a2a.set_closed_turn(session_id, key, turn)
     rec = a2a.get_task(session_id, key)
     if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
         notify(deps, rec)  # the cancel may have died before its own notification
-    timeline("a2a_session_stopped", f"canceled task: session stopped at turn {turn}", session_id=session_id,
-             turn=turn)
+    timeline("a2a_session_stopped", f"canceled task: session stopped at turn {turn}", session_id=session_id, turn=turn)
     if end.next_input is not None:
         # The inbox had a message: its turn started in the write that closed this one (and is owed).
         try:
             deps.thinks.start(session_id, turn + 1)
         except Exception:  # noqa: BLE001 - owed: the sweep re-sends it after its grace
-            logger.exception("the next think was not sent; the sweep will send it",
-                             extra={"session_id": session_id, "turn": turn + 1})
+            logger.exception(
+                "the next think was not sent; the sweep will send it",
+                extra={"session_id": session_id, "turn": turn + 1},
+            )
 
 
 # --- hooks the turn loop calls ---------------------------------------------------------------
@@ -601,8 +701,9 @@ def on_session_canceled(deps: Deps, session_id: str, turn: int, text: str) -> No
         notify(deps, rec)
 
 
-def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False,
-                question: str | None = None) -> None:
+def on_end_turn(
+    deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+) -> None:
     """The session's turn ended with a final answer: its open A2A task completes (once), or fails
     when the answer is an error (the model could not answer); or with a question: the task waits in
     input-required, the question its status message (once per turn)."""
@@ -615,16 +716,31 @@ def on_end_turn(deps: Deps, session_id: str, turn: int, answer: str, failed: boo
     if current.open and question is not None:
         if a2a.ask_input(session_id, current.key, question, turn):
             count("A2ATasksInputRequired")
-            timeline("a2a_task_input_required", f"A2A task {task_id_of(session_id, current.key)} input-required",
-                     session_id=session_id, turn=turn)
+            timeline(
+                "a2a_task_input_required",
+                f"A2A task {task_id_of(session_id, current.key)} input-required",
+                session_id=session_id,
+                turn=turn,
+            )
     elif current.open:
         state = "failed" if failed else "completed"
         # Unless a message continuing the task started the next turn: the task goes on into it.
-        if a2a.finish_task(session_id, current.key, state, answer=answer, end_turn=turn,
-                           status_text=answer if failed else "", unless_continued=True):
+        if a2a.finish_task(
+            session_id,
+            current.key,
+            state,
+            answer=answer,
+            end_turn=turn,
+            status_text=answer if failed else "",
+            unless_continued=True,
+        ):
             count("A2ATasksFailed" if failed else "A2ATasksCompleted")
-            timeline(f"a2a_task_{state}", f"A2A task {task_id_of(session_id, current.key)} {state}",
-                     session_id=session_id, turn=turn)
+            timeline(
+                f"a2a_task_{state}",
+                f"A2A task {task_id_of(session_id, current.key)} {state}",
+                session_id=session_id,
+                turn=turn,
+            )
     elif current.state == "canceled" and not current.closed_turn:
         a2a.set_closed_turn(session_id, current.key, turn)  # a think that was under way when it was canceled
     rec = a2a.get_task(session_id, current.key)
@@ -645,8 +761,16 @@ def notify(deps: Deps, rec: TaskRecord) -> int:
         if len(json.dumps(task)) > MAX_PUSH_TASK_BYTES:
             task["history"] = []
         for config in configs:
-            deps.queues.send_delivery({"kind": PUSH_KIND, "session_id": rec.session_id, "task_id": rec.task_id,
-                                       "config": config, "task": task, "created_ms": deps.store.now_ms()})
+            deps.queues.send_delivery(
+                {
+                    "kind": PUSH_KIND,
+                    "session_id": rec.session_id,
+                    "task_id": rec.task_id,
+                    "config": config,
+                    "task": task,
+                    "created_ms": deps.store.now_ms(),
+                }
+            )
         count("A2APushesQueued", len(configs))
     a2a.mark_notified(rec.session_id, rec.key)
     return len(configs)
@@ -707,7 +831,9 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
         return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
     count("A2APushesRefused")
     logger.warning("push notification refused by the receiver; not retrying", extra={**ids, "detail": detail})
-    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=f"refused by the receiver: HTTP {answer.status} {detail}".rstrip())
+    return DeliveryOutcome(
+        DeliveryStatus.REFUSED, detail=f"refused by the receiver: HTTP {answer.status} {detail}".rstrip()
+    )
 
 
 # --- tasks/pushNotificationConfig/* -----------------------------------------------------------
@@ -717,16 +843,18 @@ def _config_view(task_id: str, config: dict[str, Any]) -> dict[str, Any]:
     return {"taskId": task_id, "pushNotificationConfig": config}
 
 
-def set_push_config(deps: Deps, params: TaskPushNotificationConfig, remaining_ms: int | None = None,
-                    caller: str | None = None) -> dict[str, Any]:
+def set_push_config(
+    deps: Deps, params: TaskPushNotificationConfig, remaining_ms: int | None = None, caller: str | None = None
+) -> dict[str, Any]:
     rec = _task(deps, params.taskId, caller)
     config = validate_push_config(deps, params.pushNotificationConfig, rec.task_id)
     ports(deps).store.put_push(rec.session_id, rec.key, config, deps.settings.session_retention_ms)
     return _config_view(rec.task_id, config)
 
 
-def get_push_config(deps: Deps, params: GetTaskPushNotificationConfigParams,
-                    remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+def get_push_config(
+    deps: Deps, params: GetTaskPushNotificationConfigParams, remaining_ms: int | None = None, caller: str | None = None
+) -> dict[str, Any]:
     rec = _task(deps, params.id, caller)
     a2a = ports(deps).store
     if params.pushNotificationConfigId:
@@ -735,19 +863,27 @@ def get_push_config(deps: Deps, params: GetTaskPushNotificationConfigParams,
         configs = a2a.list_push(rec.session_id, rec.key)
         config = next((c for c in configs if c.get("id") == rec.task_id), configs[0] if configs else None)
     if config is None:
-        raise A2AError(INVALID_PARAMS, "no such push notification config for this task",
-                       {"taskId": rec.task_id, "pushNotificationConfigId": params.pushNotificationConfigId})
+        raise A2AError(
+            INVALID_PARAMS,
+            "no such push notification config for this task",
+            {"taskId": rec.task_id, "pushNotificationConfigId": params.pushNotificationConfigId},
+        )
     return _config_view(rec.task_id, config)
 
 
-def list_push_configs(deps: Deps, params: ListTaskPushNotificationConfigParams,
-                      remaining_ms: int | None = None, caller: str | None = None) -> list[dict[str, Any]]:
+def list_push_configs(
+    deps: Deps, params: ListTaskPushNotificationConfigParams, remaining_ms: int | None = None, caller: str | None = None
+) -> list[dict[str, Any]]:
     rec = _task(deps, params.id, caller)
     return [_config_view(rec.task_id, c) for c in ports(deps).store.list_push(rec.session_id, rec.key)]
 
 
-def delete_push_config(deps: Deps, params: DeleteTaskPushNotificationConfigParams,
-                       remaining_ms: int | None = None, caller: str | None = None) -> None:
+def delete_push_config(
+    deps: Deps,
+    params: DeleteTaskPushNotificationConfigParams,
+    remaining_ms: int | None = None,
+    caller: str | None = None,
+) -> None:
     rec = _task(deps, params.id, caller)
     ports(deps).store.delete_push(rec.session_id, rec.key, params.pushNotificationConfigId)
     return None

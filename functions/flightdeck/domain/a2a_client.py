@@ -32,8 +32,8 @@ from flightdeck.domain.a2a_models import (
 from flightdeck.domain.a2a_ports import RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
-from flightdeck.domain.asking import input_required_result
 from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.asking import input_required_result
 from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
@@ -54,7 +54,7 @@ POLL_MAX_S = 30
 CARD_CACHE_TTL_S = 300.0
 _MESSAGE_NS = uuid.UUID("3c1e5d8a-93f4-4b0e-8f7e-5d7a9e0c2b61")
 
-_cards: dict[str, tuple[float, "PeerCard"]] = {}
+_cards: dict[str, tuple[float, PeerCard]] = {}
 
 
 def clear_card_cache() -> None:
@@ -87,8 +87,14 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
     transport = card.get("preferredTransport") or "JSONRPC"
     rpc_url = card.get("url") if transport == "JSONRPC" else None
     if rpc_url is None:
-        rpc_url = next((i.get("url") for i in card.get("additionalInterfaces") or []
-                        if isinstance(i, dict) and i.get("transport") == "JSONRPC"), None)
+        rpc_url = next(
+            (
+                i.get("url")
+                for i in card.get("additionalInterfaces") or []
+                if isinstance(i, dict) and i.get("transport") == "JSONRPC"
+            ),
+            None,
+        )
     if not isinstance(rpc_url, str) or not rpc_url:
         raise CardProblem("agent card offers no JSONRPC interface", retryable=False)
     checked = deps.settings.allowed_host_mapping.check_url(rpc_url)
@@ -138,8 +144,9 @@ def task_result(tool_use_id: str, task: Task) -> ToolResult:
     if state == "input-required":
         message = task.status.message
         question = (text_of_parts(message.parts) if message is not None else "") or task_answer(task)
-        return ToolResult(tool_use_id, "success", input_required_result(question, task.contextId, task.id),
-                          ResultSource.CALLBACK)
+        return ToolResult(
+            tool_use_id, "success", input_required_result(question, task.contextId, task.id), ResultSource.CALLBACK
+        )
     detail = task_answer(task) or f"A2A task {task.id} ended in state {state}"
     return error_result(tool_use_id, f"peer_{state.replace('-', '_')}", ResultSource.CALLBACK, detail[:1000])
 
@@ -149,15 +156,22 @@ def _finished(task: Task) -> bool:
 
 
 def too_large_result(deps: Deps, tool_use_id: str) -> ToolResult:
-    return error_result(tool_use_id, "result_too_large", ResultSource.CALLBACK,
-                        f"the answer exceeds {deps.settings.max_result_bytes} bytes")
+    return error_result(
+        tool_use_id,
+        "result_too_large",
+        ResultSource.CALLBACK,
+        f"the answer exceeds {deps.settings.max_result_bytes} bytes",
+    )
 
 
 def size_checked(deps: Deps, result: ToolResult) -> ToolResult:
     """An answer over MAX_RESULT_BYTES (UTF-8), measured as a callback's is: an error result that says
     so, so the turn goes on. Never cut short, never stored."""
     # surrogatepass: measure text that is not valid Unicode too, rather than fail on it here.
-    if result.status != "success" or len(result.text.encode("utf-8", "surrogatepass")) <= deps.settings.max_result_bytes:
+    if (
+        result.status != "success"
+        or len(result.text.encode("utf-8", "surrogatepass")) <= deps.settings.max_result_bytes
+    ):
         return result
     count("A2AAnswersTooLarge")
     logger.warning("A2A answer refused: too large", extra={"tool_use_id": result.tool_use_id})
@@ -169,8 +183,17 @@ def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str)
     return record_and_advance(deps, session_id, turn, size_checked(deps, result), by=by).outcome
 
 
-def _rpc(deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str,
-         *, timeout_s: float | None = None, **ids: Any) -> tuple[int, Any, str]:
+def _rpc(
+    deps: Deps,
+    url: str,
+    method: str,
+    params: dict[str, Any],
+    headers: dict[str, str],
+    service: str,
+    *,
+    timeout_s: float | None = None,
+    **ids: Any,
+) -> tuple[int, Any, str]:
     """(HTTP status, result or None, problem). problem "" on a JSON-RPC result.
 
     service: the delegate's service name, whose peer token (if we have one) goes along as a bearer token.
@@ -215,26 +238,41 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         return retry_or_fail(f"{delegate.agent}: {exc.detail}", exc.retryable)
     push_url = push_receiver_url(deps, delegate) if card.push else None
     message = {
-        "kind": "message", "role": "user", "parts": [{"kind": "text", "text": msg.task}],
+        "kind": "message",
+        "role": "user",
+        "parts": [{"kind": "text", "text": msg.task}],
         # The same delegation always sends the same message id: a peer may recognise a re-send.
         "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
         # A continuation: in the peer's context, and of its task that asked for input (flightdeck.domain.asking).
-        **({"contextId": msg.context_id} if msg.context_id else {}), **({"taskId": msg.task_id} if msg.task_id else {}),
+        **({"contextId": msg.context_id} if msg.context_id else {}),
+        **({"taskId": msg.task_id} if msg.task_id else {}),
     }
     configuration: dict[str, Any] = {"blocking": False, "acceptedOutputModes": ["text/plain"]}
     if push_url:
         configuration["pushNotificationConfig"] = {"url": push_url, "token": token}
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
-    status, result, problem = _rpc(deps, card.rpc_url, "message/send",
-                                   {"message": message, "configuration": configuration}, headers,
-                                   delegate.peer_service, **ids)
+    status, result, problem = _rpc(
+        deps,
+        card.rpc_url,
+        "message/send",
+        {"message": message, "configuration": configuration},
+        headers,
+        delegate.peer_service,
+        **ids,
+    )
     if problem and push_url and isinstance(result, dict) and result.get("code") == PUSH_NOT_SUPPORTED:
         # The card said it pushes, the peer says it does not: poll instead.
         push_url = None
         configuration.pop("pushNotificationConfig")
-        status, result, problem = _rpc(deps, card.rpc_url, "message/send",
-                                       {"message": message, "configuration": configuration}, headers,
-                                       delegate.peer_service, **ids)
+        status, result, problem = _rpc(
+            deps,
+            card.rpc_url,
+            "message/send",
+            {"message": message, "configuration": configuration},
+            headers,
+            delegate.peer_service,
+            **ids,
+        )
     if problem:
         detail = f"{delegate.agent} (A2A message/send): {problem}"
         return retry_or_fail(detail, result is None and status in RETRYABLE_STATUSES)
@@ -242,27 +280,43 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
     if kind == "message":
         # A direct answer, no task: the result is in.
         text = text_of_parts(result.get("parts") or [])
-        _record(deps, msg.session_id, msg.turn, ToolResult(msg.tool_use_id, "success", text, ResultSource.CALLBACK),
-                "a2a_dispatch")
+        _record(
+            deps,
+            msg.session_id,
+            msg.turn,
+            ToolResult(msg.tool_use_id, "success", text, ResultSource.CALLBACK),
+            "a2a_dispatch",
+        )
         store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
         timeline("dispatched", f"A2A task sent to {delegate.agent}: answered at once", **ids)
         return DispatchOutcome(DispatchStatus.SENT)
     try:
         task = Task.model_validate(result)
     except ValidationError as exc:
-        return _fail(deps, msg, f"{delegate.agent} (A2A message/send): not a Task or Message: "
-                                f"{exc.errors()[0].get('msg', '')}"[:300])
+        return _fail(
+            deps,
+            msg,
+            f"{delegate.agent} (A2A message/send): not a Task or Message: {exc.errors()[0].get('msg', '')}"[:300],
+        )
     mode = "push" if push_url else "poll"
-    ports(deps).store.put_remote(RemoteTask(msg.session_id, msg.turn, msg.tool_use_id, delegate.agent, card.rpc_url,
-                                            task.id, mode, msg.deadline_ms), s.session_retention_ms)
+    ports(deps).store.put_remote(
+        RemoteTask(
+            msg.session_id, msg.turn, msg.tool_use_id, delegate.agent, card.rpc_url, task.id, mode, msg.deadline_ms
+        ),
+        s.session_retention_ms,
+    )
     store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
     count("DelegationsDispatched")
     if _finished(task):
         _record(deps, msg.session_id, msg.turn, task_result(msg.tool_use_id, task), "a2a_dispatch")
     elif mode == "poll":
         schedule_poll(deps, msg.session_id, msg.turn, msg.tool_use_id, msg.deadline_ms, 0)
-    timeline("dispatched", f"A2A task {task.id} sent to {delegate.agent} ({mode}, {task.status.state})",
-             traceparent=msg.traceparent or None, **ids)
+    timeline(
+        "dispatched",
+        f"A2A task {task.id} sent to {delegate.agent} ({mode}, {task.status.state})",
+        traceparent=msg.traceparent or None,
+        **ids,
+    )
     return DispatchOutcome(DispatchStatus.SENT)
 
 
@@ -284,8 +338,17 @@ def schedule_poll(deps: Deps, session_id: str, turn: int, tool_use_id: str, dead
     delay = min(POLL_MAX_S, POLL_FIRST_S * 2 ** min(polls, 10), int(left_s) - 1)
     if delay < 1:
         return False
-    deps.queues.send_timer({"kind": POLL_KIND, "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id,
-                            "deadline_ms": deadline_ms, "polls": polls + 1}, delay)
+    deps.queues.send_timer(
+        {
+            "kind": POLL_KIND,
+            "session_id": session_id,
+            "turn": turn,
+            "tool_use_id": tool_use_id,
+            "deadline_ms": deadline_ms,
+            "polls": polls + 1,
+        },
+        delay,
+    )
     return True
 
 
@@ -300,28 +363,36 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
         return "stopped"
     rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
     if rpc_url is None:
-        result = error_result(poll.tool_use_id, "peer_not_allowed", ResultSource.CALLBACK,
-                              f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
+        result = error_result(
+            poll.tool_use_id,
+            "peer_not_allowed",
+            ResultSource.CALLBACK,
+            f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING",
+        )
         _record(deps, poll.session_id, poll.turn, result, "a2a_poll")
         return "failed"
     delegate = deps.settings.agent.delegate_for_agent(remote.agent)
     service = delegate.peer_service if delegate else remote.agent
-    status, result, problem = _rpc(deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service,
-                                   **ids)
+    status, result, problem = _rpc(deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service, **ids)
     if problem:
         if result is None and status in RETRYABLE_STATUSES:
             logger.warning("A2A poll failed; polling on", extra={**ids, "detail": problem})
             schedule_poll(deps, poll.session_id, poll.turn, poll.tool_use_id, poll.deadline_ms, poll.polls)
             return "pending"
-        failure = error_result(poll.tool_use_id, "poll_failed", ResultSource.CALLBACK,
-                               f"{remote.agent} (A2A tasks/get): {problem}"[:1000])
+        failure = error_result(
+            poll.tool_use_id, "poll_failed", ResultSource.CALLBACK, f"{remote.agent} (A2A tasks/get): {problem}"[:1000]
+        )
         _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
         return "failed"
     try:
         task = Task.model_validate(result)
     except ValidationError:
-        failure = error_result(poll.tool_use_id, "poll_failed", ResultSource.CALLBACK,
-                               f"{remote.agent} (A2A tasks/get): the result is not a Task")
+        failure = error_result(
+            poll.tool_use_id,
+            "poll_failed",
+            ResultSource.CALLBACK,
+            f"{remote.agent} (A2A tasks/get): the result is not a Task",
+        )
         _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
         return "failed"
     if _finished(task):
@@ -377,8 +448,9 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
         task = Task.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return PushOutcome(PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}",
-                           peer=peer)
+        return PushOutcome(
+            PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}", peer=peer
+        )
     if not _finished(task):
         return PushOutcome(PushStatus.IN_PROGRESS, peer=peer)
     ids = {"session_id": claims.session_id, "turn": claims.turn, "tool_use_id": claims.tool_use_id}
@@ -389,11 +461,11 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
             return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
         # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
         result = too_large_result(deps, claims.tool_use_id)
-        advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push",
-                                     total=claims.total_tools)
+        advance = record_and_advance(
+            deps, claims.session_id, claims.turn, result, by="a2a_push", total=claims.total_tools
+        )
         return PushOutcome(PushStatus.TOO_LARGE, advance.completed, peer=peer)
-    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push",
-                                     total=claims.total_tools)
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push", total=claims.total_tools)
     status = _FROM_RECORD[advance.outcome]
     timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
     return PushOutcome(status, advance.completed, peer=peer)

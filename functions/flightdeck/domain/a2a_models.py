@@ -9,7 +9,7 @@ check them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
@@ -24,8 +24,10 @@ INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required
 
 # What a message to this agent may carry (flightdeck.domain.a2a); the agent card's defaultInputModes.
 INPUT_MODES = ("text/plain", "text/*", "application/json")
-ACCEPTED_PARTS = ("text parts, data parts (given to the model as JSON text), and file parts with inline "
-                  "bytes of text/* or application/json")
+ACCEPTED_PARTS = (
+    "text parts, data parts (given to the model as JSON text), and file parts with inline "
+    "bytes of text/* or application/json"
+)
 
 # --- JSON-RPC and A2A error codes ------------------------------------------------------
 PARSE_ERROR = -32700
@@ -63,7 +65,7 @@ class DataPart(_In):
     metadata: dict[str, Any] | None = None
 
 
-Part = Annotated[Union[TextPart, FilePart, DataPart], Field(discriminator="kind")]
+Part = Annotated[TextPart | FilePart | DataPart, Field(discriminator="kind")]
 
 
 class Message(_In):
@@ -160,7 +162,7 @@ class DeleteTaskPushNotificationConfigParams(_In):
 
 
 # --- JSON-RPC 2.0 ----------------------------------------------------------------------
-RequestId = Union[StrictStr, StrictInt, None]
+RequestId = StrictStr | StrictInt | None
 
 
 class JSONRPCRequest(BaseModel):

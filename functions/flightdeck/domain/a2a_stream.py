@@ -32,11 +32,11 @@ task goes on, and tasks/resubscribe (or tasks/get) finds it.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
-from flightdeck.domain.a2a import (agent_message, answer_artifact_id, render_task, send_message, status_of,
-                                   visible_task)
+from flightdeck.domain.a2a import agent_message, answer_artifact_id, render_task, send_message, status_of, visible_task
 from flightdeck.domain.a2a_models import TERMINAL_STATES, MessageSendParams, TaskIdParams
 from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
@@ -56,29 +56,46 @@ Event = dict[str, Any]
 
 def _iso_now(deps: Deps) -> str:
     ms = deps.store.now_ms()
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def status_update(rec: TaskRecord, status: dict[str, Any], final: bool,
-                  metadata: dict[str, Any] | None = None) -> Event:
-    event: Event = {"kind": "status-update", "taskId": rec.task_id, "contextId": rec.session_id,
-                    "status": status, "final": final}
+def status_update(
+    rec: TaskRecord, status: dict[str, Any], final: bool, metadata: dict[str, Any] | None = None
+) -> Event:
+    event: Event = {
+        "kind": "status-update",
+        "taskId": rec.task_id,
+        "contextId": rec.session_id,
+        "status": status,
+        "final": final,
+    }
     if metadata:
         event["metadata"] = metadata
     return event
 
 
 def artifact_chunk(rec: TaskRecord, text: str, append: bool, last: bool) -> Event:
-    return {"kind": "artifact-update", "taskId": rec.task_id, "contextId": rec.session_id,
-            "artifact": {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": [{"kind": "text", "text": text}]},
-            "append": append, "lastChunk": last}
+    return {
+        "kind": "artifact-update",
+        "taskId": rec.task_id,
+        "contextId": rec.session_id,
+        "artifact": {
+            "artifactId": answer_artifact_id(rec),
+            "name": "answer",
+            "parts": [{"kind": "text", "text": text}],
+        },
+        "append": append,
+        "lastChunk": last,
+    }
 
 
 def artifact_updates(rec: TaskRecord, rest: str | None = None) -> list[Event]:
     """The stored answer word by word (rest None), or only its `rest` after what was relayed live."""
     chunks = word_chunks(rec.answer if rest is None else rest, MAX_ANSWER_CHUNKS)
-    return [artifact_chunk(rec, chunk, append=rest is not None or index > 0, last=index == len(chunks) - 1)
-            for index, chunk in enumerate(chunks)]
+    return [
+        artifact_chunk(rec, chunk, append=rest is not None or index > 0, last=index == len(chunks) - 1)
+        for index, chunk in enumerate(chunks)
+    ]
 
 
 def ending(rec: TaskRecord, relayed: TextFollower | None = None) -> list[Event]:
@@ -92,13 +109,17 @@ def ending(rec: TaskRecord, relayed: TextFollower | None = None) -> list[Event]:
 def _progress(deps: Deps, rec: TaskRecord, step: TimelineEvent) -> Event:
     # A step happened while the task worked, even when it is reported on the poll that found it over.
     state = "working" if rec.state in STREAM_END_STATES else rec.state
-    status = {"state": state, "timestamp": _iso_now(deps),
-              "message": agent_message(rec, describe(step), f"step-{step.id}")}
+    status = {
+        "state": state,
+        "timestamp": _iso_now(deps),
+        "message": agent_message(rec, describe(step), f"step-{step.id}"),
+    }
     return status_update(rec, status, final=False, metadata={"flightdeck": step.as_dict(rec.session_id)})
 
 
-def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
-           since_task_message: bool) -> Iterator[Event | Note]:
+def follow(
+    deps: Deps, session_id: str, key: str, pace: Pace, state: str, *, since_task_message: bool
+) -> Iterator[Event | Note]:
     """The task's events after the first one, to its final status-update.
 
     since_task_message: report the steps after the task's own message (message/stream: the task
@@ -127,7 +148,7 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
         if last["baseline"] is None:
             if since_task_message:
                 mine = max((i for i, e in enumerate(timeline) if e.kind == "message"), default=-1)
-                last["baseline"] = {e.id for e in timeline[:mine + 1]}
+                last["baseline"] = {e.id for e in timeline[: mine + 1]}
             else:
                 last["baseline"] = {e.id for e in timeline}
         for event in timeline:
@@ -146,8 +167,9 @@ def follow(deps: Deps, session_id: str, key: str, pace: Pace, state: str, *,
     return paced(pace, step)
 
 
-def message_stream(deps: Deps, params: MessageSendParams, pace: Pace, remaining_ms: int | None = None,
-                   caller: str | None = None) -> Iterator[Event | Note]:
+def message_stream(
+    deps: Deps, params: MessageSendParams, pace: Pace, remaining_ms: int | None = None, caller: str | None = None
+) -> Iterator[Event | Note]:
     """Start the task as message/send does (its A2AError raised here, before any event), then its events."""
     config = params.configuration
     if config is not None and config.blocking:

@@ -44,7 +44,7 @@ class DelegateTool(BaseModel):
     timeout_ms: int | None = Field(None, gt=0, le=7 * 86_400_000)
 
     @model_validator(mode="after")
-    def _a2a_needs_a_card(self) -> "DelegateTool":
+    def _a2a_needs_a_card(self) -> DelegateTool:
         if self.protocol == "a2a" and not self.card_url.startswith(("http://", "https://")):
             raise ValueError(f"delegate {self.agent!r}: protocol 'a2a' needs an http(s) card_url")
         return self
@@ -77,15 +77,17 @@ class AgentDefinition(BaseModel):
     ask_user: bool = True
 
     @model_validator(mode="after")
-    def _ask_user_is_one_tool(self) -> "AgentDefinition":
+    def _ask_user_is_one_tool(self) -> AgentDefinition:
         clash = next((d for d in self.delegates if d.name == "ask_user"), None) if self.ask_user else None
         if clash is not None:
-            raise ValueError(f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's; "
-                             "give it another tool_name, or set ask_user = false")
+            raise ValueError(
+                f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's; "
+                "give it another tool_name, or set ask_user = false"
+            )
         return self
 
     @model_validator(mode="after")
-    def _tool_names_are_unique(self) -> "AgentDefinition":
+    def _tool_names_are_unique(self) -> AgentDefinition:
         # The model calls a tool by name: two tools of one name could not be told apart.
         names = [d.name for d in self.delegates] + list(self.local_tools)
         duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -20,8 +20,9 @@ class Advance:
     completed: bool  # this call completed the turn (and enqueued the next think)
 
 
-def record_and_advance(deps: Deps, session_id: str, turn: int, result: ToolResult, *, by: str,
-                       total: int | None = None) -> Advance:
+def record_and_advance(
+    deps: Deps, session_id: str, turn: int, result: ToolResult, *, by: str, total: int | None = None
+) -> Advance:
     """total: how many results the turn expects, when the caller knows it (a token's claims, the
     think's call list): the last result then completes the turn in the write that records it."""
     s = deps.settings
@@ -58,15 +59,24 @@ def expire_due(deps: Deps, session_id: str, turn: int, *, by: str) -> Expiry:
     the turn completes when that leaves none open (each delegate may have its own timeout_ms)."""
     s = deps.settings
     expiry = deps.store.complete_with_errors(
-        session_id, turn,
+        session_id,
+        turn,
         lambda tool_use_id: error_result(tool_use_id, "timeout", ResultSource.TIMEOUT),
-        by, s.tool_agg_tombstone_ttl_ms, s.session_retention_ms, due_by_ms=deps.store.now_ms(),
+        by,
+        s.tool_agg_tombstone_ttl_ms,
+        s.session_retention_ms,
+        due_by_ms=deps.store.now_ms(),
     )
     if expiry.synthesized:
         count("Timeouts")
-        timeline("timeout_synthesized", f"turn {turn}: synthesized timeout results for {len(expiry.synthesized)} "
-                                        "call(s) past their deadline", session_id=session_id, turn=turn, by=by,
-                 tool_use_ids=list(expiry.synthesized))
+        timeline(
+            "timeout_synthesized",
+            f"turn {turn}: synthesized timeout results for {len(expiry.synthesized)} call(s) past their deadline",
+            session_id=session_id,
+            turn=turn,
+            by=by,
+            tool_use_ids=list(expiry.synthesized),
+        )
     if expiry.won:
         timeline("turn_complete", f"turn {turn} complete after timeout", session_id=session_id, turn=turn)
         deps.thinks.start(session_id, turn + 1)

@@ -124,8 +124,9 @@ def _check_base_url(name: str, url: str) -> str:
         raise AllowlistError(f"entry {name!r}: bad port in {url!r}") from exc
     normalised = normalise_url(url)
     if normalised is None:
-        raise AllowlistError(f"entry {name!r}: base URL has escaped separators, backslashes or other "
-                             f"ambiguous characters: {url!r}")
+        raise AllowlistError(
+            f"entry {name!r}: base URL has escaped separators, backslashes or other ambiguous characters: {url!r}"
+        )
     if urlsplit(normalised).path.rstrip("/") != parts.path.rstrip("/"):
         # A base is compared in its normal form: one written otherwise ("/x/../y") says two things.
         raise AllowlistError(f"entry {name!r}: write the base URL's path in its normal form: {normalised!r}")
@@ -137,7 +138,7 @@ class Allowlist:
     services: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str) -> "Allowlist":
+    def parse(cls, text: str) -> Allowlist:
         """Parse `name:baseUrl,name:baseUrl`; each entry splits on its first colon."""
         services: dict[str, str] = {}
         for raw in text.split(","):

@@ -32,8 +32,8 @@ def ask_user_tool_spec() -> ToolSpec:
         "toolSpec": {
             "name": ASK_USER,
             "description": "Ask whoever gave you the task a question, when you cannot go on without their answer. "
-                           "Your turn ends with the question; their next message is the answer. Call it alone, "
-                           "not together with other tools.",
+            "Your turn ends with the question; their next message is the answer. Call it alone, "
+            "not together with other tools.",
             "inputSchema": {
                 "json": {
                     "type": "object",
@@ -88,8 +88,12 @@ def answers_as_results(messages: list[Message]) -> list[Message]:
         blocks = message.get("content", [])
         if ids and message.get("role") == "user" and not any("toolResult" in b for b in blocks):
             answer = "\n".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
-            message = {"role": "user", "content": [
-                {"toolResult": {"toolUseId": i, "content": [{"text": answer}], "status": "success"}} for i in ids]}
+            message = {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": i, "content": [{"text": answer}], "status": "success"}} for i in ids
+                ],
+            }
         out.append(message)
     return out
 
@@ -135,18 +139,22 @@ def known_contexts(session: Session, delegate: DelegateTool, agent_name: str) ->
             if isinstance(use, dict) and use.get("name") == delegate.name:
                 calls.add(str(use.get("toolUseId", "")))
                 if delegate.protocol != "a2a" and not (use.get("input") or {}).get("context_id"):
-                    known.setdefault(peer_session_id(agent_name, session.session_id, str(use.get("toolUseId", ""))),
-                                     set())
+                    known.setdefault(
+                        peer_session_id(agent_name, session.session_id, str(use.get("toolUseId", ""))), set()
+                    )
             elif isinstance(result, dict) and str(result.get("toolUseId", "")) in calls:
                 text = "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
                 asked = parse_input_required(text)
                 if asked is not None:
-                    known.setdefault(asked["context_id"], set()).update([asked["task_id"]] if "task_id" in asked else [])
+                    known.setdefault(asked["context_id"], set()).update(
+                        [asked["task_id"]] if "task_id" in asked else []
+                    )
     return known
 
 
-def continued_context(session: Session, delegate: DelegateTool, agent_name: str,
-                      tool_input: dict[str, Any]) -> tuple[str, str]:
+def continued_context(
+    session: Session, delegate: DelegateTool, agent_name: str, tool_input: dict[str, Any]
+) -> tuple[str, str]:
     """(context_id, task_id) a delegation continues ("" for a new conversation); ValueError says why a
     continuation is refused. Only a conversation this session had with this same delegate may be continued."""
     context_id, task_id = tool_input.get("context_id"), tool_input.get("task_id")
@@ -161,8 +169,10 @@ def continued_context(session: Session, delegate: DelegateTool, agent_name: str,
         return _refuse(f"task_id is for A2A agents; {delegate.agent} continues by context_id alone")
     known = known_contexts(session, delegate, agent_name)
     if context_id not in known:
-        return _refuse(f"context_id {context_id[:200]!r} names no conversation of this session with "
-                       f"{delegate.agent}: give the context_id one of its answers named, or none for a new task")
+        return _refuse(
+            f"context_id {context_id[:200]!r} names no conversation of this session with "
+            f"{delegate.agent}: give the context_id one of its answers named, or none for a new task"
+        )
     if task_id and task_id not in known[context_id]:
         return _refuse(f"task_id {task_id[:200]!r} is not a task of context {context_id[:200]!r} that asked a question")
     return context_id, task_id

@@ -46,8 +46,9 @@ def verified_claims(deps: Deps, token: str, what: str = "callback") -> CallbackC
         return None
 
 
-def accept_callback(deps: Deps, token: str, result_text: str, status: str = "success",
-                    context_id: str = "") -> CallbackOutcome:
+def accept_callback(
+    deps: Deps, token: str, result_text: str, status: str = "success", context_id: str = ""
+) -> CallbackOutcome:
     """status "input_required": result_text is the delegate's question, and context_id the conversation
     that takes the answer; the model gets both as its tool result (flightdeck.domain.asking)."""
     s = deps.settings
@@ -63,10 +64,10 @@ def accept_callback(deps: Deps, token: str, result_text: str, status: str = "suc
         count("CallbacksRefused")
         return CallbackOutcome(CallbackStatus.TOO_LARGE, claims)
     # A question is a successful call: the delegate answered, with a question.
-    result = ToolResult(claims.tool_use_id, "error" if status == "error" else "success", result_text,
-                        ResultSource.CALLBACK)
-    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback",
-                                 total=claims.total_tools)
+    result = ToolResult(
+        claims.tool_use_id, "error" if status == "error" else "success", result_text, ResultSource.CALLBACK
+    )
+    advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="callback", total=claims.total_tools)
     status = _FROM_RECORD[advance.outcome]
     count({"accepted": "CallbacksAccepted", "duplicate": "CallbacksDuplicate", "late": "CallbacksLate"}[status.value])
     timeline(f"callback_{status.value}", f"callback from {claims.name}: {status.value}", **ids)

@@ -63,10 +63,20 @@ def user_turn(deps: Deps, accepted: Accepted) -> int:
     return session.user_messages if session is not None else 1
 
 
-def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: ReplyRequest | None = None,
-                traceparent: str = "", caller: str | None = None, message_id: str | None = None, *,
-                queue: bool = True, id_kind: str = "chat", continues_task: str = "",
-                continue_session: bool = False) -> Accepted:
+def ingest_chat(
+    deps: Deps,
+    content: str,
+    session_id: str | None = None,
+    reply: ReplyRequest | None = None,
+    traceparent: str = "",
+    caller: str | None = None,
+    message_id: str | None = None,
+    *,
+    queue: bool = True,
+    id_kind: str = "chat",
+    continues_task: str = "",
+    continue_session: bool = False,
+) -> Accepted:
     """Raises UnknownServiceError (callbackService not allowed), SessionBusyError (busy and queue off),
     InboxFullError, TaskNotOpenError (continues_task ended meanwhile), or SessionNotFoundError (the
     session belongs to another peer: for the caller it does not exist; with continue_session, a
@@ -91,41 +101,65 @@ def ingest_chat(deps: Deps, content: str, session_id: str | None = None, reply: 
         sid = session_id
     else:
         sid = derived_session_id(caller, message_id) if message_id else str(uuid.uuid4())
-    key = message_key(id_kind, message_id) if message_id else (
-        message_key("reply", reply.bearer_token) if reply is not None else None)
+    key = (
+        message_key(id_kind, message_id)
+        if message_id
+        else (message_key("reply", reply.bearer_token) if reply is not None else None)
+    )
     message = {"role": "user", "content": [{"text": content}]}
     # The store enforces ownership in the same conditional write that claims the turn (or queues the
     # message). A fresh id, or a delegation's derived one, is tried as new first: one write, no read.
-    intake = deps.store.take_message(sid, message, s.session_retention_ms, route=route,
-                                     parent={"traceparent": traceparent} if traceparent else None,
-                                     owner=caller, likely_new=session_id is None or reply is not None, key=key,
-                                     queue_limit=MAX_QUEUED_MESSAGES if queue else 0,
-                                     continues_task=continues_task, message_id=message_id or "",
-                                     must_exist=continue_session and session_id is not None)
+    intake = deps.store.take_message(
+        sid,
+        message,
+        s.session_retention_ms,
+        route=route,
+        parent={"traceparent": traceparent} if traceparent else None,
+        owner=caller,
+        likely_new=session_id is None or reply is not None,
+        key=key,
+        queue_limit=MAX_QUEUED_MESSAGES if queue else 0,
+        continues_task=continues_task,
+        message_id=message_id or "",
+        must_exist=continue_session and session_id is not None,
+    )
     queued = intake.status == "queued"
     if intake.replayed:
         # A repeat (a redelivered dispatch, a client's retry): the message is already under way or queued.
-        return Accepted(sid, intake.turn, replayed=True, user_messages=intake.user_messages, queued=queued,
-                        position=intake.position)
+        return Accepted(
+            sid, intake.turn, replayed=True, user_messages=intake.user_messages, queued=queued, position=intake.position
+        )
     if queued:
         # Its turn starts in the write that ends the turn before it (flightdeck.domain.turn_loop).
         count("MessagesQueued")
-        timeline("message_queued", f"message queued (position {intake.position})"
-                 + (f"; its answer goes to {reply.callback_service}" if reply else ""),
-                 session_id=sid, traceparent=traceparent or None)
-        return Accepted(sid, 0, replayed=False, user_messages=intake.user_messages, queued=True,
-                        position=intake.position)
+        timeline(
+            "message_queued",
+            f"message queued (position {intake.position})"
+            + (f"; its answer goes to {reply.callback_service}" if reply else ""),
+            session_id=sid,
+            traceparent=traceparent or None,
+        )
+        return Accepted(
+            sid, 0, replayed=False, user_messages=intake.user_messages, queued=True, position=intake.position
+        )
     turn = intake.turn
     try:
         deps.thinks.start(sid, turn, traceparent)
     except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it
         # Answering an error here would make the caller retry a message that is already in
         # (a 409, or a second session); the owed-think mark makes the sweep the owner of the send.
-        logger.exception("think not sent after the message was stored; the sweep will send it",
-                         extra={"session_id": sid, "turn": turn})
+        logger.exception(
+            "think not sent after the message was stored; the sweep will send it",
+            extra={"session_id": sid, "turn": turn},
+        )
         count("ThinkSendsDeferred")
-    timeline("chat_received", "task received" + (f" (answer goes to {reply.callback_service})" if reply else ""),
-             session_id=sid, turn=turn, traceparent=traceparent or None)
+    timeline(
+        "chat_received",
+        "task received" + (f" (answer goes to {reply.callback_service})" if reply else ""),
+        session_id=sid,
+        turn=turn,
+        traceparent=traceparent or None,
+    )
     return Accepted(sid, turn, replayed=False, user_messages=intake.user_messages)
 
 

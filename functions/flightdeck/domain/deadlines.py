@@ -32,8 +32,10 @@ def fire_timer(deps: Deps, timer: TimerMessage) -> str:
         return "rechained"
     expiry = expire_due(deps, timer.session_id, timer.turn, by="timer")
     if expiry.next_deadline_ms is not None:
-        deps.queues.send_timer({**timer.model_dump(), "deadline_ms": expiry.next_deadline_ms},
-                               math.ceil((expiry.next_deadline_ms - now) / 1000))
+        deps.queues.send_timer(
+            {**timer.model_dump(), "deadline_ms": expiry.next_deadline_ms},
+            math.ceil((expiry.next_deadline_ms - now) / 1000),
+        )
     stop_delegations(deps, timer.session_id, timer.turn, expiry.synthesized, "deadline passed")
     if expiry.won:
         return "expired"

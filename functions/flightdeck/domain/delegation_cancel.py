@@ -51,8 +51,9 @@ class CancelMessage(BaseModel):
     prior_attempts: int = Field(0, ge=0)
 
 
-def stop_delegations(deps: Deps, session_id: str, turn: int, tool_use_ids: tuple[str, ...] | list[str],
-                     reason: str) -> int:
+def stop_delegations(
+    deps: Deps, session_id: str, turn: int, tool_use_ids: tuple[str, ...] | list[str], reason: str
+) -> int:
     """Cancel, at their peers, the delegations among these calls of `turn`; how many were canceled.
 
     Never raises: a failure is logged (and retried from the queue when it may succeed later).
@@ -62,8 +63,10 @@ def stop_delegations(deps: Deps, session_id: str, turn: int, tool_use_ids: tuple
     try:
         iteration = deps.store.get_iteration(session_id, turn)  # which tool each call was: the one read
     except Exception:  # noqa: BLE001 - best-effort: A's turn has moved on already
-        logger.exception("cannot read the turn's calls; its delegations are not canceled",
-                         extra={"session_id": session_id, "turn": turn})
+        logger.exception(
+            "cannot read the turn's calls; its delegations are not canceled",
+            extra={"session_id": session_id, "turn": turn},
+        )
         return 0
     if iteration is None:
         return 0
@@ -73,8 +76,9 @@ def stop_delegations(deps: Deps, session_id: str, turn: int, tool_use_ids: tuple
         name = names.get(tool_use_id, "")
         if deps.settings.agent.delegate_for_tool(name) is None:
             continue  # a local tool, or an unknown one: nothing runs elsewhere
-        message = CancelMessage(session_id=session_id, turn=turn, tool_use_id=tool_use_id, tool_name=name,
-                                reason=reason)
+        message = CancelMessage(
+            session_id=session_id, turn=turn, tool_use_id=tool_use_id, tool_name=name, reason=reason
+        )
         canceled += _cancel_now(deps, message)
     return canceled
 
@@ -110,8 +114,12 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
         except UnknownServiceError as exc:
             return _given_up(message, str(exc))
         peer_session = peer_session_id(s.agent_name, message.session_id, message.tool_use_id)
-        answer = deps.peers.post_json(f"{base_url}/api/sessions/{peer_session}/cancel", {},
-                                      bearer(deps.token_for(delegate.peer_service)), timeout_s=CANCEL_TIMEOUT_S)
+        answer = deps.peers.post_json(
+            f"{base_url}/api/sessions/{peer_session}/cancel",
+            {},
+            bearer(deps.token_for(delegate.peer_service)),
+            timeout_s=CANCEL_TIMEOUT_S,
+        )
         audit_post("cancel", delegate.peer_service, answer, attempt=attempt, **ids)
         status = answer.status
         # 404: the task never arrived (or went); 409: the session was idle, its answer already given.
@@ -125,7 +133,9 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
         return DispatchOutcome(DispatchStatus.SKIPPED, detail=detail)
     if status in RETRYABLE_STATUSES and attempt < s.dispatch_max_attempts:
         delay = backoff_s(attempt)
-        logger.warning("cancel will be retried", extra={**ids, "detail": detail, "attempt": attempt, "retry_in_s": delay})
+        logger.warning(
+            "cancel will be retried", extra={**ids, "detail": detail, "attempt": attempt, "retry_in_s": delay}
+        )
         return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
     return _given_up(message, detail)
 
@@ -138,9 +148,18 @@ def _cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, 
     rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
     if rpc_url is None:
         return 403, False, f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING"
-    status, result, problem = _rpc(deps, rpc_url, "tasks/cancel", {"id": remote.remote_task_id}, {}, service,
-                                  timeout_s=CANCEL_TIMEOUT_S, session_id=message.session_id, turn=message.turn,
-                                  tool_use_id=message.tool_use_id)
+    status, result, problem = _rpc(
+        deps,
+        rpc_url,
+        "tasks/cancel",
+        {"id": remote.remote_task_id},
+        {},
+        service,
+        timeout_s=CANCEL_TIMEOUT_S,
+        session_id=message.session_id,
+        turn=message.turn,
+        tool_use_id=message.tool_use_id,
+    )
     if problem and isinstance(result, dict) and result.get("code") in _A2A_SETTLED:
         return status, True, problem  # already terminal, or gone: nothing to stop
     if problem:
@@ -151,8 +170,10 @@ def _cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, 
 
 def _given_up(message: CancelMessage, detail: str) -> DispatchOutcome:
     count("DelegationCancelsFailed")
-    logger.warning("cancel given up: the peer may keep working (its answer will be refused as late)",
-                   extra={"session_id": message.session_id, "tool_use_id": message.tool_use_id, "detail": detail})
+    logger.warning(
+        "cancel given up: the peer may keep working (its answer will be refused as late)",
+        extra={"session_id": message.session_id, "tool_use_id": message.tool_use_id, "detail": detail},
+    )
     return DispatchOutcome(DispatchStatus.FAILED, detail=detail)
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pydantic import BaseModel
 
@@ -81,8 +81,10 @@ def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> Deliv
         return DeliveryOutcome(DeliveryStatus.DEAD, detail=f"retry budget spent: {detail}")
     count("DeliveriesRefused")
     logger.warning("delivery refused by the target; not retrying", extra={**ids, "detail": detail})
-    return DeliveryOutcome(DeliveryStatus.REFUSED, detail=f"refused by {item.message.callback_service}: "
-                                                          f"HTTP {http_status} {detail}".rstrip())
+    return DeliveryOutcome(
+        DeliveryStatus.REFUSED,
+        detail=f"refused by {item.message.callback_service}: HTTP {http_status} {detail}".rstrip(),
+    )
 
 
 def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None = None) -> dict[str, DeliveryOutcome]:
@@ -94,8 +96,10 @@ def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None 
             base = deps.settings.allowed_host_mapping.resolve(item.message.callback_service)
         except UnknownServiceError as exc:
             count("DeliveryFailures")
-            logger.error("delivery refused: unknown callback service", extra={"session_id": item.message.session_id,
-                                                                              "detail": str(exc)})
+            logger.error(
+                "delivery refused: unknown callback service",
+                extra={"session_id": item.message.session_id, "detail": str(exc)},
+            )
             outcomes[item.key] = DeliveryOutcome(DeliveryStatus.DEAD, detail=str(exc))
             continue
         by_service[base].append(item)
@@ -114,8 +118,9 @@ def _answer_body(message: DeliveryMessage) -> dict[str, str]:
     return body
 
 
-def if_time_allows(deps: Deps, budget: TimeBudget | None, first_sent_ms: int,
-                   send: Callable[[], DeliveryOutcome]) -> DeliveryOutcome:
+def if_time_allows(
+    deps: Deps, budget: TimeBudget | None, first_sent_ms: int, send: Callable[[], DeliveryOutcome]
+) -> DeliveryOutcome:
     """send(), if the invocation has time for a call. Else the message is not tried now: it comes back
     soon, or, when its retry time is spent, it is dead (and dead-lettered) rather than left to the DLQ."""
     if budget is None or budget.allows_a_call():
@@ -133,8 +138,9 @@ def dead_letter(deps: Deps, record_body: str, outcome: DeliveryOutcome) -> None:
     """An answer given up (refused by its target, or out of retries): counted, logged, kept with the reason."""
     count("DeliveriesDeadLettered")
     logger.error("answer dead-lettered", extra={"delivery_status": outcome.status.value, "detail": outcome.detail})
-    deps.queues.send_delivery_dead_letter({"body": record_body, "reason": outcome.detail,
-                                           "status": outcome.status.value})
+    deps.queues.send_delivery_dead_letter(
+        {"body": record_body, "reason": outcome.detail, "status": outcome.status.value}
+    )
 
 
 def _headers(item: Pending) -> dict[str, str]:
@@ -146,26 +152,44 @@ def _headers(item: Pending) -> dict[str, str]:
 
 def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
     answer = deps.peers.post_json(base + CALLBACK_PATH, _answer_body(item.message), _headers(item))
-    audit_post("delivery", item.message.callback_service, answer, session_id=item.message.session_id,
-               attempt=item.attempt)
+    audit_post(
+        "delivery", item.message.callback_service, answer, session_id=item.message.session_id, attempt=item.attempt
+    )
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
     return _classify(deps, item, answer.status, detail)
 
 
 def _deliver_each(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
-    return {i.key: if_time_allows(deps, budget, i.first_sent_ms, functools.partial(_deliver_one, deps, base, i))
-            for i in group}
+    return {
+        i.key: if_time_allows(deps, budget, i.first_sent_ms, functools.partial(_deliver_one, deps, base, i))
+        for i in group
+    }
 
 
-def _deliver_group(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
+def _deliver_group(
+    deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None
+) -> dict[str, DeliveryOutcome]:
     """Answers for one service: one request to its batch endpoint when there are several."""
     if len(group) == 1 or (budget is not None and not budget.allows_a_call()):
         return _deliver_each(deps, base, group, budget)
-    body = {"items": [{"token": i.message.bearer_token, **_answer_body(i.message),
-                       **({"traceparent": i.message.traceparent} if i.message.traceparent else {})} for i in group]}
+    body = {
+        "items": [
+            {
+                "token": i.message.bearer_token,
+                **_answer_body(i.message),
+                **({"traceparent": i.message.traceparent} if i.message.traceparent else {}),
+            }
+            for i in group
+        ]
+    }
     answer = deps.peers.post_json(base + BATCH_CALLBACK_PATH, body)
-    audit_post("delivery_batch", group[0].message.callback_service, answer, items=len(group),
-               session_ids=[i.message.session_id for i in group])
+    audit_post(
+        "delivery_batch",
+        group[0].message.callback_service,
+        answer,
+        items=len(group),
+        session_ids=[i.message.session_id for i in group],
+    )
     if answer.status == 413:
         # Too large together, not each: halves, down to one answer per request if need be.
         count("DeliveryBatchesSplit")

@@ -68,15 +68,16 @@ class DispatchOutcome:
 
 def backoff_s(attempt: int, base_s: float = 1.0, cap_s: float = 60.0) -> int:
     """Exponential backoff with full jitter, at least one second."""
-    return max(1, int(random.uniform(0, min(cap_s, base_s * 2 ** attempt))))
+    return max(1, int(random.uniform(0, min(cap_s, base_s * 2**attempt))))
 
 
 def peer_session_id(agent: str, session_id: str, tool_use_id: str) -> str:
     return str(uuid.uuid5(_PEER_SESSION_NS, f"{agent}/{session_id}/{tool_use_id}"))
 
 
-def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
-                        budget: TimeBudget | None = None) -> DispatchOutcome:
+def dispatch_delegation(
+    deps: Deps, msg: DispatchMessage, attempt: int, budget: TimeBudget | None = None
+) -> DispatchOutcome:
     """attempt: 1 for the first receive of the message (SQS ApproximateReceiveCount).
 
     budget: the invocation's time; with too little left for a call the message is not tried now.
@@ -119,14 +120,25 @@ def dispatch_delegation(deps: Deps, msg: DispatchMessage, attempt: int,
     audit_post("dispatch", delegate.peer_service, answer, attempt=attempt, **ids)
     if 200 <= answer.status < 300:
         count("DelegationsDispatched")
-        timeline("dispatched", f"task sent to {delegate.agent} (pending)", peer_session_id=body["session_id"],
-                 traceparent=msg.traceparent or None, **ids)
+        timeline(
+            "dispatched",
+            f"task sent to {delegate.agent} (pending)",
+            peer_session_id=body["session_id"],
+            traceparent=msg.traceparent or None,
+            **ids,
+        )
         return DispatchOutcome(DispatchStatus.SENT)
-    detail = f"HTTP {answer.status} from {delegate.agent}" if answer.status else f"{delegate.agent} unreachable: {answer.error}"
+    detail = (
+        f"HTTP {answer.status} from {delegate.agent}"
+        if answer.status
+        else f"{delegate.agent} unreachable: {answer.error}"
+    )
     if answer.status in RETRYABLE_STATUSES and attempt < s.dispatch_max_attempts:
         count("DispatchRetries")
         delay = backoff_s(attempt)
-        logger.warning("dispatch will be retried", extra={**ids, "detail": detail, "attempt": attempt, "retry_in_s": delay})
+        logger.warning(
+            "dispatch will be retried", extra={**ids, "detail": detail, "attempt": attempt, "retry_in_s": delay}
+        )
         return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
     if isinstance(answer.body, dict) and isinstance(answer.body.get("error"), dict):
         detail += f": {answer.body['error'].get('message', '')}"[:300]
@@ -149,8 +161,9 @@ def _claim(deps: Deps, msg: DispatchMessage, attempt: int, claim: bool) -> Dispa
         if agg is not None and agg.status == "complete":
             # Every id already has a result (timeout, cancel): the peer would work for nothing.
             return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
-    if claim and not store.claim_dispatch(msg.session_id, msg.turn, msg.tool_use_id,
-                                          deps.settings.session_retention_ms):
+    if claim and not store.claim_dispatch(
+        msg.session_id, msg.turn, msg.tool_use_id, deps.settings.session_retention_ms
+    ):
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
     return None
 
@@ -166,8 +179,12 @@ def _out_of_time(deps: Deps, msg: DispatchMessage, attempt: int) -> DispatchOutc
     skipped = _claim(deps, msg, attempt, claim=delegate is not None and delegate.protocol == "a2a")
     if skipped is not None:
         return skipped
-    return _fail(deps, msg, f"not sent: attempt {attempt} of {deps.settings.dispatch_max_attempts}, the last, "
-                            "ran out of time in the dispatch worker")
+    return _fail(
+        deps,
+        msg,
+        f"not sent: attempt {attempt} of {deps.settings.dispatch_max_attempts}, the last, "
+        "ran out of time in the dispatch worker",
+    )
 
 
 def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> str:
@@ -177,8 +194,13 @@ def callback_token(deps: Deps, msg: DispatchMessage, delegate: DelegateTool) -> 
     """
     s = deps.settings
     claims = CallbackClaims(
-        session_id=msg.session_id, turn=msg.turn, tool_use_id=msg.tool_use_id, tool_id=msg.tool_name,
-        name=delegate.agent, total_tools=msg.total_tools, agent=s.agent_name,
+        session_id=msg.session_id,
+        turn=msg.turn,
+        tool_use_id=msg.tool_use_id,
+        tool_id=msg.tool_name,
+        name=delegate.agent,
+        total_tools=msg.total_tools,
+        agent=s.agent_name,
         iat=msg.issued_at_ms(s.async_tool_timeout_ms) // 1000,
         # Valid past the deadline, so an answer racing the timeout is told "late", not "unauthorized".
         exp=(msg.deadline_ms + s.tool_agg_tombstone_ttl_ms) // 1000,

@@ -19,5 +19,6 @@ class PeerAnswer(Protocol):
 
 class PeerPort(Protocol):
     # timeout_s: a shorter bound than the adapter's own for this call (a best-effort cancel).
-    def post_json(self, url: str, body: Any, headers: dict[str, str] | None = None,
-                  timeout_s: float | None = None) -> PeerAnswer: ...
+    def post_json(
+        self, url: str, body: Any, headers: dict[str, str] | None = None, timeout_s: float | None = None
+    ) -> PeerAnswer: ...

@@ -115,8 +115,9 @@ class LiveRelay:
                 if len(text.encode("utf-8")) > LIVE_MAX_BYTES:
                     relaying = False
                     continue
-                relaying = self._write(lambda: live.put_text(self.session_id, LiveText(self.turn, self.attempt, text),
-                                                             LIVE_TTL_MS))
+                relaying = self._write(
+                    lambda: live.put_text(self.session_id, LiveText(self.turn, self.attempt, text), LIVE_TTL_MS)
+                )
                 written, last_ms = len(text), now
         finally:
             if self.writes:
@@ -129,8 +130,11 @@ class LiveRelay:
         try:
             write()
         except Exception:  # best effort: the stored reply is what counts, the think goes on
-            logger.warning("live relay write failed; this think is no longer relayed", exc_info=True,
-                           extra={"session_id": self.session_id, "turn": self.turn})
+            logger.warning(
+                "live relay write failed; this think is no longer relayed",
+                exc_info=True,
+                extra={"session_id": self.session_id, "turn": self.turn},
+            )
             count("LiveRelayFailures")
             return False
         self.writes += 1
@@ -156,7 +160,7 @@ class TextFollower:
         if key == self.key and live.text.startswith(self.sent):
             if len(live.text) == len(self.sent):
                 return None
-            piece, offset = live.text[len(self.sent):], len(self.sent)
+            piece, offset = live.text[len(self.sent) :], len(self.sent)
         elif live.text:
             piece, offset = live.text, 0
         else:
@@ -169,4 +173,4 @@ class TextFollower:
         (or nothing was relayed, or it was another think's: `turn` given and not the one relayed)."""
         if self.key is None or (turn is not None and self.key[0] != turn) or not final.startswith(self.sent):
             return None
-        return final[len(self.sent):]
+        return final[len(self.sent) :]

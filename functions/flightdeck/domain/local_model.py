@@ -42,8 +42,9 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
@@ -121,16 +122,22 @@ class LocalModel:
             self._sleep(self.config.think_delay_ms / 1000)
         return self._reply(system, messages, tools)
 
-    def converse_stream(self, *, system: str, messages: list[Message],
-                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]:
+    def converse_stream(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> Iterator[TextDelta | ModelReply]:
         """The reply of converse, its text word by word first (flightdeck.domain.model.StreamingModel).
 
         The think delay is spread over the words (the same in all as converse's): each word comes
         after its share of it, so a stream of a slow think visibly progresses.
         """
         reply = self._reply(system, messages, tools)
-        pieces = [piece for block in reply.message.get("content", []) if isinstance(block.get("text"), str)
-                  for piece in word_chunks(block["text"]) if piece]
+        pieces = [
+            piece
+            for block in reply.message.get("content", [])
+            if isinstance(block.get("text"), str)
+            for piece in word_chunks(block["text"])
+            if piece
+        ]
         delay_s = self.config.think_delay_ms / 1000
         if delay_s > 0 and not pieces:
             self._sleep(delay_s)
@@ -218,7 +225,7 @@ class LocalModel:
         for i, m in enumerate(found):
             if m.group(1) == "?" and m.group(2) == name:
                 stop = found[i + 1].start() if i + 1 < len(found) else len(text)
-                return text[m.end():stop].strip()
+                return text[m.end() : stop].strip()
         return None
 
     def _question(self, text: str) -> tuple[str, str] | None:
@@ -228,16 +235,23 @@ class LocalModel:
             return None
         after = self._marker_text(text, ASK_MARKER) or ""
         mark = after.find("?")
-        question = after[:mark + 1].strip() if mark >= 0 else after
-        rest = after[mark + 1:] if mark >= 0 else ""
-        task = " ".join(f"{text[:match.start()]} {rest}".split())
+        question = after[: mark + 1].strip() if mark >= 0 else after
+        rest = after[mark + 1 :] if mark >= 0 else ""
+        task = " ".join(f"{text[: match.start()]} {rest}".split())
         return question or STOCK_QUESTION, task
 
     def _ask(self, messages: list[Message], questions: list[str], said: str) -> tuple[str, list[dict]]:
         content: list[dict] = [{"text": said}]
         for index, question in enumerate(questions):
-            content.append({"toolUse": {"toolUseId": self._tool_use_id(messages, index), "name": ASK_USER,
-                                        "input": {"question": question}}})
+            content.append(
+                {
+                    "toolUse": {
+                        "toolUseId": self._tool_use_id(messages, index),
+                        "name": ASK_USER,
+                        "input": {"question": question},
+                    }
+                }
+            )
         return "tool_use", content
 
     def _new_task(self, text: str, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict]]:
@@ -259,7 +273,9 @@ class LocalModel:
             targets = ", ".join(dict.fromkeys(f"@{c.target}" for c in delegations))
             said.append(f"Delegating {len(delegations)} task(s) to {targets}.")
         if local:
-            said.append(f"Running {len(local)} local tool call(s): {', '.join(dict.fromkeys('!' + c.target for c in local))}.")
+            said.append(
+                f"Running {len(local)} local tool call(s): {', '.join(dict.fromkeys('!' + c.target for c in local))}."
+            )
         if unknown:
             said.append(self._unknown_line(unknown))
         content: list[dict] = [{"text": " ".join(said)}]
@@ -303,8 +319,11 @@ class LocalModel:
         message, after the assistant message that called them)."""
         if len(messages) < 1 - at or messages[at - 1].get("role") != "assistant":
             return []
-        called = {b["toolUse"].get("toolUseId"): b["toolUse"].get("name") for b in messages[at - 1].get("content", [])
-                  if "toolUse" in b}
+        called = {
+            b["toolUse"].get("toolUseId"): b["toolUse"].get("name")
+            for b in messages[at - 1].get("content", [])
+            if "toolUse" in b
+        }
         out = []
         for block in messages[at].get("content", []):
             result = block.get("toolResult")
@@ -323,26 +342,39 @@ class LocalModel:
                 return _text_of(message)
         return ""
 
-    def _continue(self, messages: list[Message], answers: list[tuple[str, dict[str, str], str]],
-                  said: str) -> tuple[str, list[dict]]:
+    def _continue(
+        self, messages: list[Message], answers: list[tuple[str, dict[str, str], str]], said: str
+    ) -> tuple[str, list[dict]]:
         """Delegate each answer in the context of the question it answers."""
         content: list[dict] = [{"text": said}]
         for index, (tool, fields, answer) in enumerate(answers):
-            tool_input = {"task": answer, "context_id": fields["context_id"],
-                          **({"task_id": fields["task_id"]} if "task_id" in fields else {})}
-            content.append({"toolUse": {"toolUseId": self._tool_use_id(messages, index), "name": tool,
-                                        "input": tool_input}})
+            tool_input = {
+                "task": answer,
+                "context_id": fields["context_id"],
+                **({"task_id": fields["task_id"]} if "task_id" in fields else {}),
+            }
+            content.append(
+                {"toolUse": {"toolUseId": self._tool_use_id(messages, index), "name": tool, "input": tool_input}}
+            )
         return "tool_use", content
 
-    def _answer_delegates(self, messages: list[Message], tools: list[ToolSpec],
-                          questions: list[tuple[str, dict[str, str]]]) -> tuple[str, list[dict]] | None:
+    def _answer_delegates(
+        self, messages: list[Message], tools: list[ToolSpec], questions: list[tuple[str, dict[str, str]]]
+    ) -> tuple[str, list[dict]] | None:
         """A delegate asked: answer with the task's ?answer (once per context), else pass the question on."""
         answer = self._marker_text(self._task_text(messages), ANSWER_MARKER)
-        continued = {str((b["toolUse"].get("input") or {}).get("context_id")) for m in messages
-                     for b in m.get("content", []) if "toolUse" in b}
+        continued = {
+            str((b["toolUse"].get("input") or {}).get("context_id"))
+            for m in messages
+            for b in m.get("content", [])
+            if "toolUse" in b
+        }
         if answer and all(f["context_id"] not in continued for _, f in questions):
-            return self._continue(messages, [(t, f, answer) for t, f in questions],
-                                  f"Answering {len(questions)} question(s) of delegates: {answer}")
+            return self._continue(
+                messages,
+                [(t, f, answer) for t, f in questions],
+                f"Answering {len(questions)} question(s) of delegates: {answer}",
+            )
         if _offers(tools, ASK_USER):
             asked = [f"{self._agent_of(t)} asks: {f['question']}" for t, f in questions]
             return self._ask(messages, asked, "A delegate needs an answer first.")
@@ -355,17 +387,26 @@ class LocalModel:
     def _answered(self, messages: list[Message], ask_ids: list[str]) -> tuple[str, list[dict]]:
         """The last message answers this agent's question (flightdeck.domain.asking: the answer is the result
         of its ask_user calls)."""
-        results = {b["toolResult"].get("toolUseId"): _result_text(b["toolResult"])
-                   for b in messages[-1].get("content", []) if "toolResult" in b}
+        results = {
+            b["toolResult"].get("toolUseId"): _result_text(b["toolResult"])
+            for b in messages[-1].get("content", [])
+            if "toolResult" in b
+        }
         answer = next((results[i] for i in ask_ids if i in results), "")
         # The question passed on the questions of delegates: the answer goes to them.
         relayed = self._delegate_questions(messages, at=-3) if len(messages) >= 4 else []
         if relayed:
-            return self._continue(messages, [(t, f, answer) for t, f in relayed],
-                                  f"Passing the answer on to {len(relayed)} delegate(s): {answer}")
+            return self._continue(
+                messages,
+                [(t, f, answer) for t, f in relayed],
+                f"Passing the answer on to {len(relayed)} delegate(s): {answer}",
+            )
         asking = messages[-2]
-        questions = "\n".join(str((b["toolUse"].get("input") or {}).get("question", ""))
-                              for b in asking.get("content", []) if "toolUse" in b)
+        questions = "\n".join(
+            str((b["toolUse"].get("input") or {}).get("question", ""))
+            for b in asking.get("content", [])
+            if "toolUse" in b
+        )
         text = self._task_text(messages[:-2])
         own = self._question(text)
         task = own[1] if own is not None else text
@@ -413,7 +454,9 @@ class LocalModel:
             else:
                 local_total += 1
                 local_tool = get_tool(tool)
-                argument = tool_input.get(local_tool.text_arg, "") if local_tool else json.dumps(tool_input, sort_keys=True)
+                argument = (
+                    tool_input.get(local_tool.text_arg, "") if local_tool else json.dumps(tool_input, sort_keys=True)
+                )
                 label = f'!{tool} ("{_preview(str(argument))}")'
                 if failed:
                     lines.append(f"- {label} failed: {_failure_reason(text)}")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Literal
 
 from flightdeck.domain.model import ToolSpec
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -20,7 +21,9 @@ ToolSpec = dict[str, Any]
 
 
 class ModelReply(BaseModel):
-    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "guardrail_intervened", "content_filtered"]
+    stop_reason: Literal[
+        "end_turn", "tool_use", "max_tokens", "stop_sequence", "guardrail_intervened", "content_filtered"
+    ]
     # The assistant message to append: {"role": "assistant", "content": [...]}.
     message: Message
     usage: dict[str, int] = Field(default_factory=dict)
@@ -55,8 +58,9 @@ class StreamingModel(Model, Protocol):
     converse would return (the pieces joined are its text).
     """
 
-    def converse_stream(self, *, system: str, messages: list[Message],
-                        tools: list[ToolSpec]) -> Iterator[TextDelta | ModelReply]: ...
+    def converse_stream(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> Iterator[TextDelta | ModelReply]: ...
 
 
 def collect(stream: Iterator[TextDelta | ModelReply]) -> ModelReply:
@@ -81,7 +85,7 @@ def word_chunks(text: str, max_chunks: int | None = None) -> list[str]:
     if max_chunks is None or len(words) <= max_chunks:
         return words
     size = -(-len(words) // max_chunks)  # ceiling: at most max_chunks pieces
-    return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
 def delegate_tool_spec(name: str, agent: str, description: str = "", a2a: bool = False) -> ToolSpec:
@@ -89,13 +93,18 @@ def delegate_tool_spec(name: str, agent: str, description: str = "", a2a: bool =
     (flightdeck.domain.asking: a delegate that asked a question names its context_id)."""
     properties: dict[str, Any] = {
         "task": {"type": "string", "description": "What the agent should do (or the answer to its question)."},
-        "context_id": {"type": "string", "description": "Only to continue a conversation with this agent, e.g. to "
-                                                        "answer its question: the context_id its answer named. "
-                                                        "Leave out to start a new one."},
+        "context_id": {
+            "type": "string",
+            "description": "Only to continue a conversation with this agent, e.g. to "
+            "answer its question: the context_id its answer named. "
+            "Leave out to start a new one.",
+        },
     }
     if a2a:
-        properties["task_id"] = {"type": "string", "description": "With context_id, to answer a question: the "
-                                                                  "task_id its answer named."}
+        properties["task_id"] = {
+            "type": "string",
+            "description": "With context_id, to answer a question: the task_id its answer named.",
+        }
     return {
         "toolSpec": {
             "name": name,

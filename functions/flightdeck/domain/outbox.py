@@ -20,6 +20,7 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import logger
 
+
 def dispatch_now(deps: Deps, bodies: list[dict[str, Any]], budget: TimeBudget | None) -> None:
     """Send each delegation now, one after the other, each within the invocation's time (what no
     longer fits goes to the queue); queue what must be retried. Never raises for one delegation.
@@ -35,8 +36,10 @@ def _dispatch_one(deps: Deps, body: dict[str, Any], budget: TimeBudget | None) -
     try:
         outcome = dispatch_delegation(deps, DispatchMessage.model_validate(body), 1, budget)
     except Exception:  # noqa: BLE001 - the queue's worker owns it from here, with its retries
-        logger.exception("inline dispatch failed; handing it to the dispatch queue",
-                         extra={"session_id": body.get("session_id"), "tool_use_id": body.get("tool_use_id")})
+        logger.exception(
+            "inline dispatch failed; handing it to the dispatch queue",
+            extra={"session_id": body.get("session_id"), "tool_use_id": body.get("tool_use_id")},
+        )
         deps.queues.send_dispatch({**body, "prior_attempts": 0})
         return
     if outcome.status is DispatchStatus.RETRY:
@@ -50,8 +53,9 @@ def deliver_now(deps: Deps, body: dict[str, Any], budget: TimeBudget | None) -> 
     try:
         outcome = deliver_answers(deps, [Pending("inline", message, 1, message.created_ms)], budget)["inline"]
     except Exception:  # noqa: BLE001 - the queue's worker owns it from here
-        logger.exception("inline delivery failed; handing it to the delivery queue",
-                         extra={"session_id": message.session_id})
+        logger.exception(
+            "inline delivery failed; handing it to the delivery queue", extra={"session_id": message.session_id}
+        )
         deps.queues.send_delivery(body)
         return
     if outcome.status is DeliveryStatus.RETRY:

@@ -23,8 +23,8 @@ and cannot use up what the peers may send. No AWS here.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from flightdeck.domain.peers import AuthResult, AuthStatus, PeerRegistryPort, authenticate, bearer_token
 
@@ -72,12 +72,19 @@ class UsagePlanSpec:
     default: bool = False  # where `flightdeck peers add` puts the keys of peers added later
 
 
-def usage_plans(agent: str, defaults: PeerLimits, known_peers: Iterable[str],
-                overrides: Mapping[str, PeerLimits], unidentified: PeerLimits) -> list[UsagePlanSpec]:
+def usage_plans(
+    agent: str,
+    defaults: PeerLimits,
+    known_peers: Iterable[str],
+    overrides: Mapping[str, PeerLimits],
+    unidentified: PeerLimits,
+) -> list[UsagePlanSpec]:
     """The default plan, the unidentified callers' plan, then one plan per known peer (its override,
     else the defaults), sorted by peer."""
-    plans = [UsagePlanSpec(default_plan_name(agent), defaults, (), default=True),
-             UsagePlanSpec(unidentified_plan_name(agent), unidentified, (UNIDENTIFIED,))]
+    plans = [
+        UsagePlanSpec(default_plan_name(agent), defaults, (), default=True),
+        UsagePlanSpec(unidentified_plan_name(agent), unidentified, (UNIDENTIFIED,)),
+    ]
     for peer_id in sorted(set(known_peers) | set(overrides)):
         plans.append(UsagePlanSpec(peer_plan_name(agent, peer_id), overrides.get(peer_id, defaults), (peer_id,)))
     return plans

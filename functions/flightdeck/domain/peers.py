@@ -52,8 +52,10 @@ def valid_peer_id(peer_id: str) -> bool:
 
 def check_peer_id(peer_id: str) -> str:
     if not valid_peer_id(peer_id):
-        raise PeerTokenError(f"peer id {peer_id!r}: 1-63 of a-z 0-9 and '-', starting with a letter or digit "
-                             "(no '_': it separates the id from the secret in a token)")
+        raise PeerTokenError(
+            f"peer id {peer_id!r}: 1-63 of a-z 0-9 and '-', starting with a letter or digit "
+            "(no '_': it separates the id from the secret in a token)"
+        )
     return peer_id
 
 
@@ -76,8 +78,10 @@ def check_token(token: str, peer_id: str | None = None) -> str:
     """The token's peer id; PeerTokenError unless well-formed (and naming peer_id, when given)."""
     named = peer_of(token)
     if named is None:
-        raise PeerTokenError(f"a peer token looks like {TOKEN_PREFIX}<peer_id>_<secret>: peer id of a-z 0-9 '-', "
-                             "secret of 32-256 characters A-Z a-z 0-9 '_' '-'")
+        raise PeerTokenError(
+            f"a peer token looks like {TOKEN_PREFIX}<peer_id>_<secret>: peer id of a-z 0-9 '-', "
+            "secret of 32-256 characters A-Z a-z 0-9 '_' '-'"
+        )
     if peer_id is not None and named != peer_id:
         raise PeerTokenError(f"the token names peer {named!r}, not {peer_id!r}")
     return named
@@ -131,7 +135,8 @@ def authenticate(registry: PeerRegistryPort, token: str, now_ms: int) -> AuthRes
     presented = token_sha256(token)
     current = hmac.compare_digest(presented, record.token_sha256 if record else _NO_HASH)
     previous = bool(record and record.previous_sha256) and hmac.compare_digest(
-        presented, record.previous_sha256 if record else _NO_HASH)
+        presented, record.previous_sha256 if record else _NO_HASH
+    )
     if record is None:
         return AuthResult(AuthStatus.UNKNOWN, peer_id)
     if record.status != ACTIVE:

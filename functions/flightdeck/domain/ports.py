@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flightdeck.domain.http_ports import PeerAnswer, PeerPort
 from flightdeck.domain.live_ports import LivePort
@@ -35,37 +36,81 @@ if TYPE_CHECKING:
 class StatePort(Protocol):
     def now_ms(self) -> int: ...
     def get_session(self, session_id: str) -> Session | None: ...
-    def start_turn_with_message(self, session_id: str, message: dict[str, Any], retention_ms: int,
-                                route: tuple[str, str, int] | None = None,
-                                parent: dict[str, Any] | None = None, owner: str | None = None,
-                                likely_new: bool = False, must_exist: bool = False) -> int: ...
-    def take_message(self, session_id: str, message: dict[str, Any], retention_ms: int, *,
-                     route: tuple[str, str, int] | None = None, parent: dict[str, Any] | None = None,
-                     owner: str | None = None, likely_new: bool = False, key: str | None = None,
-                     queue_limit: int = 0, continues_task: str = "", message_id: str = "",
-                     must_exist: bool = False) -> Intake: ...
-    def append_message(self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int,
-                       slot: int = MessageSlot.REPLY) -> bool: ...
+    def start_turn_with_message(
+        self,
+        session_id: str,
+        message: dict[str, Any],
+        retention_ms: int,
+        route: tuple[str, str, int] | None = None,
+        parent: dict[str, Any] | None = None,
+        owner: str | None = None,
+        likely_new: bool = False,
+        must_exist: bool = False,
+    ) -> int: ...
+    def take_message(
+        self,
+        session_id: str,
+        message: dict[str, Any],
+        retention_ms: int,
+        *,
+        route: tuple[str, str, int] | None = None,
+        parent: dict[str, Any] | None = None,
+        owner: str | None = None,
+        likely_new: bool = False,
+        key: str | None = None,
+        queue_limit: int = 0,
+        continues_task: str = "",
+        message_id: str = "",
+        must_exist: bool = False,
+    ) -> Intake: ...
+    def append_message(
+        self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY
+    ) -> bool: ...
     def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd: ...
     def get_route(self, session_id: str) -> ReplyRoute | None: ...
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool: ...
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None: ...
-    def save_iteration(self, session_id: str, turn: int, reply: dict[str, Any], retention_ms: int, *,
-                       seed: TurnSeed | None = None, ends_turn: bool = False,
-                       retires_route: bool = False, session: Session | None = None) -> Iteration: ...
-    def seed_turn(self, session_id: str, turn: int, tool_use_ids: list[str], deadline_ms: int,
-                  retention_ms: int, deadlines: dict[str, int] | None = None) -> bool: ...
+    def save_iteration(
+        self,
+        session_id: str,
+        turn: int,
+        reply: dict[str, Any],
+        retention_ms: int,
+        *,
+        seed: TurnSeed | None = None,
+        ends_turn: bool = False,
+        retires_route: bool = False,
+        session: Session | None = None,
+    ) -> Iteration: ...
+    def seed_turn(
+        self,
+        session_id: str,
+        turn: int,
+        tool_use_ids: list[str],
+        deadline_ms: int,
+        retention_ms: int,
+        deadlines: dict[str, int] | None = None,
+    ) -> bool: ...
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None: ...
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]: ...
-    def record_result(self, session_id: str, turn: int, result: ToolResult, retention_ms: int,
-                      completion: Completion | None = None) -> tuple[RecordOutcome, bool]: ...
+    def record_result(
+        self, session_id: str, turn: int, result: ToolResult, retention_ms: int, completion: Completion | None = None
+    ) -> tuple[RecordOutcome, bool]: ...
     def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool: ...
-    def complete_with_errors(self, session_id: str, turn: int, reason_results: Callable[[str], ToolResult],
-                             completed_by: str, tombstone_ms: int, retention_ms: int,
-                             due_by_ms: int | None = None) -> Expiry: ...
+    def complete_with_errors(
+        self,
+        session_id: str,
+        turn: int,
+        reason_results: Callable[[str], ToolResult],
+        completed_by: str,
+        tombstone_ms: int,
+        retention_ms: int,
+        due_by_ms: int | None = None,
+    ) -> Expiry: ...
     def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]: ...
-    def close_canceled_session(self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]],
-                               retention_ms: int) -> bool: ...
+    def close_canceled_session(
+        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
+    ) -> bool: ...
     def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]: ...
     def owed_think(self, session_id: str) -> int | None: ...
     def clear_owed_think(self, session_id: str, turn: int) -> None: ...
@@ -95,7 +140,7 @@ class QueuePort(Protocol):
 class Deps:
     """Everything a use case may touch, handed in by the composition root (flightdeck.wiring)."""
 
-    settings: "Settings"
+    settings: Settings
     store: StatePort
     queues: QueuePort
     thinks: ThinkPort
@@ -103,7 +148,7 @@ class Deps:
     keys: Callable[[], list[SigningKey]]
     model: Callable[[], Model]
     # A2A v0.3 task records and card fetching (flightdeck.domain.a2a); None: A2A hooks do nothing.
-    a2a: "A2APorts | None" = None
+    a2a: A2APorts | None = None
     # Inbound: the peers that may call us (hashes of their tokens; flightdeck.domain.peers).
     registry: PeerRegistryPort | None = None
     # Outbound: service name -> the bearer token we present to that peer (PEER_TOKENS / its secret).
@@ -127,5 +172,12 @@ def bearer(token: str | None) -> dict[str, str]:
 def audit_post(operation: str, peer: str | None, answer: PeerAnswer, **fields: object) -> None:
     """The audit line of one outbound POST, from its answer (the payload hash is what was sent)."""
     outcome = f"http_{answer.status}" if answer.status else "unreachable"
-    audit("outbound", operation, peer, getattr(answer, "request_sha256", ""), outcome,
-          http_status=answer.status or None, **fields)
+    audit(
+        "outbound",
+        operation,
+        peer,
+        getattr(answer, "request_sha256", ""),
+        outcome,
+        http_status=answer.status or None,
+        **fields,
+    )

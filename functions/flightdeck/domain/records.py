@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # A session whose caller stopped waiting (flightdeck.domain.session_cancel): it stores no further reply,
 # and is closed (idle again) at once, or by its next think.
 SESSION_CANCELED = "canceled"
@@ -137,15 +136,15 @@ class Session:
     user_messages: int = 0
     # Read in the same query as the rest (one read per think): the current turn's stored model
     # reply, the reply route (B side), and whether an A2A task ever ran in the session.
-    iteration: "Iteration | None" = None
-    route: "ReplyRoute | None" = None
+    iteration: Iteration | None = None
+    route: ReplyRoute | None = None
     has_a2a_task: bool = False
     # The current turn's aggregation record, when it delegated (same query).
-    aggregation: "TurnAggregation | None" = None
+    aggregation: TurnAggregation | None = None
     # Live relay (flightdeck.domain.live), read in the same query: until when a stream reader
     # watches the session (epoch ms; 0: nobody), and the text of the think under way so far.
     watched_until_ms: int = 0
-    live: "LiveText | None" = None
+    live: LiveText | None = None
     # The inbox: messages waiting (in order of arrival), how many were ever queued and how many of
     # those have started their turn; and the inbox item that started the current turn, if one did.
     queued: tuple[QueuedMessage, ...] = ()
@@ -226,7 +225,7 @@ class ReplyRoute:
     from_turn: int = 0
     # The route this one replaced in the write that answered it (retired at answered.retired_turn), kept
     # so that a redelivery of that think re-sends its answer to the right caller.
-    answered: "ReplyRoute | None" = None
+    answered: ReplyRoute | None = None
 
 
 @dataclass(frozen=True)

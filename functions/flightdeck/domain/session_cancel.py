@@ -71,8 +71,9 @@ def close_canceled(deps: Deps, session: Session) -> bool:
     if agg is not None and agg.status == "waiting":
         # Its delegations stop counting, through the same conditional completion as a timeout; the
         # session moves to the next turn, which is where it closes.
-        expiry = store.complete_with_errors(session_id, turn, _canceled, "session_cancel", s.tool_agg_tombstone_ttl_ms,
-                                            s.session_retention_ms)
+        expiry = store.complete_with_errors(
+            session_id, turn, _canceled, "session_cancel", s.tool_agg_tombstone_ttl_ms, s.session_retention_ms
+        )
         stop_delegations(deps, session_id, turn, expiry.synthesized, "its caller canceled")
         reread = store.get_session(session_id)
         if reread is None or reread.status != SESSION_CANCELED:

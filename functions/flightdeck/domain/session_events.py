@@ -20,7 +20,7 @@ text is in its `answer` event, as ever.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, stored_text
 from flightdeck.domain.peers import require_caller, visible_to
@@ -85,8 +85,11 @@ def session_events(deps: Deps, session: Session, pace: Pace, follow: bool = True
 
 def _delta(key: tuple[int, int], offset: int, text: str) -> TimelineEvent:
     iteration, attempt = key
-    return TimelineEvent(f"text.{iteration}.{attempt}.{offset + len(text)}", TEXT_DELTA,
-                         {"iteration": iteration, "attempt": attempt, "offset": offset, "text": text})
+    return TimelineEvent(
+        f"text.{iteration}.{attempt}.{offset + len(text)}",
+        TEXT_DELTA,
+        {"iteration": iteration, "attempt": attempt, "offset": offset, "text": text},
+    )
 
 
 def _placed(events: list[TimelineEvent], texts: list[TimelineEvent]) -> list[TimelineEvent]:
@@ -94,8 +97,14 @@ def _placed(events: list[TimelineEvent], texts: list[TimelineEvent]) -> list[Tim
     iteration, else before the first event that follows a think's text, else last."""
     if not texts:
         return events
-    at = next((i + 1 for i, e in enumerate(events)
-               if e.kind == "thinking" and e.data.get("think") == texts[-1].data["iteration"]), None)
+    at = next(
+        (
+            i + 1
+            for i, e in enumerate(events)
+            if e.kind == "thinking" and e.data.get("think") == texts[-1].data["iteration"]
+        ),
+        None,
+    )
     if at is None:
         at = next((i for i, e in enumerate(events) if e.kind in _AFTER_THE_TEXT), len(events))
     return events[:at] + texts + events[at:]

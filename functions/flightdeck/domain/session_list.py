@@ -36,8 +36,13 @@ class SessionListPort(Protocol):
         ...
 
 
-def list_sessions(sessions: SessionListPort, inbound_auth: str, caller: str | None, limit: int = DEFAULT_PAGE_SIZE,
-                  cursor: str | None = None) -> SessionPage:
+def list_sessions(
+    sessions: SessionListPort,
+    inbound_auth: str,
+    caller: str | None,
+    limit: int = DEFAULT_PAGE_SIZE,
+    cursor: str | None = None,
+) -> SessionPage:
     """The caller's own sessions. With authentication off sessions have no owner: nothing is anyone's."""
     require_caller(inbound_auth, caller)
     if not 1 <= limit <= MAX_PAGE_SIZE:

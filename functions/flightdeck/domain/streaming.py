@@ -13,8 +13,9 @@ Nothing here sleeps in tests: the clock and the sleep are injected.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generic, Iterator, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from flightdeck.settings import Settings
@@ -41,13 +42,17 @@ class Pace:
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
-    def of(cls, settings: "Settings", remaining_ms: int | None = None, **clock: Callable) -> "Pace":
+    def of(cls, settings: Settings, remaining_ms: int | None = None, **clock: Callable) -> Pace:
         """From the STREAM_* settings, cut to the invocation's remaining time (when known)."""
         max_s = settings.stream_max_ms / 1000
         if remaining_ms is not None:
             max_s = max(0.0, min(max_s, remaining_ms / 1000 - REMAINING_MARGIN_S))
-        return cls(poll_s=settings.stream_poll_interval_ms / 1000, max_s=max_s,
-                   keepalive_s=settings.stream_keepalive_ms / 1000, **clock)  # type: ignore[arg-type]
+        return cls(
+            poll_s=settings.stream_poll_interval_ms / 1000,
+            max_s=max_s,
+            keepalive_s=settings.stream_keepalive_ms / 1000,
+            **clock,
+        )  # type: ignore[arg-type]
 
 
 @dataclass

@@ -27,7 +27,7 @@ class ThinkMessage(BaseModel):
     attempt: int = Field(1, ge=1)
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> "ThinkMessage":
+    def of(cls, body: dict[str, Any]) -> ThinkMessage:
         """The think of an event or message body. A record Lambda wrote to the turns dead-letter queue
         for an invocation it gave up on carries the think as its requestPayload (a redrive sends it back)."""
         payload = body.get("requestPayload")
@@ -40,6 +40,7 @@ def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -
     try:
         return run_turn(deps, message.session_id, message.turn, message.traceparent, message.attempt, budget)
     except ThinkRetry as retry:
-        deps.thinks.retry_later(message.session_id, message.turn, message.traceparent, message.attempt + 1,
-                                retry.delay_s)
+        deps.thinks.retry_later(
+            message.session_id, message.turn, message.traceparent, message.attempt + 1, retry.delay_s
+        )
         return RETRY_SCHEDULED

@@ -8,8 +8,9 @@ tried. Each call's timeout is also cut to what is left.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # Kept back after the last call: recording its outcome, hiding each record not tried for its
 # retry, answering the batch (a few dozen AWS requests at most).
@@ -27,7 +28,7 @@ class TimeBudget:
     min_call_ms: int = MIN_CALL_MS
 
     @classmethod
-    def of(cls, context: Any) -> "TimeBudget | None":
+    def of(cls, context: Any) -> TimeBudget | None:
         """The budget of a Lambda context; None (no limit) for a caller without one."""
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         return cls(remaining) if callable(remaining) else None

@@ -34,12 +34,34 @@ from flightdeck.domain.asking import asks, pending_question
 from flightdeck.domain.records import Session, ToolResult
 
 PREVIEW_CHARS = 1_000
-KINDS = ["message", "thinking", "delegating", "tool_call", "callback_accepted", "timeout", "dispatch_failed",
-         "canceled", "tool_result", "answer", "question", "idle"]
+KINDS = [
+    "message",
+    "thinking",
+    "delegating",
+    "tool_call",
+    "callback_accepted",
+    "timeout",
+    "dispatch_failed",
+    "canceled",
+    "tool_result",
+    "answer",
+    "question",
+    "idle",
+]
 
 # The kinds that tell a follower of an A2A task what the agent is doing (flightdeck.domain.a2a_stream).
-PROGRESS_KINDS = frozenset({"thinking", "delegating", "tool_call", "callback_accepted", "timeout",
-                            "dispatch_failed", "canceled", "tool_result"})
+PROGRESS_KINDS = frozenset(
+    {
+        "thinking",
+        "delegating",
+        "tool_call",
+        "callback_accepted",
+        "timeout",
+        "dispatch_failed",
+        "canceled",
+        "tool_result",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +75,7 @@ class TimelineEvent:
 
 
 def _preview(text: str) -> str:
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 def _texts(message: dict[str, Any]) -> str:
@@ -100,8 +122,13 @@ class _Builder:
         self.thinks += 1
         self.add(TimelineEvent(f"think.{self.thinks}", "thinking", {"think": self.thinks}))
         if asks(message):
-            self.add(TimelineEvent(f"question.{self.thinks}", "question",
-                                   {"think": self.thinks, "text": pending_question([message]) or ""}))
+            self.add(
+                TimelineEvent(
+                    f"question.{self.thinks}",
+                    "question",
+                    {"think": self.thinks, "text": pending_question([message]) or ""},
+                )
+            )
             return
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         for use in uses:
@@ -111,9 +138,18 @@ class _Builder:
             args = use.get("input") or {}
             delegate = self.agent.delegate_for_tool(name)
             if delegate is not None:
-                self.add(TimelineEvent(f"tool.{tool_use_id}", "delegating", {
-                    "tool_use_id": tool_use_id, "tool": name, "agent": delegate.agent,
-                    "task": _preview(str(args.get("task", "")))}))
+                self.add(
+                    TimelineEvent(
+                        f"tool.{tool_use_id}",
+                        "delegating",
+                        {
+                            "tool_use_id": tool_use_id,
+                            "tool": name,
+                            "agent": delegate.agent,
+                            "task": _preview(str(args.get("task", ""))),
+                        },
+                    )
+                )
             else:
                 self.add(TimelineEvent(f"tool.{tool_use_id}", "tool_call", {"tool_use_id": tool_use_id, "tool": name}))
         if not uses:
@@ -148,16 +184,22 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
         # A message or the results are in and the next think is under way (or owed).
         build.add(TimelineEvent(f"think.{build.thinks + 1}", "thinking", {"think": build.thinks + 1}))
     if session.status == "idle":
-        build.add(TimelineEvent(f"idle.{session.user_messages}", "idle",
-                                {"turn": session.user_messages, "iteration": session.turn}))
+        build.add(
+            TimelineEvent(
+                f"idle.{session.user_messages}", "idle", {"turn": session.user_messages, "iteration": session.turn}
+            )
+        )
     return build.events
 
 
 def waits_on_results(session: Session) -> bool:
     """Whether the session's current turn waits on tool results (then its recorded results are worth a read)."""
     last = session.messages[-1] if session.messages else {}
-    return session.status == "busy" and last.get("role") == "assistant" \
+    return (
+        session.status == "busy"
+        and last.get("role") == "assistant"
         and any("toolUse" in b for b in last.get("content", []))
+    )
 
 
 def describe(event: TimelineEvent) -> str:

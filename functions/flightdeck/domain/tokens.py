@@ -13,8 +13,8 @@ import binascii
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

@@ -18,7 +18,6 @@ from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.records import (
     SESSION_CANCELED,
     QueuedMessage,
@@ -30,6 +29,7 @@ from flightdeck.domain.records import (
     error_result,
 )
 from flightdeck.domain.session_cancel import close_canceled
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.toolbox import tool_specs
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
 
@@ -51,8 +51,9 @@ class ThinkRetry(Exception):
 MAX_REPLY_BYTES = 180_000
 
 
-def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1,
-             budget: TimeBudget | None = None) -> str:
+def run_turn(
+    deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1, budget: TimeBudget | None = None
+) -> str:
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | input_required | canceled |
     error, or resent (a redelivery after the turn ended re-sent what follows its answer).
 
@@ -96,7 +97,9 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
         return "canceled"
     seed: TurnSeed | None = None
     if iteration is None:
-        timeline("turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn)
+        timeline(
+            "turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn
+        )
         reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt))
         calls = _runs_tools(deps, reply)  # a reply that asks for input ends the turn instead
         if calls and not a2a_session:
@@ -108,8 +111,16 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
         try:
             # The reply is stored once: the iteration is also the conversation's assistant message. A
             # final one ends the turn in the same write, which starts the next turn when a message waits.
-            iteration = store.save_iteration(session_id, turn, reply.model_dump(), s.session_retention_ms, seed=seed,
-                                             ends_turn=not calls, retires_route=route is not None, session=session)
+            iteration = store.save_iteration(
+                session_id,
+                turn,
+                reply.model_dump(),
+                s.session_retention_ms,
+                seed=seed,
+                ends_turn=not calls,
+                retires_route=route is not None,
+                session=session,
+            )
         except LookupError:
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             return "skipped"
@@ -117,10 +128,20 @@ def run_turn(deps: Deps, session_id: str, turn: int, traceparent: str = "", atte
             seed = None  # another delivery of this think stored its reply first
         elif not calls:
             # That write ended the turn (and retired the route it answers), or moved on to the next one.
-            ended = dataclasses.replace(session, status="idle" if iteration.next_input is None else "busy",
-                                        route=_retired(route, turn))
-            return _end_turn(deps, ended, turn, reply, traceparent, budget, _retired(route, turn),
-                             started=iteration.next_input, ended=True)
+            ended = dataclasses.replace(
+                session, status="idle" if iteration.next_input is None else "busy", route=_retired(route, turn)
+            )
+            return _end_turn(
+                deps,
+                ended,
+                turn,
+                reply,
+                traceparent,
+                budget,
+                _retired(route, turn),
+                started=iteration.next_input,
+                ended=True,
+            )
     reply = ModelReply.model_validate(iteration.reply)
     if not _runs_tools(deps, reply):
         return _end_turn(deps, session, turn, reply, traceparent, budget, _answer_route(deps, session, turn))
@@ -172,20 +193,27 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     s = deps.settings
     try:
         # A message that answers the model's question is given to it as its ask_user call's result.
-        ask = {"system": s.agent.system_prompt, "messages": asking.answers_as_results(messages),
-               "tools": tool_specs(s.agent)}
+        ask = {
+            "system": s.agent.system_prompt,
+            "messages": asking.answers_as_results(messages),
+            "tools": tool_specs(s.agent),
+        }
         reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
         if retryable and attempt < s.model_max_attempts:
             count("ModelRetries")
             delay = backoff_s(attempt)
-            logger.warning("model error; the think will be retried",
-                           extra={"detail": str(exc)[:300], "attempt": attempt, "retry_in_s": delay})
+            logger.warning(
+                "model error; the think will be retried",
+                extra={"detail": str(exc)[:300], "attempt": attempt, "retry_in_s": delay},
+            )
             raise ThinkRetry(delay, str(exc)) from exc
         count("ModelFailures")
-        logger.error("model error; the turn ends with an error answer",
-                     extra={"detail": str(exc)[:300], "attempt": attempt, "retryable": retryable})
+        logger.error(
+            "model error; the turn ends with an error answer",
+            extra={"detail": str(exc)[:300], "attempt": attempt, "retryable": retryable},
+        )
         why = "retries exhausted" if retryable else "not retryable"
         return error_reply("model_error", f"{str(exc)[:500]} ({why} after {attempt} attempt(s))")
     if reply.stop_reason == "max_tokens" and reply.tool_uses:
@@ -195,7 +223,9 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     size = len(json.dumps(reply.message, ensure_ascii=False).encode("utf-8"))
     if size > MAX_REPLY_BYTES:
         count("ModelFailures")
-        return error_reply("reply_too_large", f"the model reply is {size} bytes; at most {MAX_REPLY_BYTES} can be stored")
+        return error_reply(
+            "reply_too_large", f"the model reply is {size} bytes; at most {MAX_REPLY_BYTES} can be stored"
+        )
     return reply
 
 
@@ -213,8 +243,15 @@ def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int) -> dict[
     return {use["toolUseId"]: own.get(use["toolUseId"], latest) for use in uses}
 
 
-def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, Any]], traceparent: str,
-                 budget: TimeBudget | None, seed: TurnSeed | None) -> None:
+def _start_tools(
+    deps: Deps,
+    session: Session,
+    turn: int,
+    uses: list[dict[str, Any]],
+    traceparent: str,
+    budget: TimeBudget | None,
+    seed: TurnSeed | None,
+) -> None:
     """seed: the aggregation the reply's own write opened (None: a redelivery, or an A2A session)."""
     s, store, session_id = deps.settings, deps.store, session.session_id
     uses = uses[:HARD_MAX_TOOLS_PER_TURN]
@@ -222,7 +259,7 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
     # Past the configured limit a call gets an immediate error result instead of running:
     # the model still hears about every call it made, and a session (one turn at a time)
     # never has more than MAX_TOOLS_PER_TURN delegations in flight.
-    allowed, refused = uses[:s.max_tools_per_turn], uses[s.max_tools_per_turn:]
+    allowed, refused = uses[: s.max_tools_per_turn], uses[s.max_tools_per_turn :]
     now = store.now_ms()
     agg = session.aggregation
     if seed is not None:
@@ -232,8 +269,9 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
         deadlines, arm_timer = {i: agg.deadline_of(i) for i in ids}, agg.status == "waiting"
     else:
         deadlines = call_deadlines(deps, uses, now)
-        arm_timer = store.seed_turn(session_id, turn, ids, max(deadlines.values()), s.session_retention_ms,
-                                    deadlines=deadlines)
+        arm_timer = store.seed_turn(
+            session_id, turn, ids, max(deadlines.values()), s.session_retention_ms, deadlines=deadlines
+        )
         if not arm_timer:
             existing = store.get_turn(session_id, turn)
             deadlines = {i: existing.deadline_of(i) for i in ids} if existing else deadlines
@@ -241,14 +279,25 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
         # One timer, at the earliest deadline: it re-arms itself for the next one still open
         # (flightdeck.domain.deadlines), so a turn whose deadlines are all one costs one timer.
         first = min(deadlines.values())
-        deps.queues.send_timer({"session_id": session_id, "turn": turn, "deadline_ms": first},
-                               math.ceil((first - now) / 1000))
+        deps.queues.send_timer(
+            {"session_id": session_id, "turn": turn, "deadline_ms": first}, math.ceil((first - now) / 1000)
+        )
     agent = s.agent
     dispatches: list[dict[str, Any]] = []
     for use in refused:
-        record_and_advance(deps, session_id, turn, error_result(
-            use["toolUseId"], "too_many_tools", ResultSource.LOCAL,
-            f"at most {s.max_tools_per_turn} tool calls per turn"), by="limit", total=len(ids))
+        record_and_advance(
+            deps,
+            session_id,
+            turn,
+            error_result(
+                use["toolUseId"],
+                "too_many_tools",
+                ResultSource.LOCAL,
+                f"at most {s.max_tools_per_turn} tool calls per turn",
+            ),
+            by="limit",
+            total=len(ids),
+        )
     for use in allowed:
         name, tool_use_id, args = use["name"], use["toolUseId"], use.get("input") or {}
         ids_log = {"session_id": session_id, "turn": turn, "tool_use_id": tool_use_id}
@@ -257,29 +306,52 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
             try:
                 context_id, task_id = asking.continued_context(session, delegate, s.agent_name, args)
             except ValueError as exc:
-                record_and_advance(deps, session_id, turn, error_result(
-                    tool_use_id, "invalid_context_id", ResultSource.LOCAL, str(exc)), by="local", total=len(ids))
+                record_and_advance(
+                    deps,
+                    session_id,
+                    turn,
+                    error_result(tool_use_id, "invalid_context_id", ResultSource.LOCAL, str(exc)),
+                    by="local",
+                    total=len(ids),
+                )
                 continue
-            timeline("tool_use", f"delegating to {delegate.agent}"
-                     + (f" (continuing {context_id})" if context_id else "")
-                     + f": {str(args.get('task', ''))[:80]}", **ids_log)
+            timeline(
+                "tool_use",
+                f"delegating to {delegate.agent}"
+                + (f" (continuing {context_id})" if context_id else "")
+                + f": {str(args.get('task', ''))[:80]}",
+                **ids_log,
+            )
             deadline_ms = deadlines[tool_use_id]
-            dispatches.append({
-                "session_id": session_id, "turn": turn, "tool_use_id": tool_use_id, "tool_name": name,
-                "task": str(args.get("task", "")), "total_tools": len(ids), "deadline_ms": deadline_ms,
-                "traceparent": child_traceparent(traceparent),
-                # The same on every run of this think (its deadline, less its timeout): the same token.
-                "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
-                **({"context_id": context_id} if context_id else {}), **({"task_id": task_id} if task_id else {}),
-            })
+            dispatches.append(
+                {
+                    "session_id": session_id,
+                    "turn": turn,
+                    "tool_use_id": tool_use_id,
+                    "tool_name": name,
+                    "task": str(args.get("task", "")),
+                    "total_tools": len(ids),
+                    "deadline_ms": deadline_ms,
+                    "traceparent": child_traceparent(traceparent),
+                    # The same on every run of this think (its deadline, less its timeout): the same token.
+                    "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
+                    **({"context_id": context_id} if context_id else {}),
+                    **({"task_id": task_id} if task_id else {}),
+                }
+            )
             continue
         if agent.ask_user and name == asking.ASK_USER:
             # Asking ends a turn only when it is all the reply does: here it came with other calls, or
             # without a question. The model hears why, with the other results.
             problem = asking.question_problem(args)
-            result = error_result(tool_use_id, "invalid_input" if problem else "ask_user_not_alone", ResultSource.LOCAL,
-                                  f"ask_user: {problem}" if problem else "ask_user must be the only tool call of its "
-                                  "reply: ask again, alone, once these results are in")
+            result = error_result(
+                tool_use_id,
+                "invalid_input" if problem else "ask_user_not_alone",
+                ResultSource.LOCAL,
+                f"ask_user: {problem}"
+                if problem
+                else "ask_user must be the only tool call of its reply: ask again, alone, once these results are in",
+            )
         elif name in agent.local_tools:
             status, text = local_tools.run_local_tool(name, args)
             result = ToolResult(tool_use_id, status, text, ResultSource.LOCAL)
@@ -290,8 +362,9 @@ def _start_tools(deps: Deps, session: Session, turn: int, uses: list[dict[str, A
     dispatch_now(deps, dispatches, budget)
 
 
-def _resend_after_queued_start(deps: Deps, session: Session, turn: int, traceparent: str,
-                               budget: TimeBudget | None) -> str:
+def _resend_after_queued_start(
+    deps: Deps, session: Session, turn: int, traceparent: str, budget: TimeBudget | None
+) -> str:
     """A redelivered think whose final answer started the next turn with a queued message: what
     follows that write again (the answer's delivery, the A2A task's end, the next think's send)."""
     iteration = deps.store.get_iteration(session.session_id, turn)
@@ -300,14 +373,31 @@ def _resend_after_queued_start(deps: Deps, session: Session, turn: int, tracepar
     reply = ModelReply.model_validate(iteration.reply)
     if _runs_tools(deps, reply):
         return "skipped"
-    _end_turn(deps, session, turn, reply, traceparent or session.parent.get("traceparent", ""), budget,
-              _answer_route(deps, session, turn), started=session.input, ended=True)
+    _end_turn(
+        deps,
+        session,
+        turn,
+        reply,
+        traceparent or session.parent.get("traceparent", ""),
+        budget,
+        _answer_route(deps, session, turn),
+        started=session.input,
+        ended=True,
+    )
     return "resent"
 
 
-def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, traceparent: str,
-              budget: TimeBudget | None, route: ReplyRoute | None, started: QueuedMessage | None = None,
-              ended: bool = False) -> str:
+def _end_turn(
+    deps: Deps,
+    session: Session,
+    turn: int,
+    reply: ModelReply,
+    traceparent: str,
+    budget: TimeBudget | None,
+    route: ReplyRoute | None,
+    started: QueuedMessage | None = None,
+    ended: bool = False,
+) -> str:
     """What follows a final answer: its delivery on the reply route it answers, the A2A task's end,
     and, when the write that ended the turn started the next one with a queued message (`started`),
     that think's send. ended: that write ended the turn; otherwise (state written before that was so)
@@ -318,23 +408,37 @@ def _end_turn(deps: Deps, session: Session, turn: int, reply: ModelReply, tracep
     status = "error" if reply.error else asking.INPUT_REQUIRED if question is not None else "success"
     if route is not None:
         # The delivery message carries all delivery needs; a question names the session to continue.
-        deliver_now(deps, {
-            "session_id": session_id, "callback_service": route.callback_service,
-            "bearer_token": route.bearer_token, "result": answer, "traceparent": traceparent,
-            "created_ms": store.now_ms(), "status": status,
-            **({"context_id": session_id} if question is not None else {}),
-        }, budget)
+        deliver_now(
+            deps,
+            {
+                "session_id": session_id,
+                "callback_service": route.callback_service,
+                "bearer_token": route.bearer_token,
+                "result": answer,
+                "traceparent": traceparent,
+                "created_ms": store.now_ms(),
+                "status": status,
+                **({"context_id": session_id} if question is not None else {}),
+            },
+            budget,
+        )
         if route.status == "active":
             store.retire_route(session_id, route.bearer_token)
-        timeline("answer_ready", f"{'question' if question is not None else 'answer'} ready for "
-                                 f"{route.callback_service}", session_id=session_id, turn=turn)
+        timeline(
+            "answer_ready",
+            f"{'question' if question is not None else 'answer'} ready for {route.callback_service}",
+            session_id=session_id,
+            turn=turn,
+        )
     elif question is not None:
         timeline("input_required", question[:500], session_id=session_id, turn=turn)
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     if not ended and session.status == "busy":
         started = store.finish_session_turn(session_id, turn, deps.settings.session_retention_ms).next_input
-    if session.has_a2a_task:  # its A2A task completes, fails with the error answer, or waits for input (unless it goes on)
+    if (
+        session.has_a2a_task
+    ):  # its A2A task completes, fails with the error answer, or waits for input (unless it goes on)
         a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error", question=question)
     if started is not None:
         _send_next_think(deps, session_id, turn + 1)
@@ -348,6 +452,8 @@ def _send_next_think(deps: Deps, session_id: str, turn: int) -> None:
     try:
         deps.thinks.start(session_id, turn)
     except Exception:  # noqa: BLE001 - owed: the sweep re-sends it after its grace
-        logger.exception("the next think was not started after a queued message started its turn; the sweep will",
-                         extra={"session_id": session_id, "turn": turn})
+        logger.exception(
+            "the next think was not started after a queued message started its turn; the sweep will",
+            extra={"session_id": session_id, "turn": turn},
+        )
         count("ThinkSendsDeferred")

@@ -45,7 +45,9 @@ def handler(event: dict, context) -> dict:
         partition=arn.partition,
     )
     if decision.peer_id is None:
-        logger.info("authorizer: unidentified caller, metered under the shared key; the function will refuse it",
-                    extra={"auth_check": decision.result.status.value, "claimed_peer": decision.result.peer_id})
+        logger.info(
+            "authorizer: unidentified caller, metered under the shared key; the function will refuse it",
+            extra={"auth_check": decision.result.status.value, "claimed_peer": decision.result.peer_id},
+        )
     response.allow_all_routes()
     return response.asdict()

@@ -53,8 +53,11 @@ class AdapterContext:
         self.memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "0") or 0)
         deadline = data.get("deadline")
         # Unknown deadline: the streaming functions' timeout from now (never longer than Lambda allows).
-        self._deadline_ms = int(deadline) if isinstance(deadline, (int, float)) and deadline > 0 \
+        self._deadline_ms = (
+            int(deadline)
+            if isinstance(deadline, (int, float)) and deadline > 0
             else int(time.time() * 1000) + topology.STREAM_TIMEOUT_S * 1000
+        )
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, self._deadline_ms - int(time.time() * 1000))
@@ -74,14 +77,21 @@ def path_parameters(resource: str, path: str) -> dict[str, str] | None:
     names = _PARAM.findall(resource)
     if not names:
         return None
-    pattern = "^" + _PARAM.sub(lambda m: "(.+)" if m.group(0).endswith("+}") else "([^/]+)",
-                               re.escape(resource).replace(r"\{", "{").replace(r"\}", "}")) + "$"
+    pattern = (
+        "^"
+        + _PARAM.sub(
+            lambda m: "(.+)" if m.group(0).endswith("+}") else "([^/]+)",
+            re.escape(resource).replace(r"\{", "{").replace(r"\}", "}"),
+        )
+        + "$"
+    )
     match = re.match(pattern, path)
     return dict(zip(names, match.groups())) if match else None
 
 
-def proxy_event(method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
-                request_context: dict[str, Any]) -> dict[str, Any]:
+def proxy_event(
+    method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes, request_context: dict[str, Any]
+) -> dict[str, Any]:
     """The API Gateway REST proxy event the adapter was invoked with, from the request it forwarded."""
     own = [(k, v) for k, v in headers if k.lower() not in _ADAPTER_HEADERS]
     single_headers, multi_headers = _multi(own)
@@ -92,11 +102,18 @@ def proxy_event(method: str, path: str, query: str, headers: list[tuple[str, str
     except UnicodeDecodeError:
         text, is_base64 = base64.b64encode(body).decode("ascii"), True
     return {
-        "resource": resource, "path": path, "httpMethod": method,
-        "headers": single_headers, "multiValueHeaders": multi_headers,
-        "queryStringParameters": single_query, "multiValueQueryStringParameters": multi_query,
-        "pathParameters": path_parameters(resource, path), "stageVariables": None,
-        "requestContext": request_context, "body": text, "isBase64Encoded": is_base64,
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": single_headers,
+        "multiValueHeaders": multi_headers,
+        "queryStringParameters": single_query,
+        "multiValueQueryStringParameters": multi_query,
+        "pathParameters": path_parameters(resource, path),
+        "stageVariables": None,
+        "requestContext": request_context,
+        "body": text,
+        "isBase64Encoded": is_base64,
     }
 
 
@@ -117,12 +134,21 @@ def _json_header(request: Request, name: str) -> dict[str, Any]:
 
 async def serve(request: Request) -> Response:
     body = await request.body()
-    event = proxy_event(request.method, request.url.path, request.url.query, request.headers.items(), body,
-                        _json_header(request, "x-amzn-request-context"))
+    event = proxy_event(
+        request.method,
+        request.url.path,
+        request.url.query,
+        request.headers.items(),
+        body,
+        _json_header(request, "x-amzn-request-context"),
+    )
     handler = _handler_for(event)
     if handler is None:  # the adapter's readiness check (GET /), or a route this function does not serve
-        return Response(json.dumps({"error": {"code": "not_found", "message": f"no route for {request.url.path}"}}),
-                        status_code=404, media_type="application/json")
+        return Response(
+            json.dumps({"error": {"code": "not_found", "message": f"no route for {request.url.path}"}}),
+            status_code=404,
+            media_type="application/json",
+        )
     result = await run_in_threadpool(handler, event, AdapterContext(_json_header(request, "x-amzn-lambda-context")))
     if isinstance(result, StreamReply):
         headers = {k: v for k, v in result.headers.items() if k.lower() not in _FRAMING}

@@ -20,17 +20,17 @@ import socket
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import boto3
 
 from flightdeck import topology
 from flightdeck.adapters.usage_plans import CachedKeyLookup, UsagePlans
 from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
-from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
 from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer, async_configs
 from flightdeck.local.net import base_url, listen
+from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
 from flightdeck.local.resources import dlq_url_variable, queue_url_variable
 from flightdeck.settings import Settings, SettingsError
@@ -64,24 +64,42 @@ def watch_parent(parent_pid: int, stop: threading.Event) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flightdeck.local.agent_host", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m flightdeck.local.agent_host",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", type=int, help="listen on this port (0: any free port)")
-    where.add_argument("--listen-fd", type=int, help="serve on this already listening socket, inherited from the parent")
+    where.add_argument(
+        "--listen-fd", type=int, help="serve on this already listening socket, inherited from the parent"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind with --port (default 127.0.0.1)")
-    parser.add_argument("--lambda-listen-fd", type=int,
-                        help="serve the Lambda Invoke API on this already listening loopback socket (default: a free "
-                             "loopback port, named in AWS_ENDPOINT_URL_LAMBDA for the functions of this process)")
+    parser.add_argument(
+        "--lambda-listen-fd",
+        type=int,
+        help="serve the Lambda Invoke API on this already listening loopback socket (default: a free "
+        "loopback port, named in AWS_ENDPOINT_URL_LAMBDA for the functions of this process)",
+    )
     parser.add_argument("--parent-pid", type=int, help="exit when this process is no longer the parent")
     parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="the functions' memory_limit_in_mb")
-    parser.add_argument("--handlers-package", default=HANDLERS_PACKAGE,
-                        help=f"package holding the handler modules (default {HANDLERS_PACKAGE})")
-    parser.add_argument("--authorizer-cache-s", type=float, default=300.0,
-                        help="how long the peer authorizer's answer is reused per Authorization header (default 300)")
-    parser.add_argument("--no-peer-gate", action="store_true",
-                        help="no authorizer or usage plans in front of the peer routes (the functions still "
-                             "check tokens); on by default unless INBOUND_AUTH is off")
+    parser.add_argument(
+        "--handlers-package",
+        default=HANDLERS_PACKAGE,
+        help=f"package holding the handler modules (default {HANDLERS_PACKAGE})",
+    )
+    parser.add_argument(
+        "--authorizer-cache-s",
+        type=float,
+        default=300.0,
+        help="how long the peer authorizer's answer is reused per Authorization header (default 300)",
+    )
+    parser.add_argument(
+        "--no-peer-gate",
+        action="store_true",
+        help="no authorizer or usage plans in front of the peer routes (the functions still "
+        "check tokens); on by default unless INBOUND_AUTH is off",
+    )
     return parser.parse_args(argv)
 
 
@@ -112,9 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     peer_gate = None
     if settings.inbound_auth == "required" and not args.no_peer_gate:
         # API Gateway's authorizer and per-peer usage plans (keys and plans in moto's API Gateway).
-        peer_gate = PeerGate(functions.function(topology.PEER_AUTHORIZER_HANDLER),
-                             CachedKeyLookup(UsagePlans(boto3.client("apigateway", region_name=region))),
-                             cache_ttl_s=args.authorizer_cache_s, region=region)
+        peer_gate = PeerGate(
+            functions.function(topology.PEER_AUTHORIZER_HANDLER),
+            CachedKeyLookup(UsagePlans(boto3.client("apigateway", region_name=region))),
+            cache_ttl_s=args.authorizer_cache_s,
+            region=region,
+        )
     gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate)
     # Lambda's Invoke API: the functions start thinks with asynchronous invokes (AWS_ENDPOINT_URL_LAMBDA).
     if args.lambda_listen_fd is not None:
@@ -126,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     invoker = AsyncInvoker(lambda url, body: sqs.send_message(QueueUrl=url, MessageBody=body))
     lambda_server = LambdaApiServer(
         LambdaApi(functions, invoker, async_configs(functions, lambda spec: os.environ[dlq_url_variable(spec)])),
-        lambda_socket)
+        lambda_socket,
+    )
     if args.listen_fd is not None:
         server = GatewayServer(gateway, listening_socket=socket.socket(fileno=args.listen_fd))
     else:

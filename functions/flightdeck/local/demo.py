@@ -78,7 +78,9 @@ def delegates_in_file(deployment: DeploymentFile, agent: str) -> tuple[str, ...]
 def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) -> Plan:
     delegator = next((name for name in deployment.agents if delegates_in_file(deployment, name)), None)
     if delegator is None:
-        raise DemoError("no agent in the deployment file delegates to another agent of the file: nothing to demonstrate")
+        raise DemoError(
+            "no agent in the deployment file delegates to another agent of the file: nothing to demonstrate"
+        )
     delegates = delegates_in_file(deployment, delegator)
     first = delegates[0]
     if len(delegates) == 1:
@@ -170,7 +172,7 @@ def event_line(event: dict[str, Any]) -> str:
 
     def preview(text: Any) -> str:
         flat = " ".join(str(text).split())
-        return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS - 1] + "…"
+        return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
     if kind == "message":
         return f"message: {preview(event.get('text', ''))}"
@@ -250,8 +252,9 @@ class Follower:
         self.errors: list[str] = []
 
     def follow(self, agent: str, session_id: str, token: str, wait_s: float = 0.0) -> None:
-        thread = threading.Thread(target=self._read, args=(agent, session_id, token, wait_s), daemon=True,
-                                  name=f"demo-events-{agent}")
+        thread = threading.Thread(
+            target=self._read, args=(agent, session_id, token, wait_s), daemon=True, name=f"demo-events-{agent}"
+        )
         self.threads.append(thread)
         thread.start()
 
@@ -261,7 +264,9 @@ class Follower:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                with direct_opener.open(urllib.request.Request(url, headers=headers), timeout=ANSWER_BOUND_S) as response:
+                with direct_opener.open(
+                    urllib.request.Request(url, headers=headers), timeout=ANSWER_BOUND_S
+                ) as response:
                     for event in sse_events(response):
                         self.timeline.on_event(agent, event)
                         if agent == self.delegator and event.get("kind") == "delegating":
@@ -284,8 +289,12 @@ class Follower:
             return  # not an agent of the file
         # The session the delegate keeps for this task, owned by the delegator: read with the delegator's token.
         token = self.deployment.outbound_tokens(self.delegator).get(delegate.peer_service, "")
-        self.follow(delegate.peer_service, peer_session_id(self.delegator, session_id, str(event.get("tool_use_id", ""))),
-                    token, wait_s=DELEGATE_SESSION_WAIT_S)
+        self.follow(
+            delegate.peer_service,
+            peer_session_id(self.delegator, session_id, str(event.get("tool_use_id", ""))),
+            token,
+            wait_s=DELEGATE_SESSION_WAIT_S,
+        )
 
     def join(self, timeout_s: float) -> bool:
         """Until every stream ended (each ends when its session is idle); False if one is still open."""
@@ -335,22 +344,32 @@ def final_answer(session: Any) -> str | None:
 def send_task(base_url: str, content: str, token: str = "") -> str:
     status, body = http_json("POST", base_url + "/api/chat", {"content": content}, token=token)
     if status in (401, 403):
-        raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}; the demo calls as peer "
-                        f"{DEMO_PEER!r}: give the delegator a [agents.NAME.peers] {DEMO_PEER} = \"fdp_{DEMO_PEER}_...\" entry")
+        raise DemoError(
+            f"POST {base_url}/api/chat answered {status}: {body}; the demo calls as peer "
+            f'{DEMO_PEER!r}: give the delegator a [agents.NAME.peers] {DEMO_PEER} = "fdp_{DEMO_PEER}_..." entry'
+        )
     if not 200 <= status < 300 or not isinstance(body, dict) or not body.get("session_id"):
         raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}")
     return str(body["session_id"])
 
 
 def tool_results(session: dict[str, Any]) -> list[dict[str, Any]]:
-    return [b["toolResult"] for m in session.get("messages", []) for b in m.get("content", [])
-            if isinstance(b, dict) and "toolResult" in b]
+    return [
+        b["toolResult"]
+        for m in session.get("messages", [])
+        for b in m.get("content", [])
+        if isinstance(b, dict) and "toolResult" in b
+    ]
 
 
 def tools_answered(session: dict[str, Any]) -> set[str]:
     """Names of the tools (ask_<agent>) whose calls in the session got a successful result."""
-    names = {b["toolUse"].get("toolUseId"): b["toolUse"].get("name") for m in session.get("messages", [])
-             for b in m.get("content", []) if isinstance(b, dict) and isinstance(b.get("toolUse"), dict)}
+    names = {
+        b["toolUse"].get("toolUseId"): b["toolUse"].get("name")
+        for m in session.get("messages", [])
+        for b in m.get("content", [])
+        if isinstance(b, dict) and isinstance(b.get("toolUse"), dict)
+    }
     return {str(names.get(r.get("toolUseId"))) for r in tool_results(session) if r.get("status") == "success"}
 
 
@@ -397,8 +416,16 @@ def wait_for_answer(base_url: str, session_id: str, bound_s: float, scenario: st
 # --- the whole demo -----------------------------------------------------------------------
 
 
-def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO | None,
-        log_dir: Path | None = None, message: str | None = None, answer_bound_s: float = ANSWER_BOUND_S) -> str:
+def run(
+    deployment: DeploymentFile,
+    scenario: str,
+    *,
+    out: TextIO,
+    logs: TextIO | None,
+    log_dir: Path | None = None,
+    message: str | None = None,
+    answer_bound_s: float = ANSWER_BOUND_S,
+) -> str:
     """Start the stack, send the task, show the timeline, return the final answer.
 
     logs: where the agents' JSON lines are relayed (None: nowhere); log_dir: a file per agent.
@@ -427,7 +454,9 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             answer, session = wait_for_session(base_url, session_id, answer_bound_s, chosen.token)
             tools = {d.agent: d.name for d in deployment.agents[chosen.delegator].delegates}
             if not chosen.custom:
-                expected = tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
+                expected = (
+                    tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
+                )
                 check_outcome(scenario, session, expected)
             if scenario == "timeout" and not timeline.wait_for(chosen.delegate, "idle", 0):
                 out.write(f"  (waiting for {chosen.delegate} to stop...)\n")
@@ -438,8 +467,11 @@ def run(deployment: DeploymentFile, scenario: str, *, out: TextIO, logs: TextIO 
             if streams.errors:
                 raise DemoError("an event stream failed: " + "; ".join(streams.errors))
         answered = sorted(agent for agent, tool in tools.items() if tool in tools_answered(session))
-        out.write(f"\nfinal answer from {chosen.delegator}"
-                  + (f" (answered by {', '.join(answered)})" if answered else "") + ":\n")
+        out.write(
+            f"\nfinal answer from {chosen.delegator}"
+            + (f" (answered by {', '.join(answered)})" if answered else "")
+            + ":\n"
+        )
         out.write("".join(f"  {line}\n" for line in answer.splitlines() or [""]))
         out.flush()
         return answer

@@ -36,9 +36,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
@@ -210,7 +211,7 @@ def build_proxy_event(
             "resourcePath": match.route.path,
             "httpMethod": method,
             "extendedRequestId": secrets.token_urlsafe(12),
-            "requestTime": datetime.fromtimestamp(now, timezone.utc).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "requestTime": datetime.fromtimestamp(now, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
             # The path as the client sent it (on AWS it includes the stage).
             "path": raw_path,
             "accountId": identity.account_id,
@@ -321,16 +322,30 @@ def error_response(status: int, code: str, message: str, extra_headers: Sequence
 class ApiGateway:
     """Routes requests to the agent's functions; independent of the HTTP server for testing."""
 
-    def __init__(self, functions: FunctionRegistry, *, routes: Iterable[topology.Route] = topology.ROUTES,
-                 identity: GatewayIdentity | None = None, peer_gate: PeerGate | None = None):
+    def __init__(
+        self,
+        functions: FunctionRegistry,
+        *,
+        routes: Iterable[topology.Route] = topology.ROUTES,
+        identity: GatewayIdentity | None = None,
+        peer_gate: PeerGate | None = None,
+    ):
         self.functions = functions
         self.router = Router(routes)
         self.identity = identity or GatewayIdentity()
         # The authorizer and usage plans in front of PEER_AUTH routes (None: straight to the function).
         self.peer_gate = peer_gate
 
-    def handle(self, *, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes,
-               source_ip: str, local_port: int) -> HttpResponse | StreamingHttpResponse:
+    def handle(
+        self,
+        *,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        source_ip: str,
+        local_port: int,
+    ) -> HttpResponse | StreamingHttpResponse:
         parts = urlsplit(target)
         path = parts.path or "/"
         try:
@@ -338,11 +353,20 @@ class ApiGateway:
         except NoRoute:
             return error_response(404, "not_found", f"no resource at {path}")
         except MethodNotAllowed as exc:
-            return error_response(405, "method_not_allowed", f"{method} is not allowed on {path}",
-                                  [("Allow", ", ".join(exc.allowed))])
-        event = build_proxy_event(method=method, raw_path=path, query_string=parts.query, headers=headers,
-                                  body=body, match=match, source_ip=source_ip, identity=self.identity,
-                                  local_port=local_port)
+            return error_response(
+                405, "method_not_allowed", f"{method} is not allowed on {path}", [("Allow", ", ".join(exc.allowed))]
+            )
+        event = build_proxy_event(
+            method=method,
+            raw_path=path,
+            query_string=parts.query,
+            headers=headers,
+            body=body,
+            match=match,
+            source_ip=source_ip,
+            identity=self.identity,
+            local_port=local_port,
+        )
         if self.peer_gate is not None and match.route.auth == topology.PEER_AUTH:
             refusal = self.peer_gate.admit(event)
             if refusal is not None:
@@ -368,7 +392,7 @@ class _RequestTooLarge(Exception):
 
 class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive for peers that reuse connections
-    server: "GatewayServer"
+    server: GatewayServer
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -467,8 +491,13 @@ class GatewayServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, gateway: ApiGateway, *, address: tuple[str, int] | None = None,
-                 listening_socket: socket.socket | None = None):
+    def __init__(
+        self,
+        gateway: ApiGateway,
+        *,
+        address: tuple[str, int] | None = None,
+        listening_socket: socket.socket | None = None,
+    ):
         self.gateway = gateway
         if listening_socket is None:
             if address is None:
@@ -493,4 +522,3 @@ class GatewayServer(http.server.ThreadingHTTPServer):
         thread = threading.Thread(target=self.serve_forever, name="gateway", daemon=True)
         thread.start()
         return thread
-

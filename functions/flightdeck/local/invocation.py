@@ -16,9 +16,10 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from flightdeck import topology
 
@@ -35,7 +36,7 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 # When set, every invocation goes through it: observer(function, event, call) runs call()
 # and returns its result (`flightdeck bench` counts invocations this way; see flightdeck.bench.counter).
-invocation_observer: Callable[["LocalFunction", dict[str, Any], Callable[[], Any]], Any] | None = None
+invocation_observer: Callable[[LocalFunction, dict[str, Any], Callable[[], Any]], Any] | None = None
 
 
 @dataclass
@@ -78,8 +79,15 @@ class HandlerImportError(RuntimeError):
 class LocalFunction:
     """One Lambda function: a handler module, imported lazily, invoked one at a time."""
 
-    def __init__(self, module_name: str, function_name: str, *, memory_mb: int = DEFAULT_MEMORY_MB,
-                 timeout_s: float = topology.WORKER_TIMEOUT_S, region: str = LOCAL_REGION):
+    def __init__(
+        self,
+        module_name: str,
+        function_name: str,
+        *,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        timeout_s: float = topology.WORKER_TIMEOUT_S,
+        region: str = LOCAL_REGION,
+    ):
         self.module_name = module_name
         self.function_name = function_name
         self.memory_mb = memory_mb
@@ -91,8 +99,9 @@ class LocalFunction:
         self._lock = threading.Lock()
 
     def new_context(self) -> LocalLambdaContext:
-        return LocalLambdaContext(self.function_name, memory_limit_in_mb=self.memory_mb,
-                                  timeout_s=self.timeout_s, region=self.region)
+        return LocalLambdaContext(
+            self.function_name, memory_limit_in_mb=self.memory_mb, timeout_s=self.timeout_s, region=self.region
+        )
 
     def _entry_point(self) -> Handler:
         if self._module is None:
@@ -129,8 +138,14 @@ class LocalFunction:
 class FunctionRegistry:
     """The functions of one agent, one per handler module, created on demand."""
 
-    def __init__(self, agent: str, *, package: str = HANDLERS_PACKAGE, memory_mb: int = DEFAULT_MEMORY_MB,
-                 region: str = LOCAL_REGION):
+    def __init__(
+        self,
+        agent: str,
+        *,
+        package: str = HANDLERS_PACKAGE,
+        memory_mb: int = DEFAULT_MEMORY_MB,
+        region: str = LOCAL_REGION,
+    ):
         self.agent = agent
         self.package = package
         self.memory_mb = memory_mb
@@ -147,7 +162,8 @@ class FunctionRegistry:
                     memory_mb=self.memory_mb,
                     region=self.region,
                     # A streaming function's invocation lasts as long as its stream (infra/functions.py).
-                    timeout_s=topology.STREAM_TIMEOUT_S if handler in topology.STREAMING_HANDLERS
+                    timeout_s=topology.STREAM_TIMEOUT_S
+                    if handler in topology.STREAMING_HANDLERS
                     else topology.WORKER_TIMEOUT_S,
                 )
             return self._functions[handler]

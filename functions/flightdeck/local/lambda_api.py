@@ -33,9 +33,10 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import unquote
 
 from flightdeck import topology
@@ -77,8 +78,14 @@ class _Job:
 class AsyncInvoker:
     """Lambda's asynchronous invocation: an event queue, a bounded worker pool, retries, a destination."""
 
-    def __init__(self, send_to_queue: SendToQueue, *, workers: int = ASYNC_WORKERS,
-                 retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        send_to_queue: SendToQueue,
+        *,
+        workers: int = ASYNC_WORKERS,
+        retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if workers < 1:
             raise ValueError("at least one worker")
         self.send_to_queue = send_to_queue
@@ -89,8 +96,9 @@ class AsyncInvoker:
         self._ready = threading.Condition()
         self._running = 0
         self._stopped = False
-        self._threads = [threading.Thread(target=self._work, name=f"lambda-async-{i}", daemon=True)
-                         for i in range(workers)]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"lambda-async-{i}", daemon=True) for i in range(workers)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -152,8 +160,13 @@ class AsyncInvoker:
             job.function.invoke(job.event)
             return
         except Exception as exc:  # a failed invocation, as Lambda sees it
-            log.exception("async invocation %s of %s failed (attempt %d of %d)", job.request_id,
-                          job.function.function_name, job.attempts, 1 + job.config.retry_attempts)
+            log.exception(
+                "async invocation %s of %s failed (attempt %d of %d)",
+                job.request_id,
+                job.function.function_name,
+                job.attempts,
+                1 + job.config.retry_attempts,
+            )
             error = exc
         if job.attempts <= job.config.retry_attempts:
             delay = self.retry_delays_s[min(job.attempts, len(self.retry_delays_s)) - 1] if self.retry_delays_s else 0.0
@@ -165,26 +178,38 @@ class AsyncInvoker:
     def _give_up(self, job: _Job, condition: str, error: BaseException | None) -> None:
         url = job.config.on_failure_queue_url
         if not url:
-            log.error("async invocation %s of %s dropped (%s): no on-failure destination", job.request_id,
-                      job.function.function_name, condition)
+            log.error(
+                "async invocation %s of %s dropped (%s): no on-failure destination",
+                job.request_id,
+                job.function.function_name,
+                condition,
+            )
             return
         record = invocation_record(job.function, job.request_id, job.event, condition, job.attempts, error)
         try:
             self.send_to_queue(url, json.dumps(record))
         except Exception:
-            log.exception("async invocation %s of %s: its on-failure record could not be sent", job.request_id,
-                          job.function.function_name)
+            log.exception(
+                "async invocation %s of %s: its on-failure record could not be sent",
+                job.request_id,
+                job.function.function_name,
+            )
 
 
-def invocation_record(function: LocalFunction, request_id: str, event: Any, condition: str, attempts: int,
-                      error: BaseException | None) -> dict[str, Any]:
+def invocation_record(
+    function: LocalFunction, request_id: str, event: Any, condition: str, attempts: int, error: BaseException | None
+) -> dict[str, Any]:
     """What Lambda sends an on-failure destination for an asynchronous invocation it gave up on."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     record: dict[str, Any] = {
         "version": "1.0",
         "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
-        "requestContext": {"requestId": request_id, "functionArn": f"{function.new_context().invoked_function_arn}:$LATEST",
-                           "condition": condition, "approximateInvokeCount": attempts},
+        "requestContext": {
+            "requestId": request_id,
+            "functionArn": f"{function.new_context().invoked_function_arn}:$LATEST",
+            "condition": condition,
+            "approximateInvokeCount": attempts,
+        },
         "requestPayload": event,
     }
     if error is not None:
@@ -195,8 +220,11 @@ def invocation_record(function: LocalFunction, request_id: str, event: Any, cond
 
 def error_payload(error: BaseException) -> dict[str, Any]:
     """The Python runtime's answer for an unhandled exception."""
-    return {"errorMessage": str(error), "errorType": type(error).__name__,
-            "stackTrace": traceback.format_tb(error.__traceback__)}
+    return {
+        "errorMessage": str(error),
+        "errorType": type(error).__name__,
+        "stackTrace": traceback.format_tb(error.__traceback__),
+    }
 
 
 def async_configs(registry: FunctionRegistry, dlq_url: Callable[[topology.QueueSpec], str]) -> dict[str, AsyncConfig]:
@@ -204,8 +232,10 @@ def async_configs(registry: FunctionRegistry, dlq_url: Callable[[topology.QueueS
     configs = {}
     for spec in topology.ASYNC_INVOKES:
         configs[registry.function(spec.handler).function_name] = AsyncConfig(
-            retry_attempts=spec.retry_attempts, max_event_age_s=spec.max_event_age_s,
-            on_failure_queue_url=dlq_url(topology.QUEUES_BY_KEY[spec.on_failure_queue]))
+            retry_attempts=spec.retry_attempts,
+            max_event_age_s=spec.max_event_age_s,
+            on_failure_queue_url=dlq_url(topology.QUEUES_BY_KEY[spec.on_failure_queue]),
+        )
     return configs
 
 
@@ -227,8 +257,11 @@ class LambdaApi:
         if function is None:
             return error_answer(404, "ResourceNotFoundException", f"Function not found: {name}")
         if invocation_type not in ("Event", "RequestResponse", "DryRun"):
-            return error_answer(400, "InvalidParameterValueException",
-                                f"X-Amz-Invocation-Type must be Event, RequestResponse or DryRun, not {invocation_type!r}")
+            return error_answer(
+                400,
+                "InvalidParameterValueException",
+                f"X-Amz-Invocation-Type must be Event, RequestResponse or DryRun, not {invocation_type!r}",
+            )
         try:
             event = json.loads(body) if body.strip() else {}
         except ValueError as exc:
@@ -242,8 +275,11 @@ class LambdaApi:
             result = function.invoke(event)
         except Exception as exc:
             log.exception("invocation of %s failed", function.function_name)
-            return 200, {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"}, \
-                json.dumps(error_payload(exc)).encode()
+            return (
+                200,
+                {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"},
+                json.dumps(error_payload(exc)).encode(),
+            )
         return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result, default=str).encode()
 
 
@@ -253,7 +289,7 @@ def error_answer(status: int, code: str, message: str) -> tuple[int, dict[str, s
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: "LambdaApiServer"
+    server: LambdaApiServer
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server interface
@@ -300,7 +336,8 @@ class LambdaApiServer(http.server.ThreadingHTTPServer):
         return int(self.server_address[1])
 
     def start_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="lambda-api",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="lambda-api", daemon=True
+        )
         thread.start()
         return thread

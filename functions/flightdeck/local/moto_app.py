@@ -32,7 +32,6 @@ from typing import Any
 
 from flightdeck.local.net import base_url, listen
 
-
 _UNSERIALIZED_TARGETS = {"AmazonSQS.ReceiveMessage"}
 _TRANSACT_WRITE = "DynamoDB_20120810.TransactWriteItems"
 # How long DynamoDB remembers a ClientRequestToken.
@@ -52,8 +51,9 @@ class SerializedApp:
     @staticmethod
     def _is_long_poll(environ: dict[str, Any]) -> bool:
         # SQS's JSON protocol names the action in X-Amz-Target; the query protocol in the query string.
-        return (environ.get("HTTP_X_AMZ_TARGET") in _UNSERIALIZED_TARGETS
-                or "Action=ReceiveMessage" in environ.get("QUERY_STRING", ""))
+        return environ.get("HTTP_X_AMZ_TARGET") in _UNSERIALIZED_TARGETS or "Action=ReceiveMessage" in environ.get(
+            "QUERY_STRING", ""
+        )
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if self._is_long_poll(environ):
@@ -137,7 +137,7 @@ class MotoServerThread:
             raise RuntimeError("the moto server is not started")
         return base_url(self.host, self.port)
 
-    def start(self) -> "MotoServerThread":
+    def start(self) -> MotoServerThread:
         sock = listen(self.host, self.port, "the moto server")
         self.port = sock.getsockname()[1]
         self._server = make_wsgi_server(sock)
@@ -153,7 +153,7 @@ class MotoServerThread:
             self._thread.join(timeout=5)
         self._server = self._thread = None
 
-    def __enter__(self) -> "MotoServerThread":
+    def __enter__(self) -> MotoServerThread:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:

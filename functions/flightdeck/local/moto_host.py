@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from flightdeck.local.moto_app import make_wsgi_server
 

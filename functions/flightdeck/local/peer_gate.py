@@ -26,9 +26,10 @@ import fnmatch
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from flightdeck.adapters.usage_plans import KeyPlan
 from flightdeck.local.invocation import LocalFunction
@@ -38,7 +39,7 @@ log = logging.getLogger("flightdeck.local")
 REALM = 'Bearer realm="flightdeck"'
 
 
-def _refusal(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> "Refusal":
+def _refusal(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Refusal:
     return Refusal(status, code, message, headers or {})
 
 
@@ -51,14 +52,16 @@ class Refusal:
 
 
 # The stack's gateway responses (infra/api.py), for the cases this gate answers.
-UNAUTHORIZED = _refusal(401, "unauthorized", "a peer bearer token is required (Authorization: Bearer <token>)",
-                        {"WWW-Authenticate": REALM})
+UNAUTHORIZED = _refusal(
+    401, "unauthorized", "a peer bearer token is required (Authorization: Bearer <token>)", {"WWW-Authenticate": REALM}
+)
 ACCESS_DENIED = _refusal(403, "forbidden", "this token is not accepted")
 INVALID_API_KEY = _refusal(403, "forbidden", "this peer has no usage plan on this agent")
 THROTTLED = _refusal(429, "throttled", "too many requests, retry later")
 QUOTA_EXCEEDED = _refusal(429, "quota_exceeded", "this peer's daily quota is used up")
-AUTHORIZER_FAILURE = _refusal(503, "service_unavailable", "a dependency is unavailable; retry later",
-                              {"Retry-After": "1"})
+AUTHORIZER_FAILURE = _refusal(
+    503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
+)
 
 
 class TokenBucket:
@@ -87,8 +90,10 @@ class _Cached:
 
 def _method_arn(event: dict[str, Any]) -> str:
     ctx = event["requestContext"]
-    return (f"arn:aws:execute-api:{ctx.get('region', 'us-east-1')}:{ctx['accountId']}:{ctx['apiId']}/"
-            f"{ctx['stage']}/{event['httpMethod']}{event['path']}")
+    return (
+        f"arn:aws:execute-api:{ctx.get('region', 'us-east-1')}:{ctx['accountId']}:{ctx['apiId']}/"
+        f"{ctx['stage']}/{event['httpMethod']}{event['path']}"
+    )
 
 
 def authorizer_event(event: dict[str, Any], region: str) -> dict[str, Any]:
@@ -130,8 +135,15 @@ def allows(policy: dict[str, Any], method_arn: str) -> bool:
 class PeerGate:
     """Authorizer and usage plans for the peer routes of one agent's local gateway."""
 
-    def __init__(self, authorizer: LocalFunction, key_lookup: Callable[[str], KeyPlan | None], *,
-                 cache_ttl_s: float, region: str, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        authorizer: LocalFunction,
+        key_lookup: Callable[[str], KeyPlan | None],
+        *,
+        cache_ttl_s: float,
+        region: str,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.authorizer = authorizer
         self.key_lookup = key_lookup
         self.cache_ttl_s = cache_ttl_s
@@ -163,8 +175,11 @@ class PeerGate:
         if refusal is not None:
             return refusal
         ctx = event["requestContext"]
-        ctx["authorizer"] = {"principalId": answer.get("principalId"), **(answer.get("context") or {}),
-                             "integrationLatency": int((self.clock() - started) * 1000)}
+        ctx["authorizer"] = {
+            "principalId": answer.get("principalId"),
+            **(answer.get("context") or {}),
+            "integrationLatency": int((self.clock() - started) * 1000),
+        }
         ctx["identity"]["apiKey"] = answer.get("usageIdentifierKey")
         ctx["identity"]["apiKeyId"] = key.key_id if key else None
         return None
@@ -203,7 +218,7 @@ class PeerGate:
             if not bucket.take():
                 return THROTTLED, key
             if limits.quota_per_day:
-                day = (key.key_id, datetime.now(timezone.utc).strftime("%Y-%m-%d"))
+                day = (key.key_id, datetime.now(UTC).strftime("%Y-%m-%d"))
                 if self._used_today.get(day, 0) >= limits.quota_per_day:
                     return QUOTA_EXCEEDED, key
                 self._used_today[day] = self._used_today.get(day, 0) + 1

@@ -15,8 +15,9 @@ import logging
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from flightdeck import topology
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, LOCAL_REGION, LocalFunction
@@ -56,7 +57,9 @@ def lambda_sqs_record(message: dict[str, Any], *, queue_arn: str, region: str) -
         "attributes": dict(message.get("Attributes", {})),
         "messageAttributes": _lambda_message_attributes(message.get("MessageAttributes", {})),
         "md5OfBody": message["MD5OfBody"],
-        **({"md5OfMessageAttributes": message["MD5OfMessageAttributes"]} if "MD5OfMessageAttributes" in message else {}),
+        **(
+            {"md5OfMessageAttributes": message["MD5OfMessageAttributes"]} if "MD5OfMessageAttributes" in message else {}
+        ),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
         "awsRegion": region,
@@ -102,8 +105,17 @@ def failed_message_ids(result: Any, batch_ids: Iterable[str]) -> set[str]:
 class SqsPoller(threading.Thread):
     """One queue's event source mapping (ReportBatchItemFailures on)."""
 
-    def __init__(self, *, sqs: Any, queue_url: str, spec: topology.QueueSpec, function: LocalFunction,
-                 stop: threading.Event, region: str = LOCAL_REGION, wait_time_s: int = RECEIVE_WAIT_S):
+    def __init__(
+        self,
+        *,
+        sqs: Any,
+        queue_url: str,
+        spec: topology.QueueSpec,
+        function: LocalFunction,
+        stop: threading.Event,
+        region: str = LOCAL_REGION,
+        wait_time_s: int = RECEIVE_WAIT_S,
+    ):
         super().__init__(name=f"poller-{spec.key}", daemon=True)
         self.sqs = sqs
         self.queue_url = queue_url
@@ -157,15 +169,19 @@ class SqsPoller(threading.Thread):
         try:
             failed = failed_message_ids(result, ids)
         except InvalidBatchResponse as exc:
-            log.error("poller %s: invalid batch response from %s (%s): the whole batch is retried",
-                      self.spec.key, self.function.module_name, exc)
+            log.error(
+                "poller %s: invalid batch response from %s (%s): the whole batch is retried",
+                self.spec.key,
+                self.function.module_name,
+                exc,
+            )
             return
         done = [m for m in messages if m["MessageId"] not in failed]
         self._delete_messages(done)
 
     def _delete_messages(self, messages: list[dict[str, Any]]) -> None:
         for start in range(0, len(messages), 10):  # DeleteMessageBatch takes at most 10 entries
-            chunk = messages[start:start + 10]
+            chunk = messages[start : start + 10]
             response = self.sqs.delete_message_batch(
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
@@ -183,7 +199,7 @@ def scheduled_event(rule_arn: str, *, region: str = LOCAL_REGION, now: float | N
         "detail-type": "Scheduled Event",
         "source": "aws.events",
         "account": LOCAL_ACCOUNT_ID,
-        "time": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "region": region,
         "resources": [rule_arn],
         "detail": {},
@@ -193,8 +209,15 @@ def scheduled_event(rule_arn: str, *, region: str = LOCAL_REGION, now: float | N
 class ScheduleTimer(threading.Thread):
     """Fires a function at a fixed rate, like an EventBridge `rate(...)` rule."""
 
-    def __init__(self, *, function: LocalFunction, interval_s: float, rule_name: str, stop: threading.Event,
-                 region: str = LOCAL_REGION):
+    def __init__(
+        self,
+        *,
+        function: LocalFunction,
+        interval_s: float,
+        rule_name: str,
+        stop: threading.Event,
+        region: str = LOCAL_REGION,
+    ):
         super().__init__(name=f"schedule-{rule_name}", daemon=True)
         if interval_s <= 0:
             raise ValueError("interval must be positive")

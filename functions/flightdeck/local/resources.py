@@ -57,8 +57,10 @@ class AgentResources:
 
     def environment(self) -> dict[str, str]:
         """The handlers' environment variables that name these resources."""
-        env = {setting_variable("state_table"): self.table_name,
-               setting_variable("turn_worker_function"): topology.function_name(self.prefix, topology.THINK_HANDLER)}
+        env = {
+            setting_variable("state_table"): self.table_name,
+            setting_variable("turn_worker_function"): topology.function_name(self.prefix, topology.THINK_HANDLER),
+        }
         for spec in topology.QUEUES:
             env[queue_url_variable(spec)] = self.queue_urls[spec.key]
             env[dlq_url_variable(spec)] = self.dlq_urls[spec.key]

@@ -24,9 +24,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, TextIO
+from typing import Any, Literal, TextIO
 
 from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
@@ -211,8 +212,11 @@ class LocalStack:
             setting_variable("agent_config"): spec.agent_config_json(),
             **self._resources[agent].environment(),
             setting_variable("tool_callback_secret"): self._secrets[agent],
-            **({setting_variable("tool_callback_secret_previous"): self._previous_secrets[agent]}
-               if agent in self._previous_secrets else {}),
+            **(
+                {setting_variable("tool_callback_secret_previous"): self._previous_secrets[agent]}
+                if agent in self._previous_secrets
+                else {}
+            ),
             setting_variable("allowed_host_mapping"): spec.host_mapping(self.peer_urls()),
             # LOCAL ONLY tokens for the peers it calls (on AWS: the secret PEER_TOKENS_SECRET_ARN names).
             setting_variable("peer_tokens"): json.dumps(self.deployment.outbound_tokens(agent)),
@@ -242,13 +246,13 @@ class LocalStack:
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def __enter__(self) -> "LocalStack":
+    def __enter__(self) -> LocalStack:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
         self.stop()
 
-    def start(self) -> "LocalStack":
+    def start(self) -> LocalStack:
         with self._lifecycle_lock:
             if self._started:
                 return self
@@ -378,14 +382,27 @@ class LocalStack:
         spec = self.deployment.agents[name]
         sock, lambda_sock = sockets
         env = {**_child_base_environment(), **self.env(name)}
-        args = ["flightdeck.local.agent_host", "--memory-mb", str(spec.deploy.memory_mb),
-                "--handlers-package", self.handlers_package,
-                "--authorizer-cache-s", str(spec.gateway.authorizer_cache_s),
-                "--lambda-listen-fd", str(lambda_sock.fileno())]
+        args = [
+            "flightdeck.local.agent_host",
+            "--memory-mb",
+            str(spec.deploy.memory_mb),
+            "--handlers-package",
+            self.handlers_package,
+            "--authorizer-cache-s",
+            str(spec.gateway.authorizer_cache_s),
+            "--lambda-listen-fd",
+            str(lambda_sock.fileno()),
+        ]
         self._spawn(name, args, sock, env, extra_sockets=(lambda_sock,))
 
-    def _spawn(self, name: str, module_args: list[str], sock: socket.socket, env: dict[str, str],
-               extra_sockets: tuple[socket.socket, ...] = ()) -> None:
+    def _spawn(
+        self,
+        name: str,
+        module_args: list[str],
+        sock: socket.socket,
+        env: dict[str, str],
+        extra_sockets: tuple[socket.socket, ...] = (),
+    ) -> None:
         fd = sock.fileno()
         command = [sys.executable, "-m", *module_args, "--listen-fd", str(fd), "--parent-pid", str(os.getpid())]
         try:
@@ -407,8 +424,9 @@ class LocalStack:
             child.log_file = open(self.log_dir / f"{name}.log", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._children[name] = child
         for stream, watches_exit in ((process.stdout, True), (process.stderr, False)):
-            relay = threading.Thread(target=self._relay_output, args=(child, stream, watches_exit),
-                                     name=f"relay-{name}", daemon=True)
+            relay = threading.Thread(
+                target=self._relay_output, args=(child, stream, watches_exit), name=f"relay-{name}", daemon=True
+            )
             relay.start()
             child.relays.append(relay)
 
@@ -555,11 +573,16 @@ def bedrock_access() -> dict[str, str]:
     except BotoCoreError as exc:
         raise StackError(f"cannot read AWS credentials for Bedrock: {exc}") from None
     if frozen is None or not frozen.access_key:
-        raise StackError('an agent\'s model is "bedrock" but there are no AWS credentials: provide them '
-                         "(aws configure, AWS_PROFILE) or run it with the local model (--local-model)")
-    return {"AWS_ACCESS_KEY_ID": frozen.access_key, "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
-            **({"AWS_SESSION_TOKEN": frozen.token} if frozen.token else {}),
-            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": f"https://bedrock-runtime.{LOCAL_REGION}.amazonaws.com"}
+        raise StackError(
+            'an agent\'s model is "bedrock" but there are no AWS credentials: provide them '
+            "(aws configure, AWS_PROFILE) or run it with the local model (--local-model)"
+        )
+    return {
+        "AWS_ACCESS_KEY_ID": frozen.access_key,
+        "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
+        **({"AWS_SESSION_TOKEN": frozen.token} if frozen.token else {}),
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": f"https://bedrock-runtime.{LOCAL_REGION}.amazonaws.com",
+    }
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
