@@ -50,3 +50,14 @@ def test_the_demo_sends_your_message_and_keeps_logs_where_asked(tmp_path, capsys
     records = [json.loads(line) for line in (logs / "critic.log").read_text().splitlines() if line.startswith("{")]
     assert any(r.get("audit") and r.get("operation") == "chat" for r in records)
     assert not any("No application metrics" in line for line in (logs / "orchestrator.log").read_text().splitlines())
+
+
+def test_the_ask_scenario_shows_the_delegates_question_answered_in_its_own_session(tmp_path, monkeypatch, capsys):
+    """--scenario ask on the two-agent default: the worker asks, the orchestrator answers by delegating
+    again in the worker's session (context_id), and the demo follows that session's stream again."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.main(["local", "demo", "--scenario", "ask"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "asked \"which quarter?\", told \"the third quarter\"" in out
+    assert "final answer from orchestrator (answered by worker):" in out
+    assert out.count("worker        idle") >= 2  # the question's end, then the answer's

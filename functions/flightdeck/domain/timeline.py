@@ -147,6 +147,8 @@ class _Builder:
                             "tool": name,
                             "agent": delegate.agent,
                             "task": _preview(str(args.get("task", ""))),
+                            # A delegation that continues the delegate's session (answering its question).
+                            **({"context_id": args["context_id"]} if isinstance(args.get("context_id"), str) else {}),
                         },
                     )
                 )

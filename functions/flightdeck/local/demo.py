@@ -289,9 +289,13 @@ class Follower:
             return  # not an agent of the file
         # The session the delegate keeps for this task, owned by the delegator: read with the delegator's token.
         token = self.deployment.outbound_tokens(self.delegator).get(delegate.peer_service, "")
+        # A delegation that continues the delegate's session (answering its question) names it.
+        context = event.get("context_id")
         self.follow(
             delegate.peer_service,
-            peer_session_id(self.delegator, session_id, str(event.get("tool_use_id", ""))),
+            context
+            if isinstance(context, str) and context
+            else peer_session_id(self.delegator, session_id, str(event.get("tool_use_id", ""))),
             token,
             wait_s=DELEGATE_SESSION_WAIT_S,
         )
