@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from flightdeck import config_file
 from flightdeck.bench.accounting import Tally, between, load_records
 from flightdeck.bench.counter import ENV as COUNT_ENV
+from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
 from flightdeck.bench.scenario import BenchError, Timeline, parse_timestamp
 from flightdeck.bench.stats import summary
 from flightdeck.local import demo
@@ -84,6 +85,7 @@ def measure(
         started = time.monotonic()
         with LocalStack(
             deployment,
+            host_module=COUNTING_HOST,
             relay=logs,
             log_level=LOCAL_UP_LOG_LEVEL,
             extra_env={COUNT_ENV: str(counts), "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING"},

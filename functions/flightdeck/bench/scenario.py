@@ -35,6 +35,7 @@ import requests
 from flightdeck.bench import durable, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
+from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
 from flightdeck.bench.dynamo_units import item_size
 from flightdeck.bench.prices import PriceTable
 from flightdeck.bench.stats import ratio, summary
@@ -387,6 +388,7 @@ class StackRun:
         self.timeline = Timeline()
         self.stack = LocalStack(
             build_deployment(self.blackhole.url, opts),
+            host_module=COUNTING_HOST,
             relay=logs,
             # DEBUG: the timeline's routine steps (flightdeck.observability) time the hops and end the waits.
             extra_env={

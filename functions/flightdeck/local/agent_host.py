@@ -113,11 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     agent = settings.agent_name
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or LOCAL_REGION
-    if os.environ.get("FLIGHTDECK_COUNT_AWS_CALLS"):  # `flightdeck bench`: count AWS requests and invocations
-        from flightdeck.bench import counter
-
-        counter.install(os.environ["FLIGHTDECK_COUNT_AWS_CALLS"], agent)
-
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -130,6 +130,7 @@ class LocalStack:
         extra_env: Mapping[str, str] | None = None,
         handlers_package: str = HANDLERS_PACKAGE,
         startup_timeout_s: float = 60.0,
+        host_module: str = "flightdeck.local.agent_host",
     ):
         if config is None:
             config = config_file.DEFAULT_CONFIG
@@ -150,6 +151,9 @@ class LocalStack:
         self.extra_env = dict(extra_env or {})
         self._previous_secrets: dict[str, str] = {}
         self.handlers_package = handlers_package
+        # The module each agent host process runs (python -m): a tool that wraps the host (the
+        # bench's counting host) names its own; the runtime knows nothing of what it adds.
+        self.host_module = host_module
         self.startup_timeout_s = startup_timeout_s
 
         self._ports: dict[str, int] = {}
@@ -383,7 +387,7 @@ class LocalStack:
         sock, lambda_sock = sockets
         env = {**_child_base_environment(), **self.env(name)}
         args = [
-            "flightdeck.local.agent_host",
+            self.host_module,
             "--memory-mb",
             str(spec.deploy.memory_mb),
             "--handlers-package",
