@@ -16,6 +16,7 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
+from flightdeck.domain.a2a import A2ATurnHooks
 from flightdeck.domain.a2a_client import dispatch_a2a
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.ports import Deps
@@ -72,6 +73,8 @@ def deps() -> Deps:
         live=LiveStore(store),
         # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
         transports={"a2a": dispatch_a2a},
+        # The A2A add-on at the turn loop's boundaries: a canceled task stops its session; a turn's end ends its task.
+        turn_hooks=A2ATurnHooks(),
     )
 
 

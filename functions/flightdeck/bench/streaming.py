@@ -113,7 +113,7 @@ def measure(
     from flightdeck.adapters.secrets import signing_keys
     from flightdeck.adapters.sqs_queues import Queues
     from flightdeck.domain import a2a_stream, session_events, turn_loop
-    from flightdeck.domain.a2a import send_message
+    from flightdeck.domain.a2a import A2ATurnHooks, send_message
     from flightdeck.domain.a2a_models import MessageSendParams
     from flightdeck.domain.a2a_ports import A2APorts, parse_task_id
     from flightdeck.domain.aggregation import record_and_advance
@@ -163,6 +163,7 @@ def measure(
                     model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
                     a2a=A2APorts(A2AStore(store), http=None),
                     live=LiveStore(store),
+                    turn_hooks=A2ATurnHooks(),
                 )  # type: ignore[arg-type]
 
             script_deps = deps_with(ddb)

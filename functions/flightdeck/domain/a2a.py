@@ -887,3 +887,18 @@ def delete_push_config(
     rec = _task(deps, params.id, caller)
     ports(deps).store.delete_push(rec.session_id, rec.key, params.pushNotificationConfigId)
     return None
+
+
+class A2ATurnHooks:
+    """The A2A add-on at the turn loop's boundaries (Deps.turn_hooks, registered in flightdeck.wiring)."""
+
+    def stop_if_canceled(self, deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+        return stop_if_canceled(deps, session_id, turn, input_task)
+
+    def on_session_canceled(self, deps: Deps, session_id: str, turn: int, text: str) -> None:
+        on_session_canceled(deps, session_id, turn, text)
+
+    def on_end_turn(
+        self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+    ) -> None:
+        on_end_turn(deps, session_id, turn, answer, failed=failed, question=question)

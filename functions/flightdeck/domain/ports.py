@@ -136,6 +136,40 @@ class QueuePort(Protocol):
     def delay_retry(self, queue_url: str, receipt_handle: str, delay_s: int) -> None: ...
 
 
+class TurnHooks(Protocol):
+    """Called by the turn loop (flightdeck.domain.turn_loop) for a session that has a protocol task."""
+
+    def stop_if_canceled(self, deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+        """True (and the session closed) when the turn's task was canceled: think no more."""
+        ...
+
+    def on_session_canceled(self, deps: Deps, session_id: str, turn: int, text: str) -> None:
+        """The session was canceled through the REST API and closed at `turn`."""
+        ...
+
+    def on_end_turn(
+        self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+    ) -> None:
+        """The turn ended with an answer (or an error, or a question)."""
+        ...
+
+
+class _NoTurnHooks:
+    def stop_if_canceled(self, deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+        return False
+
+    def on_session_canceled(self, deps: Deps, session_id: str, turn: int, text: str) -> None:
+        return None
+
+    def on_end_turn(
+        self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+    ) -> None:
+        return None
+
+
+NO_TURN_HOOKS: TurnHooks = _NoTurnHooks()
+
+
 @dataclass
 class Deps:
     """Everything a use case may touch, handed in by the composition root (flightdeck.wiring)."""
@@ -159,6 +193,9 @@ class Deps:
     # `protocol` ("a2a": flightdeck.domain.a2a_client.dispatch_a2a), registered in flightdeck.wiring:
     # (deps, dispatch message, delegate, callback token, attempt) -> dispatch outcome.
     transports: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a's hooks,
+    # registered in flightdeck.wiring); the default does nothing, so the core loop knows no protocol.
+    turn_hooks: TurnHooks = field(default_factory=lambda: NO_TURN_HOOKS)
 
     def token_for(self, service: str) -> str | None:
         return self.peer_tokens().get(service)

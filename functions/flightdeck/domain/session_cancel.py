@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flightdeck.domain import a2a as a2a_tasks
 from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.peers import require_caller
 from flightdeck.domain.ports import Deps
@@ -82,7 +81,7 @@ def close_canceled(deps: Deps, session: Session) -> bool:
     if not store.close_canceled_session(session_id, turn, _closing_messages(deps, session), s.session_retention_ms):
         return False  # closed by another (the canceller and the owed think raced)
     if session.has_a2a_task:
-        a2a_tasks.on_session_canceled(deps, session_id, turn, CLOSING_TEXT)
+        deps.turn_hooks.on_session_canceled(deps, session_id, turn, CLOSING_TEXT)
     timeline("session_closed", f"canceled session closed at turn {turn}", session_id=session_id, turn=turn)
     return True
 

@@ -11,7 +11,6 @@ import json
 import math
 from typing import Any
 
-from flightdeck.domain import a2a as a2a_tasks
 from flightdeck.domain import asking, live, local_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
@@ -93,7 +92,7 @@ def run_turn(
     # A redelivery after the reply was stored re-runs the effects: each is idempotent.
     a2a_session = session.has_a2a_task  # a task starts only on an idle session: none can appear mid-think
     input_task = session.input.task_key if session.input is not None else ""
-    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn, input_task):  # canceled: think no more
+    if a2a_session and deps.turn_hooks.stop_if_canceled(deps, session_id, turn, input_task):  # canceled: think no more
         return "canceled"
     seed: TurnSeed | None = None
     if iteration is None:
@@ -145,7 +144,7 @@ def run_turn(
     reply = ModelReply.model_validate(iteration.reply)
     if not _runs_tools(deps, reply):
         return _end_turn(deps, session, turn, reply, traceparent, budget, _answer_route(deps, session, turn))
-    if a2a_session and a2a_tasks.stop_if_canceled(deps, session_id, turn, input_task):
+    if a2a_session and deps.turn_hooks.stop_if_canceled(deps, session_id, turn, input_task):
         return "canceled"  # canceled while the model thought: its tool calls are not started
     _start_tools(deps, session, turn, reply.tool_uses, traceparent, budget, seed)
     return "tool_use"
@@ -439,7 +438,7 @@ def _end_turn(
     if (
         session.has_a2a_task
     ):  # its A2A task completes, fails with the error answer, or waits for input (unless it goes on)
-        a2a_tasks.on_end_turn(deps, session_id, turn, answer, failed=status == "error", question=question)
+        deps.turn_hooks.on_end_turn(deps, session_id, turn, answer, failed=status == "error", question=question)
     if started is not None:
         _send_next_think(deps, session_id, turn + 1)
     return "error" if reply.error else status if question is not None else "end_turn"
