@@ -4,6 +4,7 @@
 #                                                          the demo (two agents by default), locally, no AWS account
 #   ./dev.sh up [--config FILE] [--json-logs] [--log-dir DIR]   every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests
+#   ./dev.sh check                                         static checks: ruff lint, ruff format --check, mypy
 #   ./dev.sh bench [--quick] [--json PATH] [--config FILE] what a delegation costs (docs/PERFORMANCE.md)
 # It creates .venv and installs what the command needs on first use.
 set -euo pipefail
@@ -28,6 +29,10 @@ case "$cmd" in
   demo) ensure local; exec "$VENV/bin/flightdeck" local demo "$@" ;;
   up)   ensure local; exec "$VENV/bin/flightdeck" local up "$@" ;;
   test) ensure dev; exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@" ;;
+  check) ensure dev
+         "$VENV/bin/ruff" check functions infra tests app.py
+         "$VENV/bin/ruff" format --check functions infra tests app.py
+         exec "$VENV/bin/mypy" ;;
   bench) ensure local; exec "$VENV/bin/flightdeck" bench "$@" ;;
-  *)    sed -n '2,7p' "$0"; exit 2 ;;
+  *)    sed -n '2,8p' "$0"; exit 2 ;;
 esac

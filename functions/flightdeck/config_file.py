@@ -16,9 +16,10 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
@@ -295,7 +296,7 @@ def toml_key(loc: Sequence[object]) -> str:
             key = list(items)  # a table of plain values: the rest is one of its keys
             break
         if origin is list and _is_model(get_args(annotation)[0]) and items and isinstance(items[0], int):
-            array = f"[[{_dotted([*tables, part])}]] #{int(items.pop(0)) + 1}"
+            array = f"[[{_dotted([*tables, part])}]] #{cast(int, items.pop(0)) + 1}"  # an int: checked above
             tables, cls = [], get_args(annotation)[0]
             continue
         if _is_model(annotation):
@@ -350,7 +351,7 @@ _TYPE_FIXES = {
 }
 
 
-def _explain(err: dict[str, Any], example: str = "") -> tuple[str, str]:
+def _explain(err: ErrorDetails, example: str = "") -> tuple[str, str]:
     """(what is wrong, the fix) for one pydantic error, in the file's terms."""
     kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
     msg = str(err["msg"]).removeprefix("Value error, ")
@@ -431,7 +432,7 @@ def _settings_tables(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return tables
 
 
-def _structure_problem(err: dict[str, Any]) -> Problem:
+def _structure_problem(err: ErrorDetails) -> Problem:
     loc = tuple(err["loc"])
     key = toml_key(loc)
     if err["type"] == "extra_forbidden":

@@ -64,7 +64,7 @@ def bind(**keys: object) -> None:
         logger.thread_safe_remove_keys(gone)
 
 
-def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
+def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
     """Every Lambda entry point: the request id on log lines, tracing, and metrics flushed once per invocation.
 
     Not Powertools' inject_lambda_context: it puts the function's name, ARN, memory size and
@@ -72,7 +72,7 @@ def lambda_entry(handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], A
     """
 
     @functools.wraps(handler)
-    def invocation(event: dict, context: Any) -> Any:
+    def invocation(event: dict[str, Any], context: Any) -> Any:
         logger.thread_safe_clear_keys()
         request_id = getattr(context, "aws_request_id", None)
         if request_id:

@@ -86,7 +86,8 @@ def credentials_problem(exc: BaseException) -> str | None:
     try:
         from botocore.exceptions import SSOError, TokenRetrievalError
     except ImportError:  # older botocore
-        SSOError = TokenRetrievalError = NoCredentialsError  # noqa: N806
+        # The stubs always have both names; only an older botocore at run time lacks them.
+        SSOError = TokenRetrievalError = NoCredentialsError  # type: ignore[misc, assignment]  # noqa: N806
 
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return f"no AWS credentials ({exc}): {CREDENTIALS_HELP}"
@@ -150,7 +151,7 @@ class _Stack:
 
 def _table(args: argparse.Namespace, stack: _Stack) -> str:
     if args.table:
-        return args.table
+        return str(args.table)
     if args.endpoint_url:
         return topology.table_name(args.agent)
     return stack.output(TABLE_OUTPUT, "table", "--table")

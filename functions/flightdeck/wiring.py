@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import cast
 
 from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
@@ -19,6 +20,7 @@ from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.a2a import A2ATurnHooks
 from flightdeck.domain.a2a_client import dispatch_a2a
 from flightdeck.domain.a2a_ports import A2APorts
+from flightdeck.domain.model import Model
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.settings import get_settings
@@ -38,7 +40,7 @@ def deps() -> Deps:
     peers, card_http = _http()
 
     @functools.lru_cache(maxsize=1)
-    def model():
+    def model() -> Model:
         from flightdeck.adapters.models import build_model
 
         return build_model(settings.agent)
@@ -91,7 +93,7 @@ def deps_within(budget: TimeBudget | None) -> Deps:
 @functools.lru_cache(maxsize=1)
 def session_index() -> SessionIndex:
     """GET /api/sessions: the sessions index of the same table, through the same client."""
-    store = deps().store
+    store = cast(StateStore, deps().store)  # deps() wires the DynamoDB StateStore
     return SessionIndex(deps().settings.state_table, client_factory=lambda: store.client, clock=store.now_ms)
 
 

@@ -58,6 +58,6 @@ def test_the_ask_scenario_shows_the_delegates_question_answered_in_its_own_sessi
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert cli.main(["local", "demo", "--scenario", "ask"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    assert "asked \"which quarter?\", told \"the third quarter\"" in out
+    assert 'asked "which quarter?", told "the third quarter"' in out
     assert "final answer from orchestrator (answered by worker):" in out
     assert out.count("worker        idle") >= 2  # the question's end, then the answer's

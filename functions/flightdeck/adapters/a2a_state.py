@@ -30,6 +30,7 @@ from flightdeck.adapters.dynamo_state import (
     PK,
     SK,
     TTL,
+    StateStore,
     _item,
     _pk,
     _queued,
@@ -58,7 +59,7 @@ def _remote_sk(turn: int, tool_use_id: str) -> str:
 class A2AStore:
     """A2A records in the agent's table. Shares the StateStore's client, table and clock."""
 
-    def __init__(self, state: Any):
+    def __init__(self, state: StateStore) -> None:
         self._state = state
 
     @property

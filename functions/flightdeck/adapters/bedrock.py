@@ -165,8 +165,9 @@ class _StreamedReply:
             block = self._block(int(body.get("contentBlockIndex", 0)))
             delta = body.get("delta") or {}
             if isinstance(delta.get("text"), str):
-                block["text"].append(delta["text"])
-                return delta["text"]
+                text: str = delta["text"]
+                block["text"].append(text)
+                return text
             if "toolUse" in delta:
                 block["input"].append(str(delta["toolUse"].get("input", "")))
             reasoning = delta.get("reasoningContent") or {}

@@ -19,8 +19,8 @@ import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -351,7 +351,8 @@ class StateStore:
                     raise ItemTooLargeError(str(exc.response.get("Error", {}).get("Message", ""))) from exc
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise
-                reasons = exc.response.get("CancellationReasons") or []
+                # botocore-stubs types the reasons as TypedDicts; callers read them as plain dicts.
+                reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
                 codes = {r.get("Code") for r in reasons}
                 if any(
                     r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower() for r in reasons
@@ -901,7 +902,7 @@ class StateStore:
         *,
         retire: bool,
         retention_ms: int,
-        extra: list[dict[str, Any]] = (),
+        extra: Sequence[dict[str, Any]] = (),
     ) -> tuple[list[dict[str, Any]] | None, QueuedMessage | None]:
         """End turn `turn` in one transaction with `lead` (and `extra`): the session goes idle when its
         inbox is empty, else the first queued message starts the next turn in the same write (its reply
@@ -1300,7 +1301,7 @@ class StateStore:
         if completion is not None:
             last = completion.total <= 1
         for _ in range(4):
-            if last is None:
+            if last is None or completion is None:  # (last is None exactly when completion is)
                 ops = [put, count_only]
             elif last:
                 now = self.now_ms()

@@ -82,6 +82,7 @@ class UsagePlans:
 
     # --- keys ----------------------------------------------------------------------------
     def _key_by_value(self, value: str) -> dict[str, Any] | None:
+        key: dict[str, Any]
         for page in self.client.get_paginator("get_api_keys").paginate(includeValues=True):
             for key in page.get("items", []):
                 if key.get("value") == value:

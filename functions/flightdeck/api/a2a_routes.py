@@ -49,8 +49,8 @@ from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
 from flightdeck.wiring import deps
 
-router = Router()
-push_router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
+push_router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 NO_STREAMING = (
     "streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
@@ -20,7 +22,7 @@ from flightdeck.domain.callbacks import CallbackOutcome, CallbackStatus, accept_
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 WWW_AUTHENTICATE = CALLBACK_WWW_AUTHENTICATE
 
@@ -65,7 +67,7 @@ def post_tool_response(body: ToolResponse) -> Response[ToolResponseStatus]:
     return _single_response(outcome)
 
 
-def _single_response(outcome: CallbackOutcome) -> Response:
+def _single_response(outcome: CallbackOutcome) -> Response[Any]:
     status, message = _HTTP[outcome.status]
     if outcome.status is CallbackStatus.UNAUTHORIZED:
         raise ApiError(status, "unauthorized", message, WWW_AUTHENTICATE)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from flightdeck import __version__
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
 from flightdeck.domain.a2a_models import INPUT_MODES
 from flightdeck.settings import get_settings
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 A2A_PROTOCOL_VERSION = "0.3.0"
 # What a streaming client should know (the card's description ends with it when streaming is on).
@@ -25,7 +26,8 @@ def _base_url() -> str:
     settings = get_settings()
     if settings.public_base_url:
         return settings.public_base_url.rstrip("/")
-    event = router.current_event
+    # The routers are served by APIGatewayRestResolver, whose events are API Gateway proxy events.
+    event = cast(APIGatewayProxyEvent, router.current_event)
     headers = event.headers
     ctx = event.request_context
     host = headers.get("host") or ctx.domain_name or "localhost"

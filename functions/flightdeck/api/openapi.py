@@ -49,7 +49,7 @@ def document() -> dict[str, Any]:
             'is refused with 413 by API Gateway itself, in its own shape ({"message": ...}).'
         ),
     )
-    doc = json.loads(schema)
+    doc: dict[str, Any] = json.loads(schema)
     # Routes that need a peer bearer token (flightdeck.api.auth) say so.
     doc.setdefault("components", {}).setdefault("securitySchemes", {})[PEER_TOKEN_SCHEME] = {
         "type": "http",

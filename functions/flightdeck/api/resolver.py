@@ -39,7 +39,7 @@ def error_response(
     message: str,
     headers: dict[str, str] | None = None,
     details: list[dict[str, Any]] | None = None,
-) -> Response:
+) -> Response[Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if details:
         error["details"] = details
@@ -121,18 +121,18 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     for router in routers:
         app.include_router(router)
 
-    @app.exception_handler(ApiError)
-    def _api_error(exc: ApiError) -> Response:
+    @app.exception_handler(ApiError)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _api_error(exc: ApiError) -> Response[Any]:
         return error_response(exc.status, exc.code, exc.message, exc.headers)
 
-    @app.exception_handler(strict_json.JsonRefused)
-    def _refused_json(exc: strict_json.JsonRefused) -> Response:
+    @app.exception_handler(strict_json.JsonRefused)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _refused_json(exc: strict_json.JsonRefused) -> Response[Any]:
         return error_response(
             400, _REFUSED_JSON_CODES.get(exc.reason, "malformed_json"), f"request body is not valid JSON: {exc.message}"
         )
 
-    @app.exception_handler(RequestValidationError)
-    def _invalid(exc: RequestValidationError) -> Response:
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _invalid(exc: RequestValidationError) -> Response[Any]:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "malformed_json", "request body is not valid JSON")
@@ -146,7 +146,7 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
         return error_response(422, "invalid_request", f"{where}: {first['msg']}{more}", details=details)
 
     @app.not_found
-    def _not_found(exc: NotFoundError) -> Response:
+    def _not_found(exc: NotFoundError) -> Response[Any]:
         path = app.current_event.path
         allowed = _allowed_methods(path)
         if allowed:
@@ -158,17 +158,17 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
             )
         return error_response(404, "not_found", f"no route for {path}")
 
-    @app.exception_handler(RequestUnsupportedContentType)
-    def _unsupported_type(exc: RequestUnsupportedContentType) -> Response:
+    @app.exception_handler(RequestUnsupportedContentType)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _unsupported_type(exc: RequestUnsupportedContentType) -> Response[Any]:
         return error_response(415, "unsupported_media_type", "send the body as application/json")
 
-    @app.exception_handler(ItemTooLargeError)
-    def _too_large_to_store(exc: ItemTooLargeError) -> Response:
+    @app.exception_handler(ItemTooLargeError)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _too_large_to_store(exc: ItemTooLargeError) -> Response[Any]:
         # Retrying would fail the same way: a 4xx, never a 503.
         return error_response(413, "too_large", f"the request is too large to store: {exc}")
 
-    @app.exception_handler([BotoCoreError, ClientError])
-    def _aws_unavailable(exc: Exception) -> Response:
+    @app.exception_handler([BotoCoreError, ClientError])  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _aws_unavailable(exc: Exception) -> Response[Any]:
         # DynamoDB or SQS failed or throttled beyond the SDK's own retries: nothing
         # half-done is lost (every write is conditional), so the caller should retry.
         logger.exception("AWS dependency failed")
@@ -176,8 +176,8 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
             503, "service_unavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
         )
 
-    @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response:
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]  # unannotated in Powertools
+    def _unexpected(exc: Exception) -> Response[Any]:
         # Never a stack trace to the caller; the log has it.
         logger.exception("unhandled error")
         return error_response(500, "internal_error", "the request could not be processed; it may be retried")
@@ -204,7 +204,9 @@ def _streamed(stream: StreamHook, event: dict[str, Any], context: Any) -> Any:
         return proxy_error(500, "internal_error", "the request could not be processed; it may be retried")
 
 
-def http_handler(*routers: Router, refuse: Refusal | None = None, stream: StreamHook | None = None):
+def http_handler(
+    *routers: Router, refuse: Refusal | None = None, stream: StreamHook | None = None
+) -> Callable[[dict[str, Any], Any], Any]:
     """A Lambda entry point serving these routers, with logging, tracing and metrics.
 
     Per request, in this order: the caller is authenticated (routes whose topology auth is
@@ -225,7 +227,7 @@ def http_handler(*routers: Router, refuse: Refusal | None = None, stream: Stream
     render = refuse or proxy_error
 
     @lambda_entry
-    def handler(event: dict, context: LambdaContext) -> dict:
+    def handler(event: dict[str, Any], context: LambdaContext) -> Any:
         route = auth.begin(event)
         response: Any = {"statusCode": 500}
         try:

@@ -14,7 +14,7 @@ from flightdeck import __version__
 from flightdeck.api.models import Health
 from flightdeck.settings import get_settings
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 # The committed document (python -m flightdeck.api.openapi > openapi.json), shipped in the package.
 OPENAPI_RESOURCE = "openapi.json"
@@ -22,7 +22,10 @@ OPENAPI_RESOURCE = "openapi.json"
 
 @functools.lru_cache(maxsize=1)
 def openapi_document() -> dict[str, Any]:
-    return json.loads(resources.files("flightdeck.api").joinpath(OPENAPI_RESOURCE).read_text(encoding="utf-8"))
+    doc: dict[str, Any] = json.loads(
+        resources.files("flightdeck.api").joinpath(OPENAPI_RESOURCE).read_text(encoding="utf-8")
+    )
+    return doc
 
 
 @router.get(

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse
@@ -35,9 +36,11 @@ from flightdeck.domain.timeline import TimelineEvent
 from flightdeck.observability import count, logger
 from flightdeck.wiring import deps
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
-_ERROR_BODY = {"application/json": {"model": ErrorResponse}}
+_ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    "application/json": {"model": ErrorResponse}
+}
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
 from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse, SessionCanceled, SessionList, SessionSummary
@@ -16,9 +17,11 @@ from flightdeck.domain.session_cancel import cancel_session
 from flightdeck.domain.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursorError, list_sessions
 from flightdeck.wiring import deps, session_index
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
-_ERROR_BODY = {"application/json": {"model": ErrorResponse}}
+_ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    "application/json": {"model": ErrorResponse}
+}
 
 
 @router.get(

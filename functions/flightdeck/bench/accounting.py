@@ -130,19 +130,19 @@ def update_keys(records: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
 class Tally:
     """Billed usage of a set of records, optionally divided by a number of round trips."""
 
-    aws_requests: Counter = field(default_factory=Counter)  # "service.Operation" -> requests
-    by_function: Counter = field(default_factory=Counter)  # "agent/function" -> AWS requests
-    invocations: Counter = field(default_factory=Counter)  # "agent/function" -> Lambda invocations
-    gateway: Counter = field(default_factory=Counter)  # "agent METHOD /path" -> API Gateway requests
-    sqs_requests: Counter = field(default_factory=Counter)  # "standard" | "fifo" -> billed requests (64 KB chunks)
-    dynamodb: Counter = field(default_factory=Counter)  # wru, gsi_wru, rru
-    wru_by_item: Counter = field(default_factory=Counter)  # item kind -> table + index WRU
-    dynamodb_by_item: Counter = field(default_factory=Counter)  # "Operation ITEMKIND" -> requests
-    excluded: Counter = field(
+    aws_requests: Counter[str] = field(default_factory=Counter)  # "service.Operation" -> requests
+    by_function: Counter[str] = field(default_factory=Counter)  # "agent/function" -> AWS requests
+    invocations: Counter[str] = field(default_factory=Counter)  # "agent/function" -> Lambda invocations
+    gateway: Counter[str] = field(default_factory=Counter)  # "agent METHOD /path" -> API Gateway requests
+    sqs_requests: Counter[str] = field(default_factory=Counter)  # "standard" | "fifo" -> billed requests (64 KB chunks)
+    dynamodb: Counter[str] = field(default_factory=Counter)  # wru, gsi_wru, rru
+    wru_by_item: Counter[str] = field(default_factory=Counter)  # item kind -> table + index WRU
+    dynamodb_by_item: Counter[str] = field(default_factory=Counter)  # "Operation ITEMKIND" -> requests
+    excluded: Counter[str] = field(
         default_factory=Counter
     )  # empty_receive, setup, control_plane, schedule_calls, ..._invocations
-    async_invokes: Counter = field(default_factory=Counter)  # "agent/function" -> Lambda Invoke calls it made
-    handler_ms: Counter = field(default_factory=Counter)  # "agent/function" -> measured local milliseconds
+    async_invokes: Counter[str] = field(default_factory=Counter)  # "agent/function" -> Lambda Invoke calls it made
+    handler_ms: Counter[str] = field(default_factory=Counter)  # "agent/function" -> measured local milliseconds
     gb_seconds: float = 0.0
     secrets_failed: float = 0.0
     log_bytes: float = 0.0
@@ -177,7 +177,7 @@ class Tally:
         name = f"{r.get('agent')}/{r.get('fn')}"
         self.invocations[name] += 1
         ms = float(r.get("ms") or 0.0)
-        self.handler_ms[name] += ms
+        self.handler_ms[name] += ms  # type: ignore[assignment]  # a Counter of floats: typeshed types Counter values as int
         # Lambda bills duration rounded up to the millisecond.
         self.gb_seconds += math.ceil(ms) / 1000 * memory_mb / 1024
         if r.get("src") == "http":
@@ -231,7 +231,7 @@ class Tally:
         if op in ("GetItem", "Query", "Scan"):
             # GSI reads are always eventually consistent.
             consistent = bool(r.get("consistent")) and not r.get("index")
-            self.dynamodb["rru"] += read_units(int(r.get("bytes") or 0), consistent=consistent)
+            self.dynamodb["rru"] += read_units(int(r.get("bytes") or 0), consistent=consistent)  # type: ignore[assignment]  # a Counter of floats: typeshed types Counter values as int
 
     # --- reading ----------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class Tally:
         return out
 
     def by_service(self) -> dict[str, float]:
-        out: Counter = Counter()
+        out: Counter[str] = Counter()
         for name, n in self.aws_requests.items():
             out[name.split(".", 1)[0]] += n
         return dict(out)
@@ -317,7 +317,7 @@ class Tally:
         return costs
 
     def to_dict(self, prices: PriceTable | None = None) -> dict[str, Any]:
-        def rounded(counter: Counter) -> dict[str, float]:
+        def rounded(counter: Counter[str]) -> dict[str, float]:
             return {k: round(v, 3) for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))}
 
         out: dict[str, Any] = {

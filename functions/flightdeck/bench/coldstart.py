@@ -99,11 +99,11 @@ def import_breakdown(module: str, env: dict[str, str] | None = None, top: int = 
         text=True,
         timeout=120,
     )
-    per_package: Counter = Counter()
+    per_package: Counter[str] = Counter()
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
         if match:
-            per_package[match.group(2).partition(".")[0]] += int(match.group(1)) / 1000
+            per_package[match.group(2).partition(".")[0]] += int(match.group(1)) / 1000  # type: ignore[assignment]  # a Counter of floats: typeshed types Counter values as int
     return [(name, round(ms, 1)) for name, ms in per_package.most_common(top)]
 
 

@@ -34,14 +34,16 @@ def _get(data: Any, *path: str) -> Any:
 
 
 def _per_turn(result: dict[str, Any], key: str = "round_trip_one") -> dict[str, Any] | None:
-    return _get(result, key, "per_turn")
+    per_turn: dict[str, Any] | None = _get(result, key, "per_turn")
+    return per_turn
 
 
 def data_plane_requests(result: dict[str, Any], key: str = "round_trip_one") -> float | None:
     services = _get(_per_turn(result, key), "aws_requests_by_service")
     if services is None:
         return None
-    return sum(services.get(s, 0) for s in DATA_PLANE)
+    total: float = sum(services.get(s, 0) for s in DATA_PLANE)
+    return total
 
 
 def _service(name: str, key: str = "round_trip_one") -> Getter:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 HOP_DESCRIPTIONS = {
@@ -62,7 +63,7 @@ def _round_trip_rows(rt: dict[str, Any]) -> list[list[str]]:
     k = rt["delegations_per_turn"]
     per = rt["per_turn"]
     label = "1 delegation/turn" if k == 1 else f"{k} delegations/turn"
-    per_delegation = (lambda v: f" ({num(v / k)} per delegation)") if k > 1 else (lambda v: "")
+    per_delegation: Callable[[float], str] = (lambda v: f" ({num(v / k)} per delegation)") if k > 1 else (lambda v: "")
     services = per["aws_requests_by_service"]
     sqs = per["sqs_billed_requests"]
     units = per["dynamodb_request_units"]

@@ -475,7 +475,8 @@ class StackRun:
             raise BenchError(
                 f"GET /api/sessions/{session_id} on {agent} answered {resp.status_code}: {resp.text[:300]}"
             )
-        return resp.json()
+        session: dict[str, Any] = resp.json()
+        return session
 
     def records(self) -> list[dict[str, Any]]:
         """Every record the agents wrote so far (read incrementally: the files only grow)."""
@@ -686,7 +687,7 @@ class StackRun:
             f"in batches of up to {size}, alternating rounds"
         )
         single_turns, batch_turns = turns[:per_mode_turns], turns[per_mode_turns : 2 * per_mode_turns]
-        stats = {
+        stats: dict[str, dict[str, Any]] = {
             mode: {
                 "callbacks": 0,
                 "turns": 0,
@@ -920,7 +921,10 @@ class StackRun:
         for r in self.records():
             for timer in r.get("timers", ()) if r.get("agent") == TIMEKEEPER else ():
                 received[str(timer.get("session_id"))] = int(timer.get("first_received_ms") or 0)
-        lateness, fired, expired, by = [], [], [], Counter()
+        lateness: list[float] = []
+        fired: list[float] = []
+        expired: list[float] = []
+        by: Counter[str] = Counter()
         for sid in sids:
             turn = self.table_item(TIMEKEEPER, f"S#{sid}", "TURN#000001")
             by[str(turn.get("completed_by", "?"))] += 1
@@ -999,9 +1003,9 @@ def _invocation_writing(records: list[dict[str, Any]], pk: str, sk: str) -> tupl
 def hop_latencies(timeline: Timeline, sessions: list[str]) -> dict[str, Any]:
     """Per hop, from the agents' timeline timestamps (millisecond resolution, one clock)."""
     per_hop: dict[str, list[float]] = defaultdict(list)
-    out_of_order: Counter = Counter()
+    out_of_order: Counter[str] = Counter()
     for sid in sessions:
-        [dispatched] = timeline.find(DELEGATOR, timeline="dispatched", session_id=sid)[:1] or [None]
+        dispatched = next(iter(timeline.find(DELEGATOR, timeline="dispatched", session_id=sid)), None)
         if dispatched is None:
             continue
         ids = {DELEGATOR: sid, WORKER: dispatched.get("peer_session_id")}

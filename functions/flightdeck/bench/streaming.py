@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flightdeck.bench.counter import ListSink, attach
@@ -136,7 +136,7 @@ def measure(
         with mock_aws():
 
             def client(service: str) -> Any:
-                return boto3.client(
+                return boto3.client(  # type: ignore[call-overload]  # boto3-stubs overloads on literal service names
                     service, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
                 )
 
@@ -161,10 +161,11 @@ def measure(
                     peers=Peers(timeout_s=0.5),
                     keys=lambda: signing_keys(settings),
                     model=(lambda: model) if model is not None else (lambda: build_model(settings.agent)),
-                    a2a=A2APorts(A2AStore(store), http=None),
+                    # No agent cards are fetched here: the bench calls no A2A peer.
+                    a2a=A2APorts(A2AStore(store), http=None),  # type: ignore[arg-type]
                     live=LiveStore(store),
                     turn_hooks=A2ATurnHooks(),
-                )  # type: ignore[arg-type]
+                )
 
             script_deps = deps_with(ddb)
             counted_client = client("dynamodb")
@@ -188,6 +189,7 @@ def measure(
 
                 def answer(sid: str = session_id) -> None:
                     session = script_deps.store.get_session(sid)
+                    assert session is not None
                     use = next(b["toolUse"] for b in session.messages[-1]["content"] if "toolUse" in b)
                     record_and_advance(
                         script_deps,
@@ -202,6 +204,7 @@ def measure(
                     mark=lambda: len(sink.records),
                 )
                 pace = Pace.of(settings, monotonic=clock.monotonic, sleep=clock.sleep)
+                events: Iterator[Any]
                 if kind == "message_stream":
                     key = parse_task_id(task["id"])[1]  # type: ignore[index]
                     events = a2a_stream.follow(
@@ -274,7 +277,9 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
             "parts": [{"kind": "text", "text": LIVE_TASK}],
         }
         task = send_message(script, MessageSendParams.model_validate({"message": message}))
-        session_id = parse_task_id(task["id"])[0]
+        ids = parse_task_id(task["id"])
+        assert ids is not None  # send_message answers a task id it made
+        session_id = ids[0]
         if watched:
             LiveStore(script.store).watch(session_id, clock.now_ms() + WATCH_MS)
         counted, sink = client("dynamodb"), ListSink(AGENT)

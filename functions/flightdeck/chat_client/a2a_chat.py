@@ -139,7 +139,8 @@ def sse_data(response: requests.Response) -> Iterator[str]:
 def _part_text(part: Any) -> str:
     kind = getattr(part, "kind", None)
     if kind == "text":
-        return part.text
+        text: str = part.text
+        return text
     if kind == "data":
         return json.dumps(part.data, ensure_ascii=False, indent=2)
     if kind == "file":

@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.a2a and (message is None or args.session):
             conversation.check()  # the token (REPL), or the session joined: its history, whether it is busy
         if message is not None:
-            return conversation.say(message)
+            status: int = conversation.say(message)
+            return status
         return repl(conversation, console, line_reader(), ctrl_c)
     except Problem as problem:
         console.error(problem.message)

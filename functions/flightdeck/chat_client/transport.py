@@ -129,8 +129,9 @@ def server_message(response: requests.Response) -> str:
         if isinstance(details, list) and details and isinstance(details[0], dict) and details[0].get("loc"):
             where = " (at " + ".".join(str(p) for p in details[0]["loc"]) + ")"
         return f"{error['message']}{where}" + (f" [{code}]" if isinstance(code, str) else "")
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(message, str):
+        return message
     return preview(json.dumps(body), 300)
 
 

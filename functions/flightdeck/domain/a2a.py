@@ -68,6 +68,7 @@ from flightdeck.domain.records import (
     SessionBusyError,
     SessionNotFoundError,
     TaskNotOpenError,
+    ToolResult,
     error_result,
 )
 from flightdeck.observability import count, logger, timeline
@@ -225,7 +226,9 @@ def _unsupported_part(index: int, what: str) -> A2AError:
 
 def _file_text(index: int, file: dict[str, Any]) -> str:
     """An inline text file's content, decoded; raises A2AError for anything else."""
-    mime = file.get("mimeType") if isinstance(file.get("mimeType"), str) else ""
+    mime = file.get("mimeType")
+    if not isinstance(mime, str):
+        mime = ""
     essence, _, parameters = mime.partition(";")
     essence = essence.strip().lower()
     if "bytes" not in file:
@@ -398,19 +401,19 @@ def send_message(
     )
     created = a2a.create_task(rec, push, s.session_retention_ms)
     if created == "exists":
-        again = a2a.get_task(session_id, key)
-        if again is not None:
-            return _answer(deps, again, config, remaining_ms)
+        existing = a2a.get_task(session_id, key)
+        if existing is not None:
+            return _answer(deps, existing, config, remaining_ms)
     if created != "created":
         # The context's open task may be waiting for input: this message, naming the context alone, answers it.
         current = a2a.get_current(session_id)
-        waiting = (
+        pending = (
             a2a.get_task(session_id, current.key)
             if current is not None and current.open and current.state == "input-required"
             else None
         )
-        if waiting is not None and waiting.state == "input-required" and visible_to(waiting.owner, caller):
-            return _answer_question(deps, waiting, content, config, remaining_ms, caller)
+        if pending is not None and pending.state == "input-required" and visible_to(pending.owner, caller):
+            return _answer_question(deps, pending, content, config, remaining_ms, caller)
         raise _context_busy(deps, session_id)
     if before_start is not None:
         before_start(session_id)
@@ -425,9 +428,9 @@ def send_message(
     a2a.start_task(session_id, key, accepted.turn)
     count("A2ATasksStarted")
     timeline("a2a_task_started", f"A2A task {task_id} started", session_id=session_id, turn=accepted.turn)
-    current = a2a.get_task(session_id, key)
-    assert current is not None
-    return _answer(deps, current, config, remaining_ms)
+    started = a2a.get_task(session_id, key)
+    assert started is not None
+    return _answer(deps, started, config, remaining_ms)
 
 
 def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
@@ -598,7 +601,7 @@ def cancel_task(
     return render_task(deps, latest)
 
 
-def _canceled(tool_use_id: str):
+def _canceled(tool_use_id: str) -> ToolResult:
     return error_result(tool_use_id, "canceled", ResultSource.TIMEOUT, "the A2A task was canceled by its client")
 
 

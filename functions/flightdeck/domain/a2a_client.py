@@ -101,7 +101,9 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
     if checked is None:
         raise CardProblem(f"agent card points at {rpc_url}, which is not under ALLOWED_HOST_MAPPING", retryable=False)
     rpc_url = checked  # the normalised form is what is called
-    capabilities = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
+    capabilities = card.get("capabilities")
+    if not isinstance(capabilities, dict):
+        capabilities = {}
     peer = PeerCard(name=str(card.get("name", "")), rpc_url=rpc_url, push=capabilities.get("pushNotifications") is True)
     _cards[card_url] = (time.monotonic() + CARD_CACHE_TTL_S, peer)
     return peer
@@ -219,7 +221,7 @@ def _rpc(
 
 def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token: str, attempt: int) -> DispatchOutcome:
     s, store = deps.settings, deps.store
-    ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
+    ids: dict[str, Any] = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
 
     def retry_or_fail(detail: str, retryable: bool) -> DispatchOutcome:
         if retryable and attempt < s.dispatch_max_attempts:
@@ -354,7 +356,7 @@ def schedule_poll(deps: Deps, session_id: str, turn: int, tool_use_id: str, dead
 
 def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
     """One tasks/get. Returns: recorded | pending | stopped | failed."""
-    ids = {"session_id": poll.session_id, "turn": poll.turn, "tool_use_id": poll.tool_use_id}
+    ids: dict[str, Any] = {"session_id": poll.session_id, "turn": poll.turn, "tool_use_id": poll.tool_use_id}
     agg = deps.store.get_turn(poll.session_id, poll.turn)
     if agg is None or agg.status != "waiting":
         return "stopped"  # timed out, canceled, or answered otherwise

@@ -129,7 +129,7 @@ class A2APorts:
 
 def ports(deps: Any) -> A2APorts:
     """The A2A ports of a Deps (flightdeck.wiring sets them)."""
-    a2a = getattr(deps, "a2a", None)
+    a2a: A2APorts | None = getattr(deps, "a2a", None)
     if a2a is None:
         raise RuntimeError("A2A ports are not wired (Deps.a2a)")
     return a2a

@@ -128,7 +128,7 @@ def follow(
     """
     a2a = ports(deps).store
     sent: set[str] = set()
-    last = {"state": state, "baseline": None}
+    last: dict[str, Any] = {"state": state, "baseline": None}
     relayed = TextFollower()
 
     def step() -> Step[Event]:

@@ -13,7 +13,7 @@ refused with 410, as before).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,7 +31,7 @@ from flightdeck.domain.model import ModelReply
 from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.observability import count, logger, timeline
 
-CANCEL_KIND = "cancel"
+CANCEL_KIND: Final = "cancel"
 # A cancel's own HTTP timeout (PEER_TIMEOUT_MS bounds it too): short, since nothing waits on it.
 CANCEL_TIMEOUT_S = 2.0
 # JSON-RPC errors that settle an A2A cancel: the task is not found, or cannot be canceled (terminal).

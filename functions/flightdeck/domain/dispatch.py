@@ -97,7 +97,8 @@ def dispatch_delegation(
         transport = deps.transports.get(delegate.protocol)
         if transport is None:
             return _fail(deps, msg, f"no transport for protocol {delegate.protocol!r} is wired")
-        return transport(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
+        outcome: DispatchOutcome = transport(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
+        return outcome
     try:
         base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
     except UnknownServiceError as exc:

@@ -10,11 +10,16 @@ from typing import Any, Protocol
 
 
 class PeerAnswer(Protocol):
-    status: int
-    body: Any
-    error: str
+    # Read-only members, so that a frozen dataclass (flightdeck.adapters.http_peers.PeerResponse) conforms.
+    @property
+    def status(self) -> int: ...
+    @property
+    def body(self) -> Any: ...
+    @property
+    def error(self) -> str: ...
     # Hex SHA-256 of the request body bytes as sent (the audit log's payload hash).
-    request_sha256: str
+    @property
+    def request_sha256(self) -> str: ...
 
 
 class PeerPort(Protocol):

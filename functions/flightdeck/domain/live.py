@@ -94,7 +94,8 @@ class LiveRelay:
     def think(self, model: Any, **ask: Any) -> ModelReply:
         stream = getattr(model, "converse_stream", None)
         if stream is None:  # a model that cannot stream answers at once
-            return model.converse(**ask)
+            answer: ModelReply = model.converse(**ask)
+            return answer
         live, clock = self.deps.live, self.deps.store.now_ms
         assert live is not None
         parts: list[str] = []

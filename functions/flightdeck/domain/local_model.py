@@ -240,8 +240,8 @@ class LocalModel:
         task = " ".join(f"{text[: match.start()]} {rest}".split())
         return question or STOCK_QUESTION, task
 
-    def _ask(self, messages: list[Message], questions: list[str], said: str) -> tuple[str, list[dict]]:
-        content: list[dict] = [{"text": said}]
+    def _ask(self, messages: list[Message], questions: list[str], said: str) -> tuple[str, list[dict[str, Any]]]:
+        content: list[dict[str, Any]] = [{"text": said}]
         for index, question in enumerate(questions):
             content.append(
                 {
@@ -254,7 +254,7 @@ class LocalModel:
             )
         return "tool_use", content
 
-    def _new_task(self, text: str, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict]]:
+    def _new_task(self, text: str, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict[str, Any]]]:
         calls, unknown = self._parse(text, tools)
         asked = self._question(text) if not calls and _offers(tools, ASK_USER) else None
         if asked is not None:
@@ -278,7 +278,7 @@ class LocalModel:
             )
         if unknown:
             said.append(self._unknown_line(unknown))
-        content: list[dict] = [{"text": " ".join(said)}]
+        content: list[dict[str, Any]] = [{"text": " ".join(said)}]
         for index, call in enumerate(calls):
             if call.kind == "delegate":
                 tool_input = {"task": call.argument}
@@ -303,7 +303,7 @@ class LocalModel:
 
     # --- results in ------------------------------------------------------------
 
-    def _results_in(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict]]:
+    def _results_in(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[dict[str, Any]]]:
         answered = asks(messages[-2]) if len(messages) >= 2 else []
         if answered:
             return self._answered(messages, answered)
@@ -344,9 +344,9 @@ class LocalModel:
 
     def _continue(
         self, messages: list[Message], answers: list[tuple[str, dict[str, str], str]], said: str
-    ) -> tuple[str, list[dict]]:
+    ) -> tuple[str, list[dict[str, Any]]]:
         """Delegate each answer in the context of the question it answers."""
-        content: list[dict] = [{"text": said}]
+        content: list[dict[str, Any]] = [{"text": said}]
         for index, (tool, fields, answer) in enumerate(answers):
             tool_input = {
                 "task": answer,
@@ -360,7 +360,7 @@ class LocalModel:
 
     def _answer_delegates(
         self, messages: list[Message], tools: list[ToolSpec], questions: list[tuple[str, dict[str, str]]]
-    ) -> tuple[str, list[dict]] | None:
+    ) -> tuple[str, list[dict[str, Any]]] | None:
         """A delegate asked: answer with the task's ?answer (once per context), else pass the question on."""
         answer = self._marker_text(self._task_text(messages), ANSWER_MARKER)
         continued = {
@@ -384,7 +384,7 @@ class LocalModel:
         delegate = self.agent.delegate_for_tool(tool)
         return delegate.agent if delegate is not None else tool
 
-    def _answered(self, messages: list[Message], ask_ids: list[str]) -> tuple[str, list[dict]]:
+    def _answered(self, messages: list[Message], ask_ids: list[str]) -> tuple[str, list[dict[str, Any]]]:
         """The last message answers this agent's question (flightdeck.domain.asking: the answer is the result
         of its ask_user calls)."""
         results = {

@@ -74,13 +74,13 @@ def _word_count(input: dict[str, Any]) -> str:
 
 # --- calculator --------------------------------------------------------------
 
-_BINARY_OPS: dict[type, Callable[[Any, Any], Any]] = {
+_BINARY_OPS: dict[type, Callable[[Any, Any], int | float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
 }
-_UNARY_OPS: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY_OPS: dict[type, Callable[[Any], int | float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def _evaluate(node: ast.AST) -> int | float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from flightdeck.settings import Settings
@@ -42,7 +42,7 @@ class Pace:
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
-    def of(cls, settings: Settings, remaining_ms: int | None = None, **clock: Callable) -> Pace:
+    def of(cls, settings: Settings, remaining_ms: int | None = None, **clock: Callable[..., Any]) -> Pace:
         """From the STREAM_* settings, cut to the invocation's remaining time (when known)."""
         max_s = settings.stream_max_ms / 1000
         if remaining_ms is not None:
@@ -52,7 +52,7 @@ class Pace:
             max_s=max_s,
             keepalive_s=settings.stream_keepalive_ms / 1000,
             **clock,
-        )  # type: ignore[arg-type]
+        )
 
 
 @dataclass

@@ -85,7 +85,7 @@ def run_turn(
         # what follows that write (the answer's delivery, the A2A task's end): each is idempotent.
         final = iteration is not None and not _runs_tools(deps, ModelReply.model_validate(iteration.reply))
         route = _answer_route(deps, session, turn)
-        if final and (route is not None or session.has_a2a_task):
+        if final and iteration is not None and (route is not None or session.has_a2a_task):
             _end_turn(deps, session, turn, ModelReply.model_validate(iteration.reply), traceparent, budget, route)
             return "resent"
         return "skipped"
@@ -192,7 +192,7 @@ def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live
     s = deps.settings
     try:
         # A message that answers the model's question is given to it as its ask_user call's result.
-        ask = {
+        ask: dict[str, Any] = {
             "system": s.agent.system_prompt,
             "messages": asking.answers_as_results(messages),
             "tools": tool_specs(s.agent),

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.ports import QueuePort
@@ -28,7 +29,9 @@ def retry_later(queues: QueuePort, queue_url: str, record: SQSRecord, delay_s: i
     raise RetryLater(f"retry in {delay_s}s")
 
 
-def process_batch(event: dict[str, Any], context: Any, record_handler: Callable[[SQSRecord], Any]) -> dict[str, Any]:
+def process_batch(
+    event: dict[str, Any], context: Any, record_handler: Callable[[SQSRecord], Any]
+) -> PartialItemFailureResponse:
     """Partial batch failures: only the records that raised are retried."""
     # Failed records are deliberate backoffs (visibility already set), even when all of them fail.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

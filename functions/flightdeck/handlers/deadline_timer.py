@@ -1,7 +1,9 @@
 """Lambda: the timers queue: a turn's deadline has come (or the timer chains on), or an A2A poll."""
 
 import json
+from typing import Any
 
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.a2a_client import POLL_KIND, PollMessage, poll_remote_task
@@ -16,7 +18,7 @@ get_settings()
 
 
 @lambda_entry
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     # A poll's tasks/get ends within what is left of the invocation; one cut short (or not
     # sent for want of time) is a transient failure, and the poll is scheduled again.
     d = deps_within(TimeBudget.of(context))

@@ -2,7 +2,9 @@
 
 import functools
 import json
+from typing import Any
 
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.a2a import PUSH_KIND, PushDelivery, deliver_push
@@ -25,7 +27,7 @@ get_settings()
 
 
 @lambda_entry
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     # Every call within what is left of the invocation: what cannot be sent in time goes back
     # before the timeout instead of the whole batch coming back after it.
     budget = TimeBudget.of(context)

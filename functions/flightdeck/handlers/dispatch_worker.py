@@ -1,7 +1,9 @@
 """Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack), or retry its cancel."""
 
 import json
+from typing import Any
 
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.delegation_cancel import CancelMessage, cancel_delegation, is_cancel
@@ -16,7 +18,7 @@ get_settings()
 
 
 @lambda_entry
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     # One call per record, each within what is left of the invocation: what cannot be tried in
     # time goes back before the timeout instead of the whole batch coming back after it.
     budget = TimeBudget.of(context)

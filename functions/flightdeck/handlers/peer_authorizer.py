@@ -15,6 +15,8 @@ outage raises, which API Gateway reports as AUTHORIZER_FAILURE (the stack maps i
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerRequestEvent,
     APIGatewayAuthorizerResponse,
@@ -29,9 +31,10 @@ get_settings()
 
 
 @lambda_entry
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = APIGatewayAuthorizerRequestEvent(event)
     d = deps()
+    assert d.registry is not None, "flightdeck.wiring.deps() wires the peer registry"
     decision = authorize(d.registry, d.settings.agent_name, request.headers.get("authorization"), d.store.now_ms())
     arn = request.parsed_arn
     response = APIGatewayAuthorizerResponse(

@@ -7,6 +7,8 @@ in the turns dead-letter queue (flightdeck.topology.ASYNC_INVOKES). A think retr
 """
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -21,7 +23,7 @@ get_settings()
 
 
 @lambda_entry
-def handler(event: dict, context) -> dict:
+def handler(event: dict[str, Any], context: Any) -> Mapping[str, object]:
     # Dispatch and delivery run inline (flightdeck.domain.outbox), within what is left of the invocation.
     budget = TimeBudget.of(context)
     if "Records" not in event:  # an asynchronous invoke: an exception fails it, and Lambda retries it

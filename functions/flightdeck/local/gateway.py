@@ -396,7 +396,7 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             total = 0
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)

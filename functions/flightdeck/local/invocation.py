@@ -114,7 +114,7 @@ class LocalFunction:
                 if self._import_failures == 1:
                     log.exception("cannot import handler module %s", self.module_name)
                 raise HandlerImportError(f"cannot import {self.module_name}: {type(exc).__name__}: {exc}") from exc
-        entry = getattr(self._module, "handler", None)
+        entry: Callable[[dict[str, Any], Any], Any] | None = getattr(self._module, "handler", None)
         if not callable(entry):
             raise HandlerImportError(f"{self.module_name} has no callable 'handler'")
         return entry

@@ -38,7 +38,7 @@ def dlq_url_variable(spec: topology.QueueSpec) -> str:
 
 
 def local_client(service: str, endpoint_url: str, region: str = LOCAL_REGION) -> Any:
-    return boto3.client(
+    return boto3.client(  # type: ignore[call-overload]  # boto3-stubs overloads on literal service names
         service,
         endpoint_url=endpoint_url,
         region_name=region,
@@ -105,7 +105,8 @@ def create_table(dynamodb: Any, prefix: str) -> str:
 
 
 def _queue_arn(sqs: Any, url: str) -> str:
-    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn: str = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return arn
 
 
 def create_queue(sqs: Any, prefix: str, spec: topology.QueueSpec) -> tuple[str, str]:

@@ -576,7 +576,7 @@ def bedrock_access() -> dict[str, str]:
         frozen = found.get_frozen_credentials() if found is not None else None
     except BotoCoreError as exc:
         raise StackError(f"cannot read AWS credentials for Bedrock: {exc}") from None
-    if frozen is None or not frozen.access_key:
+    if frozen is None or not frozen.access_key or not frozen.secret_key:
         raise StackError(
             'an agent\'s model is "bedrock" but there are no AWS credentials: provide them '
             "(aws configure, AWS_PROFILE) or run it with the local model (--local-model)"
