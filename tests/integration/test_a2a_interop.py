@@ -33,9 +33,8 @@ from a2a.server.tasks import (
 )
 from a2a.utils import new_task
 
-from flightdeck.local.gateway import ApiGateway, GatewayServer
-from flightdeck.local.invocation import FunctionRegistry
 from tests.support.harness import make_agent, new_session_id
+from tests.support.inprocess import gateway, pumping
 
 # --- our agent over loopback HTTP -------------------------------------------------------------
 
@@ -45,37 +44,6 @@ def _free_socket() -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
-
-
-@contextmanager
-def gateway(agent_name: str):
-    server = GatewayServer(ApiGateway(FunctionRegistry(agent_name)), address=("127.0.0.1", 0))
-    server.start_background()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def pumping(agent, *queues: str):
-    """Run these queues' handlers in the background, as Lambda's event source mappings would."""
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            for key in queues:
-                agent.run_queue(key)
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 # --- an a2a-sdk agent on loopback ------------------------------------------------------------------

@@ -13,7 +13,6 @@ import json
 import threading
 import time
 import uuid
-from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -21,42 +20,10 @@ from a2a import types as sdk
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientJSONRPCError
 
-from flightdeck.local.gateway import ApiGateway, GatewayServer
-from flightdeck.local.invocation import FunctionRegistry
 from tests.support.harness import make_agent, new_session_id
+from tests.support.inprocess import gateway, pumping
 
 STREAMING = {"STREAMING": "on", "STREAM_POLL_INTERVAL_MS": "100", "STREAM_KEEPALIVE_MS": "1000"}
-
-
-@contextmanager
-def gateway(agent_name: str):
-    server = GatewayServer(ApiGateway(FunctionRegistry(agent_name)), address=("127.0.0.1", 0))
-    server.start_background()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextmanager
-def pumping(agent, *queues: str):
-    """Run these queues' handlers in the background, as Lambda's event source mappings would."""
-    stop = threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            for key in queues:
-                agent.run_queue(key)
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @pytest.fixture

@@ -697,8 +697,8 @@ def test_streams_that_bring_nothing_new_give_way_to_polling(capsys):
 def test_an_agent_with_streaming_off_is_polled(aws, monkeypatch, capsys):
     """STREAMING=off: the events route answers the timeline so far and ends; the client polls, and does not
     ask for the events of the next message."""
-    from tests.integration.test_a2a_streaming import gateway
     from tests.support.harness import make_agent
+    from tests.support.inprocess import gateway
 
     with gateway("orchestrator") as url:
         agent = make_agent(monkeypatch, extra_env={"STREAMING": "off"})

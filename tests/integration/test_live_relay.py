@@ -15,8 +15,9 @@ from a2a import types as sdk
 
 from flightdeck import wiring
 from flightdeck.domain.model import word_chunks
-from tests.integration.test_a2a_streaming import STREAMING, _check_shapes, _client, _events, _message, gateway, pumping
+from tests.integration.test_a2a_streaming import STREAMING, _check_shapes, _client, _events, _message
 from tests.support.harness import agent_config, make_agent, new_session_id
+from tests.support.inprocess import gateway, pumping
 
 THINK_MS = 1500
 # Long enough an answer that a 1.5 s think spreads over many words (the local model repeats the task).

@@ -1286,23 +1286,32 @@ class StateStore:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-        count_only = {
-            "Update": {
-                "TableName": self.table,
-                "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
-                "UpdateExpression": "ADD received :one",
-                "ConditionExpression": "#status = :waiting AND contains(expected, :id)",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": _vals(one=1, waiting="waiting", id=result.tool_use_id),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+
+        def count_op(below: int | None = None) -> dict[str, Any]:
+            """Count the result toward its waiting turn; below: only while fewer than that are in."""
+            condition = "#status = :waiting AND contains(expected, :id)"
+            values = _vals(one=1, waiting="waiting", id=result.tool_use_id)
+            if below is not None:
+                condition += " AND received < :before"
+                values.update(_vals(before=below))
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _item(**{PK: pk, SK: _turn_sk(turn)}),
+                    "UpdateExpression": "ADD received :one",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
             }
-        }
+
         last: bool | None = None
         if completion is not None:
             last = completion.total <= 1
         for _ in range(4):
             if last is None or completion is None:  # (last is None exactly when completion is)
-                ops = [put, count_only]
+                ops = [put, count_op()]
             elif last:
                 now = self.now_ms()
                 complete = self._complete_op(
@@ -1320,10 +1329,7 @@ class StateStore:
                 complete["Update"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
                 ops = [put, complete, self._advance_session_op(session_id, turn, now)]
             else:
-                not_last = json.loads(json.dumps(count_only))
-                not_last["Update"]["ConditionExpression"] += " AND received < :before"
-                not_last["Update"]["ExpressionAttributeValues"].update(_vals(before=completion.total - 1))
-                ops = [put, not_last]
+                ops = [put, count_op(below=completion.total - 1)]
             reasons = self._transact(ops)
             if reasons is None:
                 return RecordOutcome.ACCEPTED, bool(last)

@@ -47,9 +47,21 @@ from flightdeck.bench.prices import PriceTable
 
 STATES_PER_TURN = ("Think", "Route", "Delegate", "Think", "Route", "Done")
 STATES_PER_DELEGATION = ("Dispatch",)
-# A functions the variant keeps, by handler module.
+# The functions the variant keeps, by handler module.
 KEPT_FUNCTIONS = ("chat_ingest", "turn_worker", "dispatch_worker", "callback")
 END_OF_TURN_WRITES = 1  # one UpdateItem: final answer + idle
+
+
+def _priced(
+    a: Tally, peer_tally: Tally, round_trips: int, n_transitions: int, prices: PriceTable
+) -> tuple[Tally, dict[str, float]]:
+    """Both agents' usage per round trip, and its cost with the state transitions priced in."""
+    both = a.plus(peer_tally)
+    both.per = round_trips
+    costs = both.cost(prices)
+    costs["step_functions"] = n_transitions * prices.sfn_transition
+    costs["total"] += costs["step_functions"]
+    return both, costs
 
 
 def transitions(delegations: int, timed_out: int = 0) -> int:
@@ -84,12 +96,8 @@ def model(
     a.aws_requests["states.StartExecution"] += 1
     a.aws_requests["states.SendTaskSuccess"] += delegations
     a.log_bytes = log_bytes_delegator
-    both = a.plus(peer_tally)
-    both.per = round_trips
     n_transitions = transitions(delegations)
-    costs = both.cost(prices)
-    costs["step_functions"] = n_transitions * prices.sfn_transition
-    costs["total"] += costs["step_functions"]
+    both, costs = _priced(a, peer_tally, round_trips, n_transitions, prices)
     return {
         "state_transitions_per_turn": n_transitions,
         "states": {"per_turn": list(STATES_PER_TURN), "per_delegation": list(STATES_PER_DELEGATION)},
@@ -152,12 +160,8 @@ def lean_model(
     a.aws_requests["states.StartExecution"] += delegations
     a.aws_requests["states.SendTaskSuccess"] += delegations
     a.log_bytes = log_bytes_delegator
-    both = a.plus(peer_tally)
-    both.per = round_trips
     n_transitions = lean_transitions(delegations)
-    costs = both.cost(prices)
-    costs["step_functions"] = n_transitions * prices.sfn_transition
-    costs["total"] += costs["step_functions"]
+    both, costs = _priced(a, peer_tally, round_trips, n_transitions, prices)
     return {
         "state_transitions_per_turn": n_transitions,
         "states": {"per_delegation": list(LEAN_STATES_PER_DELEGATION), "per_timeout": list(LEAN_STATES_PER_TIMEOUT)},
