@@ -68,11 +68,11 @@ class CrashingThinks(LambdaThinks):
         super().__init__(**kwargs)
         self.starts: list[tuple[str, str, int]] = []  # (by, session, turn) of every think started
 
-    def start(self, session_id, turn, traceparent=""):
+    def start(self, session_id, turn, traceparent="", snapshot=""):
         if self.crash_next_send:
             self.crash_next_send = False
             raise Crash("died before starting the next think")
-        super().start(session_id, turn, traceparent)
+        super().start(session_id, turn, traceparent, snapshot)
         self.starts.append((self.by, session_id, turn))
 
 

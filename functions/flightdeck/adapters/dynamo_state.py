@@ -14,6 +14,7 @@ TTL attribute.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -70,6 +71,9 @@ INBOX = "INBOX#"
 INBOX_COUNT, INBOX_CONSUMED = "inbox_count", "inbox_consumed"
 # A session whose META keeps changing under a writer: give up after this many conditional attempts.
 _INTAKE_ATTEMPTS = 16
+# A new session's snapshot travels in its first think's invoke payload (asynchronous invokes take
+# 256 KB): a larger one is left out, and that think queries instead.
+MAX_SNAPSHOT_CHARS = 64_000
 # A committed write that makes a think due (a new message, a completed turn) also marks it
 # owed on the session, in the deadline index, due this long after: the sweep re-sends an
 # owed think still unstarted by then (flightdeck.domain.liveness). The think's first write
@@ -366,8 +370,13 @@ class StateStore:
         raise RuntimeError("transaction kept conflicting")
 
     # --- sessions ---------------------------------------------------------------------
-    def get_session(self, session_id: str) -> Session | None:
-        items = self._query_prefix(_pk(session_id), "")
+    def get_session(self, session_id: str, snapshot: str = "") -> Session | None:
+        """The session as stored: one Query of its partition. snapshot: what the write that created the
+        session put (Intake.snapshot), which is the whole partition then: read from it, no request."""
+        if snapshot:
+            items = [p for p in (_plain(i) for i in json.loads(snapshot)) if self._alive(p)]
+        else:
+            items = self._query_prefix(_pk(session_id), "")
         meta = next((i for i in items if i[SK] == META), None)
         if meta is None:
             return None
@@ -504,6 +513,12 @@ class StateStore:
                 )
             reasons = self._transact(ops)
             if reasons is None:
+                if meta is None and likely_new and all("Put" in op for op in ops):
+                    # A new session: these items are its whole partition, so its first think can
+                    # start from them instead of querying (its write's conditions catch a change since).
+                    snapshot = json.dumps([op["Put"]["Item"] for op in ops], separators=(",", ":"))
+                    if len(snapshot) <= MAX_SNAPSHOT_CHARS:
+                        intake = dataclasses.replace(intake, snapshot=snapshot)
                 return intake
             meta_reason = reasons[0] if reasons else {}
             msg_reason = reasons[1] if len(reasons) > 1 else {}

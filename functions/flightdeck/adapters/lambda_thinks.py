@@ -18,11 +18,15 @@ import boto3
 from flightdeck.adapters.sqs_queues import MAX_DELAY_S
 
 
-def think_event(session_id: str, turn: int, traceparent: str = "", attempt: int = 1) -> dict[str, Any]:
+def think_event(
+    session_id: str, turn: int, traceparent: str = "", attempt: int = 1, snapshot: str = ""
+) -> dict[str, Any]:
     """The turn worker's event (an invoke payload, or a retry message body)."""
     event: dict[str, Any] = {"session_id": session_id, "turn": turn, "traceparent": traceparent}
     if attempt > 1:
         event["attempt"] = attempt
+    if snapshot:
+        event["snapshot"] = snapshot
     return event
 
 
@@ -47,12 +51,14 @@ class LambdaThinks:
             self._client = boto3.client("lambda")
         return self._client
 
-    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
-        """Start think iteration `turn` now: Lambda queues the event and answers 202."""
+    def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
+        """Start think iteration `turn` now: Lambda queues the event and answers 202. snapshot: the
+        session as its ingest wrote it, so the think skips its read (bounded by the store's
+        MAX_SNAPSHOT_CHARS, well inside the 256 KB of an asynchronous invoke's payload)."""
         self.client.invoke(
             FunctionName=self.function_name,
             InvocationType="Event",
-            Payload=json.dumps(think_event(session_id, turn, traceparent)).encode("utf-8"),
+            Payload=json.dumps(think_event(session_id, turn, traceparent, snapshot=snapshot)).encode("utf-8"),
         )
 
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:

@@ -86,7 +86,7 @@ def _environment(tables: dict[str, str], poll_ms: int) -> dict[str, str]:
 class _ScriptedThinks:
     """The script runs each think itself, at its scripted time: a think started by the domain is not run again."""
 
-    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
+    def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
         pass
 
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:

@@ -31,7 +31,7 @@ class _Thinks:
     def __init__(self) -> None:
         self.started: list[tuple[str, int]] = []
 
-    def start(self, session_id: str, turn: int, traceparent: str = "") -> None:
+    def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
         self.started.append((session_id, turn))
 
 

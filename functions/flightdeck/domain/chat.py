@@ -144,7 +144,7 @@ def ingest_chat(
         )
     turn = intake.turn
     try:
-        deps.thinks.start(sid, turn, traceparent)
+        deps.thinks.start(sid, turn, traceparent, intake.snapshot)
     except Exception:  # noqa: BLE001 - the message is stored and its think marked owed: the sweep sends it
         # Answering an error here would make the caller retry a message that is already in
         # (a 409, or a second session); the owed-think mark makes the sweep the owner of the send.

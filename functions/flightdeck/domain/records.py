@@ -111,6 +111,9 @@ class Intake:
     user_messages: int  # its number among the session's user messages (for a queued one: once it starts)
     position: int = 0  # 1-based place among the messages waiting, while it waits
     replayed: bool = False
+    # A new session as this write left it, opaque to the domain: its first think hands it back to
+    # StatePort.get_session instead of reading the session ("": the store has none to vouch for).
+    snapshot: str = ""
 
 
 @dataclass(frozen=True)

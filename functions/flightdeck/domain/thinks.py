@@ -25,6 +25,8 @@ class ThinkMessage(BaseModel):
     traceparent: str = ""
     # The model attempt this think is (a retry after a throttled model carries 2, 3...).
     attempt: int = Field(1, ge=1)
+    # A new session's first think: the session as its ingest wrote it (opaque; StatePort.get_session).
+    snapshot: str = ""
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> ThinkMessage:
@@ -38,7 +40,9 @@ def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -
     """Run think iteration message.turn; returns run_turn's outcome, or RETRY_SCHEDULED."""
     bind(session_id=message.session_id, turn=message.turn)
     try:
-        return run_turn(deps, message.session_id, message.turn, message.traceparent, message.attempt, budget)
+        return run_turn(
+            deps, message.session_id, message.turn, message.traceparent, message.attempt, budget, message.snapshot
+        )
     except ThinkRetry as retry:
         deps.thinks.retry_later(
             message.session_id, message.turn, message.traceparent, message.attempt + 1, retry.delay_s

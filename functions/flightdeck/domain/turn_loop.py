@@ -51,7 +51,13 @@ MAX_REPLY_BYTES = 180_000
 
 
 def run_turn(
-    deps: Deps, session_id: str, turn: int, traceparent: str = "", attempt: int = 1, budget: TimeBudget | None = None
+    deps: Deps,
+    session_id: str,
+    turn: int,
+    traceparent: str = "",
+    attempt: int = 1,
+    budget: TimeBudget | None = None,
+    snapshot: str = "",
 ) -> str:
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | input_required | canceled |
     error, or resent (a redelivery after the turn ended re-sent what follows its answer).
@@ -60,9 +66,14 @@ def run_turn(
     retryable model error below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
     the turn ends with an error answer, so the session is released and the caller is told.
     budget: the invocation's time, for the dispatches and the delivery it runs inline.
+    snapshot: a new session's first think: the session as its ingest wrote it, read instead of the
+    store. A change since (a cancel) fails the reply's conditional write, and the think starts over
+    from the store; so does a second run of this think (Lambda retrying it), once its write finds the
+    first run's reply stored: it has asked the model once more, for nothing (a retry is rare; the
+    read it saves is on every new session).
     """
     store, s = deps.store, deps.settings
-    session = store.get_session(session_id)
+    session = store.get_session(session_id, snapshot)
     if session is not None and session.turn == turn + 1 and session.input is not None and session.input.seq:
         # This think's answer ended its turn and, in the same write, started the next one with a queued
         # message: a redelivery re-runs what follows that write (each step idempotent).
@@ -121,8 +132,14 @@ def run_turn(
                 session=session,
             )
         except LookupError:
+            if snapshot:  # the session changed after its ingest: what is stored decides
+                return run_turn(deps, session_id, turn, traceparent, attempt, budget)
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             return "skipped"
+        if snapshot and not iteration.fresh:
+            # A second run of this think: the first one's reply is stored, and what followed its write
+            # is re-run from the session as stored now (not from the ingest's snapshot).
+            return run_turn(deps, session_id, turn, traceparent, attempt, budget)
         if not iteration.fresh:
             seed = None  # another delivery of this think stored its reply first
         elif not calls:
