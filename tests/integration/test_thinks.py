@@ -97,3 +97,72 @@ def test_a_malformed_think_fails_its_invocation_or_its_record_and_changes_nothin
     messages = [{"MessageId": "m-1", "ReceiptHandle": "r", "Body": json.dumps({"turn": 1}), "Attributes": {}}]
     assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert orchestrator.table_items() == before
+
+
+# --- a new session's first think starts from its ingest's snapshot -----------------------------------
+
+
+def _new_session(orchestrator, content="just answer"):
+    """A message without a session id: a new session, its first think's event as the ingest started it."""
+    status, _, accepted = orchestrator.api("chat_post", body={"content": content})
+    assert status == 202
+    [think] = orchestrator.receive("turns")
+    return accepted["session_id"], think["Invocation"].event
+
+
+def _store_calls():
+    """Every DynamoDB operation the store's client makes from now on."""
+    calls = []
+    wiring.deps().store.client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
+    return calls
+
+
+def test_a_new_session_s_first_think_reads_nothing_it_starts_from_what_its_ingest_wrote(orchestrator):
+    sid, event = _new_session(orchestrator)
+    assert event["session_id"] == sid and event["snapshot"]
+    calls = _store_calls()
+    assert run(event) == {"outcome": "end_turn"}
+    assert calls == ["TransactWriteItems"]  # the reply and the turn's end; no Query
+    session = orchestrator.api("session_get", SESSION_ID=sid)[2]
+    assert session["status"] == "idle" and [m["role"] for m in session["messages"]] == ["user", "assistant"]
+    # Lambda retrying that think: its write finds the reply stored, and it goes on from the store.
+    assert run(event) == {"outcome": "skipped"}
+    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"] == session["messages"]
+
+
+def test_a_message_to_an_existing_session_starts_its_think_without_a_snapshot(orchestrator):
+    _, event = _chat(orchestrator)  # a session id the client chose: the store cannot vouch for its partition
+    assert "snapshot" not in event
+
+
+def test_a_snapshot_too_large_for_the_invoke_payload_is_left_out_and_the_think_reads(orchestrator):
+    sid, event = _new_session(orchestrator, "x" * 70_000)
+    assert "snapshot" not in event
+    calls = _store_calls()
+    assert run(event) == {"outcome": "end_turn"}
+    assert calls == ["Query", "TransactWriteItems"]
+
+
+def test_a_session_canceled_after_its_ingest_is_not_answered_by_its_first_think(orchestrator):
+    sid, event = _new_session(orchestrator)
+    status, _, canceled = orchestrator.api("session_cancel", SESSION_ID=sid)
+    assert (status, canceled["status"]) == (200, "canceled")
+    closed = orchestrator.api("session_get", SESSION_ID=sid)[2]  # the cancel closed it: idle, a closing line
+    assert closed["status"] == "idle"
+    # The snapshot says busy; the reply's conditional write says otherwise, and what is stored decides.
+    assert run(event) == {"outcome": "skipped"}
+    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"] == closed["messages"]
+
+
+def test_a_message_queued_after_the_ingest_starts_the_next_turn_when_the_first_ends(orchestrator):
+    sid, event = _new_session(orchestrator)
+    status, _, queued = orchestrator.api("chat_post", body={"session_id": sid, "content": "and then this"})
+    assert (status, queued["status"]) == (202, "queued")
+    assert run(event) == {"outcome": "end_turn"}
+    # The snapshot knew of no waiting message; the turn's end did, and started it in the same write.
+    session = orchestrator.api("session_get", SESSION_ID=sid)[2]
+    assert (session["status"], session["turn"]) == ("busy", 2)
+    [think] = orchestrator.receive("turns")
+    assert think["Invocation"].event["turn"] == 2 and "snapshot" not in think["Invocation"].event

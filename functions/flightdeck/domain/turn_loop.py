@@ -132,9 +132,9 @@ def run_turn(
                 session=session,
             )
         except LookupError:
-            if snapshot:  # the session changed after its ingest: what is stored decides
-                return run_turn(deps, session_id, turn, traceparent, attempt, budget)
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
+            if snapshot:  # it changed after its ingest (a cancel): what is stored decides what follows
+                return run_turn(deps, session_id, turn, traceparent, attempt, budget)
             return "skipped"
         if snapshot and not iteration.fresh:
             # A second run of this think: the first one's reply is stored, and what followed its write
