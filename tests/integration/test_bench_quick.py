@@ -145,9 +145,9 @@ def test_local_latency_is_broken_down_by_hop(result):
         assert measured == 0 or lat[hop]["min"] >= 0
 
 
-def test_conversation_counts_one_think_per_message_at_1_10_and_50(result):
+def test_conversation_counts_one_think_per_message_at_1_2_10_and_50(result):
     conv = result["conversation"]
-    assert conv["measured_at"] == [1, 10, 50]
+    assert conv["measured_at"] == [1, 2, 10, 50]
     for figure in (
         "requests_per_think",
         "read_units_per_think",
@@ -156,14 +156,20 @@ def test_conversation_counts_one_think_per_message_at_1_10_and_50(result):
         "history_bytes",
         "thinks",
     ):
-        assert list(conv[figure]) == ["1", "10", "50"]
-        assert all(finite_positive(v) for v in conv[figure].values())
+        assert list(conv[figure]) == ["1", "2", "10", "50"]
+        # Message 1 creates the session: its think starts from what its ingest wrote and reads nothing.
+        assert all(finite_positive(v) for k, v in conv[figure].items() if (figure, k) != ("read_units_per_think", "1"))
+    assert conv["read_units_per_think"]["1"] == 0
+    assert conv["requests_per_think"]["1"] < conv["requests_per_think"]["2"]
+    # From the first think that reads on, requests per think do not grow with the conversation.
+    assert conv["requests_per_think"]["50"] <= conv["requests_per_think"]["2"]
+    assert conv["requests_growth_last_to_second"] <= 1
     assert set(conv["thinks"].values()) == {1}  # no message delegates: one think each
     # a whole message costs more than its think; the model is given more at every message
     assert all(conv["requests_per_message"][k] > conv["requests_per_think"][k] for k in conv["thinks"])
-    assert conv["history_bytes"]["1"] < conv["history_bytes"]["10"] < conv["history_bytes"]["50"]
+    assert conv["history_bytes"]["1"] < conv["history_bytes"]["2"] < conv["history_bytes"]["10"] < conv["history_bytes"]["50"]
     assert math.isfinite(conv["requests_growth_last_to_first"]) and math.isfinite(
-        conv["read_units_growth_last_to_first"]
+        conv["read_units_growth_last_to_second"]
     )
 
 

@@ -160,7 +160,7 @@ def test_a_load_session_is_answered_timed_out_or_failed_per_delegation():
 def test_quick_and_full_runs_size_the_load_and_the_conversation():
     full, quick = runner.options(False), runner.options(True)
     assert full.load_sessions == 40 and 1 <= quick.load_sessions < 40
-    assert full.stack.conversation_at == quick.stack.conversation_at == (1, 10, 50)
+    assert full.stack.conversation_at == quick.stack.conversation_at == (1, 2, 10, 50)
     assert runner.options(True, load_sessions=0).load_sessions == 0  # no load phase
     with pytest.raises(ValueError, match="load sessions"):
         runner.validate(runner.options(True, load_sessions=-1))

@@ -154,7 +154,9 @@ class StackOptions:
     sweep_interval_ms: int = 60_000
     stagger_s: float = 0.25  # between timeout turns, so deadlines are spread out rather than a burst
     # The conversation: one session on the delegator, one user message at a time; these messages' thinks counted.
-    conversation_at: tuple[int, ...] = (1, 10, 50)
+    # Message 1 creates the session (its think starts from its ingest's snapshot, no read); 2 is the first
+    # think that reads the session, the baseline for growth with the conversation's length.
+    conversation_at: tuple[int, ...] = (1, 2, 10, 50)
     # `bench --config`: agents of a deployment file play the delegator and the worker.
     roles: Roles | None = None
 
@@ -813,6 +815,8 @@ class StackRun:
             # What the model was given at this think: the conversation before its reply (compact JSON).
             out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
         first, last = str(at[0]), str(at[-1])
+        # Growth with length, from the first think that reads the session (message 1's reads nothing).
+        second = str(at[1]) if len(at) > 1 else first
         return {
             "agent": DELEGATOR,
             "session_id": sid,
@@ -822,13 +826,17 @@ class StackRun:
             "requests_growth_last_to_first": round(
                 ratio(out["requests_per_think"][last], out["requests_per_think"][first]), 2
             ),
-            "read_units_growth_last_to_first": round(
-                ratio(out["read_units_per_think"][last], out["read_units_per_think"][first]), 2
+            "requests_growth_last_to_second": round(
+                ratio(out["requests_per_think"][last], out["requests_per_think"][second]), 2
+            ),
+            "read_units_growth_last_to_second": round(
+                ratio(out["read_units_per_think"][last], out["read_units_per_think"][second]), 2
             ),
             "wall_s": round(time.monotonic() - began, 1),
             "basis": "requests and units of the turn worker's own calls per think (one think per message: no "
-            "message delegates); requests_per_message adds the ingest and the queue; history_bytes: the "
-            "messages the model was given, compact JSON",
+            "message delegates); message 1 creates the session, and its think starts from what its ingest wrote "
+            "(no read); requests_per_message adds the ingest and the queue; history_bytes: the messages the "
+            "model was given, compact JSON",
         }
 
     def inbox(self) -> dict[str, Any]:
