@@ -167,7 +167,12 @@ def test_conversation_counts_one_think_per_message_at_1_2_10_and_50(result):
     assert set(conv["thinks"].values()) == {1}  # no message delegates: one think each
     # a whole message costs more than its think; the model is given more at every message
     assert all(conv["requests_per_message"][k] > conv["requests_per_think"][k] for k in conv["thinks"])
-    assert conv["history_bytes"]["1"] < conv["history_bytes"]["2"] < conv["history_bytes"]["10"] < conv["history_bytes"]["50"]
+    assert (
+        conv["history_bytes"]["1"]
+        < conv["history_bytes"]["2"]
+        < conv["history_bytes"]["10"]
+        < conv["history_bytes"]["50"]
+    )
     assert math.isfinite(conv["requests_growth_last_to_first"]) and math.isfinite(
         conv["read_units_growth_last_to_second"]
     )
