@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
 from flightdeck.api.sse import StreamReply
-from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, FunctionRegistry, LocalFunction
+from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, Function, FunctionRegistry, error_type, log_failure
 from flightdeck.local.peer_gate import PeerGate
 
 log = logging.getLogger("flightdeck.local")
@@ -371,7 +371,7 @@ class ApiGateway:
             refusal = self.peer_gate.admit(event)
             if refusal is not None:
                 return error_response(refusal.status, refusal.code, refusal.message, list(refusal.headers.items()))
-        function: LocalFunction = self.functions.function(match.route.handler)
+        function: Function = self.functions.function(match.route.handler)
         try:
             result = function.invoke(event)
             if isinstance(result, StreamReply):
@@ -382,8 +382,8 @@ class ApiGateway:
             log.error("%s %s: malformed proxy response from %s: %s", method, path, function.module_name, exc)
             return error_response(502, "bad_gateway", f"malformed proxy response: {exc}")
         except Exception as exc:
-            log.exception("%s %s: handler %s failed", method, path, function.module_name)
-            return error_response(502, "bad_gateway", f"handler failed: {type(exc).__name__}: {exc}")
+            log_failure(log, exc, "%s %s: handler %s failed", method, path, function.module_name)
+            return error_response(502, "bad_gateway", f"handler failed: {error_type(exc)}: {exc}")
 
 
 class _RequestTooLarge(Exception):

@@ -6,7 +6,8 @@
 The parent (this process) binds every port itself before starting anything, so
 a clash is reported at once and a chosen port cannot be taken by someone else
 before its server uses it; each child inherits its listening socket. moto and
-each agent run in their own process and process group; stopping the stack (or
+each agent run in their own process and process group (an agent's functions in
+worker processes of that group: flightdeck.local.sandbox); stopping the stack (or
 the parent exiting, being interrupted or terminated) ends every one of them,
 and each child also stops by itself when its parent disappears.
 """
@@ -112,6 +113,8 @@ class LocalStack:
     shows every step of a delegation (flightdeck.observability).
     extra_env: settings added to every agent's environment, over the file's.
     handlers_package: where the handler modules live (tests use stand-ins).
+    sandboxes: how many invocations of one function may run at once, each in a worker process of
+    its own (None: the agent host's default; flightdeck.local.sandbox).
     Every JSON line a child writes is also offered to the listeners (add_listener).
     """
 
@@ -131,6 +134,7 @@ class LocalStack:
         handlers_package: str = HANDLERS_PACKAGE,
         startup_timeout_s: float = 60.0,
         host_module: str = "flightdeck.local.agent_host",
+        sandboxes: int | None = None,
     ):
         if config is None:
             config = config_file.DEFAULT_CONFIG
@@ -154,6 +158,7 @@ class LocalStack:
         # The module each agent host process runs (python -m): a tool that wraps the host (the
         # bench's counting host) names its own; the runtime knows nothing of what it adds.
         self.host_module = host_module
+        self.sandboxes = sandboxes
         self.startup_timeout_s = startup_timeout_s
 
         self._ports: dict[str, int] = {}
@@ -396,6 +401,7 @@ class LocalStack:
             str(spec.gateway.authorizer_cache_s),
             "--lambda-listen-fd",
             str(lambda_sock.fileno()),
+            *(["--sandboxes", str(self.sandboxes)] if self.sandboxes is not None else []),
         ]
         self._spawn(name, args, sock, env, extra_sockets=(lambda_sock,))
 
