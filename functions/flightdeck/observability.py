@@ -46,7 +46,12 @@ def _tracer() -> Any:
     return Tracer(service=_service)
 
 
-tracer = _tracer() if _tracing_on() else None
+@functools.cache
+def _function_tracer() -> Any:
+    """The function's tracer, made by its entry point at init (what the function's environment says)."""
+    return _tracer() if _tracing_on() else None
+
+
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Flightdeck"), service=_service)
 
 
@@ -93,6 +98,7 @@ def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dic
             if metrics.metric_set:
                 metrics.flush_metrics()
 
+    tracer = _function_tracer()
     return tracer.capture_lambda_handler(invocation) if tracer else invocation
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ import pytest
 from flightdeck.local.gateway import ApiGateway, GatewayServer
 from flightdeck.local.invocation import FunctionRegistry, InvocationError
 from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi
-from flightdeck.local.sandbox import PRELOAD, SandboxedFunction, Sandboxes, SandboxPolicy
+from flightdeck.local.sandbox import PRELOAD, SandboxedFunction, Sandboxes, SandboxPolicy, lambda_variables
 
 HANDLERS = "tests.sandbox_handlers"
 
@@ -266,14 +267,28 @@ def test_a_reader_going_away_closes_the_stream_in_its_sandbox_which_serves_again
 # --- the fork server ---------------------------------------------------------------------------
 
 
-def test_what_the_fork_server_preloads_imports_and_reads_no_environment_at_import():
-    """Preloaded modules are imported once, with the host's environment: none may be one that reads
-    the environment when imported (flightdeck.observability and what imports it)."""
+def test_what_the_fork_server_preloads_reads_no_per_function_variable_and_leaves_the_handlers_to_the_sandbox():
+    """The fork server imports the shared modules in the agent's environment, for every sandbox: none
+    of them may read a variable a sandbox's function adds (it would read the wrong value, or none)."""
     probe = (
-        "import importlib, sys\n"
+        "import importlib, json, os, sys\n"
+        "read = set()\n"
+        "class Recording(dict):\n"
+        "    def __getitem__(self, key):\n"
+        "        read.add(key)\n"
+        "        return super().__getitem__(key)\n"
+        "    def get(self, key, default=None):\n"
+        "        read.add(key)\n"
+        "        return super().get(key, default)\n"
+        "    def __contains__(self, key):\n"
+        "        read.add(key)\n"
+        "        return super().__contains__(key)\n"
+        "os.environ = Recording(os.environ)\n"
         f"for name in {list(PRELOAD)!r}:\n"
         "    importlib.import_module(name)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('flightdeck')))\n"
+        "from flightdeck.local import sandbox_preload\n"
+        "print(json.dumps({'read': sorted(read), 'failed': sandbox_preload.preload(),\n"
+        "                  'modules': sorted(m for m in sys.modules if m.startswith('flightdeck'))}))\n"
     )
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
@@ -284,4 +299,55 @@ def test_what_the_fork_server_preloads_imports_and_reads_no_environment_at_impor
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "functions"), str(root)])},
     )
     assert result.returncode == 0, result.stderr
-    assert "flightdeck.observability" not in result.stdout and "flightdeck.wiring" not in result.stdout
+    found = json.loads(result.stdout.splitlines()[-1])
+    per_function = set(lambda_variables("f", "m", 128, "us-east-1")) - {"AWS_REGION", "AWS_DEFAULT_REGION"}
+    assert "POWERTOOLS_SERVICE_NAME" in found["read"]  # the recording sees what they read
+    assert per_function & set(found["read"]) == set()
+    assert found["failed"] == []
+    assert {"flightdeck.wiring", "flightdeck.observability", "flightdeck.domain.turn_loop"} <= set(found["modules"])
+    assert not [m for m in found["modules"] if m.startswith("flightdeck.handlers.")]
+
+
+def test_a_stop_signal_lets_a_busy_sandbox_finish_its_invocation_and_it_serves_on(sandboxes):
+    """The stack stops an agent with SIGTERM to its process group: its sandboxes get it too, and
+    in-flight invocations finish (their host gives them a grace period, then ends them itself)."""
+    function = sandboxes.function(f"{HANDLERS}.turn_worker", "agent-turn-worker")
+    answers: list[dict] = []
+    thread = threading.Thread(target=lambda: answers.append(function.invoke({"sleep": 0.5})))
+    thread.start()
+    wait_for(lambda: len(function.pids()) == 1)
+    [pid] = function.pids()
+    time.sleep(0.1)  # its invocation under way
+    os.kill(pid, signal.SIGTERM)
+    thread.join(10)
+    assert answers and answers[0]["pid"] == pid
+    assert function.invoke({})["pid"] == pid
+
+
+def test_a_process_that_never_closed_its_functions_still_exits_and_takes_its_sandboxes_along(tmp_path):
+    script = (
+        "from flightdeck.local.sandbox import Sandboxes\n"
+        "if __name__ == '__main__':\n"
+        "    function = Sandboxes().function('tests.sandbox_handlers.turn_worker', 'agent-turn-worker')\n"
+        "    print(function.invoke({})['pid'], flush=True)\n"
+    )
+    (tmp_path / "forgetful.py").write_text(script)
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "forgetful.py")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "functions"), str(root)])},
+    )
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: not _running(int(result.stdout.split()[-1])))
+
+
+def _running(pid: int) -> bool:
+    """Whether the process still runs (a sandbox is the fork server's child, reaped by it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -20,8 +20,10 @@ unless it is not valid UTF-8, in which case it arrives base64-encoded.
 A handler that answers a stream (flightdeck.api.sse.StreamReply: the streaming routes,
 topology `stream`) has its chunks written as they come, with chunked transfer encoding,
 as API Gateway's STREAM integration relays a streaming function's output on AWS; the
-generator behind them is the one the deployed function's web server consumes. A client
-that goes away closes the generator (its reads stop; the task goes on).
+generator behind them is the one the deployed function's web server consumes (on the agent
+host it runs in the function's sandbox, which produces each chunk when the gateway asks for
+it: flightdeck.local.sandbox). A client that goes away closes the generator (its reads stop;
+the task goes on).
 """
 
 from __future__ import annotations
@@ -439,13 +441,16 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         if isinstance(response, StreamingHttpResponse):
             self._stream(response)
             return
-        self.send_response(response.status)
-        for name, value in response.headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(response.body)
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up waiting (a cold function): nothing to tell it
 
     def _stream(self, response: StreamingHttpResponse) -> None:
         chunked = self.request_version != "HTTP/1.0"

@@ -28,19 +28,21 @@ it does (`flightdeck bench` counts requests with it: flightdeck.bench.counting_h
 
 Start method: forkserver. The host is multi-threaded (HTTP servers, pollers), so a plain fork
 could copy a lock another thread holds; spawn would start a fresh interpreter per sandbox and
-import boto3, pydantic and Powertools in each again (about 0.7 s). The fork server is a fresh,
-single-threaded interpreter that imports those libraries once (PRELOAD) and forks every sandbox
-from itself, so a sandbox only imports the flightdeck modules its handler needs, in its own
-environment. Nothing of flightdeck that reads the environment at import is preloaded. (Each
-sandbox still runs the host's main module as __mp_main__, as multiprocessing does: the host
-guards its start with `if __name__ == "__main__"`.)
+import boto3, pydantic, Powertools and flightdeck in each again (about a second on a loaded
+laptop, for every function on a delegation's path). The fork server is a fresh, single-threaded
+interpreter that imports them once (PRELOAD: flightdeck.local.sandbox_preload says what, and why
+that is importing them in each sandbox) and forks every sandbox from itself; a sandbox's init is
+then its handler module's own. Each sandbox also runs the host's main module as __mp_main__, as
+multiprocessing does: the host guards its start with `if __name__ == "__main__"`.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -48,6 +50,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -66,32 +69,8 @@ from flightdeck.local.invocation import (
 log = logging.getLogger("flightdeck.local")
 
 START_METHOD = "forkserver"
-# Imported once by the fork server, shared by every sandbox it forks: libraries, and flightdeck's
-# settings and payload models, none of which reads the environment when imported. What does
-# (flightdeck.observability and every module importing it) is imported in each sandbox, in its
-# function's environment (a test keeps it so).
-PRELOAD = (
-    "boto3",
-    "boto3.dynamodb.conditions",
-    "botocore.session",
-    "pydantic",
-    "pydantic.dataclasses",
-    "aws_lambda_powertools.logging",
-    "aws_lambda_powertools.metrics",
-    "aws_lambda_powertools.event_handler",
-    "aws_lambda_powertools.event_handler.middlewares.openapi_validation",
-    "aws_lambda_powertools.utilities.batch",
-    "aws_lambda_powertools.utilities.parameters",
-    "aws_lambda_powertools.utilities.typing",
-    "requests",
-    __name__,
-    "flightdeck.settings",
-    "flightdeck.domain.records",
-    "flightdeck.domain.a2a_models",
-    "flightdeck.domain.agent",
-    "flightdeck.domain.peers",
-    "flightdeck.api.models",
-)
+# Imported once by the fork server, shared by every sandbox it forks (flightdeck.local.sandbox_preload).
+PRELOAD = (__name__, "flightdeck.local.sandbox_preload")
 DEFAULT_PER_FUNCTION = 2
 # A stream holds its sandbox for as long as it lasts (up to minutes): the streaming functions get
 # more, so that a few open streams leave room for their other requests.
@@ -135,6 +114,16 @@ def lambda_variables(function_name: str, module_name: str, memory_mb: int, regio
 
 
 _output_lock = threading.Lock()
+# Every function with sandboxes, stopped when this process exits. Registered after multiprocessing's
+# own exit hook (imported above), so it runs first: that hook waits for its children, which ignore
+# the stop signal it sends them.
+_functions: weakref.WeakSet[SandboxedFunction] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for function in list(_functions):
+        function.close()
 
 
 def write_to_stdout(line: bytes) -> None:
@@ -286,6 +275,7 @@ class SandboxedFunction:
         self._all: set[_Sandbox] = set()
         self._starting = 0
         self._closed = False
+        _functions.add(self)
 
     def new_context(self) -> LocalLambdaContext:
         return LocalLambdaContext(
@@ -538,8 +528,8 @@ class _Spec:
 
 def _serve(connection: Connection, output: Connection, spec: _Spec) -> None:
     """A sandbox's life: init, then one invocation at a time until the host goes away."""
-    # The host stops its sandboxes itself, once in-flight invocations had their grace period (a
-    # stop signal to the host's process group reaches them too).
+    # The host ends its sandboxes itself (close(), or at its exit), once in-flight invocations had
+    # their grace period: a stop signal to the host's process group reaches them too.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
     for fd in (1, 2):

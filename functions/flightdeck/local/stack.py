@@ -56,6 +56,8 @@ MOTO = "moto"
 MOTO_OWNER = "the moto server"  # who wanted a port, in PortInUseError
 CARD_PATH = "/.well-known/agent-card.json"
 STOP_GRACE_S = 5.0
+# One readiness probe waits this long for its answer: a process that exits ends it at once.
+READY_PROBE_TIMEOUT_S = 15.0
 # Lines of a child's output kept to explain a failed start.
 TAIL_LINES = 40
 POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
@@ -450,8 +452,9 @@ class LocalStack:
 
     def _wait_until_answering(self, name: str) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
-        # The socket listens from the start, so this request simply waits for the server to accept it.
-        while not answers_http(self.urls[name] + CARD_PATH):
+        # The socket listens from the start, so this request simply waits for the server to accept it,
+        # and then for the card's function to start (its first sandbox waits for the fork server).
+        while not answers_http(self.urls[name] + CARD_PATH, timeout_s=READY_PROBE_TIMEOUT_S):
             self._check_starting(name, deadline)
 
     # --- output ---------------------------------------------------------------------------
