@@ -69,8 +69,9 @@ def load_botocore_data() -> None:
     """Parse the data files boto3's default session gives its clients, once (each is cached by its loader)."""
     import boto3
 
-    boto3.setup_default_session()
-    loader = boto3.DEFAULT_SESSION._session.get_component("data_loader")  # noqa: SLF001 - its botocore session
+    session = boto3.session.Session()
+    boto3.DEFAULT_SESSION = session  # what boto3.client() uses (boto3.setup_default_session does the same)
+    loader = session._session.get_component("data_loader")  # noqa: SLF001 - its botocore session
     for name in BOTOCORE_DATA:
         loader.load_data(name)
     for service in SERVICES:
