@@ -180,6 +180,20 @@ def test_the_invoke_api_reports_a_crashed_sandbox_as_lambda_does(sandboxes):
     assert payload["errorType"] == "Runtime.ExitError" and "exit status 7" in payload["errorMessage"]
 
 
+def test_the_invoke_api_refuses_a_streaming_function_and_gives_its_sandbox_back(sandboxes, tmp_path):
+    registry = FunctionRegistry("agent", package=HANDLERS, make=sandboxes.function)
+    invoker = AsyncInvoker(lambda url, body: None, workers=1)
+    event = json.dumps({"queryStringParameters": {"dir": str(tmp_path)}}).encode()
+    try:
+        api = LambdaApi(registry, invoker, {})
+        for _ in range(2):
+            status, headers, body = api.invoke("agent-session-events", "RequestResponse", event)
+            assert status == 400 and headers["x-amzn-ErrorType"] == "InvalidParameterValueException"
+        assert len(registry.function("session_events").pids()) == 1  # the second reused the first's sandbox
+    finally:
+        invoker.stop()
+
+
 def test_an_invocation_past_the_timeout_is_stopped_and_its_sandbox_replaced(output):
     function = Sandboxes(output=output).function(f"{HANDLERS}.turn_worker", "agent-turn-worker", timeout_s=0.5)
     try:

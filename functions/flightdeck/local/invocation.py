@@ -8,8 +8,9 @@ Logger keys, buffered Metrics, the request's caller). Two ways to run one here:
 - flightdeck.local.sandbox.SandboxedFunction: in worker processes of its own, one invocation at a
   time each, as Lambda's execution environments; what the agent host runs;
 - InProcessFunction: in the caller's process, invocations of one function serialized; for tests
-  that run handlers on moto's in-process mock. Functions of one process share module globals,
-  which production code may assume it has to itself: such tests run one invocation at a time.
+  that run handlers on moto's in-process mock. The functions of one process share those module
+  globals, which production code assumes it has to itself: a test that runs two invocations at
+  once in one process must not depend on them.
 """
 
 from __future__ import annotations

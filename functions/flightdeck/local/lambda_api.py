@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from flightdeck import topology
+from flightdeck.api.sse import StreamReply
 from flightdeck.local.invocation import Function, FunctionRegistry, error_payload, log_failure
 
 log = logging.getLogger("flightdeck.local")
@@ -272,6 +273,11 @@ class LambdaApi:
                 {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"},
                 json.dumps(error_payload(exc)).encode(),
             )
+        if isinstance(result, StreamReply):
+            # A streaming function's stream is served by the gateway (InvokeWithResponseStream on
+            # AWS), not here: closing it gives its sandbox back.
+            getattr(result.chunks, "close", lambda: None)()
+            return error_answer(400, "InvalidParameterValueException", f"{function.function_name} streams its response")
         return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result, default=str).encode()
 
 

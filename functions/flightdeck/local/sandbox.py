@@ -206,7 +206,7 @@ class Sandboxes:
             target=_serve,
             args=(theirs, output, spec),
             name=f"sandbox-{function.function_name}",
-            daemon=True,  # ended with this process if it never stopped them
+            daemon=True,
         )
         try:
             process.start()
@@ -379,8 +379,8 @@ class SandboxedFunction:
             sandbox.send(message)
             return sandbox.receive(time.monotonic() + context.get_remaining_time_in_millis() / 1000)
         except _Lost as lost:
+            error = lost.as_error(context.aws_request_id, context.timeout_s)  # its exit status, before it is killed
             self._discard(sandbox)
-            error = lost.as_error(context.aws_request_id, context.timeout_s)
             log.error("%s: sandbox %d: %s: %s", self.function_name, sandbox.pid, error.error_type, error)
             raise error from None
         except BaseException:
