@@ -21,7 +21,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.metrics.exceptions import SchemaValidationError
 
 _service = os.environ.get("POWERTOOLS_SERVICE_NAME") or os.environ.get("AGENT_NAME") or "flightdeck"
 logger = Logger(service=_service)
@@ -47,21 +46,35 @@ def _tracer() -> Any:
     return Tracer(service=_service)
 
 
-tracer = _tracer() if _tracing_on() else None
+@functools.cache
+def _function_tracer() -> Any:
+    """The function's tracer, made by its entry point at init (what the function's environment says)."""
+    return _tracer() if _tracing_on() else None
+
+
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Flightdeck"), service=_service)
 
 
-def bind(**keys: object) -> None:
-    """Add keys (session_id, tool_use_id, trace_id...) to every later log line of this invocation.
+# The keys bind() added during this invocation: the next one starts without them.
+_bound: set[str] = set()
 
-    Thread-local: the local runtime runs several functions of one agent in one
-    process, and one function's keys must not leak into another's lines. A key
-    given None is removed (e.g. the next item of a batch has no trace).
-    """
-    logger.thread_safe_append_keys(**{k: v for k, v in keys.items() if v is not None})
+
+def bind(**keys: object) -> None:
+    """Add keys (session_id, tool_use_id, trace_id...) to every later log line of this invocation, audit
+    lines included. A key given None is removed (e.g. the next item of a batch has no trace)."""
+    added = {k: v for k, v in keys.items() if v is not None}
     gone = [k for k, v in keys.items() if v is None]
-    if gone:
-        logger.thread_safe_remove_keys(gone)
+    for each in (logger, audit_logger):
+        each.append_keys(**added)
+        each.remove_keys(gone)
+    _bound.update(added)
+    _bound.difference_update(gone)
+
+
+def _unbind_all() -> None:
+    for each in (logger, audit_logger):
+        each.remove_keys(_bound)
+    _bound.clear()
 
 
 def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
@@ -73,7 +86,8 @@ def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dic
 
     @functools.wraps(handler)
     def invocation(event: dict[str, Any], context: Any) -> Any:
-        logger.thread_safe_clear_keys()
+        # An execution environment serves one invocation at a time: the previous one's keys go.
+        _unbind_all()
         request_id = getattr(context, "aws_request_id", None)
         if request_id:
             bind(function_request_id=request_id)
@@ -82,12 +96,9 @@ def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dic
         finally:
             # Nothing counted, nothing to publish (flushing an empty set only warns).
             if metrics.metric_set:
-                try:
-                    metrics.flush_metrics()
-                except SchemaValidationError:
-                    # Another function of this process (local runtime only) flushed our metrics first.
-                    pass
+                metrics.flush_metrics()
 
+    tracer = _function_tracer()
     return tracer.capture_lambda_handler(invocation) if tracer else invocation
 
 

@@ -275,6 +275,9 @@ def wait_for(predicate, timeout_s, what):
 def test_a_worker_killed_mid_task_ends_in_a_timeout_and_the_turn_completes(stack):
     sid = chat(stack, "@sleeper you will not finish")
     wait_for(lambda: stack.records.find("sleeper", timeline="turn_started"), 10, "the sleeper never started")
+    # Its think starts in another sandbox than the one accepting the task: the acceptance may still
+    # be on its way back to the orchestrator. Killed mid-task means after it arrived.
+    wait_for(lambda: stack.records.find("orchestrator", timeline="dispatched", session_id=sid), 10, "not dispatched")
     stack.stop_agent("sleeper")
     try:
         session = wait_idle(stack, sid, timeout_s=TIMEOUT_MS / 1000 + 10)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
+import os
 
 import boto3
 import pytest
 
 from flightdeck.bench import counter
 from flightdeck.bench.accounting import Tally, load_records
-from flightdeck.local import invocation
 from flightdeck.local.resources import create_table
 
 
@@ -86,15 +85,9 @@ def test_sqs_calls_name_their_queue_and_how_many_messages_came_back(aws):
 
 def test_invocations_are_timed_attributed_and_classified():
     sink = counter.ListSink("agent")
-    function = SimpleNamespace(module_name="flightdeck.handlers.callback")
-    seen = []
-
-    def call():
-        seen.append(counter._current.fn)  # AWS calls made now are attributed to the handler
-        return {"statusCode": 202}
 
     http = {"httpMethod": "POST", "resource": "/api/tools/response"}
-    assert counter.observe_invocation(sink, function, http, call) == {"statusCode": 202}
+    assert counter.observe_invocation(sink, "callback", http, lambda: {"statusCode": 202}) == {"statusCode": 202}
     timers = {
         "Records": [
             {
@@ -106,9 +99,9 @@ def test_invocations_are_timed_attributed_and_classified():
         ]
     }
     with pytest.raises(KeyError):
-        counter.observe_invocation(sink, function, timers, lambda: {}["boom"])
-    assert seen == ["callback"] and getattr(counter._current, "fn", None) is None
+        counter.observe_invocation(sink, "deadline_timer", timers, lambda: {}["boom"])
     first, second = sink.records
+    assert (first["fn"], second["fn"]) == ("callback", "deadline_timer")
     assert (first["src"], first["route"], first["status"], first["ok"]) == (
         "http",
         "POST /api/tools/response",
@@ -122,17 +115,37 @@ def test_invocations_are_timed_attributed_and_classified():
     assert counter.event_source({"source": "aws.events"})[0] == "schedule"
 
 
-def test_install_writes_one_file_per_process_and_hooks_new_clients(tmp_path, aws, monkeypatch):
+def test_install_writes_one_file_per_process_and_names_the_sandboxs_function(tmp_path, aws, monkeypatch):
     import botocore.session
 
     monkeypatch.setattr(botocore.session.Session, "create_client", botocore.session.Session.create_client)
-    monkeypatch.setattr(invocation, "invocation_observer", None)
-    counter.install(tmp_path, "agent-x")
+    monkeypatch.setattr(counter, "_function", None)
+    sink = counter.install(tmp_path, "agent-x", function="callback")
     boto3.client("sqs", region_name="us-east-1").list_queues()
-    function = invocation.LocalFunction("json", "agent-x-json")  # any importable module with no handler...
-    function._module = SimpleNamespace(handler=lambda event, context: {"ok": True})
-    assert function.invoke({"httpMethod": "GET", "resource": "/x"}) == {"ok": True}
+    event = {"httpMethod": "GET", "resource": "/x"}
+    assert counter.observe_invocation(sink, "callback", event, lambda: {"ok": True}) == {"ok": True}
     records = load_records(tmp_path)
-    assert [r["k"] for r in records] == ["aws", "inv"]
+    assert [(r["k"], r["fn"]) for r in records] == [("aws", "callback"), ("inv", "callback")]
     assert all(r["agent"] == "agent-x" for r in records)
     assert Tally.of(records).total_gateway == 1
+
+
+def test_each_sandbox_of_the_counting_host_counts_its_functions_requests_into_its_own_file(tmp_path, moto_server):
+    """The counting host's sandbox initializer: a sandbox's AWS calls and invocations, named after its function."""
+    from flightdeck.local.sandbox import Sandboxes, SandboxPolicy
+
+    policy = SandboxPolicy(initializer="flightdeck.bench.counting_host:count_in_sandbox")
+    environment = {**os.environ, counter.ENV: str(tmp_path), "AGENT_NAME": "agent-x"}
+    function = Sandboxes(policy, environment=environment).function("tests.sandbox_handlers.aws_caller", "agent-x-aws")
+    try:
+        assert function.invoke({"endpoint": moto_server}) == {"ok": True}
+        [pid] = function.pids()
+    finally:
+        function.close()
+    assert [path.name for path in tmp_path.glob("*.jsonl")] == [f"agent-x-{pid}.jsonl"]
+    records = load_records(tmp_path)
+    assert [(r["k"], r["fn"], r.get("op")) for r in records] == [
+        ("aws", "aws_caller", "ListQueues"),
+        ("inv", "aws_caller", None),
+    ]
+    assert all(r["agent"] == "agent-x" for r in records)

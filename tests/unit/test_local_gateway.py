@@ -27,7 +27,7 @@ from flightdeck.local.gateway import (
     build_proxy_event,
     parse_proxy_response,
 )
-from flightdeck.local.invocation import FunctionRegistry, LocalFunction
+from flightdeck.local.invocation import FunctionRegistry, InProcessFunction
 
 FAKES = "tests.local_fake_handlers"
 Route = topology.Route
@@ -393,7 +393,7 @@ def counting_module(monkeypatch) -> types.ModuleType:
 
 
 def test_invocations_of_one_function_never_overlap(counting_module):
-    function = LocalFunction("fake_counting_handler", "fn")
+    function = InProcessFunction("fake_counting_handler", "fn")
     threads = [threading.Thread(target=function.invoke, args=({},)) for _ in range(8)]
     for t in threads:
         t.start()

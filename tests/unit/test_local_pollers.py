@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from flightdeck import topology
-from flightdeck.local.invocation import LocalFunction
+from flightdeck.local.invocation import InProcessFunction
 from flightdeck.local.pollers import (
     InvalidBatchResponse,
     ScheduleTimer,
@@ -40,19 +40,19 @@ def resources(clients):
 
 
 @pytest.fixture
-def fake_handler(monkeypatch) -> Callable[[Callable[[dict[str, Any], Any], Any]], LocalFunction]:
-    """A LocalFunction whose handler is the given callable."""
+def fake_handler(monkeypatch) -> Callable[[Callable[[dict[str, Any], Any], Any]], InProcessFunction]:
+    """An InProcessFunction whose handler is the given callable."""
 
-    def make(handler: Callable[[dict[str, Any], Any], Any]) -> LocalFunction:
+    def make(handler: Callable[[dict[str, Any], Any], Any]) -> InProcessFunction:
         module = types.ModuleType("fake_poller_handler")
         module.handler = handler  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "fake_poller_handler", module)
-        return LocalFunction("fake_poller_handler", "tester-fn")
+        return InProcessFunction("fake_poller_handler", "tester-fn")
 
     return make
 
 
-def _poller(sqs: Any, url: str, key: str, function: LocalFunction) -> SqsPoller:
+def _poller(sqs: Any, url: str, key: str, function: InProcessFunction) -> SqsPoller:
     return SqsPoller(
         sqs=sqs,
         queue_url=url,

@@ -14,14 +14,14 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
 2. `audit_inbound`: one audit line per call on a route with an audit operation, whatever the
    outcome (202, 401, 413, 500...), with the SHA-256 of the body bytes as received.
 
-State is per thread (the local runtime serves several functions of one agent in one process).
+What a request learned is module state: an execution environment serves one request at a time.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -34,7 +34,16 @@ from flightdeck.observability import audit, count, logger, payload_sha256
 REALM = 'Bearer realm="flightdeck"'
 # The name of the peer bearer scheme in the OpenAPI document and the agent card.
 PEER_TOKEN_SCHEME = "peerToken"
-_state = threading.local()
+
+
+@dataclass
+class _Request:
+    peer: str | None = None  # the authenticated caller
+    claimed: str | None = None  # the peer a refused token claimed to be
+    operation: str = ""  # a finer audit operation than the route's (a2a:<method>)
+
+
+_request = _Request()
 
 
 def _json_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -48,23 +57,22 @@ def _json_response(status: int, code: str, message: str, headers: dict[str, str]
 
 def begin(event: dict[str, Any]) -> topology.Route | None:
     """Start a request: forget the previous one's caller; the event's route (None: no such route)."""
-    _state.peer = None
-    _state.claimed = None
-    _state.operation = ""
+    global _request
+    _request = _Request()
     return topology.route_for(event.get("httpMethod"), event.get("resource"))
 
 
 def current_peer() -> str | None:
     """The authenticated peer of this request; None when INBOUND_AUTH is off."""
-    return getattr(_state, "peer", None)
+    return _request.peer
 
 
 def note(*, peer: str | None = None, operation: str = "") -> None:
     """What a route learned for the audit line: the verified peer (callbacks), a finer operation (a2a:<method>)."""
     if peer:
-        _state.peer = peer
+        _request.peer = peer
     if operation:
-        _state.operation = operation
+        _request.operation = operation
 
 
 def _headers(event: dict[str, Any]) -> dict[str, str]:
@@ -145,13 +153,13 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
         )
     if not result.ok:
         # Unknown peer, wrong secret, revoked: one answer; the log says which.
-        _state.claimed = result.peer_id
+        _request.claimed = result.peer_id
         count("InboundAuthRefused")
         logger.warning(
             "inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id}
         )
         return _json_response(403, "forbidden", "this token is not accepted")
-    _state.peer = result.peer_id
+    _request.peer = result.peer_id
     if result.via_previous:
         logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
     return None
@@ -194,13 +202,13 @@ def audit_inbound(event: dict[str, Any], route: topology.Route | None, response:
     if route is None or not route.audit:
         return
     outcome, extra = _outcome(response)
-    peer = getattr(_state, "peer", None)
-    claimed = getattr(_state, "claimed", None)
+    peer = _request.peer
+    claimed = _request.claimed
     if peer is None and claimed is None and route.auth == topology.PEER_AUTH:
         claimed = peer_of(bearer_token(_headers(event).get("authorization")) or "")
     audit(
         "inbound",
-        getattr(_state, "operation", "") or route.audit,
+        _request.operation or route.audit,
         peer,
         payload_sha256(_body_bytes(event)),
         outcome,

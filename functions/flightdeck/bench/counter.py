@@ -1,17 +1,14 @@
 """Counts one process's AWS requests and Lambda invocations, for `flightdeck bench`.
 
-The agents of a local stack are separate processes, so the counting lives in
-them: with FLIGHTDECK_COUNT_AWS_CALLS=<dir> in its environment, an agent host
-calls `install(<dir>, agent)` at start. From then on
-
-- every botocore client created in the process (any session: the adapters',
-  Powertools' SecretsProvider's, the pollers') reports each API call
-  (`before-parameter-build` and `after-call` events), and
-- every local Lambda invocation goes through `flightdeck.local.invocation.invocation_observer`,
-
-and each becomes one JSON line in <dir>/<agent>-<pid>.jsonl. An AWS call made
-while a handler runs names that handler ("fn"); one made outside any handler
-(the pollers standing in for Lambda's event source mappings) has fn null.
+The agents of a local stack are separate processes, and each runs its functions in sandboxes of
+their own (flightdeck.local.sandbox), so the counting lives in them (flightdeck.bench.counting_host):
+with FLIGHTDECK_COUNT_AWS_CALLS=<dir> in its environment, an agent host calls `install(<dir>, agent)`
+at start, and each of its sandboxes `install(<dir>, agent, function=...)` before its handler is
+imported. From then on every botocore client created in the process (any session: the adapters',
+Powertools' SecretsProvider's, the pollers') reports each API call (`before-parameter-build` and
+`after-call` events), and in a sandbox `observe_invocation` wraps each invocation. Each becomes one
+JSON line in <dir>/<agent>-<pid>.jsonl. An AWS call made in a sandbox names its function ("fn");
+one made by the host (the pollers standing in for Lambda's event source mappings) has fn null.
 Nothing here changes a request or a response.
 """
 
@@ -22,7 +19,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,8 @@ from flightdeck.bench.dynamo_units import item_size
 
 ENV = "FLIGHTDECK_COUNT_AWS_CALLS"
 _CONTEXT_KEY = "flightdeck_bench"
-_current = threading.local()
+# The function whose sandbox this process is (None: the agent host, or an in-process measurement).
+_function: str | None = None
 
 
 class FileSink:
@@ -64,14 +62,16 @@ class ListSink:
 Sink = Any  # anything with .write(record)
 
 
-def install(directory: str | os.PathLike[str], agent: str) -> FileSink:
-    """Count every AWS call and local invocation of this process into <directory>/<agent>-<pid>.jsonl."""
-    from flightdeck.local import invocation
+def install(directory: str | os.PathLike[str], agent: str, function: str | None = None) -> FileSink:
+    """Count every AWS call of this process into <directory>/<agent>-<pid>.jsonl; returns the sink.
 
+    function: the handler this process is a sandbox of, named by each of its AWS calls.
+    """
+    global _function
     Path(directory).mkdir(parents=True, exist_ok=True)
     sink = FileSink(Path(directory) / f"{agent}-{os.getpid()}.jsonl", agent)
+    _function = function
     _patch_client_creation(sink)
-    invocation.invocation_observer = functools.partial(observe_invocation, sink)
     return sink
 
 
@@ -116,11 +116,9 @@ def event_source(event: Any) -> tuple[str, int, str]:
     return "invoke", 1, ""
 
 
-def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: Callable[[], Any]) -> Any:
-    fn = function.module_name.rsplit(".", 1)[-1]
+def observe_invocation(sink: Sink, fn: str, event: dict[str, Any], call: Callable[[], Any]) -> Any:
+    """Run one invocation of handler fn (call()) and record it: when, how long, whether it failed."""
     kind, records, route = event_source(event)
-    previous = getattr(_current, "fn", None)
-    _current.fn = fn
     started = time.perf_counter()
     status: int | None = None
     ok = False
@@ -133,11 +131,10 @@ def observe_invocation(sink: Sink, function: Any, event: dict[str, Any], call: C
         if hasattr(result, "chunks"):  # a stream (flightdeck.api.sse): the invocation lasts as long as it
             streamed = True
             result.chunks = _streaming(
-                sink, fn, result.chunks, lambda: _record(fn, kind, records, route, started, True, result.status, event)
+                sink, result.chunks, lambda: _record(fn, kind, records, route, started, True, result.status, event)
             )
         return result
     finally:
-        _current.fn = previous
         if not streamed:
             sink.write(_record(fn, kind, records, route, started, ok, status, event))
 
@@ -161,19 +158,10 @@ def _record(
     return record
 
 
-def _streaming(sink: Sink, fn: str, chunks: Any, record: Callable[[], dict[str, Any]]) -> Any:
-    """The stream's chunks, its AWS calls named after its function; its invocation recorded when it ends."""
+def _streaming(sink: Sink, chunks: Any, record: Callable[[], dict[str, Any]]) -> Iterator[bytes]:
+    """The stream's chunks; its invocation recorded when it ends."""
     try:
-        while True:
-            previous = getattr(_current, "fn", None)
-            _current.fn = fn
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            finally:
-                _current.fn = previous
-            yield chunk
+        yield from chunks
     finally:
         getattr(chunks, "close", lambda: None)()
         sink.write({**record(), "stream": True})
@@ -288,7 +276,7 @@ def _after_call(
         record: dict[str, Any] = {
             "k": "aws",
             "t": time.time(),
-            "fn": getattr(_current, "fn", None),
+            "fn": _function,
             "svc": service,
             "op": operation,
             "status": getattr(http_response, "status_code", None),

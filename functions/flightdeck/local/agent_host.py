@@ -1,4 +1,5 @@
-"""One agent on a laptop: its HTTP gateway, Lambda Invoke API, queue pollers and sweep schedule in one process.
+"""One agent on a laptop: its HTTP gateway, Lambda Invoke API, queue pollers and sweep schedule in one
+process, its functions in sandboxes of their own (worker processes, flightdeck.local.sandbox).
 
     python -m flightdeck.local.agent_host --port 8080
     python -m flightdeck.local.agent_host --listen-fd 5 --lambda-listen-fd 6 --parent-pid 1234   (from flightdeck.local.stack)
@@ -7,6 +8,9 @@ The environment is the agent's Lambda environment (flightdeck.local.stack
 composes it), AWS_ENDPOINT_URL pointing at moto and AWS_ENDPOINT_URL_LAMBDA at
 this host's Invoke API (flightdeck.local.lambda_api). Handlers' Powertools logs go
 to stdout as JSON lines; this host's own messages go to stderr.
+
+A tool that wraps this host (the bench's counting host) names its sandbox initializer
+with --sandbox-initializer; this host knows nothing of what it does.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from flightdeck.local.net import base_url, listen
 from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
 from flightdeck.local.resources import dlq_url_variable, queue_url_variable
+from flightdeck.local.sandbox import DEFAULT_PER_FUNCTION, DEFAULT_PER_STREAMING_FUNCTION, Sandboxes, SandboxPolicy
 from flightdeck.settings import Settings, SettingsError
 
 log = logging.getLogger("flightdeck.local")
@@ -95,6 +100,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="how long the peer authorizer's answer is reused per Authorization header (default 300)",
     )
     parser.add_argument(
+        "--sandboxes",
+        type=int,
+        default=DEFAULT_PER_FUNCTION,
+        help=f"how many invocations of one function may run at once, each in a worker process of its own "
+        f"(default {DEFAULT_PER_FUNCTION})",
+    )
+    parser.add_argument(
+        "--stream-sandboxes",
+        type=int,
+        default=DEFAULT_PER_STREAMING_FUNCTION,
+        help=f"the same for a streaming function, whose streams hold theirs while they last "
+        f"(default {DEFAULT_PER_STREAMING_FUNCTION})",
+    )
+    parser.add_argument(
+        "--sandbox-initializer",
+        metavar="MODULE:FUNCTION",
+        help="called in each sandbox as FUNCTION(function_name, handler_module) before the handler is imported; "
+        "it may return a wrapper, called as wrapper(event, invoke) around each invocation",
+    )
+    parser.add_argument(
         "--no-peer-gate",
         action="store_true",
         help="no authorizer or usage plans in front of the peer routes (the functions still "
@@ -119,7 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.parent_pid:
         watch_parent(args.parent_pid, stop)
 
-    functions = FunctionRegistry(agent, package=args.handlers_package, memory_mb=args.memory_mb, region=region)
+    try:
+        policy = SandboxPolicy(args.sandboxes, args.stream_sandboxes, args.sandbox_initializer)
+    except ValueError as exc:
+        print(f"agent_host: {exc}", file=sys.stderr)
+        return 2
+    sandboxes = Sandboxes(policy)
+    functions = FunctionRegistry(
+        agent, package=args.handlers_package, memory_mb=args.memory_mb, region=region, make=sandboxes.function
+    )
     # A stable, API Gateway-looking id per agent.
     identity = GatewayIdentity(api_id=hashlib.sha256(agent.encode()).hexdigest()[:10])
     peer_gate = None
@@ -169,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             region=region,
         )
     )
+    sandboxes.warm_up()  # the fork server imports its libraries while the rest starts
     for worker in workers:
         worker.start()
     lambda_server.start_background()
@@ -191,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     busy = [w.name for w in workers if w.is_alive()]
     if busy:
         log.warning("left in-flight work in %s; SQS redelivers it after the visibility timeout", ", ".join(busy))
+    functions.close()
     return 0
 
 

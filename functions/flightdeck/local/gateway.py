@@ -20,8 +20,10 @@ unless it is not valid UTF-8, in which case it arrives base64-encoded.
 A handler that answers a stream (flightdeck.api.sse.StreamReply: the streaming routes,
 topology `stream`) has its chunks written as they come, with chunked transfer encoding,
 as API Gateway's STREAM integration relays a streaming function's output on AWS; the
-generator behind them is the one the deployed function's web server consumes. A client
-that goes away closes the generator (its reads stop; the task goes on).
+generator behind them is the one the deployed function's web server consumes (on the agent
+host it runs in the function's sandbox, which produces each chunk when the gateway asks for
+it: flightdeck.local.sandbox). A client that goes away closes the generator (its reads stop;
+the task goes on).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
 from flightdeck.api.sse import StreamReply
-from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, FunctionRegistry, LocalFunction
+from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, Function, FunctionRegistry, error_type, log_failure
 from flightdeck.local.peer_gate import PeerGate
 
 log = logging.getLogger("flightdeck.local")
@@ -371,7 +373,7 @@ class ApiGateway:
             refusal = self.peer_gate.admit(event)
             if refusal is not None:
                 return error_response(refusal.status, refusal.code, refusal.message, list(refusal.headers.items()))
-        function: LocalFunction = self.functions.function(match.route.handler)
+        function: Function = self.functions.function(match.route.handler)
         try:
             result = function.invoke(event)
             if isinstance(result, StreamReply):
@@ -382,8 +384,8 @@ class ApiGateway:
             log.error("%s %s: malformed proxy response from %s: %s", method, path, function.module_name, exc)
             return error_response(502, "bad_gateway", f"malformed proxy response: {exc}")
         except Exception as exc:
-            log.exception("%s %s: handler %s failed", method, path, function.module_name)
-            return error_response(502, "bad_gateway", f"handler failed: {type(exc).__name__}: {exc}")
+            log_failure(log, exc, "%s %s: handler %s failed", method, path, function.module_name)
+            return error_response(502, "bad_gateway", f"handler failed: {error_type(exc)}: {exc}")
 
 
 class _RequestTooLarge(Exception):
@@ -439,13 +441,16 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         if isinstance(response, StreamingHttpResponse):
             self._stream(response)
             return
-        self.send_response(response.status)
-        for name, value in response.headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(response.body)
+        try:
+            self.send_response(response.status)
+            for name, value in response.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up waiting (a cold function): nothing to tell it
 
     def _stream(self, response: StreamingHttpResponse) -> None:
         chunked = self.request_version != "HTTP/1.0"

@@ -1,12 +1,16 @@
-"""Invoking Lambda handlers in-process, the way the Lambda runtime would.
+"""A Lambda function of the local runtime: what invokes it, and the context its handler gets.
 
-Every entry point is `<package>.<name>.handler(event, context)`. A handler
-module is imported on its first invocation (Lambda's init phase) and reused
-afterwards (a warm execution environment). Invocations of one handler are
-serialized: on Lambda, concurrent invocations never share an execution
-environment, so handlers may keep per-invocation state in module globals
-(Powertools' Logger keys, buffered Metrics); running two of them at once in
-one process would mix that state.
+Every entry point is `<package>.<name>.handler(event, context)`. On Lambda a handler module is
+imported once per execution environment (the init phase) and each environment serves one
+invocation at a time, so handlers keep per-invocation state in module globals (Powertools'
+Logger keys, buffered Metrics, the request's caller). Two ways to run one here:
+
+- flightdeck.local.sandbox.SandboxedFunction: in worker processes of its own, one invocation at a
+  time each, as Lambda's execution environments; what the agent host runs;
+- InProcessFunction: in the caller's process, invocations of one function serialized; for tests
+  that run handlers on moto's in-process mock. The functions of one process share those module
+  globals, which production code assumes it has to itself: a test that runs two invocations at
+  once in one process must not depend on them.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import importlib
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from flightdeck import topology
 
@@ -33,10 +38,6 @@ DEFAULT_MEMORY_MB = 512
 log = logging.getLogger("flightdeck.local")
 
 Handler = Callable[[dict[str, Any], Any], Any]
-
-# When set, every invocation goes through it: observer(function, event, call) runs call()
-# and returns its result (`flightdeck bench` counts invocations this way; see flightdeck.bench.counter).
-invocation_observer: Callable[[LocalFunction, dict[str, Any], Callable[[], Any]], Any] | None = None
 
 
 @dataclass
@@ -76,8 +77,58 @@ class HandlerImportError(RuntimeError):
     """The handler module could not be imported (Lambda: Runtime.ImportModuleError)."""
 
 
-class LocalFunction:
-    """One Lambda function: a handler module, imported lazily, invoked one at a time."""
+class InvocationError(RuntimeError):
+    """An invocation that failed outside the caller's process, as Lambda reports it: the error's type
+    and message, and its stack trace. str() is the message, as it is of the exception raised."""
+
+    def __init__(self, error_type: str, message: str, stack_trace: list[str] | None = None):
+        super().__init__(message)
+        self.error_type = error_type
+        self.stack_trace = list(stack_trace or [])
+
+
+def error_type(error: BaseException) -> str:
+    """The errorType Lambda reports for a failed invocation."""
+    return error.error_type if isinstance(error, InvocationError) else type(error).__name__
+
+
+def error_payload(error: BaseException) -> dict[str, Any]:
+    """The Python runtime's answer for an unhandled exception (an InvocationError: the one it gave)."""
+    stack = error.stack_trace if isinstance(error, InvocationError) else traceback.format_tb(error.__traceback__)
+    return {"errorMessage": str(error), "errorType": error_type(error), "stackTrace": stack}
+
+
+def log_failure(logger: logging.Logger, error: BaseException, message: str, *args: Any) -> None:
+    """Log a failed invocation: with its traceback when it failed here; an InvocationError's is in its sandbox's output."""
+    if isinstance(error, InvocationError):
+        logger.error(message + ": %s: %s", *args, error.error_type, error)
+    else:
+        logger.error(message, *args, exc_info=error)
+
+
+class Function(Protocol):
+    """What the gateway, the pollers and the Invoke API invoke."""
+
+    module_name: str
+    function_name: str
+
+    def new_context(self) -> LocalLambdaContext: ...
+
+    def invoke(self, event: dict[str, Any], context: LocalLambdaContext | None = None) -> Any:
+        """The handler's result (a StreamReply: its stream); a failed invocation raises."""
+        ...
+
+    def close(self) -> None:
+        """Stop its execution environments."""
+        ...
+
+
+# (module_name, function_name, memory_mb=, timeout_s=, region=) -> the function (FunctionRegistry's make).
+FunctionFactory = Callable[..., Function]
+
+
+class InProcessFunction:
+    """One Lambda function in this process: a handler module, imported lazily, invoked one at a time."""
 
     def __init__(
         self,
@@ -123,20 +174,23 @@ class LocalFunction:
         """Run the handler on one event; its exceptions propagate (a failed invocation).
 
         A streaming handler returns at once with the stream (flightdeck.api.sse.StreamReply),
-        which its caller then reads outside the lock: on Lambda a streaming invocation has its
-        execution environment to itself for as long as it streams, while other requests get
-        other environments; here they share the module, whose per-request state is thread-local.
+        which its caller then reads outside the lock (in this process a stream cannot have the
+        module to itself for as long as it lasts, as it has its execution environment on Lambda).
         """
         with self._lock:
             entry = self._entry_point()
-            observer = invocation_observer
-            if observer is not None:
-                return observer(self, event, lambda: entry(event, context or self.new_context()))
             return entry(event, context or self.new_context())
+
+    def close(self) -> None:
+        """Nothing to stop: the module stays imported in this process."""
 
 
 class FunctionRegistry:
-    """The functions of one agent, one per handler module, created on demand."""
+    """The functions of one agent, one per handler module, created on demand.
+
+    make: how a function runs (default InProcessFunction; the agent host's is
+    flightdeck.local.sandbox.Sandboxes(...).function: worker processes).
+    """
 
     def __init__(
         self,
@@ -145,18 +199,20 @@ class FunctionRegistry:
         package: str = HANDLERS_PACKAGE,
         memory_mb: int = DEFAULT_MEMORY_MB,
         region: str = LOCAL_REGION,
+        make: FunctionFactory = InProcessFunction,
     ):
         self.agent = agent
         self.package = package
         self.memory_mb = memory_mb
         self.region = region
-        self._functions: dict[str, LocalFunction] = {}
+        self.make = make
+        self._functions: dict[str, Function] = {}
         self._lock = threading.Lock()
 
-    def function(self, handler: str) -> LocalFunction:
+    def function(self, handler: str) -> Function:
         with self._lock:
             if handler not in self._functions:
-                self._functions[handler] = LocalFunction(
+                self._functions[handler] = self.make(
                     f"{self.package}.{handler}",
                     topology.function_name(self.agent, handler),
                     memory_mb=self.memory_mb,
@@ -168,7 +224,14 @@ class FunctionRegistry:
                 )
             return self._functions[handler]
 
-    def by_name(self, function_name: str) -> LocalFunction | None:
+    def by_name(self, function_name: str) -> Function | None:
         """The function of that name (one of topology.HANDLERS), or None."""
         handler = next((h for h in topology.HANDLERS if topology.function_name(self.agent, h) == function_name), None)
         return self.function(handler) if handler is not None else None
+
+    def close(self) -> None:
+        """Stop every function's execution environments (in-flight invocations end with them)."""
+        with self._lock:
+            functions = list(self._functions.values())
+        for function in functions:
+            function.close()

@@ -31,7 +31,6 @@ import re
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from flightdeck import topology
-from flightdeck.local.invocation import FunctionRegistry, LocalFunction
+from flightdeck.api.sse import StreamReply
+from flightdeck.local.invocation import Function, FunctionRegistry, error_payload, log_failure
 
 log = logging.getLogger("flightdeck.local")
 
@@ -67,7 +67,7 @@ class AsyncConfig:
 class _Job:
     due: float
     seq: int
-    function: LocalFunction = field(compare=False)
+    function: Function = field(compare=False)
     event: Any = field(compare=False)
     config: AsyncConfig = field(compare=False)
     request_id: str = field(compare=False)
@@ -102,7 +102,7 @@ class AsyncInvoker:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, function: LocalFunction, event: Any, config: AsyncConfig) -> str:
+    def submit(self, function: Function, event: Any, config: AsyncConfig) -> str:
         """Queue one event for the function; returns its request id."""
         now = self.clock()
         job = _Job(now, next(self._seq), function, event, config, str(uuid.uuid4()), now)
@@ -160,7 +160,9 @@ class AsyncInvoker:
             job.function.invoke(job.event)
             return
         except Exception as exc:  # a failed invocation, as Lambda sees it
-            log.exception(
+            log_failure(
+                log,
+                exc,
                 "async invocation %s of %s failed (attempt %d of %d)",
                 job.request_id,
                 job.function.function_name,
@@ -197,7 +199,7 @@ class AsyncInvoker:
 
 
 def invocation_record(
-    function: LocalFunction, request_id: str, event: Any, condition: str, attempts: int, error: BaseException | None
+    function: Function, request_id: str, event: Any, condition: str, attempts: int, error: BaseException | None
 ) -> dict[str, Any]:
     """What Lambda sends an on-failure destination for an asynchronous invocation it gave up on."""
     now = datetime.now(UTC)
@@ -216,15 +218,6 @@ def invocation_record(
         record["responseContext"] = {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"}
         record["responsePayload"] = error_payload(error)
     return record
-
-
-def error_payload(error: BaseException) -> dict[str, Any]:
-    """The Python runtime's answer for an unhandled exception."""
-    return {
-        "errorMessage": str(error),
-        "errorType": type(error).__name__,
-        "stackTrace": traceback.format_tb(error.__traceback__),
-    }
 
 
 def async_configs(registry: FunctionRegistry, dlq_url: Callable[[topology.QueueSpec], str]) -> dict[str, AsyncConfig]:
@@ -247,7 +240,7 @@ class LambdaApi:
         self.invoker = invoker
         self.configs = configs
 
-    def function(self, name_or_arn: str) -> LocalFunction | None:
+    def function(self, name_or_arn: str) -> Function | None:
         # A name, or a (partial) ARN ending in function:<name>[:qualifier].
         name = name_or_arn.split(":function:", 1)[1].split(":", 1)[0] if ":function:" in name_or_arn else name_or_arn
         return self.registry.by_name(name)
@@ -274,12 +267,17 @@ class LambdaApi:
         try:
             result = function.invoke(event)
         except Exception as exc:
-            log.exception("invocation of %s failed", function.function_name)
+            log_failure(log, exc, "invocation of %s failed", function.function_name)
             return (
                 200,
                 {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"},
                 json.dumps(error_payload(exc)).encode(),
             )
+        if isinstance(result, StreamReply):
+            # A streaming function's stream is served by the gateway (InvokeWithResponseStream on
+            # AWS), not here: closing it gives its sandbox back.
+            getattr(result.chunks, "close", lambda: None)()
+            return error_answer(400, "InvalidParameterValueException", f"{function.function_name} streams its response")
         return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result, default=str).encode()
 
 

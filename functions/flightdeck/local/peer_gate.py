@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flightdeck.adapters.usage_plans import KeyPlan
-from flightdeck.local.invocation import LocalFunction
+from flightdeck.local.invocation import Function
 
 log = logging.getLogger("flightdeck.local")
 
@@ -137,7 +137,7 @@ class PeerGate:
 
     def __init__(
         self,
-        authorizer: LocalFunction,
+        authorizer: Function,
         key_lookup: Callable[[str], KeyPlan | None],
         *,
         cache_ttl_s: float,

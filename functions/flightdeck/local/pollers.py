@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flightdeck import topology
-from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, LOCAL_REGION, LocalFunction
+from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, LOCAL_REGION, Function, log_failure
 
 log = logging.getLogger("flightdeck.local")
 
@@ -111,7 +111,7 @@ class SqsPoller(threading.Thread):
         sqs: Any,
         queue_url: str,
         spec: topology.QueueSpec,
-        function: LocalFunction,
+        function: Function,
         stop: threading.Event,
         region: str = LOCAL_REGION,
         wait_time_s: int = RECEIVE_WAIT_S,
@@ -161,10 +161,12 @@ class SqsPoller(threading.Thread):
         ids = [m["MessageId"] for m in messages]
         try:
             result = self.function.invoke(event)
-        except Exception:
+        except Exception as exc:
             # A failed invocation: nothing is deleted, SQS redelivers after the
             # visibility timeout and dead-letters after max_receive_count.
-            log.exception("poller %s: %s failed on a batch of %d", self.spec.key, self.function.module_name, len(ids))
+            log_failure(
+                log, exc, "poller %s: %s failed on a batch of %d", self.spec.key, self.function.module_name, len(ids)
+            )
             return
         try:
             failed = failed_message_ids(result, ids)
@@ -212,7 +214,7 @@ class ScheduleTimer(threading.Thread):
     def __init__(
         self,
         *,
-        function: LocalFunction,
+        function: Function,
         interval_s: float,
         rule_name: str,
         stop: threading.Event,
@@ -232,8 +234,8 @@ class ScheduleTimer(threading.Thread):
         while not self.stop_event.wait(max(0.0, next_fire - time.monotonic())):
             try:
                 self.function.invoke(scheduled_event(self.rule_arn, region=self.region))
-            except Exception:
-                log.exception("schedule %s: %s failed", self.rule_arn, self.function.module_name)
+            except Exception as exc:
+                log_failure(log, exc, "schedule %s: %s failed", self.rule_arn, self.function.module_name)
             # A fixed rate; a run longer than the interval skips the missed firings, as EventBridge does.
             next_fire += self.interval_s
             now = time.monotonic()

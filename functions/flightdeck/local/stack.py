@@ -6,7 +6,8 @@
 The parent (this process) binds every port itself before starting anything, so
 a clash is reported at once and a chosen port cannot be taken by someone else
 before its server uses it; each child inherits its listening socket. moto and
-each agent run in their own process and process group; stopping the stack (or
+each agent run in their own process and process group (an agent's functions in
+worker processes of that group: flightdeck.local.sandbox); stopping the stack (or
 the parent exiting, being interrupted or terminated) ends every one of them,
 and each child also stops by itself when its parent disappears.
 """
@@ -55,6 +56,8 @@ MOTO = "moto"
 MOTO_OWNER = "the moto server"  # who wanted a port, in PortInUseError
 CARD_PATH = "/.well-known/agent-card.json"
 STOP_GRACE_S = 5.0
+# One readiness probe waits this long for its answer: a process that exits ends it at once.
+READY_PROBE_TIMEOUT_S = 15.0
 # Lines of a child's output kept to explain a failed start.
 TAIL_LINES = 40
 POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
@@ -112,6 +115,8 @@ class LocalStack:
     shows every step of a delegation (flightdeck.observability).
     extra_env: settings added to every agent's environment, over the file's.
     handlers_package: where the handler modules live (tests use stand-ins).
+    sandboxes: how many invocations of one function may run at once, each in a worker process of
+    its own (None: the agent host's default; flightdeck.local.sandbox).
     Every JSON line a child writes is also offered to the listeners (add_listener).
     """
 
@@ -131,6 +136,7 @@ class LocalStack:
         handlers_package: str = HANDLERS_PACKAGE,
         startup_timeout_s: float = 60.0,
         host_module: str = "flightdeck.local.agent_host",
+        sandboxes: int | None = None,
     ):
         if config is None:
             config = config_file.DEFAULT_CONFIG
@@ -154,6 +160,7 @@ class LocalStack:
         # The module each agent host process runs (python -m): a tool that wraps the host (the
         # bench's counting host) names its own; the runtime knows nothing of what it adds.
         self.host_module = host_module
+        self.sandboxes = sandboxes
         self.startup_timeout_s = startup_timeout_s
 
         self._ports: dict[str, int] = {}
@@ -396,6 +403,7 @@ class LocalStack:
             str(spec.gateway.authorizer_cache_s),
             "--lambda-listen-fd",
             str(lambda_sock.fileno()),
+            *(["--sandboxes", str(self.sandboxes)] if self.sandboxes is not None else []),
         ]
         self._spawn(name, args, sock, env, extra_sockets=(lambda_sock,))
 
@@ -444,8 +452,9 @@ class LocalStack:
 
     def _wait_until_answering(self, name: str) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
-        # The socket listens from the start, so this request simply waits for the server to accept it.
-        while not answers_http(self.urls[name] + CARD_PATH):
+        # The socket listens from the start, so this request simply waits for the server to accept it,
+        # and then for the card's function to start (its first sandbox waits for the fork server).
+        while not answers_http(self.urls[name] + CARD_PATH, timeout_s=READY_PROBE_TIMEOUT_S):
             self._check_starting(name, deadline)
 
     # --- output ---------------------------------------------------------------------------

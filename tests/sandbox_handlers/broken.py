@@ -1,0 +1,3 @@
+"""Fails its init: importing it raises."""
+
+raise RuntimeError("broken at import")
