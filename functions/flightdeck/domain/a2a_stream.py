@@ -22,7 +22,7 @@ one SSE `data:` line each):
    canceled, rejected; input-required and auth-required end a stream too).
 
 Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
-and live text (StatePort.get_session: one Query, and get_results while its turn waits: one
+and live text (SessionsPort.get_session: one Query, and get_results while its turn waits: one
 more): at most three requests per poll interval, the last poll included (the steps since the
 one before go out before the answer). Besides, one write marks the session watched (before the
 task starts on message/stream, on the first poll on tasks/resubscribe) and one again each

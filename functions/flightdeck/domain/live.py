@@ -6,7 +6,7 @@ The think runs in the turn worker; the streams (message/stream, tasks/resubscrib
 - a stream that follows a busy session marks it watched (LivePort.watch: one write, an expiry
   WATCH_MS ahead), and marks it again only when less than half of that is left: at most one
   write per WATCH_MS / 2 and session, whatever the number of streams;
-- a think reads that mark in the query it makes anyway (StatePort.get_session). Watched, it asks
+- a think reads that mark in the query it makes anyway (SessionsPort.get_session). Watched, it asks
   the model for a stream (converse_stream) and writes the text so far as one item (put_text) at
   most once per STREAM_POLL_INTERVAL_MS, the first after one interval (a think shorter than
   that writes nothing), then deletes it once the reply is in (clear_text). Not watched, it calls

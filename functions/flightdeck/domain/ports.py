@@ -39,9 +39,9 @@ class Clock(Protocol):
 
 
 # The agent's state, by aggregate. One DynamoDB table holds them all (flightdeck.adapters.dynamo_state
-# implements every one of them); a use case is handed the ones it touches (Deps), and a test may fake
-# each (tests/fakes). The conditions every implementation honours are in the docstrings of
-# flightdeck.adapters.dynamo_state and are checked on both by tests/contract.
+# implements every one of them); a use case uses the ones it touches (Deps), and a test may fake each.
+# The conditions every implementation honours are the store's (its docstrings): invariants are
+# conditions of one write, never a read and then a write.
 
 
 class SessionsPort(Protocol):

@@ -1,7 +1,7 @@
 """GET /api/sessions/{id}/events: a session's timeline (flightdeck.domain.timeline), live.
 
 Opening checks that the session exists for the caller (404 otherwise, as GET
-/api/sessions/{id}). Then every poll reads the session (StatePort.get_session: one Query)
+/api/sessions/{id}). Then every poll reads the session (SessionsPort.get_session: one Query)
 and, while its turn waits on tool results, the results recorded so far (get_results: one
 Query): at most two requests a poll. It sends each new event once and ends after the `idle`
 event (the session answered), or when the stream's time is up. With `follow` false it sends
