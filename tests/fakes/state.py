@@ -231,10 +231,11 @@ class MemoryState:
     def _conversation(self, p: _Partition, current_turn: int) -> list[dict[str, Any]]:
         """As the store rebuilds it: the stored messages in (turn, slot) order, and after an assistant
         message that called tools in a turn that has moved on, the user message of their results."""
+        # Listed in the store's key order (INBOX#, ITER#, MSG#), which a stable sort keeps among equals.
         stored = sorted(
-            [(t, s, m) for (t, s), m in p.messages.items()]
-            + [(t, int(MessageSlot.REPLY), reply["message"]) for t, (reply, _) in p.iterations.items()]
-            + [(i.turn, int(MessageSlot.INPUT), i.message) for i in p.inbox.values() if i.turn],
+            [(i.turn, int(MessageSlot.INPUT), i.message) for _, i in sorted(p.inbox.items()) if i.turn]
+            + [(t, int(MessageSlot.REPLY), reply["message"]) for t, (reply, _) in sorted(p.iterations.items())]
+            + [(t, s, m) for (t, s), m in sorted(p.messages.items())],
             key=lambda x: (x[0], x[1]),
         )
         answered_by_message = {t for t, (_, ends_turn) in p.iterations.items() if ends_turn}
