@@ -5,6 +5,7 @@ A malformed value stops start-up with a message that names the variable.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.allowlist import Allowlist, AllowlistError
+from flightdeck.domain.config import DomainSettings
 from flightdeck.domain.peers import PeerTokenError, check_token
 
 
@@ -157,6 +159,10 @@ class Settings(BaseModel):
     @property
     def agent(self) -> AgentDefinition:
         return self.agent_config or AgentDefinition(name=self.agent_name)
+
+    def for_domain(self) -> DomainSettings:
+        """The slice the domain reads (flightdeck.domain.config): its fields are named as here."""
+        return DomainSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(DomainSettings)})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import cast
 
 from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
@@ -34,6 +33,13 @@ def _http() -> tuple[Peers, A2AHttp]:
 
 
 @functools.lru_cache(maxsize=1)
+def state_store() -> StateStore:
+    """The agent's DynamoDB state (one table, one client): every state port of deps(), and the index and
+    registry adapters that share its table."""
+    return StateStore(get_settings().state_table)
+
+
+@functools.lru_cache(maxsize=1)
 def deps() -> Deps:
     # DISCOVERED_PEERS: allowed names whose URL is looked up at run time (the SSM parameters the stacks publish).
     settings = with_discovered_peers(get_settings())
@@ -45,7 +51,7 @@ def deps() -> Deps:
 
         return build_model(settings.agent)
 
-    store = StateStore(settings.state_table)
+    store = state_store()
     queues = Queues(
         dispatch_url=settings.dispatch_queue_url,
         delivery_url=settings.delivery_queue_url,
@@ -53,8 +59,14 @@ def deps() -> Deps:
         delivery_dlq_url=settings.delivery_dlq_url,
     )
     return Deps(
-        settings=settings,
-        store=store,
+        settings=settings.for_domain(),
+        # One table holds every aggregate of the agent's state: the one store serves each port.
+        sessions=store,
+        iterations=store,
+        turns=store,
+        liveness=store,
+        dispatches=store,
+        clock=store,
         queues=queues,
         # Thinks start as asynchronous invokes of the turn worker; their delayed retries share the SQS client.
         thinks=LambdaThinks(
@@ -93,13 +105,14 @@ def deps_within(budget: TimeBudget | None) -> Deps:
 @functools.lru_cache(maxsize=1)
 def session_index() -> SessionIndex:
     """GET /api/sessions: the sessions index of the same table, through the same client."""
-    store = cast(StateStore, deps().store)  # deps() wires the DynamoDB StateStore
-    return SessionIndex(deps().settings.state_table, client_factory=lambda: store.client, clock=store.now_ms)
+    store = state_store()
+    return SessionIndex(store.table, client_factory=lambda: store.client, clock=store.now_ms)
 
 
 def reset() -> None:
     """Forget settings and clients (tests change the environment between cases)."""
     session_index.cache_clear()
     deps.cache_clear()
+    state_store.cache_clear()
     _http.cache_clear()
     get_settings.cache_clear()

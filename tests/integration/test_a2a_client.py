@@ -390,11 +390,11 @@ def test_push_receiver_checks_the_token_and_records_terminal_tasks_once(agent, p
 
 def test_a_push_after_the_timeout_is_late(agent, peer, monkeypatch):
     from flightdeck.domain.aggregation import expire_turn
-    from flightdeck.wiring import deps
+    from flightdeck.wiring import deps, state_store
 
     sid, token = _dispatched_token(agent, peer)
-    deadline = deps().store.get_turn(sid, 1).deadline_ms
-    monkeypatch.setattr(deps().store, "_clock", lambda: deadline)  # the deadline has come
+    deadline = state_store().get_turn(sid, 1).deadline_ms
+    monkeypatch.setattr(state_store(), "_clock", lambda: deadline)  # the deadline has come
     assert expire_turn(deps(), sid, 1, by="timer")
     monkeypatch.undo()
     assert _push(agent, token, _task("completed", "too late"))[0] == 410

@@ -657,7 +657,7 @@ def test_a_push_url_is_stored_and_sent_in_the_normalised_form_that_was_checked(p
 
 def test_a_queued_push_whose_url_escapes_the_base_is_dead_lettered_not_sent(pushing, hook):
     """The delivery worker checks the URL it sends: a config stored before normalisation cannot slip out."""
-    from flightdeck.wiring import deps
+    from flightdeck.wiring import deps, state_store
 
     for url in (f"{hook.url}/hooks/../admin/reset", f"{hook.url}/hooks/%2e%2e/admin/reset"):
         deps().queues.send_delivery(
@@ -667,7 +667,7 @@ def test_a_queued_push_whose_url_escapes_the_base_is_dead_lettered_not_sent(push
                 "task_id": "s~k",
                 "config": {"id": "c", "url": url, "token": "caller-chosen"},
                 "task": {"kind": "task", "id": "s~k"},
-                "created_ms": deps().store.now_ms(),
+                "created_ms": state_store().now_ms(),
             }
         )
     assert pushing.run_queue("delivery") == {"batchItemFailures": []}

@@ -57,12 +57,12 @@ def _start_sessions(agent, n: int, token=None) -> list[str]:
 
 
 def test_the_caller_lists_its_own_sessions_newest_first_in_pages_of_two_requests(orchestrator):
-    from flightdeck.wiring import deps
+    from flightdeck.wiring import state_store
 
     mine = _start_sessions(orchestrator, 5)
     other = orchestrator.add_peer("other")
     theirs = _start_sessions(orchestrator, 2, token=other)
-    requests = Requests(deps().store.client)
+    requests = Requests(state_store().client)
 
     seen, cursor, pages = [], None, 0
     while True:

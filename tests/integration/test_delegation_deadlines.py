@@ -14,6 +14,7 @@ import pytest
 
 from flightdeck.domain.deadlines import TimerMessage, fire_timer, sweep
 from flightdeck.domain.dispatch import peer_session_id
+from flightdeck.wiring import state_store
 from tests.support.harness import make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
 
@@ -64,7 +65,7 @@ def world(agent, monkeypatch):
 
     d = deps()
     clock = Clock(int(time.time() * 1000))
-    monkeypatch.setattr(d.store, "_clock", clock)
+    monkeypatch.setattr(state_store(), "_clock", clock)
     timers: list[tuple[dict, int]] = []
     send = d.queues.send_timer
     monkeypatch.setattr(
@@ -153,7 +154,7 @@ def test_an_answer_before_the_first_deadline_moves_the_turn_on_to_the_next(agent
     assert not [r for r in peer.requests if r["path"].endswith("/cancel")]  # it answered: nothing to stop
     # The sweeper sees nothing overdue in between (the index no longer lists the answered deadline).
     clock.now = t0 + DEFAULT_MS - 1
-    assert not [o for o in d.store.list_overdue(clock.now) if o.session_id == sid]
+    assert not [o for o in state_store().list_overdue(clock.now) if o.session_id == sid]
     clock.now = t0 + DEFAULT_MS
     assert fire_timer(d, TimerMessage(**timers[-1][0])) == "expired"
     assert json.loads(result(agent, sid, ids["ask_slow"])["text"])["reason"] == "timeout"
@@ -168,7 +169,7 @@ def test_the_sweep_synthesizes_each_result_at_its_own_deadline_when_the_timer_is
     sweep(d)
     assert json.loads(result(agent, sid, ids["ask_quick"])["text"])["reason"] == "timeout"
     assert result(agent, sid, ids["ask_slow"]) is None
-    assert [o.due_ms for o in d.store.list_overdue(t0 + DEFAULT_MS) if o.session_id == sid] == [t0 + DEFAULT_MS]
+    assert [o.due_ms for o in state_store().list_overdue(t0 + DEFAULT_MS) if o.session_id == sid] == [t0 + DEFAULT_MS]
     assert sweep(d) == 0  # not due again before the next deadline
     clock.now = t0 + DEFAULT_MS + 1
     assert sweep(d) == 1  # completed, at the slow one's deadline
@@ -239,7 +240,7 @@ def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws,
     )
     d = deps()
     clock = Clock(int(time.time() * 1000))
-    monkeypatch.setattr(d.store, "_clock", clock)
+    monkeypatch.setattr(state_store(), "_clock", clock)
     t0 = clock.now
     sid = start(agent, "@remote quick question @slow long review")
     ids = calls(agent, sid)
@@ -263,7 +264,7 @@ def test_what_stopping_a_delegation_costs_the_agent_whose_deadline_passed(agent,
     t0 = clock.now
     start(agent, "@slow review the plan")
     sink = counter.ListSink()
-    counter.attach(d.store.client, sink)
+    counter.attach(state_store().client, sink)
     counter.attach(d.queues.client, sink)
     clock.now = t0 + DEFAULT_MS
     assert fire_timer(d, TimerMessage(**timers[0][0])) == "expired"

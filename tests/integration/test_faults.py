@@ -40,7 +40,7 @@ def test_dynamodb_throttling_is_retried_and_nothing_is_lost(orchestrator_on_serv
     # Over HTTP to the moto server: in-process moto answers inside botocore's send hooks too.
     orchestrator = orchestrator_on_server
     sid, turn, [tid] = start_turn(orchestrator)
-    client = wiring.deps().store.client
+    client = wiring.state_store().client
     hook, remaining = _throttle(2)
     client.meta.events.register("before-send.dynamodb.TransactWriteItems", hook)
     try:
@@ -72,7 +72,7 @@ def _outage(adapter, service: str):
 def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestrator):
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
-    with _outage(wiring.deps().store, "dynamodb"):
+    with _outage(wiring.state_store(), "dynamodb"):
         status, headers, body = post(orchestrator, token, "during outage")
     assert status == 503 and body["error"]["code"] == "service_unavailable" and headers["retry-after"] == "1"
     assert result_items(orchestrator, sid) == []

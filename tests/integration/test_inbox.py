@@ -331,7 +331,7 @@ def test_a_redelivered_think_whose_answer_started_the_queued_turn_resends_to_its
 
 
 def _shift_clock(ms: int) -> None:
-    store = wiring.deps().store
+    store = wiring.state_store()
     store._clock = lambda: int(time.time() * 1000) + ms
 
 
@@ -353,7 +353,7 @@ def test_the_next_think_send_fails_after_the_turn_ending_write_started_a_queued_
     assert failed["failed"] == 1 and orchestrator.bodies("turns") == []
     meta = orchestrator.item(f"S#{sid}", "META")
     assert (meta["status"], meta["turn"], meta["owed_think"]) == ("busy", 2, 2)  # owed since that write
-    _shift_clock(wiring.deps().store.owed_think_grace_ms + 1_000)
+    _shift_clock(wiring.state_store().owed_think_grace_ms + 1_000)
     _sweep(orchestrator)
     body = drain(orchestrator, sid)
     answered(body, ["first", "queued second"])
@@ -379,7 +379,7 @@ def test_a_crash_between_the_turn_ending_write_and_the_next_think_is_covered_by_
     meta = orchestrator.item(f"S#{sid}", "META")
     assert (meta["status"], meta["turn"], meta["owed_think"]) == ("busy", 2, 2)  # owed since that write
     # Both owners send it: the sweep, after the grace ...
-    _shift_clock(wiring.deps().store.owed_think_grace_ms + 1_000)
+    _shift_clock(wiring.state_store().owed_think_grace_ms + 1_000)
     _sweep(orchestrator)
     # ... and the turn message's redelivery (it was not deleted), which re-runs what followed the write.
     orchestrator.run_queue("turns", [think])

@@ -161,7 +161,7 @@ def _dynamodb_calls(agent, session_id: str) -> list[tuple[str, str]]:
         key = params.get("Key") or params.get("Item") or {}
         calls.append((model.name, key.get("sk", {}).get("S", "") if isinstance(key, dict) else ""))
 
-    client = wiring.deps().store.client
+    client = wiring.state_store().client
     client.meta.events.register("before-parameter-build.dynamodb", record)
     try:
         agent.run_queue("turns")
@@ -179,7 +179,7 @@ def test_nobody_watching_a_think_costs_no_request_more(aws, monkeypatch):
     assert agent.api("chat_post", body={"session_id": unwatched, "content": "say hi in five short words"})[0] == 202
     alone = _dynamodb_calls(agent, unwatched)
     assert agent.api("chat_post", body={"session_id": watched, "content": "say hi in five short words"})[0] == 202
-    wiring.deps().live.watch(watched, wiring.deps().store.now_ms() + 60_000)
+    wiring.deps().live.watch(watched, wiring.state_store().now_ms() + 60_000)
     followed = _dynamodb_calls(agent, watched)
     relay = [c for c in followed if c[1] == "LIVE"]
     # Watched: the text written a few times (600 ms of think, 100 ms apart at most), then deleted.

@@ -43,7 +43,7 @@ def fail_next_think_send(monkeypatch, times: int = 1) -> dict:
 
 def shift_clock(ms: int) -> None:
     """Move the agent's clock forward (deadlines, tombstones and the owed-think grace read it)."""
-    store = wiring.deps().store
+    store = wiring.state_store()
     store._clock = lambda: int(time.time() * 1000) + ms
 
 

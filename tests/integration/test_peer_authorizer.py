@@ -67,11 +67,11 @@ def test_the_previous_token_is_allowed_during_a_rotation_grace(orchestrator):
 
 
 def test_a_registry_outage_is_an_authorizer_failure(orchestrator, monkeypatch):
-    from flightdeck.wiring import deps
+    from flightdeck.wiring import state_store
 
     def down(**_):
         raise ClientError({"Error": {"Code": "InternalServerError", "Message": "down"}}, "GetItem")
 
-    monkeypatch.setattr(deps().store.client, "get_item", down)
+    monkeypatch.setattr(state_store().client, "get_item", down)
     with pytest.raises(ClientError):  # API Gateway: AUTHORIZER_FAILURE, mapped to 503 by the stack
         authorize(f"Bearer {orchestrator.peer_token}")

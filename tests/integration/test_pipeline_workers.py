@@ -138,14 +138,14 @@ def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent
 
 def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer):
     from flightdeck.domain.deadlines import sweep
-    from flightdeck.wiring import deps
+    from flightdeck.wiring import deps, state_store
 
     sids = [think(agent, f"@worker job {i}") for i in range(3)]
     assert sweep(deps()) == 0  # nothing overdue yet
     time.sleep(2.1)
     assert (
-        deps().store.list_overdue(int(time.time() * 1000))
-        and len(deps().store.list_overdue(int(time.time() * 1000))) == 3
+        state_store().list_overdue(int(time.time() * 1000))
+        and len(state_store().list_overdue(int(time.time() * 1000))) == 3
     )
     from flightdeck.handlers import sweeper
     from flightdeck.local.invocation import LocalLambdaContext

@@ -13,6 +13,7 @@ import pytest
 
 from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.session_cancel import CLOSING_TEXT
+from flightdeck.wiring import state_store
 from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
 
@@ -146,7 +147,7 @@ def test_a_canceller_that_dies_after_its_write_leaves_the_close_to_the_sweep(age
     hand_outbound_to_queues(monkeypatch)
     sid = delegated_task(agent)
     d = deps()
-    assert d.store.cancel_session(sid, "tester") == ("canceled", 1)  # ...and the function died here
+    assert state_store().cancel_session(sid, "tester") == ("canceled", 1)  # ...and the function died here
     assert view(agent, sid)["status"] == "canceled"
     agent.run_queue("turns")  # the queued think is the boundary: it closes the session instead of thinking
     assert view(agent, sid)["status"] == "idle" and agent.item(f"S#{sid}", "ITER#000001") is None
@@ -160,9 +161,9 @@ def test_a_canceller_that_dies_after_its_write_leaves_the_close_to_the_sweep(age
         m.setattr(d.thinks, "start", lost)
         sid = delegated_task(agent)
     assert agent.receive("turns") == []
-    assert d.store.cancel_session(sid, "tester")[0] == "canceled"
+    assert state_store().cancel_session(sid, "tester")[0] == "canceled"
     with monkeypatch.context() as m:
-        m.setattr(d.store, "_clock", lambda: int(time.time() * 1000) + d.store.owed_think_grace_ms + 1)
+        m.setattr(state_store(), "_clock", lambda: int(time.time() * 1000) + state_store().owed_think_grace_ms + 1)
         assert sweep(d) >= 1
     agent.run_queue("turns")
     session = view(agent, sid)
@@ -174,7 +175,7 @@ def _count_aws(d):
     from flightdeck.bench import counter
 
     sink = counter.ListSink()
-    counter.attach(d.store.client, sink)
+    counter.attach(state_store().client, sink)
     counter.attach(d.queues.client, sink)
     return lambda: dict(sorted(__import__("collections").Counter(r["op"] for r in sink.records).items()))
 

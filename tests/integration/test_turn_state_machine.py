@@ -97,8 +97,13 @@ class TurnMachine(RuleBasedStateMachine):
         )
         self.thinks = CrashingThinks(function_name=s.turn_worker_function, retry_queue_url=s.turns_queue_url)
         self.deps = Deps(
-            settings=s,
-            store=self.store,
+            settings=s.for_domain(),
+            sessions=self.store,
+            iterations=self.store,
+            turns=self.store,
+            liveness=self.store,
+            dispatches=self.store,
+            clock=self.store,
             queues=self.queues,
             thinks=self.thinks,
             peers=None,

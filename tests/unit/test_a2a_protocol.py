@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from a2a import types as sdk
@@ -25,9 +26,8 @@ def test_task_ids_name_their_context():
 
 def _rpc(raw):
     # Envelope errors are answered before any method runs: no dependencies needed (but whether streaming is on).
-    return handle_rpc(
-        SimpleNamespace(settings=SimpleNamespace(streaming="off")), raw if isinstance(raw, str) else json.dumps(raw)
-    )
+    with mock.patch("flightdeck.api.a2a_routes.get_settings", lambda: SimpleNamespace(streaming="off")):
+        return handle_rpc(SimpleNamespace(), raw if isinstance(raw, str) else json.dumps(raw))
 
 
 @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ def test_push_headers():
 def test_polls_back_off_and_never_pass_the_deadline():
     sent = []
     deps = SimpleNamespace(
-        store=SimpleNamespace(now_ms=lambda: 0),
+        clock=SimpleNamespace(now_ms=lambda: 0),
         queues=SimpleNamespace(send_timer=lambda body, delay: sent.append((body["polls"], delay))),
     )
     for polls in range(8):

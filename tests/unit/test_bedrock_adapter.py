@@ -408,7 +408,7 @@ def _think_deps(model, port):
 
     agent = AgentDefinition(name="orchestrator", delegates=[DelegateTool(agent="worker")])
     settings = SimpleNamespace(stream_poll_interval_ms=300, model_max_attempts=3, agent=agent)
-    return SimpleNamespace(settings=settings, store=_Clock(), live=port, model=lambda: model)
+    return SimpleNamespace(settings=settings, clock=_Clock(), live=port, model=lambda: model)
 
 
 def test_a_watched_think_on_bedrock_streams_and_stores_what_converse_would(client, model):

@@ -48,7 +48,7 @@ class FakeLive:
 
 
 def _deps(clock: Clock, port: FakeLive | None, interval_ms: int = 200):
-    return SimpleNamespace(settings=SimpleNamespace(stream_poll_interval_ms=interval_ms), store=clock, live=port)
+    return SimpleNamespace(settings=SimpleNamespace(stream_poll_interval_ms=interval_ms), clock=clock, live=port)
 
 
 def _session(watched_until_ms=0, status="busy", turn=1, live_text=None, iteration=None) -> Session:

@@ -47,6 +47,7 @@ from flightdeck.domain.a2a_models import (
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
+from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
@@ -63,7 +64,7 @@ STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
 def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
     """A streaming method on the one-response path: only when streaming is off (the Lambda entry streams
     them otherwise, ahead of the resolver)."""
-    if deps.settings.streaming == "on":
+    if get_settings().streaming == "on":
         raise A2AError(
             UNSUPPORTED_OPERATION,
             "this path answers one JSON response; message/stream and "

@@ -28,6 +28,7 @@ from flightdeck.domain.a2a_models import INTERNAL_ERROR, INVALID_PARAMS, A2AErro
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.domain.streaming import Note, Pace
 from flightdeck.observability import count, logger
+from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
 
@@ -81,7 +82,7 @@ def _one(payload: dict[str, Any]) -> StreamReply:
 def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:
     """The answer to one POST /a2a: a stream, a JSON-RPC response (proxy response), or None when off."""
     d = deps()
-    if d.settings.streaming != "on":
+    if get_settings().streaming != "on":
         return None
     call = validate_rpc(_raw_body(event))
     remaining_ms = _remaining_ms(context)

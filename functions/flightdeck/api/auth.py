@@ -136,7 +136,7 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
     if d.registry is None:
         raise RuntimeError("the peer registry is not wired (Deps.registry)")
     try:
-        result = check_token(d.registry, token, d.store.now_ms())
+        result = check_token(d.registry, token, d.clock.now_ms())
     except (BotoCoreError, ClientError):
         logger.exception("peer registry unavailable")
         return _json_response(

@@ -34,6 +34,7 @@ from flightdeck.domain.streaming import Note, Pace
 from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS
 from flightdeck.domain.timeline import TimelineEvent
 from flightdeck.observability import count, logger
+from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
@@ -68,7 +69,7 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     d = deps()
     session_id = (event.get("pathParameters") or {}).get("session_id") or ""
     follow = ((event.get("queryStringParameters") or {}).get("follow") or "true").lower()
-    if d.settings.streaming != "on" or not _SESSION_ID.match(session_id) or follow not in ("true", "false"):
+    if get_settings().streaming != "on" or not _SESSION_ID.match(session_id) or follow not in ("true", "false"):
         return None  # the route's validation answers a malformed request (422), as GET /api/sessions/{id}
     try:
         session = open_session(d, session_id, current_peer())

@@ -154,8 +154,13 @@ def measure(
                 )
                 # The think delegates (the dispatch mints a callback token): the secret's key signs it.
                 return Deps(
-                    settings=settings,
-                    store=store,
+                    settings=settings.for_domain(),
+                    sessions=store,
+                    iterations=store,
+                    turns=store,
+                    liveness=store,
+                    dispatches=store,
+                    clock=store,
                     queues=queues,
                     thinks=_ScriptedThinks(),
                     peers=Peers(timeout_s=0.5),
@@ -188,7 +193,7 @@ def measure(
                     turn_loop.run_turn(script_deps, sid, turn)
 
                 def answer(sid: str = session_id) -> None:
-                    session = script_deps.store.get_session(sid)
+                    session = script_deps.sessions.get_session(sid)
                     assert session is not None
                     use = next(b["toolUse"] for b in session.messages[-1]["content"] if "toolUse" in b)
                     record_and_advance(
@@ -203,7 +208,7 @@ def measure(
                     [(1.0, lambda: think(1)), (1.0 + wait_s, answer), (2.0 + wait_s, lambda: think(2))],
                     mark=lambda: len(sink.records),
                 )
-                pace = Pace.of(settings, monotonic=clock.monotonic, sleep=clock.sleep)
+                pace = Pace.of(settings.for_domain(), monotonic=clock.monotonic, sleep=clock.sleep)
                 events: Iterator[Any]
                 if kind == "message_stream":
                     key = parse_task_id(task["id"])[1]  # type: ignore[index]
@@ -257,7 +262,6 @@ class _ThinkClock:
 
 def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], think_s: int) -> dict[str, Any]:
     """The turn worker's requests for one think, unwatched and watched (deps_with: the bench's Deps on moto)."""
-    from flightdeck.adapters.live_state import LiveStore
     from flightdeck.domain import turn_loop
     from flightdeck.domain.a2a import send_message
     from flightdeck.domain.a2a_models import MessageSendParams
@@ -281,7 +285,8 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
         assert ids is not None  # send_message answers a task id it made
         session_id = ids[0]
         if watched:
-            LiveStore(script.store).watch(session_id, clock.now_ms() + WATCH_MS)
+            assert script.live is not None  # deps_with wires the live relay
+            script.live.watch(session_id, clock.now_ms() + WATCH_MS)
         counted, sink = client("dynamodb"), ListSink(AGENT)
         attach(counted, sink)
         model = LocalModel(ModelConfig(think_delay_ms=think_s * 1000), script.settings.agent, sleep=clock.sleep)

@@ -100,7 +100,9 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
             sink.records.clear()
             logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
             deps = SimpleNamespace(
-                store=store,
+                turns=store,
+                liveness=store,
+                clock=store,
                 thinks=_Thinks(),
                 settings=SimpleNamespace(
                     tool_agg_tombstone_ttl_ms=60_000,

@@ -341,7 +341,7 @@ def send_message(
     a task in input-required (or naming the context of one alone) it answers the task's question. A
     message sent again (same messageId) is answered with its task as it stands now, and changes nothing.
     before_start: called with the context id once the task is created, before its first think is due."""
-    s, store, a2a = deps.settings, deps.store, ports(deps).store
+    s, a2a = deps.settings, ports(deps).store
     require_caller(s.inbound_auth, caller)
     content = _content(params)
     message = params.message
@@ -378,7 +378,7 @@ def send_message(
         if config and config.pushNotificationConfig
         else None
     )
-    session = store.get_session(session_id)
+    session = deps.sessions.get_session(session_id)
     if session is not None and not visible_to(session.owner, caller):
         # Another peer's context: it does not exist for this caller, yet its id is taken.
         raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id})
@@ -387,7 +387,7 @@ def send_message(
         if again is not None:
             return _answer(deps, again, config, remaining_ms)  # the same message, sent again
         raise _context_busy(deps, session_id)
-    now = store.now_ms()
+    now = deps.clock.now_ms()
     user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
     rec = TaskRecord(
         session_id=session_id,
@@ -583,7 +583,7 @@ def cancel_task(
         closed_turn=rec.end_turn,
     )
     if not waited:
-        session = deps.store.get_session(rec.session_id)
+        session = deps.sessions.get_session(rec.session_id)
         end_turn = session.turn if session else rec.start_turn
         if not a2a.finish_task(rec.session_id, rec.key, "canceled", status_text=CANCELED_TEXT, end_turn=end_turn):
             latest = a2a.get_task(rec.session_id, rec.key)
@@ -609,14 +609,14 @@ def _stop_delegations(deps: Deps, session_id: str, key: str) -> tuple[int, tuple
     """Outstanding delegations stop counting: the waiting turn completes through the same conditional
     transition as a timeout, with a `canceled` result for every missing id, and no next think.
     Returns (turn, the ids given a canceled result), for their peers to be told, or None."""
-    store, s = deps.store, deps.settings
-    session = store.get_session(session_id)
+    s = deps.settings
+    session = deps.sessions.get_session(session_id)
     if session is None or session.status != "busy":
         return None
-    agg = store.get_turn(session_id, session.turn)
+    agg = deps.turns.get_turn(session_id, session.turn)
     if agg is None or agg.status != "waiting":
         return None  # thinking: the turn loop stops at its next step (stop_if_canceled)
-    expiry = store.complete_with_errors(
+    expiry = deps.turns.complete_with_errors(
         session_id, session.turn, _canceled, "a2a_cancel", s.tool_agg_tombstone_ttl_ms, s.session_retention_ms
     )
     if expiry.won:
@@ -627,27 +627,27 @@ def _stop_delegations(deps: Deps, session_id: str, key: str) -> tuple[int, tuple
 
 def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
     """End a canceled task's session at `turn`: results for any open tool calls, a closing line, idle."""
-    store, retention = deps.store, deps.settings.session_retention_ms
-    session = store.get_session(session_id)
+    sessions, retention = deps.sessions, deps.settings.session_retention_ms
+    session = sessions.get_session(session_id)
     if session is None:
         return
     last = session.messages[-1] if session.messages else {}
     uses = [b["toolUse"] for b in last.get("content", []) if "toolUse" in b] if last.get("role") == "assistant" else []
     if uses:
         # A conversation never leaves a tool call without its result (Converse requires one).
-        results = {r.tool_use_id: r for t in (turn - 1, turn) for r in store.get_results(session_id, t)}
+        results = {r.tool_use_id: r for t in (turn - 1, turn) for r in deps.turns.get_results(session_id, t)}
         blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
-        store.append_message(
+        sessions.append_message(
             session_id, {"role": "user", "content": blocks}, turn, retention, slot=MessageSlot.CLOSING_RESULTS
         )
-    store.append_message(
+    sessions.append_message(
         session_id,
         {"role": "assistant", "content": [{"text": CANCELED_TEXT}]},
         turn,
         retention,
         slot=MessageSlot.CLOSING_TEXT,
     )
-    end = store.finish_session_turn(session_id, turn, retention)
+    end = sessions.finish_session_turn(session_id, turn, retention)
     a2a = ports(deps).store
     a2a.set_closed_turn(session_id, key, turn)
     rec = a2a.get_task(session_id, key)
@@ -771,7 +771,7 @@ def notify(deps: Deps, rec: TaskRecord) -> int:
                     "task_id": rec.task_id,
                     "config": config,
                     "task": task,
-                    "created_ms": deps.store.now_ms(),
+                    "created_ms": deps.clock.now_ms(),
                 }
             )
         count("A2APushesQueued", len(configs))
@@ -824,7 +824,7 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
         timeline("a2a_push_delivered", f"push notification delivered for {item.task_id}", **ids)
         return DeliveryOutcome(DeliveryStatus.DELIVERED)
     if answer.status in RETRYABLE_STATUSES:
-        spent = deps.store.now_ms() - (first_sent_ms or item.created_ms or deps.store.now_ms())
+        spent = deps.clock.now_ms() - (first_sent_ms or item.created_ms or deps.clock.now_ms())
         budget = deps.settings.reply_retry_max_ms
         if spent < budget:
             delay = min(backoff_s(attempt), max(1, (budget - spent) // 1000))

@@ -220,7 +220,7 @@ def _rpc(
 
 
 def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token: str, attempt: int) -> DispatchOutcome:
-    s, store = deps.settings, deps.store
+    s, dispatches = deps.settings, deps.dispatches
     ids: dict[str, Any] = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
 
     def retry_or_fail(detail: str, retryable: bool) -> DispatchOutcome:
@@ -289,7 +289,7 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
             ToolResult(msg.tool_use_id, "success", text, ResultSource.CALLBACK),
             "a2a_dispatch",
         )
-        store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+        dispatches.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
         timeline("dispatched", f"A2A task sent to {delegate.agent}: answered at once", **ids)
         return DispatchOutcome(DispatchStatus.SENT)
     try:
@@ -307,7 +307,7 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         ),
         s.session_retention_ms,
     )
-    store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
+    dispatches.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
     count("DelegationsDispatched")
     if _finished(task):
         _record(deps, msg.session_id, msg.turn, task_result(msg.tool_use_id, task), "a2a_dispatch")
@@ -336,7 +336,7 @@ class PollMessage(BaseModel):
 
 def schedule_poll(deps: Deps, session_id: str, turn: int, tool_use_id: str, deadline_ms: int, polls: int) -> bool:
     """Queue the next tasks/get, never past the deadline (the deadline timer covers that)."""
-    left_s = (deadline_ms - deps.store.now_ms()) / 1000
+    left_s = (deadline_ms - deps.clock.now_ms()) / 1000
     delay = min(POLL_MAX_S, POLL_FIRST_S * 2 ** min(polls, 10), int(left_s) - 1)
     if delay < 1:
         return False
@@ -357,11 +357,11 @@ def schedule_poll(deps: Deps, session_id: str, turn: int, tool_use_id: str, dead
 def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
     """One tasks/get. Returns: recorded | pending | stopped | failed."""
     ids: dict[str, Any] = {"session_id": poll.session_id, "turn": poll.turn, "tool_use_id": poll.tool_use_id}
-    agg = deps.store.get_turn(poll.session_id, poll.turn)
+    agg = deps.turns.get_turn(poll.session_id, poll.turn)
     if agg is None or agg.status != "waiting":
         return "stopped"  # timed out, canceled, or answered otherwise
     remote = ports(deps).store.get_remote(poll.session_id, poll.turn, poll.tool_use_id)
-    if remote is None or deps.store.now_ms() >= poll.deadline_ms:
+    if remote is None or deps.clock.now_ms() >= poll.deadline_ms:
         return "stopped"
     rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
     if rpc_url is None:

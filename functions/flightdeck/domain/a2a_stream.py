@@ -22,7 +22,7 @@ one SSE `data:` line each):
    canceled, rejected; input-required and auth-required end a stream too).
 
 Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
-and live text (StatePort.get_session: one Query, and get_results while its turn waits: one
+and live text (SessionsPort.get_session: one Query, and get_results while its turn waits: one
 more): at most three requests per poll interval, the last poll included (the steps since the
 one before go out before the answer). Besides, one write marks the session watched (before the
 task starts on message/stream, on the first poll on tasks/resubscribe) and one again each
@@ -55,7 +55,7 @@ Event = dict[str, Any]
 
 
 def _iso_now(deps: Deps) -> str:
-    ms = deps.store.now_ms()
+    ms = deps.clock.now_ms()
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -141,7 +141,7 @@ def follow(
             last["state"] = rec.state
             events.append(status_update(rec, status_of(rec), final=False))
         # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
-        session = deps.store.get_session(session_id)
+        session = deps.sessions.get_session(session_id)
         if session is not None and not over:
             keep_watching(deps, session)
         timeline = read_timeline(deps, session) if session is not None else []

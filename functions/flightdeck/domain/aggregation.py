@@ -27,7 +27,7 @@ def record_and_advance(
     think's call list): the last result then completes the turn in the write that records it."""
     s = deps.settings
     completion = Completion(by, total, s.tool_agg_tombstone_ttl_ms) if total else None
-    outcome, completed = deps.store.record_result(session_id, turn, result, s.session_retention_ms, completion)
+    outcome, completed = deps.turns.record_result(session_id, turn, result, s.session_retention_ms, completion)
     if completed:
         _completed(deps, session_id, turn)
     elif outcome is RecordOutcome.ACCEPTED and completion is None:
@@ -48,7 +48,7 @@ def _completed(deps: Deps, session_id: str, turn: int) -> None:
 
 
 def _complete_if_all_in(deps: Deps, session_id: str, turn: int, by: str) -> bool:
-    if not deps.store.complete_turn(session_id, turn, by, deps.settings.tool_agg_tombstone_ttl_ms):
+    if not deps.turns.complete_turn(session_id, turn, by, deps.settings.tool_agg_tombstone_ttl_ms):
         return False
     _completed(deps, session_id, turn)
     return True
@@ -58,14 +58,14 @@ def expire_due(deps: Deps, session_id: str, turn: int, *, by: str) -> Expiry:
     """At or after a deadline: a timeout result for every missing id whose own deadline has passed;
     the turn completes when that leaves none open (each delegate may have its own timeout_ms)."""
     s = deps.settings
-    expiry = deps.store.complete_with_errors(
+    expiry = deps.turns.complete_with_errors(
         session_id,
         turn,
         lambda tool_use_id: error_result(tool_use_id, "timeout", ResultSource.TIMEOUT),
         by,
         s.tool_agg_tombstone_ttl_ms,
         s.session_retention_ms,
-        due_by_ms=deps.store.now_ms(),
+        due_by_ms=deps.clock.now_ms(),
     )
     if expiry.synthesized:
         count("Timeouts")

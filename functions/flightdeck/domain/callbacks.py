@@ -38,7 +38,7 @@ _FROM_RECORD = {
 def verified_claims(deps: Deps, token: str, what: str = "callback") -> CallbackClaims | None:
     """The claims of a callback token this agent minted, or None (the caller answers one 401)."""
     try:
-        return verify(token, deps.keys(), agent=deps.settings.agent_name, now=deps.store.now_ms() / 1000)
+        return verify(token, deps.keys(), agent=deps.settings.agent_name, now=deps.clock.now_ms() / 1000)
     except TokenError as exc:
         # The caller learns only "unauthorized"; the log says which check failed.
         logger.warning(f"{what} refused: bad token", extra={"token_check": exc.reason})

@@ -59,7 +59,7 @@ def user_turn(deps: Deps, accepted: Accepted) -> int:
         return accepted.user_messages
     if accepted.turn == 1:
         return 1
-    session = deps.store.get_session(accepted.session_id)
+    session = deps.sessions.get_session(accepted.session_id)
     return session.user_messages if session is not None else 1
 
 
@@ -109,7 +109,7 @@ def ingest_chat(
     message = {"role": "user", "content": [{"text": content}]}
     # The store enforces ownership in the same conditional write that claims the turn (or queues the
     # message). A fresh id, or a delegation's derived one, is tried as new first: one write, no read.
-    intake = deps.store.take_message(
+    intake = deps.sessions.take_message(
         sid,
         message,
         s.session_retention_ms,
@@ -166,7 +166,7 @@ def ingest_chat(
 def read_session(deps: Deps, session_id: str, caller: str | None = None) -> Session:
     """The session, if it exists for the caller (its owner; anyone when authentication is off)."""
     require_caller(deps.settings.inbound_auth, caller)
-    session = deps.store.get_session(session_id)
+    session = deps.sessions.get_session(session_id)
     if session is None or not visible_to(session.owner, caller):
         raise SessionNotFoundError(session_id)
     return session

@@ -25,7 +25,7 @@ def fire_timer(deps: Deps, timer: TimerMessage) -> str:
     calls past theirs, if any, got their timeout results), and the timer is armed again for it.
     The delegations it stopped waiting for are then told to stop (best-effort, after A's own steps).
     """
-    now = deps.store.now_ms()
+    now = deps.clock.now_ms()
     if now < timer.deadline_ms:
         # SQS delays stop at 900 s: a longer deadline is reached in hops.
         deps.queues.send_timer(timer.model_dump(), math.ceil((timer.deadline_ms - now) / 1000))
@@ -52,8 +52,8 @@ def sweep(deps: Deps, limit: int = 100) -> int:
 
     Returns how many turns this call completed plus how many thinks it re-sent.
     """
-    now = deps.store.now_ms()
-    overdue = deps.store.list_overdue(now, limit)
+    now = deps.clock.now_ms()
+    overdue = deps.liveness.list_overdue(now, limit)
     late = [o for o in overdue if now - o.due_ms > deps.settings.tool_agg_punctuate_interval_ms + OVERDUE_SLACK_MS]
     if late:
         count("SessionsOverdue", len(late))
@@ -81,9 +81,9 @@ def sweep(deps: Deps, limit: int = 100) -> int:
 
 def resend_owed_think(deps: Deps, session_id: str, turn: int) -> bool:
     """Re-send a think that a commit made due and that has not started: True if sent."""
-    owed = deps.store.owed_think(session_id)
+    owed = deps.liveness.owed_think(session_id)
     if owed != turn:
-        deps.store.clear_owed_think(session_id, turn)  # stale: the session moved on
+        deps.liveness.clear_owed_think(session_id, turn)  # stale: the session moved on
         return False
     count("OwedThinksResent")
     logger.warning("re-sending an owed think", extra={"session_id": session_id, "turn": turn})

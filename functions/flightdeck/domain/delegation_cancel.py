@@ -61,7 +61,7 @@ def stop_delegations(
     if not tool_use_ids:
         return 0
     try:
-        iteration = deps.store.get_iteration(session_id, turn)  # which tool each call was: the one read
+        iteration = deps.iterations.get_iteration(session_id, turn)  # which tool each call was: the one read
     except Exception:  # noqa: BLE001 - best-effort: A's turn has moved on already
         logger.exception(
             "cannot read the turn's calls; its delegations are not canceled",

@@ -70,7 +70,7 @@ def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> Deliv
         timeline("answer_delivered", f"answer delivered to {item.message.callback_service}", **ids)
         return DeliveryOutcome(DeliveryStatus.DELIVERED, detail=detail)
     if http_status in RETRYABLE_STATUSES:
-        spent = deps.store.now_ms() - item.first_sent_ms
+        spent = deps.clock.now_ms() - item.first_sent_ms
         if spent < deps.settings.reply_retry_max_ms:
             count("DeliveryRetries")
             delay = min(backoff_s(item.attempt), max(1, (deps.settings.reply_retry_max_ms - spent) // 1000))
@@ -125,7 +125,7 @@ def if_time_allows(
     soon, or, when its retry time is spent, it is dead (and dead-lettered) rather than left to the DLQ."""
     if budget is None or budget.allows_a_call():
         return send()
-    now = deps.store.now_ms()
+    now = deps.clock.now_ms()
     if now - (first_sent_ms or now) < deps.settings.reply_retry_max_ms:
         count("DeliveriesDeferred")
         return DeliveryOutcome(DeliveryStatus.RETRY, OUT_OF_TIME_RETRY_S, "out of time")

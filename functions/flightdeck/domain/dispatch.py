@@ -154,15 +154,14 @@ def _claim(deps: Deps, msg: DispatchMessage, attempt: int, claim: bool) -> Dispa
     A retry checks the turn first (a timeout may have completed it meanwhile). An A2A peer
     may not deduplicate, so its delegation is claimed once (claim=True).
     """
-    store = deps.store
-    if store.now_ms() >= msg.deadline_ms:
+    if deps.clock.now_ms() >= msg.deadline_ms:
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="deadline passed; the timeout covers it")
     if attempt > 1 or claim:
-        agg = store.get_turn(msg.session_id, msg.turn)
+        agg = deps.turns.get_turn(msg.session_id, msg.turn)
         if agg is not None and agg.status == "complete":
             # Every id already has a result (timeout, cancel): the peer would work for nothing.
             return DispatchOutcome(DispatchStatus.SKIPPED, detail="the turn is already complete")
-    if claim and not store.claim_dispatch(
+    if claim and not deps.dispatches.claim_dispatch(
         msg.session_id, msg.turn, msg.tool_use_id, deps.settings.session_retention_ms
     ):
         return DispatchOutcome(DispatchStatus.SKIPPED, detail="already dispatched")
@@ -215,7 +214,7 @@ def _fail(deps: Deps, msg: DispatchMessage, detail: str) -> DispatchOutcome:
     record_and_advance(deps, msg.session_id, msg.turn, result, by="dispatch", total=msg.total_tools)
     delegate = deps.settings.agent.delegate_for_tool(msg.tool_name)
     if delegate is not None and delegate.protocol == "a2a":
-        deps.store.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")  # its claim, settled
+        deps.dispatches.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "failed")  # its claim, settled
     count("DispatchFailures")
     timeline("dispatch_failed", f"dispatch failed: {detail}", **ids)
     return DispatchOutcome(DispatchStatus.FAILED, detail=detail)

@@ -6,7 +6,7 @@ The think runs in the turn worker; the streams (message/stream, tasks/resubscrib
 - a stream that follows a busy session marks it watched (LivePort.watch: one write, an expiry
   WATCH_MS ahead), and marks it again only when less than half of that is left: at most one
   write per WATCH_MS / 2 and session, whatever the number of streams;
-- a think reads that mark in the query it makes anyway (StatePort.get_session). Watched, it asks
+- a think reads that mark in the query it makes anyway (SessionsPort.get_session). Watched, it asks
   the model for a stream (converse_stream) and writes the text so far as one item (put_text) at
   most once per STREAM_POLL_INTERVAL_MS, the first after one interval (a think shorter than
   that writes nothing), then deletes it once the reply is in (clear_text). Not watched, it calls
@@ -38,13 +38,13 @@ LIVE_TTL_MS = 3_600_000
 
 
 def watched(deps: Deps, session: Session) -> bool:
-    return deps.live is not None and session.watched_until_ms > deps.store.now_ms()
+    return deps.live is not None and session.watched_until_ms > deps.clock.now_ms()
 
 
 def _mark(deps: Deps, session_id: str) -> None:
     assert deps.live is not None
     try:
-        deps.live.watch(session_id, deps.store.now_ms() + WATCH_MS)
+        deps.live.watch(session_id, deps.clock.now_ms() + WATCH_MS)
     except Exception:  # best effort: without the mark the stream still gets the answer, at the end
         logger.warning("could not mark the session watched", exc_info=True, extra={"session_id": session_id})
         count("LiveRelayFailures")
@@ -62,7 +62,7 @@ def keep_watching(deps: Deps, session: Session) -> None:
     """A stream follows this busy session: mark it watched, unless a mark lasts long enough already."""
     if deps.live is None or session.status != "busy":
         return
-    now = deps.store.now_ms()
+    now = deps.clock.now_ms()
     if session.watched_until_ms - now < WATCH_MS // 2:
         _mark(deps, session.session_id)
 
@@ -96,7 +96,7 @@ class LiveRelay:
         if stream is None:  # a model that cannot stream answers at once
             answer: ModelReply = model.converse(**ask)
             return answer
-        live, clock = self.deps.live, self.deps.store.now_ms
+        live, clock = self.deps.live, self.deps.clock.now_ms
         assert live is not None
         parts: list[str] = []
         relaying, written, last_ms = True, 0, clock()

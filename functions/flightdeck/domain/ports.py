@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flightdeck.domain.config import DomainSettings
 from flightdeck.domain.http_ports import PeerAnswer, PeerPort
 from flightdeck.domain.live_ports import LivePort
 from flightdeck.domain.liveness import Overdue
@@ -18,7 +19,6 @@ from flightdeck.domain.records import (
     Iteration,
     MessageSlot,
     RecordOutcome,
-    ReplyRoute,
     Session,
     ToolResult,
     TurnAggregation,
@@ -30,23 +30,24 @@ from flightdeck.observability import audit
 
 if TYPE_CHECKING:
     from flightdeck.domain.a2a_ports import A2APorts
-    from flightdeck.settings import Settings
 
 
-class StatePort(Protocol):
+class Clock(Protocol):
+    """The state's clock (epoch milliseconds): deadlines, expiries and token times are read against it."""
+
     def now_ms(self) -> int: ...
+
+
+# The agent's state, by aggregate. One DynamoDB table holds them all (flightdeck.adapters.dynamo_state
+# implements every one of them); a use case uses the ones it touches (Deps), and a test may fake each.
+# The conditions every implementation honours are the store's (its docstrings): invariants are
+# conditions of one write, never a read and then a write.
+
+
+class SessionsPort(Protocol):
+    """Sessions: their messages, their inbox, their reply route (B side), and cancellation."""
+
     def get_session(self, session_id: str, snapshot: str = "") -> Session | None: ...
-    def start_turn_with_message(
-        self,
-        session_id: str,
-        message: dict[str, Any],
-        retention_ms: int,
-        route: tuple[str, str, int] | None = None,
-        parent: dict[str, Any] | None = None,
-        owner: str | None = None,
-        likely_new: bool = False,
-        must_exist: bool = False,
-    ) -> int: ...
     def take_message(
         self,
         session_id: str,
@@ -67,8 +68,16 @@ class StatePort(Protocol):
         self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY
     ) -> bool: ...
     def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd: ...
-    def get_route(self, session_id: str) -> ReplyRoute | None: ...
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool: ...
+    def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]: ...
+    def close_canceled_session(
+        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
+    ) -> bool: ...
+
+
+class IterationsPort(Protocol):
+    """Think iterations: a model reply, stored once with the state change it makes."""
+
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None: ...
     def save_iteration(
         self,
@@ -82,6 +91,11 @@ class StatePort(Protocol):
         retires_route: bool = False,
         session: Session | None = None,
     ) -> Iteration: ...
+
+
+class TurnsPort(Protocol):
+    """Turn aggregation (A side): the results a turn waits for, each recorded once, and its one completion."""
+
     def seed_turn(
         self,
         session_id: str,
@@ -107,13 +121,19 @@ class StatePort(Protocol):
         retention_ms: int,
         due_by_ms: int | None = None,
     ) -> Expiry: ...
-    def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]: ...
-    def close_canceled_session(
-        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
-    ) -> bool: ...
+
+
+class LivenessPort(Protocol):
+    """The deadline index (flightdeck.domain.liveness): turns past their deadline, thinks owed past their grace."""
+
     def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]: ...
     def owed_think(self, session_id: str) -> int | None: ...
     def clear_owed_think(self, session_id: str, turn: int) -> None: ...
+
+
+class DispatchPort(Protocol):
+    """Dispatch claims (A side): a delegation to a peer that may not deduplicate is sent once."""
+
     def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool: ...
     def finish_dispatch(self, session_id: str, turn: int, tool_use_id: str, status: str) -> None: ...
 
@@ -175,8 +195,15 @@ NO_TURN_HOOKS: TurnHooks = _NoTurnHooks()
 class Deps:
     """Everything a use case may touch, handed in by the composition root (flightdeck.wiring)."""
 
-    settings: Settings
-    store: StatePort
+    # The values the domain reads of the agent's settings (flightdeck.settings builds them).
+    settings: DomainSettings
+    # The state, by aggregate (flightdeck.wiring hands the one DynamoDB store in as each of them).
+    sessions: SessionsPort
+    iterations: IterationsPort
+    turns: TurnsPort
+    liveness: LivenessPort
+    dispatches: DispatchPort
+    clock: Clock
     queues: QueuePort
     thinks: ThinkPort
     peers: PeerPort

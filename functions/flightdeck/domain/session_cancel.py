@@ -50,12 +50,12 @@ def _canceled(tool_use_id: str) -> ToolResult:
 def cancel_session(deps: Deps, session_id: str, caller: str | None) -> CancelOutcome:
     """Raises SessionNotFoundError: no such session, or another peer's (for the caller it does not exist)."""
     require_caller(deps.settings.inbound_auth, caller)
-    outcome, turn = deps.store.cancel_session(session_id, caller)
+    outcome, turn = deps.sessions.cancel_session(session_id, caller)
     if outcome != SESSION_CANCELED:
         return CancelOutcome(session_id, turn, canceled=False)
     count("SessionsCanceled")
     timeline("session_canceled", f"canceled by its caller at turn {turn}", session_id=session_id, turn=turn)
-    session = deps.store.get_session(session_id)
+    session = deps.sessions.get_session(session_id)
     if session is not None and session.status == SESSION_CANCELED:
         close_canceled(deps, session)
     return CancelOutcome(session_id, turn, canceled=True)
@@ -64,21 +64,21 @@ def cancel_session(deps: Deps, session_id: str, caller: str | None) -> CancelOut
 def close_canceled(deps: Deps, session: Session) -> bool:
     """Close a canceled session at its current turn: by the canceller, else by the turn worker of the
     owed think. True for the call that closed it."""
-    store, s = deps.store, deps.settings
+    sessions, turns, s = deps.sessions, deps.turns, deps.settings
     session_id, turn = session.session_id, session.turn
     agg = session.aggregation
     if agg is not None and agg.status == "waiting":
         # Its delegations stop counting, through the same conditional completion as a timeout; the
         # session moves to the next turn, which is where it closes.
-        expiry = store.complete_with_errors(
+        expiry = turns.complete_with_errors(
             session_id, turn, _canceled, "session_cancel", s.tool_agg_tombstone_ttl_ms, s.session_retention_ms
         )
         stop_delegations(deps, session_id, turn, expiry.synthesized, "its caller canceled")
-        reread = store.get_session(session_id)
+        reread = sessions.get_session(session_id)
         if reread is None or reread.status != SESSION_CANCELED:
             return False
         session, turn = reread, reread.turn
-    if not store.close_canceled_session(session_id, turn, _closing_messages(deps, session), s.session_retention_ms):
+    if not sessions.close_canceled_session(session_id, turn, _closing_messages(deps, session), s.session_retention_ms):
         return False  # closed by another (the canceller and the owed think raced)
     if session.has_a2a_task:
         deps.turn_hooks.on_session_canceled(deps, session_id, turn, CLOSING_TEXT)
@@ -93,7 +93,7 @@ def _closing_messages(deps: Deps, session: Session) -> list[tuple[int, dict[str,
     uses = [b["toolUse"] for b in last.get("content", []) if "toolUse" in b] if last.get("role") == "assistant" else []
     messages: list[tuple[int, dict[str, Any]]] = []
     if uses:
-        results = {r.tool_use_id: r for r in deps.store.get_results(session.session_id, session.turn)}
+        results = {r.tool_use_id: r for r in deps.turns.get_results(session.session_id, session.turn)}
         blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
         messages.append((int(MessageSlot.CLOSING_RESULTS), {"role": "user", "content": blocks}))
     messages.append((int(MessageSlot.CLOSING_TEXT), {"role": "assistant", "content": [{"text": CLOSING_TEXT}]}))

@@ -1,7 +1,7 @@
 """GET /api/sessions/{id}/events: a session's timeline (flightdeck.domain.timeline), live.
 
 Opening checks that the session exists for the caller (404 otherwise, as GET
-/api/sessions/{id}). Then every poll reads the session (StatePort.get_session: one Query)
+/api/sessions/{id}). Then every poll reads the session (SessionsPort.get_session: one Query)
 and, while its turn waits on tool results, the results recorded so far (get_results: one
 Query): at most two requests a poll. It sends each new event once and ends after the `idle`
 event (the session answered), or when the stream's time is up. With `follow` false it sends
@@ -37,14 +37,14 @@ _AFTER_THE_TEXT = frozenset({"answer", "delegating", "tool_call", "idle"})
 def open_session(deps: Deps, session_id: str, caller: str | None) -> Session:
     """The session, if it exists for the caller; raises SessionNotFoundError (another peer's is not found either)."""
     require_caller(deps.settings.inbound_auth, caller)
-    session = deps.store.get_session(session_id)
+    session = deps.sessions.get_session(session_id)
     if session is None or not visible_to(session.owner, caller):
         raise SessionNotFoundError(session_id)
     return session
 
 
 def read_timeline(deps: Deps, session: Session) -> list[TimelineEvent]:
-    pending = deps.store.get_results(session.session_id, session.turn) if waits_on_results(session) else []
+    pending = deps.turns.get_results(session.session_id, session.turn) if waits_on_results(session) else []
     return derive(session, pending, deps.settings.agent)
 
 
@@ -71,7 +71,7 @@ def session_events(deps: Deps, session: Session, pace: Pace, follow: bool = True
         return out
 
     def step() -> Step[TimelineEvent]:
-        found = current.pop() if current else deps.store.get_session(session.session_id)
+        found = current.pop() if current else deps.sessions.get_session(session.session_id)
         if found is None:  # expired meanwhile (retention): nothing more will happen
             return Step([], done=True)
         if follow:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    from flightdeck.settings import Settings
+from flightdeck.domain.config import DomainSettings
 
 T = TypeVar("T")
 
@@ -42,7 +41,7 @@ class Pace:
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
-    def of(cls, settings: Settings, remaining_ms: int | None = None, **clock: Callable[..., Any]) -> Pace:
+    def of(cls, settings: DomainSettings, remaining_ms: int | None = None, **clock: Callable[..., Any]) -> Pace:
         """From the STREAM_* settings, cut to the invocation's remaining time (when known)."""
         max_s = settings.stream_max_ms / 1000
         if remaining_ms is not None:

@@ -169,7 +169,7 @@ class _Builder:
 
 def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) -> list[TimelineEvent]:
     """The session's timeline. pending: the results recorded so far for the turn it waits on
-    (StatePort.get_results of its current turn), in the order of the calls that asked for them."""
+    (TurnsPort.get_results of its current turn), in the order of the calls that asked for them."""
     build = _Builder(agent)
     for message in session.messages:
         if message.get("role") == "assistant":

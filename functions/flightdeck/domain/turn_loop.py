@@ -72,8 +72,8 @@ def run_turn(
     first run's reply stored: it has asked the model once more, for nothing (a retry is rare; the
     read it saves is on every new session).
     """
-    store, s = deps.store, deps.settings
-    session = store.get_session(session_id, snapshot)
+    s = deps.settings
+    session = deps.sessions.get_session(session_id, snapshot)
     if session is not None and session.turn == turn + 1 and session.input is not None and session.input.seq:
         # This think's answer ended its turn and, in the same write, started the next one with a queued
         # message: a redelivery re-runs what follows that write (each step idempotent).
@@ -115,13 +115,13 @@ def run_turn(
         if calls and not a2a_session:
             # The calls' aggregation opens in the write that stores the reply. (An A2A session's
             # opens after its cancel check, which must see the reply stored.)
-            deadlines = call_deadlines(deps, reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN], store.now_ms())
+            deadlines = call_deadlines(deps, reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN], deps.clock.now_ms())
             seed = TurnSeed(tuple(deadlines), max(deadlines.values()), deadlines)
         route = None if calls else _answer_route(deps, session, turn)
         try:
             # The reply is stored once: the iteration is also the conversation's assistant message. A
             # final one ends the turn in the same write, which starts the next turn when a message waits.
-            iteration = store.save_iteration(
+            iteration = deps.iterations.save_iteration(
                 session_id,
                 turn,
                 reply.model_dump(),
@@ -192,7 +192,7 @@ def _answer_route(deps: Deps, session: Session, turn: int) -> ReplyRoute | None:
     if route.answered is not None and route.answered.retired_turn == turn:
         return route.answered
     if route.status == "active":
-        live = route.expires_at > deps.store.now_ms() // 1000 and route.from_turn <= turn
+        live = route.expires_at > deps.clock.now_ms() // 1000 and route.from_turn <= turn
         return route if live else None
     return route if route.retired_turn == turn else None
 
@@ -269,14 +269,14 @@ def _start_tools(
     seed: TurnSeed | None,
 ) -> None:
     """seed: the aggregation the reply's own write opened (None: a redelivery, or an A2A session)."""
-    s, store, session_id = deps.settings, deps.store, session.session_id
+    s, turns, session_id = deps.settings, deps.turns, session.session_id
     uses = uses[:HARD_MAX_TOOLS_PER_TURN]
     ids = [u["toolUseId"] for u in uses]
     # Past the configured limit a call gets an immediate error result instead of running:
     # the model still hears about every call it made, and a session (one turn at a time)
     # never has more than MAX_TOOLS_PER_TURN delegations in flight.
     allowed, refused = uses[: s.max_tools_per_turn], uses[s.max_tools_per_turn :]
-    now = store.now_ms()
+    now = deps.clock.now_ms()
     agg = session.aggregation
     if seed is not None:
         deadlines, arm_timer = seed.deadlines or dict.fromkeys(ids, seed.deadline_ms), True
@@ -285,11 +285,11 @@ def _start_tools(
         deadlines, arm_timer = {i: agg.deadline_of(i) for i in ids}, agg.status == "waiting"
     else:
         deadlines = call_deadlines(deps, uses, now)
-        arm_timer = store.seed_turn(
+        arm_timer = turns.seed_turn(
             session_id, turn, ids, max(deadlines.values()), s.session_retention_ms, deadlines=deadlines
         )
         if not arm_timer:
-            existing = store.get_turn(session_id, turn)
+            existing = turns.get_turn(session_id, turn)
             deadlines = {i: existing.deadline_of(i) for i in ids} if existing else deadlines
     if arm_timer:
         # One timer, at the earliest deadline: it re-arms itself for the next one still open
@@ -383,7 +383,7 @@ def _resend_after_queued_start(
 ) -> str:
     """A redelivered think whose final answer started the next turn with a queued message: what
     follows that write again (the answer's delivery, the A2A task's end, the next think's send)."""
-    iteration = deps.store.get_iteration(session.session_id, turn)
+    iteration = deps.iterations.get_iteration(session.session_id, turn)
     if iteration is None:
         return "skipped"
     reply = ModelReply.model_validate(iteration.reply)
@@ -418,7 +418,7 @@ def _end_turn(
     and, when the write that ended the turn started the next one with a queued message (`started`),
     that think's send. ended: that write ended the turn; otherwise (state written before that was so)
     the session is ended now, if it is still busy at this turn."""
-    store, session_id = deps.store, session.session_id
+    sessions, session_id = deps.sessions, session.session_id
     question = _question(deps, reply)
     answer = question if question is not None else reply.text
     status = "error" if reply.error else asking.INPUT_REQUIRED if question is not None else "success"
@@ -432,14 +432,14 @@ def _end_turn(
                 "bearer_token": route.bearer_token,
                 "result": answer,
                 "traceparent": traceparent,
-                "created_ms": store.now_ms(),
+                "created_ms": deps.clock.now_ms(),
                 "status": status,
                 **({"context_id": session_id} if question is not None else {}),
             },
             budget,
         )
         if route.status == "active":
-            store.retire_route(session_id, route.bearer_token)
+            sessions.retire_route(session_id, route.bearer_token)
         timeline(
             "answer_ready",
             f"{'question' if question is not None else 'answer'} ready for {route.callback_service}",
@@ -451,7 +451,7 @@ def _end_turn(
     else:
         timeline("final_answer", answer[:500], session_id=session_id, turn=turn)
     if not ended and session.status == "busy":
-        started = store.finish_session_turn(session_id, turn, deps.settings.session_retention_ms).next_input
+        started = sessions.finish_session_turn(session_id, turn, deps.settings.session_retention_ms).next_input
     if (
         session.has_a2a_task
     ):  # its A2A task completes, fails with the error answer, or waits for input (unless it goes on)

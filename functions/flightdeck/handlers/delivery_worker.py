@@ -58,7 +58,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     def _record(record: SQSRecord) -> str:
         outcome = outcomes[record.message_id]
         if outcome.status is DeliveryStatus.RETRY:
-            retry_later(d.queues, d.settings.delivery_queue_url, record, outcome.retry_after_s)
+            retry_later(d.queues, get_settings().delivery_queue_url, record, outcome.retry_after_s)
         if outcome.status in (DeliveryStatus.DEAD, DeliveryStatus.REFUSED):
             dead_letter(d, record.body, outcome)
         return outcome.status.value

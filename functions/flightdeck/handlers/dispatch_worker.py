@@ -35,7 +35,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
             bind(session_id=message.session_id, tool_use_id=message.tool_use_id)
             outcome = dispatch_delegation(d, message, message.prior_attempts + attempt_of(record), budget)
         if outcome.status is DispatchStatus.RETRY:
-            retry_later(d.queues, d.settings.dispatch_queue_url, record, outcome.retry_after_s)
+            retry_later(d.queues, get_settings().dispatch_queue_url, record, outcome.retry_after_s)
         return outcome.status.value
 
     return process_batch(event, context, _record)

@@ -35,7 +35,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = APIGatewayAuthorizerRequestEvent(event)
     d = deps()
     assert d.registry is not None, "flightdeck.wiring.deps() wires the peer registry"
-    decision = authorize(d.registry, d.settings.agent_name, request.headers.get("authorization"), d.store.now_ms())
+    decision = authorize(d.registry, d.settings.agent_name, request.headers.get("authorization"), d.clock.now_ms())
     arn = request.parsed_arn
     response = APIGatewayAuthorizerResponse(
         principal_id=decision.peer_id or UNIDENTIFIED,

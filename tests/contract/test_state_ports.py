@@ -1,0 +1,401 @@
+"""The state ports' contract: every test here runs against the in-memory fake (tests.fakes.state) and
+against the DynamoDB StateStore on moto, so the fast unit tier stands on the same conditions as production.
+
+Each test is one core transition: a message taken in or queued, a think's reply stored once, a result
+recorded once, a turn completed once (by its last result, a completion check or its deadlines), a reply
+route answered once, a session canceled and closed, a dispatch claimed once, the deadline index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from flightdeck.adapters import dynamo_state
+from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.records import (
+    Completion,
+    Expiry,
+    InboxFullError,
+    Intake,
+    MessageSlot,
+    QueuedMessage,
+    RecordOutcome,
+    ResultSource,
+    SessionBusyError,
+    SessionNotFoundError,
+    TaskNotOpenError,
+    ToolResult,
+    TurnSeed,
+)
+from flightdeck.local.resources import create_table
+from tests.conftest import MOTO_CONFIG
+from tests.fakes import state as fake_state
+from tests.fakes.state import MemoryState
+from tests.fakes.world import FakeClock
+
+RETENTION_MS = 86_400_000
+TOMBSTONE_MS = 60_000
+ROUTE_TTL_MS = 3_600_000
+GRACE_MS = fake_state.OWED_THINK_GRACE_MS
+
+
+@pytest.fixture(scope="module")
+def table():
+    with mock_aws(config=MOTO_CONFIG):
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        yield create_table(client, "contract"), client
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def state(request, clock):
+    if request.param == "memory":
+        return MemoryState(clock.now_ms)
+    name, client = request.getfixturevalue("table")
+    return StateStore(name, client=client, clock=clock.now_ms)
+
+
+@pytest.fixture
+def sid():
+    return f"s-{uuid.uuid4().hex[:12]}"  # the moto table is shared by the module's tests
+
+
+def user(text):
+    return {"role": "user", "content": [{"text": text}]}
+
+
+def final(text):
+    return {"stop_reason": "end_turn", "message": {"role": "assistant", "content": [{"text": text}]}}
+
+
+def tool_use(*ids):
+    blocks = [{"toolUse": {"toolUseId": i, "name": "ask_worker", "input": {"task": i}}} for i in ids]
+    return {"stop_reason": "tool_use", "message": {"role": "assistant", "content": blocks}}
+
+
+def result(tool_use_id, text="done", source=ResultSource.CALLBACK):
+    return ToolResult(tool_use_id, "success", text, source)
+
+
+def timeout(tool_use_id):
+    return ToolResult(tool_use_id, "error", '{"status": "error", "reason": "timeout"}', ResultSource.TIMEOUT)
+
+
+def overdue(state, sid, now_ms):
+    return [o for o in state.list_overdue(now_ms) if o.session_id == sid]
+
+
+def delegated(state, clock, sid, *ids, deadlines=None):
+    """Given a session whose first think called tools `ids` (the turn's aggregation opened with the reply)."""
+    state.take_message(sid, user("delegate"), RETENTION_MS)
+    deadlines = deadlines or dict.fromkeys(ids, clock.now + 10_000)
+    seed = TurnSeed(tuple(ids), max(deadlines.values()), deadlines)
+    assert state.save_iteration(sid, 1, tool_use(*ids), RETENTION_MS, seed=seed).fresh
+    return deadlines
+
+
+def test_the_fake_owes_a_think_as_long_as_the_store_does():
+    assert fake_state.OWED_THINK_GRACE_MS == dynamo_state.OWED_THINK_GRACE_MS
+
+
+# --- sessions and the inbox ------------------------------------------------------------------------------
+def test_a_first_message_starts_turn_one_and_its_think_is_owed_until_it_runs(state, clock, sid):
+    t0 = clock.now
+    intake = state.take_message(sid, user("hello"), RETENTION_MS, owner="alice", likely_new=True)
+    assert dataclasses.replace(intake, snapshot="") == Intake("started", 1, 1)
+    session = state.get_session(sid)
+    # A snapshot (the store's own, opaque; the fake makes none) reads back as the session does.
+    assert intake.snapshot == "" or state.get_session(sid, intake.snapshot) == session
+    assert (session.status, session.turn, session.user_messages, session.owner) == ("busy", 1, 1, "alice")
+    assert session.messages == [user("hello")] and (session.created_at, session.updated_at) == (t0, t0)
+    assert state.owed_think(sid) == 1
+    assert overdue(state, sid, t0 + GRACE_MS - 1) == []
+    assert overdue(state, sid, t0 + GRACE_MS) == [Overdue(sid, 1, "think", t0 + GRACE_MS)]
+    # The think's write clears the mark: nothing is owed any more.
+    state.save_iteration(sid, 1, final("hi"), RETENTION_MS, ends_turn=True)
+    assert state.owed_think(sid) is None and overdue(state, sid, t0 + GRACE_MS) == []
+
+
+def test_a_busy_session_queues_messages_in_order_and_refuses_one_past_its_limit(state, sid):
+    state.take_message(sid, user("first"), RETENTION_MS)
+    with pytest.raises(SessionBusyError):
+        state.take_message(sid, user("no queue"), RETENTION_MS)
+    assert state.take_message(sid, user("second"), RETENTION_MS, queue_limit=2) == Intake("queued", 0, 2, 1)
+    assert state.take_message(sid, user("third"), RETENTION_MS, queue_limit=2, key="k3") == Intake("queued", 0, 3, 2)
+    with pytest.raises(InboxFullError) as full:
+        state.take_message(sid, user("fourth"), RETENTION_MS, queue_limit=2)
+    assert full.value.waiting == 2
+    # A repeat of a queued message is answered with its place, even with the inbox full.
+    assert state.take_message(sid, user("third"), RETENTION_MS, queue_limit=2, key="k3") == Intake(
+        "queued", 0, 3, 2, replayed=True
+    )
+    session = state.get_session(sid)
+    assert [q.message for q in session.queued] == [user("second"), user("third")]
+    assert [q.seq for q in session.queued] == [1, 2] and (session.inbox_accepted, session.inbox_consumed) == (2, 0)
+
+
+def test_a_repeat_of_a_named_message_is_answered_as_the_first_stands_and_stores_nothing(state, sid):
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1", message_id="id-1") == Intake("started", 1, 1)
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1", queue_limit=5) == Intake(
+        "started", 1, 1, replayed=True
+    )
+    session = state.get_session(sid)
+    assert session.messages == [user("hello")] and session.queued == ()
+    assert session.input == QueuedMessage("m1", 0, user("hello"), turn=1, message_id="id-1")
+
+
+def test_another_peers_session_does_not_exist_for_the_caller(state, sid):
+    state.take_message(sid, user("mine"), RETENTION_MS, owner="alice")
+    state.save_iteration(sid, 1, final("ok"), RETENTION_MS, ends_turn=True)
+    with pytest.raises(SessionNotFoundError):
+        state.take_message(sid, user("theirs"), RETENTION_MS, owner="mallory")
+    with pytest.raises(SessionNotFoundError):
+        state.cancel_session(sid, "mallory")
+    with pytest.raises(SessionNotFoundError):
+        state.take_message(f"{sid}-none", user("continue"), RETENTION_MS, must_exist=True)
+    assert state.take_message(sid, user("again"), RETENTION_MS, owner="alice") == Intake("started", 2, 2)
+
+
+def test_a_message_that_continues_a_task_is_refused_when_no_such_task_works(state, sid):
+    with pytest.raises(TaskNotOpenError):
+        state.take_message(sid, user("go on"), RETENTION_MS, continues_task="k1")
+    assert state.get_session(sid) is None  # nothing was written
+
+
+# --- a think's reply ---------------------------------------------------------------------------------------
+def test_a_final_answer_is_stored_once_and_ends_the_turn(state, clock, sid):
+    state.take_message(sid, user("hello"), RETENTION_MS)
+    clock.advance(500)
+    first = state.save_iteration(sid, 1, final("hi"), RETENTION_MS, ends_turn=True)
+    assert first.fresh and first.next_input is None
+    again = state.save_iteration(sid, 1, final("another"), RETENTION_MS, ends_turn=True)
+    assert not again.fresh and again.reply == final("hi")  # the first stands
+    session = state.get_session(sid)
+    assert (session.status, session.turn, session.updated_at) == ("idle", 1, clock.now)
+    assert session.messages == [user("hello"), final("hi")["message"]]
+    assert state.get_iteration(sid, 1).reply == final("hi")
+    with pytest.raises(LookupError):  # a think of a turn that moved on stores nothing
+        state.save_iteration(sid, 2, final("stale"), RETENTION_MS, ends_turn=True)
+
+
+def test_an_answer_starts_the_first_queued_message_as_the_next_turn(state, sid):
+    state.take_message(sid, user("first"), RETENTION_MS)
+    state.take_message(sid, user("second"), RETENTION_MS, queue_limit=5, key="q2")
+    state.take_message(sid, user("third"), RETENTION_MS, queue_limit=5, key="q3")
+    ended = state.save_iteration(sid, 1, final("one"), RETENTION_MS, ends_turn=True, session=state.get_session(sid))
+    assert ended.next_input == QueuedMessage("q2", 1, user("second"))
+    session = state.get_session(sid)
+    assert (session.status, session.turn, session.user_messages) == ("busy", 2, 2)
+    assert session.input == QueuedMessage("q2", 1, user("second"), turn=2)
+    assert [q.key for q in session.queued] == ["q3"] and session.inbox_consumed == 1
+    assert session.messages == [user("first"), final("one")["message"], user("second")]
+    assert state.owed_think(sid) == 2
+    # The next turn's end takes the next message; the one after goes idle.
+    assert state.finish_session_turn(sid, 2).next_input.key == "q3"
+    end = state.finish_session_turn(sid, 3)
+    assert end.ended and end.next_input is None and state.get_session(sid).status == "idle"
+    assert not state.finish_session_turn(sid, 3).ended  # already done
+
+
+def test_a_message_appended_to_a_think_takes_its_place_once(state, sid):
+    state.take_message(sid, user("hello"), RETENTION_MS)
+    assert state.append_message(sid, final("part")["message"], 1, RETENTION_MS, slot=MessageSlot.CLOSING_TEXT)
+    assert not state.append_message(sid, final("again")["message"], 1, RETENTION_MS, slot=MessageSlot.CLOSING_TEXT)
+    with pytest.raises(LookupError):
+        state.append_message(sid, final("stale")["message"], 2, RETENTION_MS)
+    assert state.get_session(sid).messages == [user("hello"), final("part")["message"]]
+    assert state.owed_think(sid) is None
+
+
+# --- results and completion --------------------------------------------------------------------------------
+def test_each_result_counts_once_and_the_last_completes_the_turn_once(state, clock, sid):
+    delegated(state, clock, sid, "a", "b")
+    done = Completion("callback", 2, TOMBSTONE_MS)
+    assert state.record_result(sid, 1, result("a", "first"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, False)
+    assert state.record_result(sid, 1, result("a", "again"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, False)
+    assert state.record_result(sid, 1, result("x"), RETENTION_MS, done) == (RecordOutcome.LATE, False)  # unexpected
+    assert state.get_turn(sid, 1).received == 1
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, True)
+    turn = state.get_turn(sid, 1)
+    assert (turn.status, turn.received, turn.completed_by, turn.due_ms) == ("complete", 2, "callback", 0)
+    assert not state.complete_turn(sid, 1, "callback", TOMBSTONE_MS)  # once
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, False)
+    assert [r.text for r in state.get_results(sid, 1)] == ["first", "done"]  # the first stands
+    session = state.get_session(sid)
+    assert (session.status, session.turn, state.owed_think(sid)) == ("busy", 2, 2)
+    assert session.messages[-1] == {
+        "role": "user",
+        "content": [result("a", "first").as_block(), result("b").as_block()],
+    }
+
+
+def test_a_wrong_guess_of_the_turns_size_is_corrected_from_the_turn(state, clock, sid):
+    delegated(state, clock, sid, "a", "b", "c")
+    # A caller that believes the turn has 2 calls: the turn's own count decides which result is the last.
+    guess = Completion("callback", 2, TOMBSTONE_MS)
+    assert state.record_result(sid, 1, result("a"), RETENTION_MS, guess) == (RecordOutcome.ACCEPTED, False)
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS, guess) == (RecordOutcome.ACCEPTED, False)
+    assert state.record_result(sid, 1, result("c"), RETENTION_MS, guess) == (RecordOutcome.ACCEPTED, True)
+
+
+def test_results_recorded_without_the_turns_size_complete_it_through_one_check(state, clock, sid):
+    delegated(state, clock, sid, "a", "b")
+    assert state.record_result(sid, 1, result("a"), RETENTION_MS) == (RecordOutcome.ACCEPTED, False)
+    assert not state.complete_turn(sid, 1, "callback", TOMBSTONE_MS)  # one still missing
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS) == (RecordOutcome.ACCEPTED, False)
+    assert state.complete_turn(sid, 1, "callback", TOMBSTONE_MS)
+    assert not state.complete_turn(sid, 1, "sweep", TOMBSTONE_MS)
+    assert state.get_turn(sid, 1).completed_by == "callback" and state.get_session(sid).turn == 2
+
+
+def test_each_call_times_out_at_its_own_deadline_and_a_late_answer_is_refused(state, clock, sid):
+    t0 = clock.now
+    delegated(state, clock, sid, "quick", "slow", deadlines={"quick": t0 + 1_000, "slow": t0 + 5_000})
+    assert overdue(state, sid, t0 + 1_000) == [Overdue(sid, 1, "deadline", t0 + 1_000)]
+    clock.advance(1_000)
+    first = state.complete_with_errors(sid, 1, timeout, "timer", TOMBSTONE_MS, RETENTION_MS, due_by_ms=clock.now)
+    assert first == Expiry(False, ("quick",), t0 + 5_000)
+    assert overdue(state, sid, t0 + 1_000) == [] and overdue(state, sid, t0 + 5_000)[0].due_ms == t0 + 5_000
+    assert state.record_result(sid, 1, result("quick"), RETENTION_MS) == (RecordOutcome.LATE, False)
+    again = state.complete_with_errors(sid, 1, timeout, "sweep", TOMBSTONE_MS, RETENTION_MS, due_by_ms=clock.now)
+    assert again == Expiry(False, (), t0 + 5_000)  # nothing more is due yet
+    done = Completion("callback", 2, TOMBSTONE_MS)
+    assert state.record_result(sid, 1, result("slow"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, True)
+    assert [(r.tool_use_id, r.source) for r in state.get_results(sid, 1)] == [
+        ("quick", ResultSource.TIMEOUT),
+        ("slow", ResultSource.CALLBACK),
+    ]
+    assert state.complete_with_errors(sid, 1, timeout, "timer", TOMBSTONE_MS, RETENTION_MS, clock.now) == Expiry(False)
+
+
+def test_an_expiry_completes_a_turn_whose_results_are_all_in_but_not_counted_complete(state, clock, sid):
+    delegated(state, clock, sid, "a")
+    state.record_result(sid, 1, result("a"), RETENTION_MS)  # ...and the function died before completing
+    clock.advance(20_000)
+    assert state.complete_with_errors(sid, 1, timeout, "sweep", TOMBSTONE_MS, RETENTION_MS, clock.now) == Expiry(
+        True, (), None
+    )
+    assert state.get_turn(sid, 1).status == "complete" and state.get_session(sid).turn == 2
+
+
+def test_a_completed_turns_record_lives_for_its_tombstone_and_a_result_stays_late(state, clock, sid):
+    delegated(state, clock, sid, "a")
+    state.record_result(sid, 1, result("a"), RETENTION_MS, Completion("callback", 1, TOMBSTONE_MS))
+    clock.advance(TOMBSTONE_MS + 1_000)
+    assert state.get_turn(sid, 1) is None and state.get_session(sid).aggregation is None
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS) == (RecordOutcome.LATE, False)
+
+
+def test_a_turn_is_seeded_once(state, clock, sid):
+    state.take_message(sid, user("go"), RETENTION_MS)
+    assert state.seed_turn(sid, 1, ["a", "b"], clock.now + 10, RETENTION_MS)
+    assert not state.seed_turn(sid, 1, ["a"], clock.now + 99, RETENTION_MS)
+    turn = state.get_turn(sid, 1)
+    assert (turn.expected, turn.total, turn.deadline_ms, turn.status) == (frozenset("ab"), 2, clock.now + 10, "waiting")
+    with pytest.raises(ValueError):
+        state.seed_turn(sid, 2, ["a", "a"], clock.now, RETENTION_MS)
+
+
+# --- reply routes (B side) -------------------------------------------------------------------------------
+def test_a_delegations_route_is_answered_once_and_its_replay_changes_nothing(state, clock, sid):
+    route = ("caller", "token-1", ROUTE_TTL_MS)
+    assert state.take_message(sid, user("task"), RETENTION_MS, route=route, key="r1") == Intake("started", 1, 1)
+    assert state.take_message(sid, user("task"), RETENTION_MS, route=route, key="r1") == Intake(
+        "started", 1, 1, replayed=True
+    )
+    live = state.get_session(sid).route
+    assert (live.callback_service, live.bearer_token, live.status, live.from_turn) == ("caller", "token-1", "active", 1)
+    assert live.expires_at == (clock.now + ROUTE_TTL_MS) // 1000
+    state.save_iteration(sid, 1, final("answer"), RETENTION_MS, ends_turn=True, retires_route=True)
+    retired = state.get_session(sid).route
+    assert (retired.status, retired.retired_turn) == ("retired", 1)
+    assert not state.retire_route(sid, "token-1")  # once
+    # The same caller's next delegation to the idle session puts a new route.
+    state.take_message(sid, user("next"), RETENTION_MS, route=("caller", "token-2", ROUTE_TTL_MS))
+    assert state.get_session(sid).route.bearer_token == "token-2"
+    assert not state.retire_route(sid, "token-1") and state.retire_route(sid, "token-2")
+
+
+def test_a_live_route_is_never_overwritten_by_a_message_that_starts_a_turn(state, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, route=("caller", "token-1", ROUTE_TTL_MS))
+    state.finish_session_turn(sid, 1)  # idle, its route unanswered
+    with pytest.raises(SessionBusyError):
+        state.take_message(sid, user("other"), RETENTION_MS, route=("caller", "token-2", ROUTE_TTL_MS))
+
+
+def test_a_queued_delegation_takes_the_route_over_in_the_write_that_answers_the_one_before(state, clock, sid):
+    state.take_message(sid, user("first"), RETENTION_MS, route=("caller", "token-1", ROUTE_TTL_MS))
+    state.take_message(sid, user("second"), RETENTION_MS, route=("caller", "token-2", ROUTE_TTL_MS), queue_limit=3)
+    ended = state.save_iteration(
+        sid, 1, final("one"), RETENTION_MS, ends_turn=True, retires_route=True, session=state.get_session(sid)
+    )
+    assert ended.next_input.route == ("caller", "token-2", (clock.now + ROUTE_TTL_MS) // 1000)
+    route = state.get_session(sid).route
+    assert (route.bearer_token, route.status, route.from_turn) == ("token-2", "active", 2)
+    assert (route.answered.bearer_token, route.answered.status, route.answered.retired_turn) == (
+        "token-1",
+        "retired",
+        1,
+    )
+
+
+# --- cancellation ------------------------------------------------------------------------------------------
+def test_a_busy_session_is_canceled_then_closed_once(state, clock, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, owner="alice")
+    assert state.cancel_session(sid, "alice") == ("canceled", 1)
+    assert state.cancel_session(sid, "alice") == ("canceled", 1)  # not closed yet
+    assert state.owed_think(sid) == 1  # the think that closes it, should the canceller die
+    with pytest.raises(LookupError):  # a think under way can no longer store its reply
+        state.save_iteration(sid, 1, final("late"), RETENTION_MS, ends_turn=True)
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("canceled")["message"])]
+    assert state.close_canceled_session(sid, 1, closing, RETENTION_MS)
+    assert not state.close_canceled_session(sid, 1, closing, RETENTION_MS)
+    session = state.get_session(sid)
+    assert session.status == "idle" and session.messages[-1] == final("canceled")["message"]
+    assert state.owed_think(sid) is None
+    assert state.cancel_session(sid, "alice") == ("idle", 1)
+
+
+def test_a_canceled_session_takes_no_message_in(state, sid):
+    state.take_message(sid, user("task"), RETENTION_MS)
+    state.cancel_session(sid, None)
+    with pytest.raises(SessionBusyError):
+        state.take_message(sid, user("more"), RETENTION_MS, queue_limit=5)
+
+
+# --- the deadline index and owed thinks --------------------------------------------------------------------
+def test_a_stale_owed_mark_is_cleared_and_a_current_one_stays(state, clock, sid):
+    delegated(state, clock, sid, "a")
+    state.record_result(sid, 1, result("a"), RETENTION_MS, Completion("callback", 1, TOMBSTONE_MS))
+    assert state.owed_think(sid) == 2  # the completion owes the next think
+    state.clear_owed_think(sid, 1)
+    assert state.owed_think(sid) == 2
+    state.clear_owed_think(sid, 2)
+    assert state.owed_think(sid) is None and overdue(state, sid, clock.now + GRACE_MS) == []
+
+
+# --- dispatch claims ---------------------------------------------------------------------------------------
+def test_a_dispatch_is_claimed_until_it_is_settled(state, sid):
+    assert state.claim_dispatch(sid, 1, "a", RETENTION_MS)
+    assert state.claim_dispatch(sid, 1, "a", RETENTION_MS)  # an attempt that did not finish may go again
+    state.finish_dispatch(sid, 1, "a", "sent")
+    assert not state.claim_dispatch(sid, 1, "a", RETENTION_MS)
+    assert state.claim_dispatch(sid, 1, "b", RETENTION_MS)
+
+
+def test_what_is_stored_reads_back_as_it_was_given(state, sid):
+    text = "naïve 🚀 " + json.dumps({"nested": [1, 2]})
+    state.take_message(sid, user(text), RETENTION_MS, parent={"traceparent": "00-abc"})
+    session = state.get_session(sid)
+    assert session.messages == [user(text)] and session.parent == {"traceparent": "00-abc"}
