@@ -1,10 +1,15 @@
-"""The composition root: builds the adapters once per process and hands them to the domain."""
+"""The composition root: builds the adapters once per process and hands them to the domain.
+
+Building them is cheap and calls nothing: AWS clients and the HTTP connection pools are made on
+first use, and the A2A add-on's modules (the largest) are imported only when a session with an A2A
+task or an A2A delegate needs them, so a function imports only what its invocations use.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import cast
+from typing import Any, cast
 
 from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.a2a_state import A2AStore
@@ -17,20 +22,52 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
 from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
-from flightdeck.domain.a2a import A2ATurnHooks
-from flightdeck.domain.a2a_client import dispatch_a2a
 from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.model import Model
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, TurnHooks
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.settings import get_settings
 
 
 @functools.lru_cache(maxsize=1)
 def _http() -> tuple[Peers, A2AHttp]:
-    """The HTTP clients to other agents: POSTs, and GETs of A2A cards (one connection pool each)."""
+    """The HTTP clients to other agents: POSTs, and GETs of A2A cards (one connection pool each, made on first use)."""
     timeout_s = get_settings().peer_timeout_ms / 1000
     return Peers(timeout_s=timeout_s), A2AHttp(timeout_s=timeout_s)
+
+
+def load_http() -> None:
+    """For a function whose every invocation POSTs to a peer: load the HTTP client at init, not in the first one."""
+    _http()[0].load()
+
+
+def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
+    """Deps.transports["a2a"]: the A2A client, imported by the first delegation to an A2A peer."""
+    from flightdeck.domain.a2a_client import dispatch_a2a
+
+    return dispatch_a2a(*args, **kwargs)
+
+
+class _A2ATurnHooks:
+    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.A2ATurnHooks), imported the first time a
+    session with an A2A task reaches a turn boundary; the turn loop calls none for any other session."""
+
+    @functools.cached_property
+    def _hooks(self) -> TurnHooks:
+        from flightdeck.domain.a2a import A2ATurnHooks
+
+        return A2ATurnHooks()
+
+    def stop_if_canceled(self, deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+        return self._hooks.stop_if_canceled(deps, session_id, turn, input_task)
+
+    def on_session_canceled(self, deps: Deps, session_id: str, turn: int, text: str) -> None:
+        self._hooks.on_session_canceled(deps, session_id, turn, text)
+
+    def on_end_turn(
+        self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+    ) -> None:
+        self._hooks.on_end_turn(deps, session_id, turn, answer, failed=failed, question=question)
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,9 +111,9 @@ def deps() -> Deps:
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
         live=LiveStore(store),
         # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
-        transports={"a2a": dispatch_a2a},
+        transports={"a2a": _dispatch_a2a},
         # The A2A add-on at the turn loop's boundaries: a canceled task stops its session; a turn's end ends its task.
-        turn_hooks=A2ATurnHooks(),
+        turn_hooks=_A2ATurnHooks(),
     )
 
 

@@ -53,7 +53,7 @@ from flightdeck.domain.a2a_models import (
     TextPart,
     dump,
 )
-from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.a2a_ports import PUSH_KIND, TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
@@ -91,7 +91,6 @@ MAX_PUSH_TASK_BYTES = 200_000
 # DynamoDB item of at most 400 KB that later also holds the answer: a larger message is refused up front
 # (-32602), not failed in the write (-32603).
 MAX_TASK_MESSAGE_BYTES = 250_000
-PUSH_KIND = "a2a_push"
 SUPPORTED_PUSH_SCHEMES = ("bearer", "basic")
 CANCELED_TEXT = "The task was canceled by the client; no further work was done."
 _MESSAGE_NS = uuid.UUID("0b9f3f55-7a52-4d7e-9a43-1a2f4b2c7e10")

@@ -29,7 +29,7 @@ from flightdeck.domain.a2a_models import (
     Task,
     text_of_parts,
 )
-from flightdeck.domain.a2a_ports import RemoteTask, ports
+from flightdeck.domain.a2a_ports import POLL_KIND, RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
@@ -48,7 +48,6 @@ from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, e
 from flightdeck.observability import count, logger, timeline
 
 PUSH_PATH = "/api/a2a/push"
-POLL_KIND = "a2a_poll"
 POLL_FIRST_S = 1
 POLL_MAX_S = 30
 CARD_CACHE_TTL_S = 300.0

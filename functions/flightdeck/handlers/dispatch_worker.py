@@ -12,9 +12,10 @@ from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
 from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within
+from flightdeck.wiring import deps_within, load_http
 
 get_settings()
+load_http()  # every record is a POST to a peer (a delegation, or its cancel)
 
 
 @lambda_entry

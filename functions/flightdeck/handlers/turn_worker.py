@@ -8,18 +8,19 @@ in the turns dead-letter queue (flightdeck.topology.ASYNC_INVOKES). A think retr
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from typing import TYPE_CHECKING, Any
 
 from flightdeck.domain.thinks import ThinkMessage, think
 from flightdeck.domain.time_budget import TimeBudget
-from flightdeck.handlers._sqs import process_batch
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within
+from flightdeck.wiring import deps_within, load_http
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 get_settings()
+load_http()  # most thinks send something to a peer inline: a delegation, or the answer to the agent that asked
 
 
 @lambda_entry
@@ -28,6 +29,9 @@ def handler(event: dict[str, Any], context: Any) -> Mapping[str, object]:
     budget = TimeBudget.of(context)
     if "Records" not in event:  # an asynchronous invoke: an exception fails it, and Lambda retries it
         return {"outcome": think(deps_within(budget), ThinkMessage.of(event), budget)}
+
+    # Powertools' batch utility is imported by the first delayed retry, not at init: most thinks are invokes.
+    from flightdeck.handlers._sqs import process_batch
 
     def _record(record: SQSRecord) -> str:
         return think(deps_within(budget), ThinkMessage.of(json.loads(record.body)), budget)
