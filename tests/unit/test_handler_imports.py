@@ -36,6 +36,9 @@ WATCHED = (
     # Powertools' parser models (every event source's), loaded by the batch utility when pydantic was first.
     "aws_lambda_powertools.utilities.parser",
     "aws_xray_sdk",  # the tracer's SDK: tracing is off here (POWERTOOLS_TRACE_DISABLED)
+    "flightdeck.adapters.secrets",
+    "flightdeck.adapters.a2a_state",
+    "flightdeck.domain.delegation_cancel",
 )
 
 HTTP_HANDLERS = {r.handler for r in topology.ROUTES}
@@ -44,6 +47,11 @@ HTTP_HANDLERS = {r.handler for r in topology.ROUTES}
 HTTP_CLIENT_AT_INIT = {"dispatch_worker", "delivery_worker", "turn_worker"}
 # SQS batches only: the turn worker's events are asynchronous invokes but for its delayed retries.
 BATCH_AT_INIT = {"dispatch_worker", "delivery_worker", "deadline_timer"}
+# They mint or check a callback token (or present a peer token) in every, or nearly every, invocation.
+SECRETS_AT_INIT = {"dispatch_worker", "turn_worker", "callback"}
+# Cancels at peers: the dispatch queue's retries carry them, the turn loop closes canceled sessions,
+# and the cancel routes (a session's, an A2A task's) stop its delegations.
+CANCELS_AT_INIT = {"dispatch_worker", "turn_worker", "chat_ingest", "a2a"}
 
 
 def _expected(handler: str) -> set[str]:
@@ -56,6 +64,12 @@ def _expected(handler: str) -> set[str]:
         out.update({"aws_lambda_powertools.event_handler", OPENAPI})  # the resolver validates requests
     if handler in BATCH_AT_INIT:
         out.add(BATCH)
+    if handler in SECRETS_AT_INIT:
+        out.add("flightdeck.adapters.secrets")
+    if handler == "a2a":
+        out.add("flightdeck.adapters.a2a_state")  # the A2A server's task records
+    if handler in CANCELS_AT_INIT:
+        out.add("flightdeck.domain.delegation_cancel")
     return out
 
 

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from flightdeck.domain.a2a_constants import PUSH_KIND
 from flightdeck.domain.a2a_models import (
     ACCEPTED_PARTS,
     CONTENT_TYPE_NOT_SUPPORTED,
@@ -53,7 +54,7 @@ from flightdeck.domain.a2a_models import (
     TextPart,
     dump,
 )
-from flightdeck.domain.a2a_ports import PUSH_KIND, TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from flightdeck.domain.a2a_constants import POLL_KIND
 from flightdeck.domain.a2a_models import (
     INTERRUPTED_STATES,
     PUSH_NOT_SUPPORTED,
@@ -29,7 +30,7 @@ from flightdeck.domain.a2a_models import (
     Task,
     text_of_parts,
 )
-from flightdeck.domain.a2a_ports import POLL_KIND, RemoteTask, ports
+from flightdeck.domain.a2a_ports import RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError

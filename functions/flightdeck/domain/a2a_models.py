@@ -13,8 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-# What a message to this agent may carry (flightdeck.domain.a2a); the agent card's defaultInputModes.
-from flightdeck.domain.a2a_ports import INPUT_MODES as INPUT_MODES
+from flightdeck.domain.a2a_constants import INPUT_MODES as INPUT_MODES
 
 PROTOCOL_VERSION = "0.3.0"
 

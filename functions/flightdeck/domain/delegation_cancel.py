@@ -17,7 +17,6 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from flightdeck.domain.a2a_ports import ports
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
@@ -143,6 +142,7 @@ def _cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, 
     """tasks/cancel on the peer's task: (HTTP status, settled without canceling, detail)."""
     # Here, not at import: most delegates are our own agents, and the A2A client is the largest module.
     from flightdeck.domain.a2a_client import _rpc
+    from flightdeck.domain.a2a_ports import ports
 
     remote = ports(deps).store.get_remote(message.session_id, message.turn, message.tool_use_id)
     if remote is None:

@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.domain.a2a_ports import POLL_KIND
+from flightdeck.domain.a2a_constants import POLL_KIND
 from flightdeck.domain.deadlines import TimerMessage, fire_timer
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import process_batch

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.domain.a2a_ports import PUSH_KIND
+from flightdeck.domain.a2a_constants import PUSH_KIND
 from flightdeck.domain.delivery import (
     DeliveryMessage,
     DeliveryOutcome,
@@ -21,13 +21,13 @@ from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, first_sent_ms, process_batch, retry_later
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within, load_http
+from flightdeck.wiring import deps_within, preload
 
 if TYPE_CHECKING:
     from flightdeck.domain.a2a import PushDelivery
 
 get_settings()
-load_http()  # every record is a POST to a peer
+preload(http=True)  # every record is a POST to a peer
 
 
 @lambda_entry

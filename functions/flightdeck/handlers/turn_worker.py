@@ -6,6 +6,8 @@ in the turns dead-letter queue (flightdeck.topology.ASYNC_INVOKES). A think retr
 (a throttled model) comes from the turns queue, as an SQS batch of one.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -14,13 +16,14 @@ from flightdeck.domain.thinks import ThinkMessage, think
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within, load_http
+from flightdeck.wiring import deps_within, preload
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 get_settings()
-load_http()  # most thinks send something to a peer inline: a delegation, or the answer to the agent that asked
+# Most thinks send something to a peer inline: a delegation (with its callback token), or the answer to the agent that asked.
+preload(http=True, secrets=True)
 
 
 @lambda_entry
