@@ -1,35 +1,114 @@
-"""The composition root: builds the adapters once per process and hands them to the domain."""
+"""The composition root: builds the adapters once per process and hands them to the domain.
+
+Building them is cheap and calls nothing (a function's cold start imports only what its
+invocations use): AWS clients and HTTP connection pools are made on first use; the A2A add-on
+(the largest modules) is imported by the first session with an A2A task or delegate; the secrets
+adapter by the first token minted, checked or presented. A function whose every invocation needs
+one of those loads it at init instead (`preload`), so its first invocation does not pay for it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING, Any, cast
 
 from flightdeck.adapters.a2a_http import A2AHttp
-from flightdeck.adapters.a2a_state import A2AStore
 from flightdeck.adapters.dynamo_state import StateStore
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.live_state import LiveStore
 from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
-from flightdeck.adapters.secrets import outbound_peer_tokens, signing_keys
-from flightdeck.adapters.session_index import SessionIndex
 from flightdeck.adapters.sqs_queues import Queues
-from flightdeck.domain.a2a import A2ATurnHooks
-from flightdeck.domain.a2a_client import dispatch_a2a
-from flightdeck.domain.a2a_ports import A2APorts
 from flightdeck.domain.model import Model
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, TurnHooks
 from flightdeck.domain.time_budget import TimeBudget
-from flightdeck.settings import get_settings
+from flightdeck.domain.tokens import SigningKey
+from flightdeck.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from flightdeck.adapters.session_index import SessionIndex
+    from flightdeck.domain.a2a_ports import A2APorts, A2AStatePort
 
 
 @functools.lru_cache(maxsize=1)
 def _http() -> tuple[Peers, A2AHttp]:
-    """The HTTP clients to other agents: POSTs, and GETs of A2A cards (one connection pool each)."""
+    """The HTTP clients to other agents: POSTs, and GETs of A2A cards (one connection pool each, made on first use)."""
     timeout_s = get_settings().peer_timeout_ms / 1000
     return Peers(timeout_s=timeout_s), A2AHttp(timeout_s=timeout_s)
+
+
+def preload(*, http: bool = False, secrets: bool = False, a2a_records: bool = False) -> None:
+    """At init, what every (or nearly every) invocation of the calling function uses, which would otherwise
+    be loaded by its first invocation: the HTTP client to peers; the secrets adapter (callback keys, peer
+    tokens); the A2A task records' adapter."""
+    if http:
+        _http()[0].load()
+    # Imported for their cost, here rather than in a call.
+    if secrets:
+        import flightdeck.adapters.secrets  # noqa: F401
+    if a2a_records:
+        import flightdeck.adapters.a2a_state  # noqa: F401
+
+
+def _signing_keys(settings: Settings) -> list[SigningKey]:
+    from flightdeck.adapters.secrets import signing_keys
+
+    return signing_keys(settings)
+
+
+def _outbound_peer_tokens(settings: Settings) -> dict[str, str]:
+    from flightdeck.adapters.secrets import outbound_peer_tokens
+
+    return outbound_peer_tokens(settings)
+
+
+class _A2APortsOnDemand:
+    """Deps.a2a (flightdeck.domain.a2a_ports.A2APorts): the A2A task records' adapter is imported and
+    built by its first use; most functions' invocations touch no A2A record."""
+
+    def __init__(self, state: StateStore, http: A2AHttp):
+        self._state = state
+        self.http = http
+
+    @functools.cached_property
+    def store(self) -> A2AStatePort:
+        from flightdeck.adapters.a2a_state import A2AStore
+
+        return A2AStore(self._state)
+
+    def within(self, budget: TimeBudget) -> A2APorts:
+        return cast("A2APorts", _A2APortsOnDemand(self._state, self.http.within(budget)))
+
+
+def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
+    """Deps.transports["a2a"]: the A2A client, imported by the first delegation to an A2A peer."""
+    from flightdeck.domain.a2a_client import dispatch_a2a
+
+    return dispatch_a2a(*args, **kwargs)
+
+
+class _A2ATurnHooks:
+    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.A2ATurnHooks), imported the first time a
+    session with an A2A task reaches a turn boundary; the turn loop calls none for any other session."""
+
+    @functools.cached_property
+    def _hooks(self) -> TurnHooks:
+        from flightdeck.domain.a2a import A2ATurnHooks
+
+        return A2ATurnHooks()
+
+    def stop_if_canceled(self, deps: Deps, session_id: str, turn: int, input_task: str = "") -> bool:
+        return self._hooks.stop_if_canceled(deps, session_id, turn, input_task)
+
+    def on_session_canceled(self, deps: Deps, session_id: str, turn: int, text: str) -> None:
+        self._hooks.on_session_canceled(deps, session_id, turn, text)
+
+    def on_end_turn(
+        self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
+    ) -> None:
+        self._hooks.on_end_turn(deps, session_id, turn, answer, failed=failed, question=question)
 
 
 @functools.lru_cache(maxsize=1)
@@ -75,20 +154,20 @@ def deps() -> Deps:
             sqs_client=lambda: queues.client,
         ),
         peers=peers,
-        keys=lambda: signing_keys(settings),
+        keys=lambda: _signing_keys(settings),
         model=model,
         # A2A (flightdeck.domain.a2a): task records in the same table, agent cards over HTTP.
-        a2a=A2APorts(store=A2AStore(store), http=card_http),
+        a2a=cast("A2APorts", _A2APortsOnDemand(store, card_http)),
         # Peers that may call us: hashes in the same table (flightdeck.domain.peers).
         registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
         # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
-        peer_tokens=lambda: outbound_peer_tokens(settings),
+        peer_tokens=lambda: _outbound_peer_tokens(settings),
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
         live=LiveStore(store),
         # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
-        transports={"a2a": dispatch_a2a},
+        transports={"a2a": _dispatch_a2a},
         # The A2A add-on at the turn loop's boundaries: a canceled task stops its session; a turn's end ends its task.
-        turn_hooks=A2ATurnHooks(),
+        turn_hooks=_A2ATurnHooks(),
     )
 
 
@@ -97,14 +176,16 @@ def deps_within(budget: TimeBudget | None) -> Deps:
     d = deps()
     if budget is None:
         return d
-    peers, card_http = _http()
-    a2a = dataclasses.replace(d.a2a, http=card_http.within(budget)) if d.a2a is not None else None
+    peers, _ = _http()
+    a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
     return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a)
 
 
 @functools.lru_cache(maxsize=1)
 def session_index() -> SessionIndex:
     """GET /api/sessions: the sessions index of the same table, through the same client."""
+    from flightdeck.adapters.session_index import SessionIndex  # GET /api/sessions only
+
     store = state_store()
     return SessionIndex(store.table, client_factory=lambda: store.client, clock=store.now_ms)
 

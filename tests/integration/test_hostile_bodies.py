@@ -156,10 +156,10 @@ def test_the_header_token_is_checked_before_the_body_is_parsed(orchestrator, mon
     real = strict_json.loads
     monkeypatch.setattr(strict_json, "loads", lambda text: parsed.append(1) or real(text))
     # Powertools holds the deserializer it was given: rebuild the handler around the spy.
-    from flightdeck.api import a2a_routes, callback_routes
+    from flightdeck.api import a2a_push_routes, callback_routes
     from flightdeck.api.resolver import http_handler
 
-    handler = http_handler(callback_routes.router, a2a_routes.push_router)
+    handler = http_handler(callback_routes.router, a2a_push_routes.router)
     from flightdeck.handlers import callback
 
     monkeypatch.setattr(callback, "handler", handler)

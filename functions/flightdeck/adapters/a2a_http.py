@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-import requests
+from typing import TYPE_CHECKING
 
-from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse
+from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse, SharedSession
 from flightdeck.domain.time_budget import TimeBudget
+
+if TYPE_CHECKING:
+    import requests
 
 MAX_CARD_BYTES = 256_000
 
 
 class A2AHttp:
-    def __init__(self, timeout_s: float, session: requests.Session | None = None, budget: TimeBudget | None = None):
+    def __init__(
+        self,
+        timeout_s: float,
+        session: requests.Session | SharedSession | None = None,
+        budget: TimeBudget | None = None,
+    ):
         self.timeout_s = timeout_s
-        self._session = session or requests.Session()
+        # Its own pool, made on first use (flightdeck.adapters.http_peers.SharedSession): few invocations fetch a card.
+        self._session = session if isinstance(session, SharedSession) else SharedSession(session)
         self._budget = budget
 
     def within(self, budget: TimeBudget) -> A2AHttp:
@@ -24,9 +33,12 @@ class A2AHttp:
         timeout_s = self.timeout_s if self._budget is None else self._budget.call_timeout_s(self.timeout_s)
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME)
+        session = self._session.get()
+        import requests  # loaded by the session above
+
         try:
             # Never follow redirects: a card must be served where the allowlist says.
-            resp = self._session.get(
+            resp = session.get(
                 url, headers={"Accept": "application/json", **(headers or {})}, timeout=timeout_s, allow_redirects=False
             )
         except requests.RequestException as exc:

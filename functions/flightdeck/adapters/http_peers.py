@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import payload_sha256
+
+if TYPE_CHECKING:
+    import requests
 
 OUT_OF_TIME = "not sent: the invocation is out of time"
 
@@ -28,15 +30,43 @@ def json_bytes(body: Any) -> bytes:
     return json.dumps(body, allow_nan=False).encode("ascii")
 
 
+class SharedSession:
+    """One requests.Session (one connection pool), made on first use: requests is imported by the
+    first call, not when the adapter is built, so a function that makes no HTTP call never loads it
+    (those whose every invocation calls load it at init: flightdeck.wiring.load_http)."""
+
+    def __init__(self, session: requests.Session | None = None):
+        self._session = session
+        self._lock = threading.Lock()
+
+    def get(self) -> requests.Session:
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    import requests
+
+                    self._session = requests.Session()
+        return self._session
+
+
 class Peers:
-    def __init__(self, timeout_s: float, session: requests.Session | None = None, budget: TimeBudget | None = None):
+    def __init__(
+        self,
+        timeout_s: float,
+        session: requests.Session | SharedSession | None = None,
+        budget: TimeBudget | None = None,
+    ):
         self.timeout_s = timeout_s
-        self._session = session or requests.Session()
+        self._session = session if isinstance(session, SharedSession) else SharedSession(session)
         self._budget = budget
 
     def within(self, budget: TimeBudget) -> Peers:
         """The same peers (and connection pool) for one invocation: no call outlasts its budget."""
         return Peers(self.timeout_s, self._session, budget)
+
+    def load(self) -> None:
+        """Import requests and make the connection pool now (at init) rather than at the first call."""
+        self._session.get()
 
     def post_json(
         self, url: str, body: Any, headers: dict[str, str] | None = None, timeout_s: float | None = None
@@ -47,9 +77,12 @@ class Peers:
         timeout_s = limit_s if self._budget is None else self._budget.call_timeout_s(limit_s)
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME, sent)
+        session = self._session.get()
+        import requests  # loaded by the session above
+
         try:
             # Never follow redirects: a peer must not bounce us to a URL we did not allow.
-            resp = self._session.post(
+            resp = session.post(
                 url,
                 data=data,
                 headers={"Content-Type": "application/json", **(headers or {})},

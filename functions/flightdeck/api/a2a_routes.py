@@ -1,4 +1,4 @@
-"""POST /a2a: A2A v0.3 over JSON-RPC 2.0; POST /api/a2a/push: A2A peers' push notifications to us.
+"""POST /a2a: A2A v0.3 over JSON-RPC 2.0 (A2A peers' push notifications to us: flightdeck.api.a2a_push_routes).
 
 JSON-RPC answers always go out with HTTP 200 and a JSON-RPC response object,
 errors included (never the REST error shape). The body is parsed here, not by
@@ -21,11 +21,9 @@ from pydantic import BaseModel, ValidationError
 
 from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
-from flightdeck.api.models import NOT_UNICODE, ErrorResponse, ToolResponseStatus
-from flightdeck.api.resolver import ApiError
+from flightdeck.api.models import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
 from flightdeck.domain import a2a
-from flightdeck.domain.a2a_client import PushStatus, receive_push
 from flightdeck.domain.a2a_models import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -51,7 +49,6 @@ from flightdeck.settings import get_settings
 from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
-push_router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 NO_STREAMING = (
     "streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
@@ -316,64 +313,3 @@ def _remaining_ms() -> int | None:
 def post_a2a() -> Response[dict[str, Any]]:
     payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer())
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
-
-
-# --- push notifications from A2A peers (the callback function serves this route) -------------
-
-_PUSH_HTTP = {
-    PushStatus.ACCEPTED: 202,
-    PushStatus.DUPLICATE: 200,
-    PushStatus.IN_PROGRESS: 200,
-}
-_PUSH_ERRORS = {
-    PushStatus.LATE: (410, "late", "the turn is complete or unknown, or this result was not expected; do not retry"),
-    PushStatus.UNAUTHORIZED: (401, "unauthorized", "invalid or expired notification token"),
-    PushStatus.TOO_LARGE: (413, "too_large", "the answer exceeds the maximum size; recorded as an error"),
-}
-
-
-@push_router.post(
-    "/api/a2a/push",
-    summary="Push notification from an A2A peer (a task we delegated)",
-    description=(
-        "Body: the peer's A2A Task. Header X-A2A-Notification-Token: the token this agent gave with the task. "
-        "A terminal task records the delegation's result (completed: its artifact or message text; failed, "
-        "canceled, rejected, input-required: a structured error); other states are acknowledged only."
-    ),
-    status_code=202,
-    responses={
-        202: {"description": "Recorded", "content": {"application/json": {"model": ToolResponseStatus}}},
-        200: {"description": "Already recorded, or not terminal yet (nothing recorded)"},
-        400: {
-            "description": "Body is not JSON, nested deeper than 32 levels, too wide, or holds a number out of range"
-        },
-        401: {"description": "Missing, bad, tampered or expired token (checked before the body is read)"},
-        410: {"description": "Late: the turn is complete or unknown (do not retry)"},
-        413: {"description": "Answer too large (recorded as an error result)"},
-        422: {"description": "Body is not an A2A Task, or holds text that is not valid Unicode"},
-    },
-)
-def post_a2a_push() -> Response[dict[str, Any]]:
-    # The token was verified before the body was read (flightdeck.api.auth); receive_push checks it again.
-    headers = push_router.current_event.headers
-    token = (headers.get("x-a2a-notification-token") or "").strip()
-    if not token:
-        raise ApiError(401, "unauthorized", "missing X-A2A-Notification-Token")
-    if not push_router.current_event.body:
-        raise ApiError(400, "malformed_json", "request body is not valid JSON: it is empty")
-    body = push_router.current_event.json_body  # strict_json: a hostile body is a 400
-    where = strict_json.lone_surrogate_at(body)
-    if where is not None:
-        raise ApiError(422, "invalid_request", f"{strict_json.dotted(where)}: {NOT_UNICODE}")
-    outcome = receive_push(deps(), token, body)
-    note(peer=outcome.peer)
-    if outcome.status is PushStatus.INVALID:
-        raise ApiError(422, "invalid_request", outcome.detail)
-    if outcome.status in _PUSH_ERRORS:
-        raise ApiError(*_PUSH_ERRORS[outcome.status])
-    status = "accepted" if outcome.status is PushStatus.ACCEPTED else outcome.status.value
-    return Response(
-        status_code=_PUSH_HTTP[outcome.status],
-        content_type=content_types.APPLICATION_JSON,
-        body={"status": status, "completed_turn": outcome.completed},
-    )

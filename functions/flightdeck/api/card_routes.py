@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from flightdeck import __version__
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
-from flightdeck.domain.a2a_models import INPUT_MODES
+from flightdeck.domain.a2a_constants import INPUT_MODES
 from flightdeck.settings import get_settings
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations

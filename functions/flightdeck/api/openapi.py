@@ -18,6 +18,7 @@ from flightdeck.api.auth import PEER_TOKEN_SCHEME
 
 def document() -> dict[str, Any]:
     from flightdeck.api import (
+        a2a_push_routes,
         a2a_routes,
         callback_routes,
         card_routes,
@@ -36,7 +37,7 @@ def document() -> dict[str, Any]:
         card_routes.router,
         service_routes.router,
         a2a_routes.router,
-        a2a_routes.push_router,
+        a2a_push_routes.router,
     )
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from flightdeck.domain.a2a_constants import PUSH_KIND
 from flightdeck.domain.a2a_models import (
     ACCEPTED_PARTS,
     CONTENT_TYPE_NOT_SUPPORTED,
@@ -91,7 +92,6 @@ MAX_PUSH_TASK_BYTES = 200_000
 # DynamoDB item of at most 400 KB that later also holds the answer: a larger message is refused up front
 # (-32602), not failed in the write (-32603).
 MAX_TASK_MESSAGE_BYTES = 250_000
-PUSH_KIND = "a2a_push"
 SUPPORTED_PUSH_SCHEMES = ("bearer", "basic")
 CANCELED_TEXT = "The task was canceled by the client; no further work was done."
 _MESSAGE_NS = uuid.UUID("0b9f3f55-7a52-4d7e-9a43-1a2f4b2c7e10")

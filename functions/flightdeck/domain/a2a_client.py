@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from flightdeck.domain.a2a_constants import POLL_KIND
 from flightdeck.domain.a2a_models import (
     INTERRUPTED_STATES,
     PUSH_NOT_SUPPORTED,
@@ -48,7 +49,6 @@ from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, e
 from flightdeck.observability import count, logger, timeline
 
 PUSH_PATH = "/api/a2a/push"
-POLL_KIND = "a2a_poll"
 POLL_FIRST_S = 1
 POLL_MAX_S = 30
 CARD_CACHE_TTL_S = 300.0

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from flightdeck.domain.a2a_constants import INPUT_MODES as INPUT_MODES
+
 PROTOCOL_VERSION = "0.3.0"
 
 TaskState = Literal[
@@ -22,8 +24,6 @@ TERMINAL_STATES: frozenset[str] = frozenset({"completed", "canceled", "failed", 
 # States in which a task waits on its client: for a delegating agent, an answer it cannot give.
 INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required"})
 
-# What a message to this agent may carry (flightdeck.domain.a2a); the agent card's defaultInputModes.
-INPUT_MODES = ("text/plain", "text/*", "application/json")
 ACCEPTED_PARTS = (
     "text parts, data parts (given to the model as JSON text), and file parts with inline "
     "bytes of text/* or application/json"

@@ -13,6 +13,12 @@ from flightdeck.domain.http_ports import PeerAnswer
 
 # An A2A task id names its context (our session) and a random key: "<session_id>~<key>".
 TASK_ID_SEPARATOR = "~"
+# What code outside the A2A add-on needs of it, here so it need not import the add-on's larger modules:
+# the kinds of its queue messages, a push notification (delivery queue) and a poll of a remote task
+# (timers queue), and what a message to this agent may carry (the agent card's defaultInputModes).
+PUSH_KIND = "a2a_push"
+POLL_KIND = "a2a_poll"
+INPUT_MODES = ("text/plain", "text/*", "application/json")
 
 
 def task_id_of(session_id: str, key: str) -> str:

@@ -7,7 +7,6 @@ import math
 from pydantic import BaseModel
 
 from flightdeck.domain.aggregation import expire_due
-from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.ports import Deps
 from flightdeck.observability import count, logger
 
@@ -36,7 +35,7 @@ def fire_timer(deps: Deps, timer: TimerMessage) -> str:
             {**timer.model_dump(), "deadline_ms": expiry.next_deadline_ms},
             math.ceil((expiry.next_deadline_ms - now) / 1000),
         )
-    stop_delegations(deps, timer.session_id, timer.turn, expiry.synthesized, "deadline passed")
+    _stop_delegations(deps, timer.session_id, timer.turn, expiry.synthesized, "deadline passed")
     if expiry.won:
         return "expired"
     return "rearmed" if expiry.next_deadline_ms is not None else "already_complete"
@@ -75,8 +74,17 @@ def sweep(deps: Deps, limit: int = 100) -> int:
             logger.exception("sweep step failed; the next sweep retries it", extra={"session_id": item.session_id})
     # Telling peers to stop comes after every expiry: best-effort, it never delays one.
     for session_id, turn, ids in stopped:
-        stop_delegations(deps, session_id, turn, ids, "deadline passed")
+        _stop_delegations(deps, session_id, turn, ids, "deadline passed")
     return done
+
+
+def _stop_delegations(deps: Deps, session_id: str, turn: int, tool_use_ids: tuple[str, ...], reason: str) -> None:
+    """flightdeck.domain.delegation_cancel.stop_delegations, imported by the first expiry that leaves a
+    delegation unanswered: most timers find their turn complete, and most sweeps nothing overdue."""
+    if tool_use_ids:
+        from flightdeck.domain.delegation_cancel import stop_delegations
+
+        stop_delegations(deps, session_id, turn, tool_use_ids, reason)
 
 
 def resend_owed_think(deps: Deps, session_id: str, turn: int) -> bool:

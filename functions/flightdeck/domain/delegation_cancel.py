@@ -17,8 +17,6 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from flightdeck.domain.a2a_client import _rpc
-from flightdeck.domain.a2a_ports import ports
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
@@ -142,6 +140,10 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
 
 def _cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, bool, str]:
     """tasks/cancel on the peer's task: (HTTP status, settled without canceling, detail)."""
+    # Here, not at import: most delegates are our own agents, and the A2A client is the largest module.
+    from flightdeck.domain.a2a_client import _rpc
+    from flightdeck.domain.a2a_ports import ports
+
     remote = ports(deps).store.get_remote(message.session_id, message.turn, message.tool_use_id)
     if remote is None:
         return 200, True, "no remote task (answered at once, or never sent)"

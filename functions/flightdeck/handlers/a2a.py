@@ -7,8 +7,10 @@ comes (flightdeck.handlers.web, behind the Lambda Web Adapter; locally the gatew
 
 from flightdeck.api import a2a_routes, a2a_stream_routes
 from flightdeck.api.resolver import http_handler
+from flightdeck.wiring import preload
 
 # A body over MAX_BODY_BYTES, not JSON-typed or not UTF-8: a JSON-RPC error (HTTP 200), not the REST
 # API's 413/415/400. The caller is authenticated first (HTTP 401/403: authentication belongs to the
 # transport, not to JSON-RPC).
 handler = http_handler(a2a_routes.router, refuse=a2a_routes.refusal, stream=a2a_stream_routes.open_stream)
+preload(a2a_records=True)  # every method reads or writes a task

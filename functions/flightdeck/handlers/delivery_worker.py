@@ -2,12 +2,12 @@
 
 import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.domain.a2a import PUSH_KIND, PushDelivery, deliver_push
+from flightdeck.domain.a2a_constants import PUSH_KIND
 from flightdeck.domain.delivery import (
     DeliveryMessage,
     DeliveryOutcome,
@@ -21,9 +21,13 @@ from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, first_sent_ms, process_batch, retry_later
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within
+from flightdeck.wiring import deps_within, preload
+
+if TYPE_CHECKING:
+    from flightdeck.domain.a2a import PushDelivery
 
 get_settings()
+preload(http=True)  # every record is a POST to a peer
 
 
 @lambda_entry
@@ -40,7 +44,10 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
             body = json.loads(record.body)
             # A2A push notifications (kind "a2a_push") share the queue: one POST each.
             if isinstance(body, dict) and body.get("kind") == PUSH_KIND:
-                pushes.append((record, PushDelivery.model_validate(body)))
+                # The A2A add-on is imported by the first push, not at init: most deliveries are answers.
+                from flightdeck.domain import a2a
+
+                pushes.append((record, a2a.PushDelivery.model_validate(body)))
             else:
                 message = DeliveryMessage.model_validate(body)
                 # The retry budget counts from the first attempt, inline in the turn worker when it was.
@@ -51,7 +58,9 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     # Answers for the same service share one request, so the whole batch is planned first...
     outcomes.update(deliver_answers(d, answers, budget))
     for record, push in pushes:
-        send = functools.partial(deliver_push, d, push, attempt_of(record), first_sent_ms(record))
+        from flightdeck.domain import a2a  # imported by the push's message above
+
+        send = functools.partial(a2a.deliver_push, d, push, attempt_of(record), first_sent_ms(record))
         outcomes[record.message_id] = if_time_allows(d, budget, first_sent_ms(record), send)
 
     # ...then Powertools reports each record's own outcome as a partial batch failure.

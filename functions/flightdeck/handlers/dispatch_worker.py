@@ -12,9 +12,12 @@ from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
 from flightdeck.observability import bind, lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within
+from flightdeck.wiring import deps_within, preload
 
 get_settings()
+preload(
+    http=True, secrets=True
+)  # every record is a POST to a peer (a delegation, or its cancel), most with a callback token
 
 
 @lambda_entry

@@ -6,20 +6,24 @@ in the turns dead-letter queue (flightdeck.topology.ASYNC_INVOKES). A think retr
 (a throttled model) comes from the turns queue, as an SQS batch of one.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Mapping
-from typing import Any
-
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from typing import TYPE_CHECKING, Any
 
 from flightdeck.domain.thinks import ThinkMessage, think
 from flightdeck.domain.time_budget import TimeBudget
-from flightdeck.handlers._sqs import process_batch
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps_within
+from flightdeck.wiring import deps_within, preload
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 get_settings()
+# Most thinks send something to a peer inline: a delegation (with its callback token), or the answer to the agent that asked.
+preload(http=True, secrets=True)
 
 
 @lambda_entry
@@ -28,6 +32,9 @@ def handler(event: dict[str, Any], context: Any) -> Mapping[str, object]:
     budget = TimeBudget.of(context)
     if "Records" not in event:  # an asynchronous invoke: an exception fails it, and Lambda retries it
         return {"outcome": think(deps_within(budget), ThinkMessage.of(event), budget)}
+
+    # Powertools' batch utility is imported by the first delayed retry, not at init: most thinks are invokes.
+    from flightdeck.handlers._sqs import process_batch
 
     def _record(record: SQSRecord) -> str:
         return think(deps_within(budget), ThinkMessage.of(json.loads(record.body)), budget)
