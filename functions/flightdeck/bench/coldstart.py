@@ -61,7 +61,12 @@ print(f"{time.perf_counter() - started:.6f}")
 
 
 def handler_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "FLIGHTDECK_"))}
+    # Without PYTHONDONTWRITEBYTECODE: the `pyc` mode's warm-up import must leave the caches it times.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "POWERTOOLS_", "FLIGHTDECK_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(
         {
             "AGENT_NAME": "coldstart",
