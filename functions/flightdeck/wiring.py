@@ -29,7 +29,7 @@ from flightdeck.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from flightdeck.adapters.session_index import SessionIndex
-    from flightdeck.domain.a2a_ports import A2APorts, A2AStatePort
+    from flightdeck.domain.a2a.ports import A2APorts, A2AStatePort
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,7 +65,7 @@ def _outbound_peer_tokens(settings: Settings) -> dict[str, str]:
 
 
 class _A2APortsOnDemand:
-    """Deps.a2a (flightdeck.domain.a2a_ports.A2APorts): the A2A task records' adapter is imported and
+    """Deps.a2a (flightdeck.domain.a2a.ports.A2APorts): the A2A task records' adapter is imported and
     built by its first use; most functions' invocations touch no A2A record."""
 
     def __init__(self, state: StateStore, http: A2AHttp):
@@ -82,20 +82,27 @@ class _A2APortsOnDemand:
         return cast("A2APorts", _A2APortsOnDemand(self._state, self.http.within(budget)))
 
 
+def _cancel_a2a(*args: Any, **kwargs: Any) -> tuple[int, bool, str]:
+    """Deps.cancellers["a2a"]: tasks/cancel through the A2A client, imported by the first such cancel."""
+    from flightdeck.domain.a2a.client import cancel_a2a
+
+    return cancel_a2a(*args, **kwargs)
+
+
 def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
     """Deps.transports["a2a"]: the A2A client, imported by the first delegation to an A2A peer."""
-    from flightdeck.domain.a2a_client import dispatch_a2a
+    from flightdeck.domain.a2a.client import dispatch_a2a
 
     return dispatch_a2a(*args, **kwargs)
 
 
 class _A2ATurnHooks:
-    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.A2ATurnHooks), imported the first time a
+    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.tasks.A2ATurnHooks), imported the first time a
     session with an A2A task reaches a turn boundary; the turn loop calls none for any other session."""
 
     @functools.cached_property
     def _hooks(self) -> TurnHooks:
-        from flightdeck.domain.a2a import A2ATurnHooks
+        from flightdeck.domain.a2a.tasks import A2ATurnHooks
 
         return A2ATurnHooks()
 
@@ -126,7 +133,7 @@ def deps() -> Deps:
 
     @functools.lru_cache(maxsize=1)
     def model() -> Model:
-        from flightdeck.adapters.models import build_model
+        from flightdeck.adapters.model_choice import build_model
 
         return build_model(settings.agent)
 
@@ -156,7 +163,7 @@ def deps() -> Deps:
         peers=peers,
         keys=lambda: _signing_keys(settings),
         model=model,
-        # A2A (flightdeck.domain.a2a): task records in the same table, agent cards over HTTP.
+        # A2A (flightdeck.domain.a2a.tasks): task records in the same table, agent cards over HTTP.
         a2a=cast("A2APorts", _A2APortsOnDemand(store, card_http)),
         # Peers that may call us: hashes in the same table (flightdeck.domain.peers).
         registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
@@ -164,8 +171,9 @@ def deps() -> Deps:
         peer_tokens=lambda: _outbound_peer_tokens(settings),
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
         live=LiveStore(store),
-        # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a_client).
+        # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a.client).
         transports={"a2a": _dispatch_a2a},
+        cancellers={"a2a": _cancel_a2a},
         # The A2A add-on at the turn loop's boundaries: a canceled task stops its session; a turn's end ends its task.
         turn_hooks=_A2ATurnHooks(),
     )

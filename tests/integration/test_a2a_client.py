@@ -114,7 +114,7 @@ def peer():
 
 @pytest.fixture
 def agent(aws, monkeypatch, peer):
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
 
     clear_card_cache()
     config = {
@@ -190,7 +190,7 @@ def test_card_pointing_outside_the_allowlist_is_refused(agent, peer):
 @pytest.fixture
 def under_a_path(aws, monkeypatch, peer):
     """An agent allowed to call only under {peer}/a2a/, with delegates whose card URLs play with dot segments."""
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
 
     clear_card_cache()
     base = f"{peer.url}/a2a"
@@ -306,7 +306,7 @@ def test_a_task_already_failed_in_the_answer_is_an_error_result(agent, peer):
 
 
 def _poll(agent, sid: str, polls: int = 0) -> str:
-    from flightdeck.domain.a2a_client import PollMessage, poll_remote_task
+    from flightdeck.domain.a2a.client import PollMessage, poll_remote_task
     from flightdeck.wiring import deps
 
     agg = agent.item(f"S#{sid}", "TURN#000001")

@@ -355,7 +355,7 @@ def _session(agent, sid):
 
 
 def test_delegate_to_an_sdk_agent_that_pushes(aws, monkeypatch):
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
 
     clear_card_cache()
     with sdk_agent(push=True) as peer_url, gateway("orchestrator") as gateway_url:
@@ -379,7 +379,7 @@ def test_delegate_to_an_sdk_agent_that_pushes(aws, monkeypatch):
 
 
 def test_delegate_to_an_sdk_agent_without_push_polls_it(aws, monkeypatch):
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
 
     clear_card_cache()
     with sdk_agent(push=False) as peer_url, gateway("orchestrator") as gateway_url:
@@ -407,7 +407,7 @@ def test_delegate_to_an_sdk_agent_without_push_polls_it(aws, monkeypatch):
 
 
 def test_an_sdk_agent_s_question_is_answered_on_its_task_and_it_finishes(aws, monkeypatch):
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
 
     clear_card_cache()
     executor = AskingExecutor()

@@ -162,7 +162,7 @@ def test_blocking_send_waits_for_the_answer(orchestrator):
 
 
 def test_blocking_send_answers_the_task_as_it_stands_after_its_bound(orchestrator, monkeypatch):
-    from flightdeck.domain import a2a
+    from flightdeck.domain.a2a import tasks as a2a
 
     monkeypatch.setattr(a2a, "BLOCKING_WAIT_MAX_S", 0.3)
     started = time.monotonic()
@@ -615,7 +615,7 @@ def test_terminal_task_is_pushed_to_each_webhook_with_its_token_and_authorizatio
     assert pushed.id == task["id"] and pushed.status.state == sdk.TaskState.completed
     assert "push me the answer" in pushed.artifacts[0].parts[0].root.text
     # A redelivered end of turn does not push twice.
-    from flightdeck.domain.a2a import on_end_turn
+    from flightdeck.domain.a2a.tasks import on_end_turn
     from flightdeck.wiring import deps
 
     on_end_turn(deps(), task["contextId"], 1, "again")

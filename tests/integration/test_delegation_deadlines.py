@@ -215,7 +215,7 @@ def a2a_peer():
 def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws, monkeypatch, peer, a2a_peer):
     import time
 
-    from flightdeck.domain.a2a_client import clear_card_cache
+    from flightdeck.domain.a2a.client import clear_card_cache
     from flightdeck.wiring import deps
     from tests.integration.test_a2a_client import CARD_PATH, _result, _task
 

@@ -235,7 +235,7 @@ class Scripted:
 
 
 def _scripted(monkeypatch, model):
-    import flightdeck.adapters.models as models
+    import flightdeck.adapters.model_choice as models
 
     monkeypatch.setattr(models, "build_model", lambda agent: model)
 

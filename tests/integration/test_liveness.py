@@ -216,7 +216,7 @@ def test_ingest_stores_the_message_then_the_send_fails_answers_accepted_and_the_
 
 
 def test_a2a_cancel_dies_after_completing_and_the_sweep_closes_the_task(orchestrator, monkeypatch):
-    from flightdeck.domain import a2a
+    from flightdeck.domain.a2a import tasks as a2a
     from tests.integration.test_a2a_server import get, ok, rpc, send
 
     task = send(orchestrator, "@worker a long job")

@@ -113,7 +113,9 @@ def _new_session(orchestrator, content="just answer"):
 def _store_calls():
     """Every DynamoDB operation the store's client makes from now on."""
     calls = []
-    wiring.state_store().client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    wiring.state_store().client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
     return calls
 
 

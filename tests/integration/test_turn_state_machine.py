@@ -108,7 +108,7 @@ class TurnMachine(RuleBasedStateMachine):
             thinks=self.thinks,
             peers=None,
             keys=lambda: [],
-            model=lambda: __import__("flightdeck.adapters.models", fromlist=["build_model"]).build_model(s.agent),
+            model=lambda: __import__("flightdeck.adapters.model_choice", fromlist=["build_model"]).build_model(s.agent),
         )
         self.next_thinks = 0
         self.pending_thinks = 0  # next thinks started (asynchronous invokes), not yet run

@@ -11,10 +11,10 @@ import pytest
 from a2a import types as sdk
 
 from flightdeck.api.a2a_routes import handle_rpc
-from flightdeck.domain.a2a import push_headers
-from flightdeck.domain.a2a_client import schedule_poll, task_result
-from flightdeck.domain.a2a_models import Message, Task
-from flightdeck.domain.a2a_ports import parse_task_id, task_id_of
+from flightdeck.domain.a2a.client import schedule_poll, task_result
+from flightdeck.domain.a2a.ports import parse_task_id, task_id_of
+from flightdeck.domain.a2a.tasks import push_headers
+from flightdeck.domain.a2a.wire import Message, Task
 
 
 def test_task_ids_name_their_context():
@@ -71,7 +71,7 @@ def test_envelope_errors(raw, code, request_id):
 
 
 def test_error_codes_are_the_specs():
-    from flightdeck.domain import a2a_models as ours
+    from flightdeck.domain.a2a import wire as ours
 
     pairs = {
         ours.PARSE_ERROR: sdk.JSONParseError,

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 from flightdeck.domain import asking
 from flightdeck.domain.agent import AgentDefinition, DelegateTool
 from flightdeck.domain.dispatch import peer_session_id
-from flightdeck.domain.local_model import STOCK_QUESTION, LocalModel
 from flightdeck.domain.model import ModelReply
 from flightdeck.domain.records import Session
+from flightdeck.domain.scripted_model import STOCK_QUESTION, ScriptedModel
 from flightdeck.domain.toolbox import tool_specs
 
 
@@ -49,7 +49,7 @@ WORKER = AgentDefinition(name="worker")
 
 
 def _talk(agent, messages):
-    model = LocalModel(agent.model, agent, sleep=lambda s: None)
+    model = ScriptedModel(agent.model, agent, sleep=lambda s: None)
     return model.converse(system="", messages=asking.answers_as_results(messages), tools=tool_specs(agent))
 
 

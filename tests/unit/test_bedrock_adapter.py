@@ -7,7 +7,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from flightdeck.adapters.bedrock import BedrockModel, BedrockModelError
-from flightdeck.adapters.models import build_model
+from flightdeck.adapters.model_choice import build_model
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
 from flightdeck.domain.model import ModelError, delegate_tool_spec
 
@@ -185,13 +185,13 @@ def test_build_model_picks_bedrock():
 
 def test_local_model_conversations_are_valid_converse_requests(client, model):
     """What the local model writes (ids, blocks, tool specs) is a request Bedrock's model accepts."""
-    from flightdeck.domain.local_model import LocalModel
+    from flightdeck.domain.scripted_model import ScriptedModel
     from flightdeck.domain.toolbox import tool_specs
 
     agent = AgentDefinition(
         name="a", delegates=[DelegateTool(agent="worker")], local_tools=["word_count", "calculator"]
     )
-    local = LocalModel(agent.model, agent)
+    local = ScriptedModel(agent.model, agent)
     tools = tool_specs(agent)
     messages = [{"role": "user", "content": [{"text": "@worker do A !calculator 1+2"}]}]
     reply = local.converse(system="s", messages=messages, tools=tools)

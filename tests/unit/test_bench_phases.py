@@ -111,7 +111,7 @@ def test_bench_config_needs_a_pair_and_the_local_model(tmp_path):
 def test_a_load_session_delegates_twice_with_two_delegates_or_one():
     from flightdeck.bench import load
     from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
-    from flightdeck.domain.local_model import LocalModel
+    from flightdeck.domain.scripted_model import ScriptedModel
     from flightdeck.domain.toolbox import tool_specs
 
     agent = AgentDefinition(
@@ -119,7 +119,7 @@ def test_a_load_session_delegates_twice_with_two_delegates_or_one():
         model=ModelConfig(),
         delegates=[DelegateTool(agent="researcher"), DelegateTool(agent="critic")],
     )
-    model = LocalModel(agent.model, agent, sleep=lambda s: None)
+    model = ScriptedModel(agent.model, agent, sleep=lambda s: None)
     for delegates, tools in (
         (("researcher", "critic"), ["ask_researcher", "ask_critic"]),
         (("researcher",), ["ask_researcher", "ask_researcher"]),

@@ -22,8 +22,8 @@ watched = sys.argv[2].split(",")
 print(json.dumps({"loaded": [m for m in watched if m in sys.modules], "aws_session": boto3.DEFAULT_SESSION is not None}))
 """
 
-A2A_SERVER = ("flightdeck.domain.a2a", "flightdeck.domain.a2a_models")
-A2A_CLIENT = "flightdeck.domain.a2a_client"  # our delegations to A2A peers: loaded by the first one
+A2A_SERVER = ("flightdeck.domain.a2a.tasks", "flightdeck.domain.a2a.wire")
+A2A_CLIENT = "flightdeck.domain.a2a.client"  # our delegations to A2A peers: loaded by the first one
 OPENAPI = "aws_lambda_powertools.event_handler.openapi"
 BATCH = "aws_lambda_powertools.utilities.batch"
 WATCHED = (

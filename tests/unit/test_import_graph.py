@@ -80,3 +80,70 @@ def test_the_package_has_no_import_circle():
     graph = import_graph()
     assert len(graph) > 50 and graph["flightdeck.wiring"]  # the graph was read
     assert circles(graph) == []
+
+
+# --- layers: which package may import which ------------------------------------------------------
+
+TOOLS = ("flightdeck.local", "flightdeck.bench", "flightdeck.cli", "flightdeck.peers_admin", "flightdeck.chat_client")
+
+
+def _under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _external_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def wrong_way(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Edges that cross a layer the wrong way: the domain knows no adapter, API, handler, wiring or tool;
+    the core domain knows no protocol add-on (flightdeck.domain.a2a plugs in through Deps, in wiring);
+    adapters know no API or handler; the API no handler; production code no tool."""
+    rules = [
+        (
+            ("flightdeck.domain",),
+            ("flightdeck.adapters", "flightdeck.api", "flightdeck.handlers", "flightdeck.wiring", *TOOLS),
+        ),
+        (("flightdeck.adapters",), ("flightdeck.api", "flightdeck.handlers", "flightdeck.wiring", *TOOLS)),
+        (("flightdeck.api",), ("flightdeck.handlers", *TOOLS)),
+        (("flightdeck.handlers", "flightdeck.wiring", "flightdeck.observability", "flightdeck.settings"), TOOLS),
+    ]
+    bad = []
+    for source, targets in sorted(graph.items()):
+        for low, forbidden in rules:
+            if _under(source, *low):
+                bad += [(source, t) for t in sorted(targets) if _under(t, *forbidden)]
+        core = _under(source, "flightdeck.domain") and not _under(source, "flightdeck.domain.a2a")
+        if core:
+            # Deps names the type of the add-on's own ports (Deps.a2a, under TYPE_CHECKING): the one exception.
+            allowed = {"flightdeck.domain.a2a.ports"} if source == "flightdeck.domain.ports" else set()
+            bad += [(source, t) for t in sorted(targets) if _under(t, "flightdeck.domain.a2a") and t not in allowed]
+    return bad
+
+
+def test_the_layering_finder_sees_a_wrong_way_edge():
+    graph = {
+        "flightdeck.domain.turn_loop": {"flightdeck.domain.a2a.tasks", "flightdeck.domain.records"},
+        "flightdeck.adapters.x": {"flightdeck.handlers.y"},
+        "flightdeck.domain.a2a.tasks": {"flightdeck.domain.records"},
+    }
+    assert wrong_way(graph) == [
+        ("flightdeck.adapters.x", "flightdeck.handlers.y"),
+        ("flightdeck.domain.turn_loop", "flightdeck.domain.a2a.tasks"),
+    ]
+
+
+def test_no_module_imports_across_the_layers_the_wrong_way():
+    assert wrong_way(import_graph()) == []
+
+
+def test_the_domain_imports_no_aws_sdk_and_no_http_client():
+    for name, path in _modules().items():
+        if _under(name, "flightdeck.domain"):
+            assert not _external_imports(path) & {"boto3", "botocore", "requests", "urllib3"}, name

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from flightdeck.domain import live
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
-from flightdeck.domain.local_model import LocalModel
 from flightdeck.domain.model import ModelError, ModelReply, TextDelta, word_chunks
 from flightdeck.domain.records import Iteration, LiveText, Session
+from flightdeck.domain.scripted_model import ScriptedModel
 
 AGENT = AgentDefinition(name="talker")
 TASK = [{"role": "user", "content": [{"text": "tell me about the tides of the northern sea in a few words"}]}]
@@ -67,11 +67,11 @@ def test_nobody_watching_means_no_relay_and_no_request():
 def test_a_watched_think_writes_its_text_at_most_once_per_interval_then_deletes_it():
     clock = Clock()
     port = FakeLive(clock)
-    model = LocalModel(ModelConfig(think_delay_ms=2000), AGENT, sleep=clock.sleep)
+    model = ScriptedModel(ModelConfig(think_delay_ms=2000), AGENT, sleep=clock.sleep)
     relay = live.relay_for(_deps(clock, port, interval_ms=200), _session(watched_until_ms=clock.ms + 60_000), 3)
     started = clock.ms
     reply = relay.think(model, system="", messages=TASK, tools=[])
-    assert reply == LocalModel(ModelConfig(), AGENT).converse(system="", messages=TASK, tools=[])
+    assert reply == ScriptedModel(ModelConfig(), AGENT).converse(system="", messages=TASK, tools=[])
     puts = [c for c in port.calls if c[0] == "put"]
     assert port.calls[-1] == ("clear", 1, 3) and len(port.calls) == len(puts) + 1
     times = [c[1] for c in puts]
@@ -88,7 +88,7 @@ def test_a_think_within_one_interval_writes_nothing():
     port = FakeLive(clock)
     relay = live.relay_for(_deps(clock, port, interval_ms=1000), _session(watched_until_ms=clock.ms + 60_000), 1)
     relay.think(
-        LocalModel(ModelConfig(think_delay_ms=500), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
+        ScriptedModel(ModelConfig(think_delay_ms=500), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
     )
     assert port.calls == []
 
@@ -106,7 +106,7 @@ def test_a_failed_write_ends_the_relay_not_the_think():
     port = FakeLive(clock, fail=True)
     relay = live.relay_for(_deps(clock, port, interval_ms=100), _session(watched_until_ms=clock.ms + 60_000), 1)
     reply = relay.think(
-        LocalModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
+        ScriptedModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep), system="", messages=TASK, tools=[]
     )
     assert reply.text.startswith("[talker]") and port.calls == []  # nothing written, nothing to delete
 
@@ -208,7 +208,7 @@ def test_what_is_relayed_then_the_rest_is_the_answer(answer, cuts):
 
 def test_the_local_model_spreads_its_delay_over_its_words():
     clock = Clock()
-    model = LocalModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep)
+    model = ScriptedModel(ModelConfig(think_delay_ms=1000), AGENT, sleep=clock.sleep)
     started, seen = clock.ms, []
     for item in model.converse_stream(system="", messages=TASK, tools=[]):
         seen.append((clock.ms - started, item))
@@ -221,8 +221,8 @@ def test_the_local_model_spreads_its_delay_over_its_words():
 
 # --- how an A2A stream ends after what it relayed --------------------------------------------------------
 
-from flightdeck.domain import a2a_stream  # noqa: E402
-from flightdeck.domain.a2a_ports import TaskRecord  # noqa: E402
+from flightdeck.domain.a2a import stream as a2a_stream  # noqa: E402
+from flightdeck.domain.a2a.ports import TaskRecord  # noqa: E402
 
 ANSWER = "The tide turns twice a day, pulled by the moon."
 

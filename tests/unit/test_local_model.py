@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from flightdeck.adapters.models import build_model
+from flightdeck.adapters.model_choice import build_model
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
-from flightdeck.domain.local_model import LocalModel
 from flightdeck.domain.model import ModelReply
+from flightdeck.domain.scripted_model import ScriptedModel
 from flightdeck.domain.toolbox import tool_specs
 
 
@@ -27,8 +27,8 @@ def _user(text: str) -> dict:
     return {"role": "user", "content": [{"text": text}]}
 
 
-def _model(agent: AgentDefinition, sleep=lambda s: None) -> LocalModel:
-    return LocalModel(agent.model, agent, sleep=sleep)
+def _model(agent: AgentDefinition, sleep=lambda s: None) -> ScriptedModel:
+    return ScriptedModel(agent.model, agent, sleep=sleep)
 
 
 def _converse(agent: AgentDefinition, messages, tools=None, **kw) -> ModelReply:
@@ -238,7 +238,7 @@ def test_conversation_must_end_with_a_user_message():
 
 def test_build_model_and_tool_specs():
     agent = _orchestrator()
-    assert isinstance(build_model(agent), LocalModel)
+    assert isinstance(build_model(agent), ScriptedModel)
     names = [s["toolSpec"]["name"] for s in tool_specs(agent)]
     assert names == ["ask_worker", "ask_helper", "word_count", "calculator", "ask_user"]
     assert "ask_user" not in [s["toolSpec"]["name"] for s in tool_specs(agent.model_copy(update={"ask_user": False}))]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from flightdeck.domain.local_tools import LOCAL_TOOLS, get_tool, run_local_tool, specs_for, unknown_tools
+from flightdeck.domain.builtin_tools import LOCAL_TOOLS, get_tool, run_builtin_tool, specs_for, unknown_tools
 
 
 def test_word_count_counts_whitespace_separated_words():
-    assert run_local_tool("word_count", {"text": "the quick  brown\nfox"}) == ("success", "4")
-    assert run_local_tool("word_count", {"text": ""}) == ("success", "0")
+    assert run_builtin_tool("word_count", {"text": "the quick  brown\nfox"}) == ("success", "4")
+    assert run_builtin_tool("word_count", {"text": ""}) == ("success", "0")
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ def test_word_count_counts_whitespace_separated_words():
     ],
 )
 def test_calculator_evaluates_arithmetic(expression, expected):
-    assert run_local_tool("calculator", {"expression": expression}) == ("success", expected)
+    assert run_builtin_tool("calculator", {"expression": expression}) == ("success", expected)
 
 
 @pytest.mark.parametrize(
@@ -47,24 +47,24 @@ def test_calculator_evaluates_arithmetic(expression, expected):
     ],
 )
 def test_calculator_refuses_anything_else_without_raising(expression):
-    status, message = run_local_tool("calculator", {"expression": expression})
+    status, message = run_builtin_tool("calculator", {"expression": expression})
     assert status == "error"
     assert message
 
 
 def test_division_by_zero_says_so():
-    assert run_local_tool("calculator", {"expression": "1 / (2 - 2)"}) == ("error", "calculator: division by zero")
+    assert run_builtin_tool("calculator", {"expression": "1 / (2 - 2)"}) == ("error", "calculator: division by zero")
 
 
 @pytest.mark.parametrize("bad_input", [{}, {"text": 3}, {"text": None}, "text", None, [1]])
 def test_invalid_input_is_an_error_not_an_exception(bad_input):
-    status, message = run_local_tool("word_count", bad_input)
+    status, message = run_builtin_tool("word_count", bad_input)
     assert status == "error"
     assert "text" in message
 
 
 def test_unknown_tool_is_an_error():
-    status, message = run_local_tool("rm_rf", {"text": "x"})
+    status, message = run_builtin_tool("rm_rf", {"text": "x"})
     assert status == "error"
     assert "rm_rf" in message
 

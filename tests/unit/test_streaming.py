@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from flightdeck.api.sse import comment, frame
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
-from flightdeck.domain.local_model import LocalModel
 from flightdeck.domain.model import ModelReply, TextDelta, collect, delegate_tool_spec, word_chunks
 from flightdeck.domain.records import ResultSource, Session, ToolResult, error_result
+from flightdeck.domain.scripted_model import ScriptedModel
 from flightdeck.domain.streaming import Note, Pace, Step, paced
 from flightdeck.domain.timeline import derive, describe, waits_on_results
 from flightdeck.handlers.web import AdapterContext, path_parameters, proxy_event
@@ -176,7 +176,7 @@ def test_local_tools_are_calls_and_results_not_delegations():
 
 
 def test_the_local_model_streams_its_reply_word_by_word():
-    model = LocalModel(ModelConfig(provider="local"), AGENT)
+    model = ScriptedModel(ModelConfig(provider="local"), AGENT)
     messages = [{"role": "user", "content": [{"text": "how far is the moon"}]}]
     items = list(model.converse_stream(system="", messages=messages, tools=[delegate_tool_spec(ASK, "worker")]))
     reply = model.converse(system="", messages=messages, tools=[delegate_tool_spec(ASK, "worker")])

@@ -38,7 +38,7 @@ from flightdeck.adapters.dynamo_state import (
     stored_items,
 )
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
-from flightdeck.domain.a2a_ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
+from flightdeck.domain.a2a.ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
 CURRENT = A2A_CURRENT
 OPEN_STATES = ("submitted", "working", "input-required")

@@ -13,13 +13,13 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from flightdeck.api import strict_json
 from flightdeck.api.auth import note
-from flightdeck.api.models import NOT_UNICODE, ToolResponseStatus
+from flightdeck.api.payloads import NOT_UNICODE, ToolResponseStatus
 from flightdeck.api.resolver import ApiError
 from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
-# By flightdeck.domain.a2a_client.PushStatus value (a str enum: its members are these keys).
+# By flightdeck.domain.a2a.client.PushStatus value (a str enum: its members are these keys).
 _PUSH_HTTP = {
     "accepted": 202,
     "duplicate": 200,
@@ -54,7 +54,7 @@ _PUSH_ERRORS = {
     },
 )
 def post_a2a_push() -> Response[dict[str, Any]]:
-    from flightdeck.domain.a2a_client import PushStatus, receive_push  # by the first push (the module's doc)
+    from flightdeck.domain.a2a.client import PushStatus, receive_push  # by the first push (the module's doc)
 
     # The token was verified before the body was read (flightdeck.api.auth); receive_push checks it again.
     headers = router.current_event.headers

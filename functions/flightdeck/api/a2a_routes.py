@@ -21,10 +21,10 @@ from pydantic import BaseModel, ValidationError
 
 from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
-from flightdeck.api.models import NOT_UNICODE, ErrorResponse
+from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
-from flightdeck.domain import a2a
-from flightdeck.domain.a2a_models import (
+from flightdeck.domain.a2a import tasks as a2a
+from flightdeck.domain.a2a.wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -6,7 +6,7 @@ authentication and the size and type checks here first (flightdeck.api.resolver.
 
 - a refused request, or any other method: its JSON-RPC response, as the route would give it;
 - message/stream, tasks/resubscribe: `text/event-stream`, each `data:` line a JSON-RPC
-  response with the request's id whose result is an A2A event (flightdeck.domain.a2a_stream),
+  response with the request's id whose result is an A2A event (flightdeck.domain.a2a.stream),
   as a2a-sdk's client reads them. A refusal of the method itself (a task of another peer,
   bad parts, a busy context) is the one event of its stream: a JSON-RPC error response.
 
@@ -23,8 +23,8 @@ from typing import Any
 from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame
-from flightdeck.domain import a2a_stream
-from flightdeck.domain.a2a_models import INTERNAL_ERROR, INVALID_PARAMS, A2AError
+from flightdeck.domain.a2a import stream as a2a_stream
+from flightdeck.domain.a2a.wire import INTERNAL_ERROR, INVALID_PARAMS, A2AError
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.domain.streaming import Note, Pace
 from flightdeck.observability import count, logger

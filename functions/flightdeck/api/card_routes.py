@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from flightdeck import __version__
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
-from flightdeck.domain.a2a_constants import INPUT_MODES
+from flightdeck.domain.a2a.constants import INPUT_MODES
 from flightdeck.settings import get_settings
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
@@ -72,7 +72,7 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
         "url": f"{base_url}/a2a",
         "preferredTransport": "JSONRPC",
         "version": settings.agent_version or __version__,
-        # Only what is implemented (flightdeck.domain.a2a): push notifications yes; SSE streaming where
+        # Only what is implemented (flightdeck.domain.a2a.tasks): push notifications yes; SSE streaming where
         # the deployment's HTTP front streams (STREAMING: the local gateway, the stack's STREAM
         # integrations); no state-transition history.
         "capabilities": {"streaming": streaming, "pushNotifications": True, "stateTransitionHistory": False},

@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 )
 
 from flightdeck.api.auth import current_peer
-from flightdeck.api.models import (
+from flightdeck.api.payloads import (
     MESSAGE_ID_PATTERN,
     SESSION_ID_PATTERN,
     ChatAccepted,

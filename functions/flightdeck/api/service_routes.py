@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from flightdeck import __version__
-from flightdeck.api.models import Health
+from flightdeck.api.payloads import Health
 from flightdeck.settings import get_settings
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations

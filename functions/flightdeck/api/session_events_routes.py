@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
-from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse
+from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError, proxy_error
 from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame
 from flightdeck.domain.records import SessionNotFoundError

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
-from flightdeck.api.models import SESSION_ID_PATTERN, ErrorResponse, SessionCanceled, SessionList, SessionSummary
+from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse, SessionCanceled, SessionList, SessionSummary
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.domain.session_cancel import cancel_session

@@ -3,7 +3,7 @@
 One task is scripted on moto, in this process, through the real domain code (send_message, the
 turn loop with the local model, a delegation answered by record_and_advance): it thinks at 1 s,
 waits `wait_s` for its delegate, thinks again and completes. The real stream generators follow
-it (flightdeck.domain.a2a_stream for message/stream, flightdeck.domain.session_events for GET
+it (flightdeck.domain.a2a.stream for message/stream, flightdeck.domain.session_events for GET
 /api/sessions/{id}/events) on a scripted clock, one poll per STREAM_POLL_INTERVAL_MS, and only
 their own requests are counted (their store has its own counted client; the script's is not).
 
@@ -109,13 +109,14 @@ def measure(
     from flightdeck.adapters.dynamo_state import StateStore
     from flightdeck.adapters.http_peers import Peers
     from flightdeck.adapters.live_state import LiveStore
-    from flightdeck.adapters.models import build_model
+    from flightdeck.adapters.model_choice import build_model
     from flightdeck.adapters.secrets import signing_keys
     from flightdeck.adapters.sqs_queues import Queues
-    from flightdeck.domain import a2a_stream, session_events, turn_loop
-    from flightdeck.domain.a2a import A2ATurnHooks, send_message
-    from flightdeck.domain.a2a_models import MessageSendParams
-    from flightdeck.domain.a2a_ports import A2APorts, parse_task_id
+    from flightdeck.domain import session_events, turn_loop
+    from flightdeck.domain.a2a import stream as a2a_stream
+    from flightdeck.domain.a2a.ports import A2APorts, parse_task_id
+    from flightdeck.domain.a2a.tasks import A2ATurnHooks, send_message
+    from flightdeck.domain.a2a.wire import MessageSendParams
     from flightdeck.domain.aggregation import record_and_advance
     from flightdeck.domain.ports import Deps
     from flightdeck.domain.records import ResultSource, ToolResult
@@ -263,12 +264,12 @@ class _ThinkClock:
 def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], think_s: int) -> dict[str, Any]:
     """The turn worker's requests for one think, unwatched and watched (deps_with: the bench's Deps on moto)."""
     from flightdeck.domain import turn_loop
-    from flightdeck.domain.a2a import send_message
-    from flightdeck.domain.a2a_models import MessageSendParams
-    from flightdeck.domain.a2a_ports import parse_task_id
+    from flightdeck.domain.a2a.ports import parse_task_id
+    from flightdeck.domain.a2a.tasks import send_message
+    from flightdeck.domain.a2a.wire import MessageSendParams
     from flightdeck.domain.agent import ModelConfig
     from flightdeck.domain.live import WATCH_MS
-    from flightdeck.domain.local_model import LocalModel
+    from flightdeck.domain.scripted_model import ScriptedModel
 
     out: dict[str, Any] = {"think_s": think_s}
     for watched in (False, True):
@@ -289,7 +290,7 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
             script.live.watch(session_id, clock.now_ms() + WATCH_MS)
         counted, sink = client("dynamodb"), ListSink(AGENT)
         attach(counted, sink)
-        model = LocalModel(ModelConfig(think_delay_ms=think_s * 1000), script.settings.agent, sleep=clock.sleep)
+        model = ScriptedModel(ModelConfig(think_delay_ms=think_s * 1000), script.settings.agent, sleep=clock.sleep)
         worker = deps_with(counted, clock.now_ms, model)
         turn_loop.run_turn(worker, session_id, 1)
         out["watched" if watched else "unwatched"] = sink.records[:]

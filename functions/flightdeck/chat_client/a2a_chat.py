@@ -32,7 +32,7 @@ from flightdeck.chat_client.transport import (
     send,
     server_message,
 )
-from flightdeck.domain.a2a_models import (
+from flightdeck.domain.a2a.wire import (
     INTERNAL_ERROR,
     INTERRUPTED_STATES,
     METHOD_NOT_FOUND,

@@ -57,7 +57,7 @@ _NO_EVENTS_ROUTE = (404, 405, 501)
 Outcome = Literal["done", "reconnect", "poll", "off"]
 
 
-# The client's own, lenient view of the API's payloads (flightdeck.api.models is the server's, strict
+# The client's own, lenient view of the API's payloads (flightdeck.api.payloads is the server's, strict
 # one): a newer server may add fields or statuses ("queued"), and the client keeps working.
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -35,7 +35,7 @@ class DelegateTool(BaseModel):
     service: str = ""
     # Our own name in the peer's ALLOWED_HOST_MAPPING: where it sends the answer.
     callback_service: str = ""
-    # "a2a": any A2A v0.3 agent, found by its agent card (flightdeck.domain.a2a_client).
+    # "a2a": any A2A v0.3 agent, found by its agent card (flightdeck.domain.a2a.client).
     protocol: Literal["flightdeck", "a2a"] = "flightdeck"
     # protocol "a2a": the peer's agent card URL; it must lie under an ALLOWED_HOST_MAPPING base URL.
     card_url: str = Field("", max_length=2048)
@@ -69,7 +69,7 @@ class AgentDefinition(BaseModel):
     description: str = "A Flightdeck agent"
     system_prompt: str = "You are a helpful agent."
     model: ModelConfig = Field(default_factory=ModelConfig)
-    # Names of built-in local tools run inline (see flightdeck.domain.local_tools).
+    # Names of built-in local tools run inline (see flightdeck.domain.builtin_tools).
     local_tools: list[str] = Field(default_factory=list)
     delegates: list[DelegateTool] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)

@@ -9,7 +9,7 @@ conversation stays a valid Converse one (every toolUse followed by its toolResul
 What a delegating caller's model receives for such an answer (its tool result, status success):
     {"status": "input_required", "question": "...", "context_id": "<B's session or A2A contextId>"}
 (and "task_id" for an A2A peer's task). Delegating again with that context_id continues the
-delegate's conversation (flightdeck.domain.dispatch, flightdeck.domain.a2a_client).
+delegate's conversation (flightdeck.domain.dispatch, flightdeck.domain.a2a.client).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A stops waiting for a delegation: the peer is told to stop too (best-effort).
 
 When a call's deadline passes (flightdeck.domain.deadlines), or A's own A2A task or session is
-canceled (flightdeck.domain.a2a, flightdeck.domain.session_cancel), each delegation left without
+canceled (flightdeck.domain.a2a.tasks, flightdeck.domain.session_cancel), each delegation left without
 an answer is canceled at its peer: one of our agents through POST /api/sessions/{id}/cancel on
 the session the delegation created there (our peer token for it; that session is ours), an A2A
 peer through `tasks/cancel` on the task it gave us. Nothing waits for it: A's own writes and its
@@ -33,7 +33,6 @@ CANCEL_KIND: Final = "cancel"
 # A cancel's own HTTP timeout (PEER_TIMEOUT_MS bounds it too): short, since nothing waits on it.
 CANCEL_TIMEOUT_S = 2.0
 # JSON-RPC errors that settle an A2A cancel: the task is not found, or cannot be canceled (terminal).
-_A2A_SETTLED = frozenset({-32001, -32002})
 
 
 class CancelMessage(BaseModel):
@@ -104,8 +103,12 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
     delegate = s.agent.delegate_for_tool(message.tool_name)
     if delegate is None:
         return DispatchOutcome(DispatchStatus.SKIPPED, detail=f"no delegating tool named {message.tool_name!r}")
-    if delegate.protocol == "a2a":
-        status, settled, detail = _cancel_a2a(deps, message, delegate.peer_service)
+    if delegate.protocol != "flightdeck":
+        # Another protocol's delegation is canceled by its add-on (A2A: tasks/cancel), registered in wiring.
+        canceller = deps.cancellers.get(delegate.protocol)
+        if canceller is None:
+            return _given_up(message, f"no way to cancel a {delegate.protocol!r} delegation is registered")
+        status, settled, detail = canceller(deps, message, delegate.peer_service)
     else:
         try:
             base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
@@ -136,38 +139,6 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
         )
         return DispatchOutcome(DispatchStatus.RETRY, retry_after_s=delay, detail=detail)
     return _given_up(message, detail)
-
-
-def _cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, bool, str]:
-    """tasks/cancel on the peer's task: (HTTP status, settled without canceling, detail)."""
-    # Here, not at import: most delegates are our own agents, and the A2A client is the largest module.
-    from flightdeck.domain.a2a_client import _rpc
-    from flightdeck.domain.a2a_ports import ports
-
-    remote = ports(deps).store.get_remote(message.session_id, message.turn, message.tool_use_id)
-    if remote is None:
-        return 200, True, "no remote task (answered at once, or never sent)"
-    rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
-    if rpc_url is None:
-        return 403, False, f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING"
-    status, result, problem = _rpc(
-        deps,
-        rpc_url,
-        "tasks/cancel",
-        {"id": remote.remote_task_id},
-        {},
-        service,
-        timeout_s=CANCEL_TIMEOUT_S,
-        session_id=message.session_id,
-        turn=message.turn,
-        tool_use_id=message.tool_use_id,
-    )
-    if problem and isinstance(result, dict) and result.get("code") in _A2A_SETTLED:
-        return status, True, problem  # already terminal, or gone: nothing to stop
-    if problem:
-        # A JSON-RPC error other than those is the peer's final word; no answer at all may be retried.
-        return (status if result is None else 400), False, problem
-    return status, False, ""
 
 
 def _given_up(message: CancelMessage, detail: str) -> DispatchOutcome:

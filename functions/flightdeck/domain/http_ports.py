@@ -1,7 +1,7 @@
 """What the domain needs from HTTP to other agents: a POST, and what came back.
 
 Its own module so that the core ports (flightdeck.domain.ports) and the A2A ports
-(flightdeck.domain.a2a_ports) both use it without importing each other.
+(flightdeck.domain.a2a.ports) both use it without importing each other.
 """
 
 from __future__ import annotations

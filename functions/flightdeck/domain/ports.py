@@ -29,7 +29,7 @@ from flightdeck.domain.tokens import SigningKey
 from flightdeck.observability import audit
 
 if TYPE_CHECKING:
-    from flightdeck.domain.a2a_ports import A2APorts
+    from flightdeck.domain.a2a.ports import A2APorts
 
 
 class Clock(Protocol):
@@ -209,7 +209,7 @@ class Deps:
     peers: PeerPort
     keys: Callable[[], list[SigningKey]]
     model: Callable[[], Model]
-    # A2A v0.3 task records and card fetching (flightdeck.domain.a2a); None: A2A hooks do nothing.
+    # A2A v0.3 task records and card fetching (flightdeck.domain.a2a.tasks); None: A2A hooks do nothing.
     a2a: A2APorts | None = None
     # Inbound: the peers that may call us (hashes of their tokens; flightdeck.domain.peers).
     registry: PeerRegistryPort | None = None
@@ -218,10 +218,14 @@ class Deps:
     # The live relay of a think's text to the streams that watch it (flightdeck.domain.live); None: no relay.
     live: LivePort | None = None
     # How a delegation reaches a peer that speaks another protocol than ours, by the delegate's
-    # `protocol` ("a2a": flightdeck.domain.a2a_client.dispatch_a2a), registered in flightdeck.wiring:
+    # `protocol` ("a2a": flightdeck.domain.a2a.client.dispatch_a2a), registered in flightdeck.wiring:
     # (deps, dispatch message, delegate, callback token, attempt) -> dispatch outcome.
     transports: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a's hooks,
+    # How a delegation of another protocol is told to stop, by the delegate's `protocol` ("a2a":
+    # flightdeck.domain.a2a.client.cancel_a2a), registered in flightdeck.wiring:
+    # (deps, cancel message, peer service) -> (HTTP status, settled without canceling, detail).
+    cancellers: dict[str, Callable[..., tuple[int, bool, str]]] = field(default_factory=dict)
+    # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a.tasks's hooks,
     # registered in flightdeck.wiring); the default does nothing, so the core loop knows no protocol.
     turn_hooks: TurnHooks = field(default_factory=lambda: NO_TURN_HOOKS)
 

@@ -1,6 +1,6 @@
 """The pace of a stream: it reads the state at a bounded rate, says something now and then, and ends.
 
-Every stream (flightdeck.domain.a2a_stream, flightdeck.domain.session_events) is a generator
+Every stream (flightdeck.domain.a2a.stream, flightdeck.domain.session_events) is a generator
 that calls its `step` once per poll interval: one step is a fixed handful of reads (see
 each stream), so a streamed second costs at most 1 / poll interval steps, whatever happens.
 It ends when the step says so (a final event), or after `max_s` (the client reconnects:

@@ -49,7 +49,7 @@ KINDS = [
     "idle",
 ]
 
-# The kinds that tell a follower of an A2A task what the agent is doing (flightdeck.domain.a2a_stream).
+# The kinds that tell a follower of an A2A task what the agent is doing (flightdeck.domain.a2a.stream).
 PROGRESS_KINDS = frozenset(
     {
         "thinking",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.asking import ask_user_tool_spec
-from flightdeck.domain.local_tools import specs_for
+from flightdeck.domain.builtin_tools import specs_for
 from flightdeck.domain.model import ToolSpec, delegate_tool_spec
 
 

@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from flightdeck.domain import asking, live, local_tools
+from flightdeck.domain import asking, builtin_tools, live
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
@@ -369,7 +369,7 @@ def _start_tools(
                 else "ask_user must be the only tool call of its reply: ask again, alone, once these results are in",
             )
         elif name in agent.local_tools:
-            status, text = local_tools.run_local_tool(name, args)
+            status, text = builtin_tools.run_builtin_tool(name, args)
             result = ToolResult(tool_use_id, status, text, ResultSource.LOCAL)
         else:
             result = error_result(tool_use_id, "unknown_tool", ResultSource.LOCAL, f"no tool named {name!r}")

@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from flightdeck.domain.a2a_constants import POLL_KIND
+from flightdeck.domain.a2a.constants import POLL_KIND
 from flightdeck.domain.deadlines import TimerMessage, fire_timer
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import process_batch
@@ -27,7 +27,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         body = json.loads(record.body)
         if body.get("kind") == POLL_KIND:  # an A2A peer that does not push: poll its task
             # The A2A client is imported by the first poll, not at init: most timers are turn deadlines.
-            from flightdeck.domain.a2a_client import PollMessage, poll_remote_task
+            from flightdeck.domain.a2a.client import PollMessage, poll_remote_task
 
             poll = PollMessage.model_validate(body)
             bind(session_id=poll.session_id, turn=poll.turn, tool_use_id=poll.tool_use_id)

@@ -92,7 +92,7 @@ def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) 
         "parallel": parallel,
         "timeout": f"@{first} take your time with this one",
         # The delegate asks (input-required); the delegator answers in its context (the local model's
-        # ?ask and ?answer markers, flightdeck.domain.local_model).
+        # ?ask and ?answer markers, flightdeck.domain.scripted_model).
         "ask": f"@{first} ?ask which quarter? check the figures of the report ?answer the third quarter",
     }
     token = deployment.agents[delegator].peers.get(DEMO_PEER, "")

@@ -48,7 +48,7 @@ from typing import Any
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
-from flightdeck.domain.local_tools import get_tool
+from flightdeck.domain.builtin_tools import get_tool
 from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
 
 # A marker starts at the beginning of the text or after whitespace / an opening bracket,
@@ -109,7 +109,7 @@ def _words(value: Any) -> int:
     return len(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).split())
 
 
-class LocalModel:
+class ScriptedModel:
     def __init__(self, config: ModelConfig, agent: AgentDefinition, sleep: Callable[[float], None] = time.sleep):
         self.config = config
         self.agent = agent

@@ -2,7 +2,7 @@
 
 Each tool has a name, a Converse tool spec and a pure ``run(input) -> str``.
 They are deterministic on purpose (no clock, no network) so that tests and
-local runs are reproducible. ``run_local_tool`` never raises: unknown tools
+local runs are reproducible. ``run_builtin_tool`` never raises: unknown tools
 and invalid input come back as ``("error", message)``.
 """
 
@@ -28,7 +28,7 @@ class ToolInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class LocalTool:
+class BuiltinTool:
     name: str
     description: str
     # The tool's single string argument: the one the local model fills from `!name args`.
@@ -127,17 +127,17 @@ def _calculator(input: dict[str, Any]) -> str:
         raise ToolInputError("the result is too large") from exc
 
 
-LOCAL_TOOLS: dict[str, LocalTool] = {
+LOCAL_TOOLS: dict[str, BuiltinTool] = {
     tool.name: tool
     for tool in (
-        LocalTool(
+        BuiltinTool(
             name="word_count",
             description="Count the words (whitespace-separated) of a text. Returns the count.",
             text_arg="text",
             text_arg_description="The text whose words to count.",
             run=_word_count,
         ),
-        LocalTool(
+        BuiltinTool(
             name="calculator",
             description="Evaluate an arithmetic expression with numbers, parentheses and + - * /. Returns the result.",
             text_arg="expression",
@@ -148,7 +148,7 @@ LOCAL_TOOLS: dict[str, LocalTool] = {
 }
 
 
-def get_tool(name: str) -> LocalTool | None:
+def get_tool(name: str) -> BuiltinTool | None:
     return LOCAL_TOOLS.get(name)
 
 
@@ -166,7 +166,7 @@ def specs_for(names: Iterable[str]) -> list[ToolSpec]:
     return [LOCAL_TOOLS[n].spec for n in dict.fromkeys(names)]
 
 
-def run_local_tool(name: str, input: dict[str, Any]) -> tuple[ToolStatus, str]:
+def run_builtin_tool(name: str, input: dict[str, Any]) -> tuple[ToolStatus, str]:
     """Run a local tool: ("success", text) or ("error", why). Never raises."""
     tool = LOCAL_TOOLS.get(name)
     if tool is None:

@@ -22,20 +22,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from flightdeck.domain.a2a_constants import POLL_KIND
-from flightdeck.domain.a2a_models import (
+from flightdeck.domain.a2a.constants import POLL_KIND
+from flightdeck.domain.a2a.ports import RemoteTask, ports
+from flightdeck.domain.a2a.wire import (
     INTERRUPTED_STATES,
     PUSH_NOT_SUPPORTED,
     TERMINAL_STATES,
     Task,
     text_of_parts,
 )
-from flightdeck.domain.a2a_ports import RemoteTask, ports
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.asking import input_required_result
 from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
+from flightdeck.domain.delegation_cancel import CANCEL_TIMEOUT_S, CancelMessage
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
     DispatchMessage,
@@ -471,3 +472,35 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     status = _FROM_RECORD[advance.outcome]
     timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
     return PushOutcome(status, advance.completed, peer=peer)
+
+
+# tasks/cancel answered with these (task not found, not cancelable): nothing left to stop there.
+_SETTLED_CODES = frozenset({-32001, -32002})
+
+
+def cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, bool, str]:
+    """tasks/cancel on the peer's task: (HTTP status, settled without canceling, detail)."""
+    remote = ports(deps).store.get_remote(message.session_id, message.turn, message.tool_use_id)
+    if remote is None:
+        return 200, True, "no remote task (answered at once, or never sent)"
+    rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
+    if rpc_url is None:
+        return 403, False, f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING"
+    status, result, problem = _rpc(
+        deps,
+        rpc_url,
+        "tasks/cancel",
+        {"id": remote.remote_task_id},
+        {},
+        service,
+        timeout_s=CANCEL_TIMEOUT_S,
+        session_id=message.session_id,
+        turn=message.turn,
+        tool_use_id=message.tool_use_id,
+    )
+    if problem and isinstance(result, dict) and result.get("code") in _SETTLED_CODES:
+        return status, True, problem  # already terminal, or gone: nothing to stop
+    if problem:
+        # A JSON-RPC error other than those is the peer's final word; no answer at all may be retried.
+        return (status if result is None else 400), False, problem
+    return status, False, ""

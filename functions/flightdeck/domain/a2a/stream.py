@@ -36,9 +36,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from flightdeck.domain.a2a import agent_message, answer_artifact_id, render_task, send_message, status_of, visible_task
-from flightdeck.domain.a2a_models import TERMINAL_STATES, MessageSendParams, TaskIdParams
-from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.a2a.tasks import (
+    agent_message,
+    answer_artifact_id,
+    render_task,
+    send_message,
+    status_of,
+    visible_task,
+)
+from flightdeck.domain.a2a.wire import TERMINAL_STATES, MessageSendParams, TaskIdParams
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
 from flightdeck.domain.ports import Deps

@@ -31,8 +31,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from flightdeck.domain.a2a_constants import PUSH_KIND
-from flightdeck.domain.a2a_models import (
+from flightdeck.domain.a2a.constants import PUSH_KIND
+from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.a2a.wire import (
     ACCEPTED_PARTS,
     CONTENT_TYPE_NOT_SUPPORTED,
     INPUT_MODES,
@@ -54,7 +55,6 @@ from flightdeck.domain.a2a_models import (
     TextPart,
     dump,
 )
-from flightdeck.domain.a2a_ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
@@ -83,7 +83,7 @@ BLOCKING_POLL_FIRST_S = 0.1
 BLOCKING_POLL_MAX_S = 1.0
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-# "<session_id>~<key>": 128 + 1 + 64 at most (flightdeck.domain.a2a_ports.parse_task_id).
+# "<session_id>~<key>": 128 + 1 + 64 at most (flightdeck.domain.a2a.ports.parse_task_id).
 MAX_TASK_ID_CHARS = 193
 MAX_CONTENT_CHARS = 100_000
 # An SQS message holds 256 KB: a push whose task is larger goes without its history.

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from flightdeck.domain.agent import AgentDefinition
-from flightdeck.domain.local_model import LocalModel
 from flightdeck.domain.model import Model
+from flightdeck.domain.scripted_model import ScriptedModel
 
 
 def build_model(agent: AgentDefinition) -> Model:
     """The agent's model: the deterministic local model or Bedrock's Converse API."""
     provider = agent.model.provider
     if provider == "local":
-        return LocalModel(agent.model, agent)
+        return ScriptedModel(agent.model, agent)
     if provider == "bedrock":
         from flightdeck.adapters.bedrock import BedrockModel  # boto3 only when needed
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from flightdeck.domain.a2a_constants import INPUT_MODES as INPUT_MODES
+from flightdeck.domain.a2a.constants import INPUT_MODES as INPUT_MODES
 
 PROTOCOL_VERSION = "0.3.0"
 
