@@ -162,7 +162,7 @@ def test_queued_dispatch_failed_then_the_send_fails_and_the_sweep_recovers(aws, 
 
 
 def test_a_local_tool_completes_then_the_send_fails_and_the_sweep_recovers(aws, monkeypatch):
-    agent = make_agent(monkeypatch, delegates=[], local_tools=["word_count"])
+    agent = make_agent(monkeypatch, delegates=[], builtin_tools=["word_count"])
     sid = new_session_id()
     assert agent.api("chat_post", body={"session_id": sid, "content": "!word_count one two three"})[0] == 202
     failed = fail_next_think_send(monkeypatch)

@@ -304,7 +304,7 @@ def test_a_malformed_delivery_message_is_dead_lettered_and_the_rest_of_its_batch
 
 
 def test_local_tools_run_inline_and_complete_the_turn(aws, monkeypatch):
-    a = make_agent(monkeypatch, delegates=[], local_tools=["word_count"])
+    a = make_agent(monkeypatch, delegates=[], builtin_tools=["word_count"])
     sid = think(a, "!word_count one two three")
     a.run_queue("turns")
     s = session(a, sid)

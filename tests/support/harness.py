@@ -42,13 +42,13 @@ def load_event(relative: str, **replacements: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def agent_config(name: str, delegates: list[str] = (), local_tools: list[str] = (), think_delay_ms: int = 0) -> str:
+def agent_config(name: str, delegates: list[str] = (), builtin_tools: list[str] = (), think_delay_ms: int = 0) -> str:
     return json.dumps(
         {
             "name": name,
             "description": f"{name} under test",
             "model": {"provider": "local", "think_delay_ms": think_delay_ms},
-            "local_tools": list(local_tools),
+            "builtin_tools": list(builtin_tools),
             "delegates": [{"agent": d, "service": d, "callback_service": name} for d in delegates],
         }
     )
@@ -287,7 +287,7 @@ def make_agent(
     name: str = "orchestrator",
     *,
     delegates: list[str] = ("worker",),
-    local_tools: list[str] = (),
+    builtin_tools: list[str] = (),
     allow: str = "worker:http://127.0.0.1:9,orchestrator:http://127.0.0.1:9",
     extra_env: dict[str, str] | None = None,
 ) -> Agent:
@@ -297,7 +297,7 @@ def make_agent(
     res = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
     env = {
         "AGENT_NAME": name,
-        "AGENT_CONFIG": agent_config(name, list(delegates), list(local_tools)),
+        "AGENT_CONFIG": agent_config(name, list(delegates), list(builtin_tools)),
         "TOOL_CALLBACK_SECRET": SECRET,
         "TOOL_CALLBACK_SECRET_PREVIOUS": PREVIOUS_SECRET,
         "ALLOWED_HOST_MAPPING": allow,

@@ -189,7 +189,7 @@ def test_local_model_conversations_are_valid_converse_requests(client, model):
     from flightdeck.domain.toolbox import tool_specs
 
     agent = AgentDefinition(
-        name="a", delegates=[DelegateTool(agent="worker")], local_tools=["word_count", "calculator"]
+        name="a", delegates=[DelegateTool(agent="worker")], builtin_tools=["word_count", "calculator"]
     )
     local = ScriptedModel(agent.model, agent)
     tools = tool_specs(agent)

@@ -341,3 +341,11 @@ def test_a_delegates_own_timeout_is_checked_and_named_by_its_key(tmp_path, capsy
     delegates = json.loads(spec.agent_config_json())["delegates"]
     assert [(d["agent"], d["timeout_ms"]) for d in delegates] == [("researcher", None), ("critic", 20000)]
     assert [d.timeout_or(30000) for d in spec.delegates] == [30000, 20000]
+
+
+def test_built_in_tools_are_read_under_their_name_and_under_the_older_local_tools(tmp_path):
+    for key in ("builtin_tools", "local_tools"):
+        path = variant(tmp_path, CRITIC_ALLOW, CRITIC_ALLOW + f'\n{key} = ["word_count"]')
+        deployment = config_file.load_checked(path, "local")
+        definition = json.loads(deployment.agents["critic"].agent_config_json())
+        assert definition["builtin_tools"] == ["word_count"] and "local_tools" not in definition

@@ -220,7 +220,7 @@ def test_each_delegate_waits_for_its_own_timeout_and_other_calls_for_the_longest
     agent = delegating_agent(
         DelegateTool(agent="quick", callback_service=AGENT, timeout_ms=5_000),
         DelegateTool(agent="slow", callback_service=AGENT, timeout_ms=50_000),
-        local_tools=["word_count"],
+        builtin_tools=["word_count"],
     )
     w = world(agent, allowed={"quick": "http://quick.test", "slow": "http://slow.test"})
     w.model.says(

@@ -92,7 +92,7 @@ class Role:
     description: str
     system_prompt: str
     model: dict[str, Any]
-    local_tools: tuple[str, ...]
+    builtin_tools: tuple[str, ...]
     skills: tuple[str, ...]
     env: dict[str, str]  # its settings ([defaults] and [env]) but those the bench manages
     memory_mb: int
@@ -117,7 +117,7 @@ def roles_from(deployment: DeploymentFile, config: str) -> Roles:
             description=spec.description,
             system_prompt=spec.system_prompt,
             model=spec.model.model_dump(),
-            local_tools=tuple(spec.local_tools),
+            builtin_tools=tuple(spec.builtin_tools),
             skills=tuple(spec.skills),
             env=env,
             memory_mb=spec.deploy.memory_mb,
@@ -339,7 +339,7 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
                 description=role.description,
                 system_prompt=role.system_prompt,
                 model=dict(role.model),
-                local_tools=list(role.local_tools),
+                builtin_tools=list(role.builtin_tools),
                 skills=list(role.skills),
                 deploy={"memory_mb": role.memory_mb},
             )

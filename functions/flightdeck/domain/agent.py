@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 
 class ModelConfig(BaseModel):
@@ -69,8 +69,11 @@ class AgentDefinition(BaseModel):
     description: str = "A Flightdeck agent"
     system_prompt: str = "You are a helpful agent."
     model: ModelConfig = Field(default_factory=ModelConfig)
-    # Names of built-in local tools run inline (see flightdeck.domain.builtin_tools).
-    local_tools: list[str] = Field(default_factory=list)
+    # Names of built-in tools run inline (see flightdeck.domain.builtin_tools). `local_tools`, its name
+    # before, is still read, so older deployment files keep working.
+    builtin_tools: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("builtin_tools", "local_tools")
+    )
     delegates: list[DelegateTool] = Field(default_factory=list)
     skills: list[str] = Field(default_factory=list)
     # Offer the built-in ask_user tool: the agent may end a turn asking for input (flightdeck.domain.asking).
@@ -89,7 +92,7 @@ class AgentDefinition(BaseModel):
     @model_validator(mode="after")
     def _tool_names_are_unique(self) -> AgentDefinition:
         # The model calls a tool by name: two tools of one name could not be told apart.
-        names = [d.name for d in self.delegates] + list(self.local_tools)
+        names = [d.name for d in self.delegates] + list(self.builtin_tools)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"agent {self.name!r} has several tools named {', '.join(duplicates)}")

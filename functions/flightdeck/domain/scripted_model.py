@@ -182,7 +182,7 @@ class ScriptedModel:
                 if name == ANSWER_MARKER:  # the answer for a delegate's question: no task's text
                     markers.append((m.start(), m.end(), ("answer", "", name)))
                 # `?ask` stays in the text: it is the task's (or a delegate's task's) own
-            elif name in self.agent.local_tools and name in available and get_tool(name) is not None:
+            elif name in self.agent.builtin_tools and name in available and get_tool(name) is not None:
                 markers.append((m.start(), m.end(), ("local", name, name)))
             # any other `!word` is ordinary text
         segments = []

@@ -11,7 +11,7 @@ from flightdeck.domain.model import ToolSpec, delegate_tool_spec
 def tool_specs(agent: AgentDefinition) -> list[ToolSpec]:
     """Delegating tools first, then local tools, then ask_user; tool names must be unique."""
     specs = [delegate_tool_spec(d.name, d.agent, d.description, a2a=d.protocol == "a2a") for d in agent.delegates]
-    specs += specs_for(agent.local_tools)
+    specs += specs_for(agent.builtin_tools)
     if agent.ask_user:
         specs.append(ask_user_tool_spec())
     names = [s["toolSpec"]["name"] for s in specs]

@@ -368,7 +368,7 @@ def _start_tools(
                 if problem
                 else "ask_user must be the only tool call of its reply: ask again, alone, once these results are in",
             )
-        elif name in agent.local_tools:
+        elif name in agent.builtin_tools:
             status, text = builtin_tools.run_builtin_tool(name, args)
             result = ToolResult(tool_use_id, status, text, ResultSource.LOCAL)
         else:

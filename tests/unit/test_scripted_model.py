@@ -19,7 +19,7 @@ def _orchestrator(**model) -> AgentDefinition:
         name="orchestrator",
         model=ModelConfig(**model),
         delegates=[DelegateTool(agent="worker"), DelegateTool(agent="helper-b", tool_name="ask_helper")],
-        local_tools=["word_count", "calculator"],
+        builtin_tools=["word_count", "calculator"],
     )
 
 
@@ -245,7 +245,7 @@ def test_build_model_and_tool_specs():
     # Two tools of one name: the configuration is refused when it is read, not at a think.
     with pytest.raises(ValueError, match="several tools named word_count"):
         AgentDefinition(
-            name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], local_tools=["word_count"]
+            name="x", delegates=[DelegateTool(agent="w", tool_name="word_count")], builtin_tools=["word_count"]
         )
     with pytest.raises(ValueError, match="several tools named ask_w"):
         AgentDefinition(name="x", delegates=[DelegateTool(agent="w"), DelegateTool(agent="w", service="other")])
