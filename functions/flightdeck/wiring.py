@@ -22,7 +22,7 @@ from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.model import Model
-from flightdeck.domain.ports import Deps, TurnHooks
+from flightdeck.domain.ports import Deps, TurnHooks, state_ports
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.tokens import SigningKey
 from flightdeck.settings import Settings, get_settings
@@ -147,12 +147,7 @@ def deps() -> Deps:
     return Deps(
         settings=settings.for_domain(),
         # One table holds every aggregate of the agent's state: the one store serves each port.
-        sessions=store,
-        iterations=store,
-        turns=store,
-        liveness=store,
-        dispatches=store,
-        clock=store,
+        **state_ports(store),
         queues=queues,
         # Thinks start as asynchronous invokes of the turn worker; their delayed retries share the SQS client.
         thinks=LambdaThinks(

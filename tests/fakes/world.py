@@ -10,7 +10,7 @@ from flightdeck.domain.agent import AgentDefinition, DelegateTool
 from flightdeck.domain.allowlist import Allowlist
 from flightdeck.domain.chat import Accepted, ReplyRequest, ingest_chat
 from flightdeck.domain.config import DomainSettings
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, state_ports
 from flightdeck.domain.records import Session
 from flightdeck.domain.tokens import SigningKey
 from flightdeck.domain.turn_loop import run_turn
@@ -104,12 +104,7 @@ def world(
     keys = [SigningKey(SECRET)]
     deps = Deps(
         settings=domain_settings(agent, allowed, **settings),
-        sessions=state,
-        iterations=state,
-        turns=state,
-        liveness=state,
-        dispatches=state,
-        clock=clock,
+        **state_ports(state, clock),
         queues=queues,
         thinks=thinks,
         peers=peers,

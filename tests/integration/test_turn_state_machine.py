@@ -22,7 +22,7 @@ from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.aggregation import expire_turn, record_and_advance
 from flightdeck.domain.deadlines import sweep
-from flightdeck.domain.ports import Deps
+from flightdeck.domain.ports import Deps, state_ports
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult
 from flightdeck.domain.turn_loop import run_turn
 from flightdeck.local.resources import create_agent_resources
@@ -98,12 +98,7 @@ class TurnMachine(RuleBasedStateMachine):
         self.thinks = CrashingThinks(function_name=s.turn_worker_function, retry_queue_url=s.turns_queue_url)
         self.deps = Deps(
             settings=s.for_domain(),
-            sessions=self.store,
-            iterations=self.store,
-            turns=self.store,
-            liveness=self.store,
-            dispatches=self.store,
-            clock=self.store,
+            **state_ports(self.store),
             queues=self.queues,
             thinks=self.thinks,
             peers=None,

@@ -118,7 +118,7 @@ def measure(
     from flightdeck.domain.a2a.tasks import A2ATurnHooks, send_message
     from flightdeck.domain.a2a.wire import MessageSendParams
     from flightdeck.domain.aggregation import record_and_advance
-    from flightdeck.domain.ports import Deps
+    from flightdeck.domain.ports import Deps, state_ports
     from flightdeck.domain.records import ResultSource, ToolResult
     from flightdeck.domain.streaming import Note, Pace
     from flightdeck.local.resources import create_agent_resources
@@ -156,12 +156,7 @@ def measure(
                 # The think delegates (the dispatch mints a callback token): the secret's key signs it.
                 return Deps(
                     settings=settings.for_domain(),
-                    sessions=store,
-                    iterations=store,
-                    turns=store,
-                    liveness=store,
-                    dispatches=store,
-                    clock=store,
+                    **state_ports(store),
                     queues=queues,
                     thinks=_ScriptedThinks(),
                     peers=Peers(timeout_s=0.5),

@@ -233,6 +233,22 @@ class Deps:
         return self.peer_tokens().get(service)
 
 
+class StatePorts(SessionsPort, IterationsPort, TurnsPort, LivenessPort, DispatchPort, Clock, Protocol):
+    """One store that serves every state port (flightdeck.adapters.dynamo_state.StateStore, the fakes)."""
+
+
+def state_ports(store: StatePorts, clock: Clock | None = None) -> dict[str, Any]:
+    """Deps' state fields, every one served by `store` (and its clock, unless another is given)."""
+    return {
+        "sessions": store,
+        "iterations": store,
+        "turns": store,
+        "liveness": store,
+        "dispatches": store,
+        "clock": clock or store,
+    }
+
+
 def bearer(token: str | None) -> dict[str, str]:
     """The Authorization header that presents our peer token, or nothing when we have none for that peer."""
     return {"Authorization": f"Bearer {token}"} if token else {}
