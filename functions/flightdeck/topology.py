@@ -181,11 +181,15 @@ class Route:
     # Its answer may be Server-Sent Events, written as they come: its handler's function streams
     # (STREAMING_HANDLERS: on AWS behind API Gateway's STREAM integration and the Lambda Web Adapter).
     stream: bool = False
+    # PEER_AUTH: the write that commits the request checks the token against the registry in its own
+    # transaction, instead of a read before it (flightdeck.api.auth); only for a route whose every
+    # effect follows that write.
+    checked_by_write: bool = False
 
 
 # Every HTTP route, and the Lambda handler module that serves it.
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat"),
+    Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat", checked_by_write=True),
     Route("GET", "/api/sessions/{session_id}", "chat_ingest", PEER_AUTH),
     # The caller's own sessions, newest first, a page at a time.
     Route("GET", "/api/sessions", "chat_ingest", PEER_AUTH),

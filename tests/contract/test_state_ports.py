@@ -18,7 +18,9 @@ from moto import mock_aws
 
 from flightdeck.adapters import dynamo_state
 from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.peers import ACTIVE, PeerRecord, PeerRefusedError, new_token, proof_of, token_sha256
 from flightdeck.domain.records import (
     Completion,
     Expiry,
@@ -399,3 +401,44 @@ def test_what_is_stored_reads_back_as_it_was_given(state, sid):
     state.take_message(sid, user(text), RETENTION_MS, parent={"traceparent": "00-abc"})
     session = state.get_session(sid)
     assert session.messages == [user(text)] and session.parent == {"traceparent": "00-abc"}
+
+
+# --- the caller's token, checked by the write that takes the message ------------------------------
+
+
+def _register(state, peer_id: str, token: str) -> None:
+    """The peer in the registry as each implementation keeps it (the store: the table's PEER item)."""
+    if isinstance(state, MemoryState):
+        state.peers[peer_id] = PeerRecord(peer_id, token_sha256(token), ACTIVE, created_at=1)
+    else:
+        PeerRegistry(state.table, client=state.client).add(peer_id, token, replace=True)
+
+
+def test_a_proof_the_registry_accepts_is_checked_by_the_write_that_takes_the_message(state, clock, sid):
+    token = new_token("alice")
+    _register(state, "alice", token)
+    proof = proof_of(token, clock.now_ms())
+    intake = state.take_message(sid, user("hi"), RETENTION_MS, owner="alice", likely_new=True, key="k1", proof=proof)
+    assert intake.status == "started" and intake.caller_verified
+    # A repeat is answered from what is stored, not by a write: nothing vouched for the caller.
+    again = state.take_message(sid, user("hi"), RETENTION_MS, owner="alice", key="k1", queue_limit=5, proof=proof)
+    assert again.replayed and not again.caller_verified
+
+
+@pytest.mark.parametrize("case", ["unknown", "wrong secret", "revoked"])
+def test_a_proof_the_registry_refuses_fails_the_write_and_stores_nothing(state, clock, sid, case):
+    token = new_token("bob")
+    _register(state, "bob", token)
+    presented = new_token("bob") if case == "wrong secret" else token
+    if case == "unknown":
+        presented = new_token("stranger")
+    if case == "revoked":
+        if isinstance(state, MemoryState):
+            state.peers["bob"] = dataclasses.replace(state.peers["bob"], status="revoked")
+        else:
+            PeerRegistry(state.table, client=state.client).revoke("bob")
+    proof = proof_of(presented, clock.now_ms())
+    with pytest.raises(PeerRefusedError) as refused:
+        state.take_message(sid, user("hi"), RETENTION_MS, owner=proof.peer_id, likely_new=True, proof=proof)
+    assert refused.value.result.status.value == ("revoked" if case == "revoked" else "unknown")
+    assert state.get_session(sid) is None

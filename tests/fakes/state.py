@@ -24,6 +24,7 @@ from typing import Any
 
 from flightdeck import topology
 from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.peers import PeerProof, PeerRecord, PeerRefusedError, judge
 from flightdeck.domain.records import (
     SESSION_CANCELED,
     Completion,
@@ -153,6 +154,8 @@ class MemoryState:
         self._clock = clock
         self.owed_think_grace_ms = owed_think_grace_ms
         self._partitions: dict[str, _Partition] = {}
+        # The peer registry's records, as the store's PeerProof check sees them (the table's PEER items).
+        self.peers: dict[str, PeerRecord] = {}
 
     # --- the clock and TTLs ---------------------------------------------------------------
     def now_ms(self) -> int:
@@ -268,6 +271,34 @@ class MemoryState:
         continues_task: str = "",
         message_id: str = "",
         must_exist: bool = False,
+        proof: PeerProof | None = None,
+    ) -> Intake:
+        if proof is not None:
+            # The store checks it in the write's transaction, where a refusal outranks any other failure.
+            result = judge(self.peers.get(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
+            if not result.ok:
+                raise PeerRefusedError(result)
+        intake = self._take(
+            session_id, message, retention_ms, route, parent, owner, likely_new, key, queue_limit,
+            continues_task, message_id, must_exist,
+        )  # fmt: skip
+        # A write took it (a repeat is answered from what is stored, as the store answers it from a read).
+        return replace(intake, caller_verified=proof is not None and not intake.replayed)
+
+    def _take(
+        self,
+        session_id: str,
+        message: dict[str, Any],
+        retention_ms: int,
+        route: tuple[str, str, int] | None,
+        parent: dict[str, Any] | None,
+        owner: str | None,
+        likely_new: bool,
+        key: str | None,
+        queue_limit: int,
+        continues_task: str,
+        message_id: str,
+        must_exist: bool,
     ) -> Intake:
         p = self._part(session_id)
         meta = p.meta

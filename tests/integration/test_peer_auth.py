@@ -14,9 +14,10 @@ import time
 
 import pytest
 
+from flightdeck import wiring
 from flightdeck.domain.peers import new_token, peer_of, token_sha256
 from flightdeck.observability import audit_logger
-from tests.support.harness import TEST_PEER, make_agent, new_session_id
+from tests.support.harness import TEST_PEER, load_event, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
 
 A2A_TASK_NOT_FOUND = -32001
@@ -177,6 +178,96 @@ def test_the_registry_stores_only_hashes(orchestrator):
     assert stored["token_sha256"] == token_sha256(newer) == hashlib.sha256(newer.encode()).hexdigest()
     assert stored["previous_sha256"] == token_sha256(tokens["dave"])
     assert stored["status"] == "active" and stored["created_at"] > 0 and stored["rotated_at"] > 0
+
+
+# --- POST /api/chat: the token is checked by the write that takes the message ----------------------
+
+
+def _store_calls(orchestrator):
+    """Every DynamoDB request the agent's store makes from now on: (operation, its parameters)."""
+    calls = []
+    wiring.state_store().client.meta.events.register(
+        "before-parameter-build.dynamodb", lambda model, params, **_: calls.append((model.name, params))
+    )
+    return calls
+
+
+def _checks_of(params):
+    return [i["ConditionCheck"]["Key"]["pk"]["S"] for i in params.get("TransactItems", []) if "ConditionCheck" in i]
+
+
+def test_a_new_session_is_taken_by_one_write_that_also_checks_the_token(orchestrator):
+    calls = _store_calls(orchestrator)
+    status, _, body = orchestrator.api("chat_post", body={"content": "one write"})
+    assert status == 202 and body["status"] == "accepted"
+    # No read of the registry: the transaction that creates the session checks the peer's record.
+    assert [op for op, _ in calls] == ["TransactWriteItems"]
+    assert _checks_of(calls[0][1]) == [f"PEER#{TEST_PEER}"]
+
+
+def test_a_revocation_refuses_the_next_write_and_nothing_is_stored(orchestrator):
+    token = orchestrator.add_peer("frank")
+    assert orchestrator.api("chat_post", body={"content": "first"}, token=token)[0] == 202
+    orchestrator.registry.revoke("frank")
+    assert len(orchestrator.bodies("turns")) == 1  # (taken: what follows must start none)
+    before = orchestrator.table_items()
+    status, _, body = orchestrator.api("chat_post", body={"content": "after the revocation"}, token=token)
+    assert status == 403 and body == {"error": {"code": "forbidden", "message": "this token is not accepted"}}
+    assert orchestrator.table_items() == before and orchestrator.bodies("turns") == []
+
+
+def test_an_answer_given_without_a_write_is_checked_against_the_registry_first(orchestrator):
+    # A forged token for a known peer: whatever the request would have been answered, it is 403.
+    sid = new_session_id()
+    assert orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)[0] == 202
+    forged = new_token(TEST_PEER)
+    before = orchestrator.table_items()
+    cases = {
+        "a replay (answered from the stored route)": ("chat_post_with_reply", {"SESSION_ID": sid, "TOKEN": "t" * 40}),
+        "a busy session (409)": ("chat_post", {"body": {"session_id": sid, "content": "again"}}),
+        "a body that fails the schema (422)": ("chat_post_missing_content", {}),
+        "malformed JSON (400)": ("chat_post_malformed_json", {}),
+        "an oversized body (413)": ("chat_post", {"body": "x" * 1_100_000}),
+    }
+    for case, (event, kw) in cases.items():
+        status, _, body = orchestrator.api(event, token=forged, **kw)
+        assert status == 403 and body["error"]["code"] == "forbidden", case
+    assert orchestrator.table_items() == before
+    # The same replay with the real token: answered from the stored route, after one read of the registry.
+    calls = _store_calls(orchestrator)
+    status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)
+    assert status == 202 and body["status"] == "replayed"
+    assert ("GetItem", f"PEER#{TEST_PEER}") in [(op, p.get("Key", {}).get("pk", {}).get("S")) for op, p in calls]
+
+
+def test_a_revocation_between_the_request_and_its_write_refuses_it(orchestrator):
+    token = orchestrator.add_peer("grace")
+
+    def revoke_first(**_):  # the revocation lands after the token was looked at (its shape), before the write
+        if orchestrator.item("PEER#grace", "PEER")["status"] == "active":
+            orchestrator.registry.revoke("grace")
+
+    wiring.state_store().client.meta.events.register("before-call.dynamodb.TransactWriteItems", revoke_first)
+    status, _, _ = orchestrator.api("chat_post", body={"content": "racing the revocation"}, token=token)
+    assert status == 403
+    assert [i for i in orchestrator.table_items() if i["pk"]["S"].startswith("S#")] == []
+
+
+@pytest.mark.parametrize("authorizer", [{"principalId": "unidentified"}, {"peer": "someone-else"}])
+def test_a_token_the_authorizer_found_wanting_is_read_at_once_not_left_to_a_failed_write(orchestrator, authorizer):
+    calls = _store_calls(orchestrator)
+    event = load_event("api/chat_post.json")
+    event["headers"]["Authorization"] = f"Bearer {new_token(TEST_PEER)}"  # forged
+    event["requestContext"]["authorizer"] = authorizer
+    status, _, body = orchestrator.call(event)
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    assert [op for op, _ in calls] == ["GetItem"]  # the registry; no write was tried
+    # The authorizer named the caller: the write checks the token, no read first.
+    calls.clear()
+    event["headers"]["Authorization"] = f"Bearer {orchestrator.peer_token}"
+    event["requestContext"]["authorizer"] = {"peer": TEST_PEER, "principalId": TEST_PEER}
+    assert orchestrator.call(event)[0] == 202
+    assert [op for op, _ in calls] == ["TransactWriteItems"]
 
 
 # --- ownership: another peer's session does not exist for it ---------------------------------------

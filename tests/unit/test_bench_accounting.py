@@ -154,6 +154,17 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
     assert t.wru_by_item["TURN"] == 1 + 4 + 3
 
 
+def test_a_condition_check_in_a_transaction_is_billed_as_a_transactional_read_not_a_write():
+    write = {"op": "Put", "table": "t", "pk": "S#1", "sk": "META", "kind": "META", "txn": True, "size": 300}
+    check = {"op": "ConditionCheck", "table": "t", "pk": "PEER#p", "sk": "PEER", "kind": "PEER", "txn": True}
+    t = Tally.of(
+        [aws("TransactWriteItems", fn="chat_ingest", writes=[write, check])], sizes={("t", "PEER#p", "PEER"): 200}
+    )
+    assert t.aws_requests == {"dynamodb.TransactWriteItems": 1}
+    assert t.dynamodb["wru"] == 2 and t.dynamodb["rru"] == 2  # the Put 2x1 KB; the check 2x4 KB of reads
+    assert t.dynamodb_by_item == {"TransactWriteItems META+PEER": 1}
+
+
 def test_cost_is_count_times_list_price():
     table = prices.load()
     records = [

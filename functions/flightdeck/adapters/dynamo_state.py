@@ -28,7 +28,9 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from flightdeck import topology
+from flightdeck.adapters.peer_registry import proof_check, refusal
 from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.peers import PeerProof, PeerRefusedError
 from flightdeck.domain.records import (
     SESSION_CANCELED,
     Completion,
@@ -452,6 +454,7 @@ class StateStore:
         continues_task: str = "",
         message_id: str = "",
         must_exist: bool = False,
+        proof: PeerProof | None = None,
     ) -> Intake:
         """Take a user message in: on an idle (or new) session it starts the next turn; on a busy one,
         with queue_limit, it waits in the session's inbox (at most queue_limit messages wait). Either
@@ -475,6 +478,9 @@ class StateStore:
         message_id: the A2A messageId, kept with the inbox item (the task's history shows it).
         must_exist: continue an existing session only (a delegation continuing a conversation, e.g.
         answering its question): SessionNotFoundError when there is none.
+        proof: the caller's token, checked against the peer registry by the same transaction (a
+        ConditionCheck): PeerRefusedError when refused, nothing stored. Intake.caller_verified says
+        whether a write checked it (an answer given without a write did not).
         Raises SessionBusyError (busy without queue_limit, or a session that keeps changing under
         us), InboxFullError, SessionNotFoundError, TaskNotOpenError.
         """
@@ -511,8 +517,10 @@ class StateStore:
                 ops, intake = self._queue_ops(
                     session_id, meta, message, retention_ms, route, owner, key, continues_task, message_id
                 )
-            reasons = self._transact(ops)
+            reasons = self._transact(ops + ([proof_check(self.table, proof)] if proof else []))
             if reasons is None:
+                if proof is not None:
+                    intake = dataclasses.replace(intake, caller_verified=True)
                 if meta is None and likely_new and all("Put" in op for op in ops):
                     # A new session: these items are its whole partition, so its first think can
                     # start from them instead of querying (its write's conditions catch a change since).
@@ -520,6 +528,12 @@ class StateStore:
                     if len(snapshot) <= MAX_SNAPSHOT_CHARS:
                         intake = dataclasses.replace(intake, snapshot=snapshot)
                 return intake
+            if proof is not None:
+                # The registry's check is the transaction's last item: a refusal outranks any other failure.
+                peer_reason = reasons[len(ops)] if len(reasons) > len(ops) else {}
+                reasons = reasons[: len(ops)]
+                if peer_reason.get("Code") == "ConditionalCheckFailed":
+                    raise PeerRefusedError(refusal(proof, peer_reason))
             meta_reason = reasons[0] if reasons else {}
             msg_reason = reasons[1] if len(reasons) > 1 else {}
             if meta_reason.get("Code") == "ConditionalCheckFailed" and meta_reason.get("Item"):

@@ -6,7 +6,9 @@
     accepted until then (absent: no grace).
 
 No expiry attribute: a peer stays until revoked. The handlers read it (GetItem,
-strongly consistent: a revocation applies to the next request); `flightdeck peers`
+strongly consistent: a revocation applies to the next request), or check it inside
+the transaction that commits the request (`proof_check`: a ConditionCheck, billed as
+a transactional read, in place of the GetItem); `flightdeck peers`
 writes it (add, rotate, revoke, list), locally or on AWS, without a redeploy.
 """
 
@@ -21,7 +23,17 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from flightdeck import topology
-from flightdeck.domain.peers import ACTIVE, REVOKED, PeerRecord, check_peer_id, token_sha256
+from flightdeck.domain.peers import (
+    ACTIVE,
+    REVOKED,
+    AuthResult,
+    AuthStatus,
+    PeerProof,
+    PeerRecord,
+    check_peer_id,
+    judge,
+    token_sha256,
+)
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -62,6 +74,31 @@ def _record(item: dict[str, Any]) -> PeerRecord:
         previous_valid_until=int(plain.get("previous_valid_until", 0)),
         revoked_at=int(plain.get("revoked_at", 0)),
     )
+
+
+def proof_check(table: str, proof: PeerProof) -> dict[str, Any]:
+    """A TransactWriteItems ConditionCheck that holds when the registry accepts the proof's token:
+    `flightdeck.domain.peers.judge` as a condition (active; the current hash, or the previous one
+    before its grace ends). On failure it returns the record, for `refusal`."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": _key(proof.peer_id),
+            "ConditionExpression": "#status = :active AND (token_sha256 = :sha OR "
+            "(previous_sha256 = :sha AND previous_valid_until > :now))",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": _vals(active=ACTIVE, sha=proof.token_sha256, now=proof.now_ms),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+def refusal(proof: PeerProof, reason: dict[str, Any]) -> AuthResult:
+    """Why a proof_check failed (its cancellation reason): unknown, wrong or revoked."""
+    item = reason.get("Item")
+    result = judge(_record(item) if item else None, proof.peer_id, proof.token_sha256, proof.now_ms)
+    # The condition refused it: fail closed even if the record as returned would pass (a rotation since).
+    return result if not result.ok else AuthResult(AuthStatus.UNKNOWN, proof.peer_id)
 
 
 class PeerRegistry:

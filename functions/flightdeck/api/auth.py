@@ -7,7 +7,12 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
    against the peer registry before anything else (size, JSON, schema): missing or malformed
    is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403.
    The routes read the caller with `current_peer()` and hand it to the domain, which
-   enforces ownership. On a callback route whose token travels in a header (topology
+   enforces ownership. On a route that commits its request in one write (topology
+   `checked_by_write`: POST /api/chat) only the token's shape is checked here: the write
+   carries it as a PeerProof and the registry is checked inside that transaction (no read on
+   the happy path; a refusal is the same 403, nothing stored). An answer given without such a
+   write (a 4xx, a replay) is checked against the registry before it goes out (`settle`), so a
+   refused token still gets 403 and never learns more. On a callback route whose token travels in a header (topology
    `token_header`: POST /api/tools/response, POST /api/a2a/push) the HMAC token is verified
    here too, before the body is read: a caller without a valid token cannot make the function
    parse a megabyte. The batch route's tokens are in its items, so its route checks them.
@@ -27,7 +32,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from flightdeck import topology
-from flightdeck.domain.peers import AuthStatus, bearer_token, peer_of
+from flightdeck.domain.peers import AuthResult, AuthStatus, PeerProof, bearer_token, judge, peer_of, proof_of
 from flightdeck.domain.peers import authenticate as check_token
 from flightdeck.observability import audit, count, logger, payload_sha256
 
@@ -41,6 +46,7 @@ class _Request:
     peer: str | None = None  # the authenticated caller
     claimed: str | None = None  # the peer a refused token claimed to be
     operation: str = ""  # a finer audit operation than the route's (a2a:<method>)
+    proof: PeerProof | None = None  # a token no write has checked yet (checked_by_write routes)
 
 
 _request = _Request()
@@ -73,6 +79,53 @@ def note(*, peer: str | None = None, operation: str = "") -> None:
         _request.peer = peer
     if operation:
         _request.operation = operation
+
+
+def pending_proof() -> PeerProof | None:
+    """The caller's token for the request's write to check (None: checked already, or auth off)."""
+    return _request.proof
+
+
+def proof_checked() -> None:
+    """The request's write checked the caller's token (and accepted it)."""
+    _request.proof = None
+
+
+def refused(result: AuthResult) -> None:
+    """Log and count a well-formed token the registry refused; the caller is nobody."""
+    _request.proof = None
+    _request.peer = None
+    _request.claimed = result.peer_id
+    count("InboundAuthRefused")
+    logger.warning("inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id})
+
+
+REFUSED_MESSAGE = "this token is not accepted"
+
+
+def settle(response: Any) -> Any:
+    """The answer to send: `response`, unless the caller's token is still unchecked (no write took it)
+    and the registry refuses it (403) or cannot be read (503)."""
+    proof = _request.proof
+    if proof is None:
+        return response
+    from flightdeck.wiring import deps
+
+    d = deps()
+    if d.registry is None:
+        raise RuntimeError("the peer registry is not wired (Deps.registry)")
+    try:
+        result = judge(d.registry.get_peer(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
+    except (BotoCoreError, ClientError):
+        logger.exception("peer registry unavailable")
+        return _json_response(
+            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
+        )
+    if not result.ok:
+        refused(result)
+        return _json_response(403, "forbidden", REFUSED_MESSAGE)
+    _request.proof = None
+    return response
 
 
 def _headers(event: dict[str, Any]) -> dict[str, str]:
@@ -112,6 +165,14 @@ def _callback_token(event: dict[str, Any], route: topology.Route) -> dict[str, A
     return None
 
 
+def _authorizer_vouches(event: dict[str, Any], peer_id: str) -> bool:
+    """Whether the request's write may check the token: no authorizer in front, or one that named this
+    peer. A token API Gateway's authorizer already found wanting (its context names no peer: the
+    shared "unidentified" plan) is read at once: a refusal then costs a read, not a failed write."""
+    authorizer = (event.get("requestContext") or {}).get("authorizer")
+    return not isinstance(authorizer, dict) or authorizer.get("peer") == peer_id
+
+
 def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[str, Any] | None:
     """None when the request may proceed (current_peer() then names the caller), else the 401/403/503 response."""
     from flightdeck.wiring import deps
@@ -133,6 +194,11 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "a peer bearer token is required (Authorization: Bearer <token>)",
             {"WWW-Authenticate": REALM},
         )
+    proof = proof_of(token, d.clock.now_ms()) if route.checked_by_write else None
+    if proof is not None and _authorizer_vouches(event, proof.peer_id):
+        # Checked by the request's write, or by settle() before any other answer goes out.
+        _request.peer, _request.proof = proof.peer_id, proof
+        return None
     if d.registry is None:
         raise RuntimeError("the peer registry is not wired (Deps.registry)")
     try:
@@ -153,12 +219,8 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
         )
     if not result.ok:
         # Unknown peer, wrong secret, revoked: one answer; the log says which.
-        _request.claimed = result.peer_id
-        count("InboundAuthRefused")
-        logger.warning(
-            "inbound call refused", extra={"auth_check": result.status.value, "claimed_peer": result.peer_id}
-        )
-        return _json_response(403, "forbidden", "this token is not accepted")
+        refused(result)
+        return _json_response(403, "forbidden", REFUSED_MESSAGE)
     _request.peer = result.peer_id
     if result.via_previous:
         logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})

@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 
+from flightdeck.api import auth
 from flightdeck.api.auth import current_peer
 from flightdeck.api.payloads import (
     MESSAGE_ID_PATTERN,
@@ -26,6 +27,7 @@ from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import MAX_QUEUED_MESSAGES, ReplyRequest, ingest_chat, read_session, user_turn
+from flightdeck.domain.peers import PeerRefusedError
 from flightdeck.domain.records import InboxFullError, SessionBusyError, SessionNotFoundError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
@@ -115,7 +117,11 @@ def post_chat(
             caller=current_peer(),
             message_id=request.message_id or idempotency_key,
             continue_session=request.continue_session,
+            proof=auth.pending_proof(),
         )
+    except PeerRefusedError as exc:
+        auth.refused(exc.result)
+        raise ApiError(403, "forbidden", auth.REFUSED_MESSAGE) from None
     except SessionNotFoundError:
         raise ApiError(
             404,
@@ -134,6 +140,8 @@ def post_chat(
         ) from None
     except SessionBusyError:
         raise ApiError(409, "session_busy", "the session could not take the message now; send again") from None
+    if accepted.caller_verified:
+        auth.proof_checked()
     if accepted.queued:
         status = "queued"
     else:

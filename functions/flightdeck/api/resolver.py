@@ -236,6 +236,7 @@ def http_handler(
                 response = _streamed(stream, event, context)
             if response is None:
                 response = app.resolve(event, context)
+            response = auth.settle(response)
             return response
         finally:
             auth.audit_inbound(event, route, getattr(response, "outcome", response))

@@ -210,11 +210,13 @@ class Tally:
         ]
         self.dynamodb_by_item[f"{r.get('op')} {'+'.join(k for k in kinds if k)}".strip()] += 1
         for w in r.get("writes", ()):
-            if w.get("op") == "ConditionCheck":
-                continue  # not used by the code; would be billed as a transactional read
             size = w.get("size")
             if size is None:
                 size = sizes.get((w.get("table"), w.get("pk"), w.get("sk")), 1)
+            if w.get("op") == "ConditionCheck":
+                # Billed as a transactional read of the item it checks (2 RRU per 4 KB), not a write.
+                self.dynamodb["rru"] += read_units(size, consistent=True, transactional=True)  # type: ignore[assignment]  # a Counter of floats: typeshed types Counter values as int
+                continue
             units = write_units(size, transactional=bool(w.get("txn")))
             # A write whose condition fails is billed all the same.
             self.dynamodb["wru"] += units

@@ -7,7 +7,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
-from flightdeck.domain.peers import require_caller, visible_to
+from flightdeck.domain.peers import PeerProof, require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
 from flightdeck.observability import count, logger, timeline
@@ -28,6 +28,7 @@ class Accepted:
     user_messages: int | None = None
     queued: bool = False  # it waits in the session's inbox: its turn starts when the turns before it end
     position: int = 0  # its place among the messages waiting (1: next), while queued
+    caller_verified: bool = False  # the write that took it checked the caller's PeerProof
 
 
 # A busy session's inbox holds at most this many waiting messages: one more is refused (429), so that
@@ -76,6 +77,7 @@ def ingest_chat(
     id_kind: str = "chat",
     continues_task: str = "",
     continue_session: bool = False,
+    proof: PeerProof | None = None,
 ) -> Accepted:
     """Raises UnknownServiceError (callbackService not allowed), SessionBusyError (busy and queue off),
     InboxFullError, TaskNotOpenError (continues_task ended meanwhile), or SessionNotFoundError (the
@@ -89,6 +91,8 @@ def ingest_chat(
     so that the repeat of a first message finds it. A delegation's reply token is its id otherwise.
     queue: a busy session keeps the message in its inbox (ARCHITECTURE §2, README "Inbox"); off: busy
     raises SessionBusyError. continues_task: the A2A task the message continues.
+    proof: the caller's token, for the write to check against the peer registry (PeerRefusedError:
+    refused, nothing stored); Accepted.caller_verified says whether it did.
     """
     s = deps.settings
     require_caller(s.inbound_auth, caller)
@@ -122,12 +126,20 @@ def ingest_chat(
         continues_task=continues_task,
         message_id=message_id or "",
         must_exist=continue_session and session_id is not None,
+        proof=proof,
     )
+    verified = intake.caller_verified
     queued = intake.status == "queued"
     if intake.replayed:
         # A repeat (a redelivered dispatch, a client's retry): the message is already under way or queued.
         return Accepted(
-            sid, intake.turn, replayed=True, user_messages=intake.user_messages, queued=queued, position=intake.position
+            sid,
+            intake.turn,
+            replayed=True,
+            user_messages=intake.user_messages,
+            queued=queued,
+            position=intake.position,
+            caller_verified=verified,
         )
     if queued:
         # Its turn starts in the write that ends the turn before it (flightdeck.domain.turn_loop).
@@ -140,7 +152,13 @@ def ingest_chat(
             traceparent=traceparent or None,
         )
         return Accepted(
-            sid, 0, replayed=False, user_messages=intake.user_messages, queued=True, position=intake.position
+            sid,
+            0,
+            replayed=False,
+            user_messages=intake.user_messages,
+            queued=True,
+            position=intake.position,
+            caller_verified=verified,
         )
     turn = intake.turn
     try:
@@ -160,7 +178,7 @@ def ingest_chat(
         turn=turn,
         traceparent=traceparent or None,
     )
-    return Accepted(sid, turn, replayed=False, user_messages=intake.user_messages)
+    return Accepted(sid, turn, replayed=False, user_messages=intake.user_messages, caller_verified=verified)
 
 
 def read_session(deps: Deps, session_id: str, caller: str | None = None) -> Session:

@@ -5,7 +5,8 @@ Each calling peer has its own bearer token. The token names its peer,
     fdp_<peer_id>_<secret>          e.g. fdp_orchestrator_3q2-7bWc...   (secret: 32 random bytes, base64url)
 
 so one GetItem finds the peer's record, which holds only the token's SHA-256
-(never the token). The hash is compared in constant time (hmac.compare_digest).
+(never the token); or the write that commits the request checks that record in
+its own transaction (PeerProof), and the happy path reads nothing. The hash is compared in constant time (hmac.compare_digest).
 A rotation may keep the previous hash valid until a grace deadline, so a peer
 can switch tokens without a refused call. A revoked peer is refused at once:
 nothing is cached.
@@ -131,8 +132,12 @@ def authenticate(registry: PeerRegistryPort, token: str, now_ms: int) -> AuthRes
     peer_id = peer_of(token)
     if peer_id is None:
         return AuthResult(AuthStatus.MALFORMED)
-    record = registry.get_peer(peer_id)
-    presented = token_sha256(token)
+    return judge(registry.get_peer(peer_id), peer_id, token_sha256(token), now_ms)
+
+
+def judge(record: PeerRecord | None, peer_id: str, presented: str, now_ms: int) -> AuthResult:
+    """What the registry's record says of a token whose SHA-256 is `presented`. A store that checks a
+    PeerProof in its write states the same rule as a condition (flightdeck.adapters.peer_registry)."""
     current = hmac.compare_digest(presented, record.token_sha256 if record else _NO_HASH)
     previous = bool(record and record.previous_sha256) and hmac.compare_digest(
         presented, record.previous_sha256 if record else _NO_HASH
@@ -146,6 +151,33 @@ def authenticate(registry: PeerRegistryPort, token: str, now_ms: int) -> AuthRes
     if previous and now_ms < record.previous_valid_until:
         return AuthResult(AuthStatus.OK, peer_id, via_previous=True)
     return AuthResult(AuthStatus.UNKNOWN, peer_id)
+
+
+@dataclass(frozen=True)
+class PeerProof:
+    """A caller's token, to be checked by the write that commits its request rather than by a read
+    before it: the store's transaction requires the registry record to accept `token_sha256` (the
+    rule of `judge`), so a revocation that lands before the write refuses it, and the happy path
+    pays no read. A request that commits nothing is checked by a read before it is answered
+    (flightdeck.api.auth)."""
+
+    peer_id: str
+    token_sha256: str
+    now_ms: int
+
+
+class PeerRefusedError(Exception):
+    """The registry refused the caller's token in the write that carried its PeerProof: nothing was stored."""
+
+    def __init__(self, result: AuthResult):
+        super().__init__(f"peer {result.peer_id!r}: {result.status.value}")
+        self.result = result
+
+
+def proof_of(token: str, now_ms: int) -> PeerProof | None:
+    """The proof a well-formed token offers (None: malformed, a 401)."""
+    peer_id = peer_of(token)
+    return None if peer_id is None else PeerProof(peer_id, token_sha256(token), now_ms)
 
 
 def bearer_token(header: str | None) -> str | None:

@@ -11,7 +11,7 @@ from flightdeck.domain.http_ports import PeerAnswer, PeerPort
 from flightdeck.domain.live_ports import LivePort
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.model import Model
-from flightdeck.domain.peers import PeerRegistryPort
+from flightdeck.domain.peers import PeerProof, PeerRegistryPort
 from flightdeck.domain.records import (
     Completion,
     Expiry,
@@ -63,6 +63,7 @@ class SessionsPort(Protocol):
         continues_task: str = "",
         message_id: str = "",
         must_exist: bool = False,
+        proof: PeerProof | None = None,
     ) -> Intake: ...
     def append_message(
         self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY

@@ -114,6 +114,8 @@ class Intake:
     # A new session as this write left it, opaque to the domain: its first think hands it back to
     # StatePort.get_session instead of reading the session ("": the store has none to vouch for).
     snapshot: str = ""
+    # The write that took it also checked the caller's PeerProof (take_message's `proof`).
+    caller_verified: bool = False
 
 
 @dataclass(frozen=True)
