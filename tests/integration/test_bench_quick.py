@@ -198,6 +198,10 @@ def test_cold_start_ratio_range_spans_the_handlers(result):
     low, high = cold["ratio_range"]
     ratios = [h["ratio_to_boto3"] for h in cold["handlers"].values()]
     assert (low, high) == (min(ratios), max(ratios)) and finite_positive(low) and low <= high
+    # The floor: the prescribed libraries alone, by kind of handler, each above boto3 on its own.
+    floor = cold["library_floor"]
+    assert set(floor) == {"every handler", "HTTP handlers", "SQS handlers"}
+    assert all(finite_positive(f["ratio_to_boto3"]) and f["modules"][0] == "boto3" for f in floor.values())
 
 
 def test_inbox_counts_what_a_queued_follow_up_costs_to_accept_and_to_consume(result):

@@ -55,9 +55,21 @@ if mode == "no_pyc":
 
     sys.meta_path.insert(0, Finder)
 started = time.perf_counter()
-importlib.import_module(module)
+for name in module.split(","):
+    importlib.import_module(name)
 print(f"{time.perf_counter() - started:.6f}")
 """
+
+
+# What the handlers import before any code of ours, by kind of handler: the floor under their ratios.
+# Each is a set of libraries the stack prescribes (boto3, pydantic, Powertools' logger, metrics,
+# event handler and batch utility), imported together in one fresh interpreter.
+_EVERY_HANDLER = ("boto3", "pydantic", "aws_lambda_powertools.logging", "aws_lambda_powertools.metrics")
+LIBRARY_FLOORS: dict[str, tuple[str, ...]] = {
+    "every handler": _EVERY_HANDLER,
+    "HTTP handlers": (*_EVERY_HANDLER, "aws_lambda_powertools.event_handler"),
+    "SQS handlers": (*_EVERY_HANDLER, "aws_lambda_powertools.utilities.batch"),
+}
 
 
 def handler_environment() -> dict[str, str]:
@@ -87,7 +99,7 @@ def handler_environment() -> dict[str, str]:
 
 
 def time_import(module: str, mode: str = "pyc", env: dict[str, str] | None = None) -> float:
-    """Seconds one fresh interpreter takes to import `module`."""
+    """Seconds one fresh interpreter takes to import `module` (or modules, comma-separated, in order)."""
     command = [sys.executable, "-c", _CHILD, mode, module, ",".join(RUNTIME_PROVIDED)]
     done = subprocess.run(command, env=env or handler_environment(), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
@@ -155,6 +167,14 @@ def measure(
             entry["no_pyc_import_ms_p50"] = round(cold["p50"] * 1000, 1)
             entry["no_pyc_ratio_to_boto3"] = round(cold["min"] / baseline["min"], 2)
         out["handlers"][handler] = entry
+    out["library_floor"] = {}
+    for kind, modules in LIBRARY_FLOORS.items():
+        floor = summary(time_import(",".join(modules), "pyc", env) for _ in range(repeats))
+        out["library_floor"][kind] = {
+            "modules": list(modules),
+            "import_ms": round(floor["min"] * 1000, 1),
+            "ratio_to_boto3": round(floor["min"] / baseline["min"], 2),
+        }
     slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
     out["slowest"] = slowest
     out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env)

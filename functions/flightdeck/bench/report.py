@@ -328,6 +328,15 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
                 ", ".join(f"{h} {num(handlers[h]['no_pyc_import_ms'])} ms" for h in measured),
             ]
         )
+    if cs.get("library_floor"):
+        floor = cs["library_floor"]
+        rows.append(
+            [
+                "... the libraries alone, before any handler code (the floor)",
+                " / ".join(f"{num(v['ratio_to_boto3'], 2)}x" for v in floor.values()),
+                "; ".join(f"{kind}: {' + '.join(v['modules'])} {num(v['import_ms'])} ms" for kind, v in floor.items()),
+            ]
+        )
     rows.append(
         [
             f"... {slow} import time by package (self time)",
