@@ -375,3 +375,25 @@ def test_the_durable_functions_model_counts_operations_invocations_and_checkpoin
     assert costs["durable_data"] == pytest.approx(0.25 + 0.15 * 14 / 30)
     assert set(out["assumed_prices"]) == set(table.assumed)
     assert costs["total"] == pytest.approx(sum(v for k, v in costs.items() if k != "total"))
+
+
+def test_an_update_that_sets_or_removes_the_deadline_key_through_a_placeholder_is_an_index_write():
+    from flightdeck.bench.counter import summarize_request
+
+    names = {"#owed": "owed_think", "#shard": "due_shard", "#due": "due_at", "#status": "status"}
+    key = {"pk": {"S": "S#1"}, "sk": {"S": "META"}}
+
+    def update(expression):
+        params = {"TableName": "t", "Key": key, "UpdateExpression": expression, "ExpressionAttributeNames": names}
+        [write] = summarize_request("dynamodb", "UpdateItem", params)["writes"]
+        return write
+
+    owed = update("SET turn = :next, #owed = :owed, #shard = :shard, #due = :due")
+    cleared = update("SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due")
+    moved = update("ADD received :n SET due_at = :next")
+    unrelated = update("SET #status = :busy, due_shard_note = :x")
+    assert (owed["in_index"], owed["leaves_index"]) == (True, False)
+    assert (cleared["in_index"], cleared["leaves_index"]) == (False, True)
+    assert moved["in_index"] and not unrelated["in_index"] and not unrelated["leaves_index"]
+    t = Tally.of([aws("UpdateItem", writes=[owed]), aws("UpdateItem", writes=[cleared])], sizes={})
+    assert t.dynamodb["wru"] == 2 and t.dynamodb["gsi_wru"] == 2

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import os
 import threading
 import time
@@ -202,6 +203,14 @@ def _kind(sk: str) -> str:
     return sk.split("#", 1)[0] or "?"
 
 
+def _update_clauses(expression: str, names: dict[str, str]) -> dict[str, str]:
+    """An UpdateExpression's clauses (SET, REMOVE, ADD, DELETE) with the attribute names put in."""
+    for placeholder, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        expression = re.sub(re.escape(placeholder) + r"(?![A-Za-z0-9_])", name, expression)
+    parts = re.split(r"\b(SET|REMOVE|ADD|DELETE)\b", expression)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
 def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[str, Any]:
     from flightdeck import topology
 
@@ -221,9 +230,11 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
         if topology.SESSION_OWNER_ATTRIBUTE in item and topology.SESSION_CREATED_AT_ATTRIBUTE in item:
             entry["in_sessions_index"] = True  # a new session's keys, in the sessions index
     if op == "Update":
-        expression = body.get("UpdateExpression", "")
-        removes = expression.partition("REMOVE")[2]
-        entry["leaves_index"] = topology.DEADLINE_AT_ATTRIBUTE in removes
+        clauses = _update_clauses(body.get("UpdateExpression", ""), body.get("ExpressionAttributeNames") or {})
+        due = topology.DEADLINE_AT_ATTRIBUTE
+        entry["leaves_index"] = due in clauses.get("REMOVE", "")
+        # SET due_at: the item enters the deadline index, or moves in it; either is an index write.
+        entry["in_index"] = re.search(rf"(^|,)\s*{due}\s*=", clauses.get("SET", "")) is not None
         # The turn conditions that require an open turn: an item with these is in the deadline index.
         entry["requires_open"] = ":waiting" in (body.get("ConditionExpression") or "")
     return entry
