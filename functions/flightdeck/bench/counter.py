@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
