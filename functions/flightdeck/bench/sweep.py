@@ -20,6 +20,7 @@ from flightdeck.bench.accounting import Tally
 from flightdeck.bench.counter import ListSink, attach
 from flightdeck.bench.dynamo_units import item_size, read_units
 from flightdeck.bench.prices import PriceTable
+from flightdeck.domain.ports import state_ports
 
 RETENTION_MS = 7 * 86_400_000
 SWEEPS_PER_MONTH_AT_ONE_A_MINUTE = 30 * 24 * 60
@@ -100,9 +101,7 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
             sink.records.clear()
             logger.setLevel("ERROR")  # the sweep's timeline lines are not this command's output
             deps = SimpleNamespace(
-                turns=store,
-                liveness=store,
-                clock=store,
+                **state_ports(store),  # the sweep reads each expired turn's iteration (its calls to stop)
                 thinks=_Thinks(),
                 settings=SimpleNamespace(
                     tool_agg_tombstone_ttl_ms=60_000,
