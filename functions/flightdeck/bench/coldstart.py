@@ -144,37 +144,51 @@ def measure(
         timeout=120,
         check=False,
     )
-    # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the median.
-    baseline = summary(time_import("boto3", "pyc", env) for _ in range(repeats))
+    # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the
+    # median. boto3 is timed again beside every handler and floor, and its best of all those samples is
+    # the baseline: one disturbed round of five would otherwise shift every ratio at once.
+    boto3_samples = [time_import("boto3", "pyc", env) for _ in range(repeats)]
+    timed: dict[str, dict[str, dict[str, float]]] = {}
+    for handler in handlers:
+        module = f"flightdeck.handlers.{handler}"
+        boto3_samples.append(time_import("boto3", "pyc", env))
+        timed[handler] = {"pyc": summary(time_import(module, "pyc", env) for _ in range(repeats))}
+        if handler in no_pyc:
+            timed[handler]["no_pyc"] = summary(time_import(module, "no_pyc", env) for _ in range(repeats))
+    floors: dict[str, dict[str, float]] = {}
+    for kind, modules in LIBRARY_FLOORS.items():
+        boto3_samples.append(time_import("boto3", "pyc", env))
+        floors[kind] = summary(time_import(",".join(modules), "pyc", env) for _ in range(repeats))
+    baseline = summary(boto3_samples)
     out: dict[str, Any] = {
         "repeats": repeats,
         "statistic": "min",
         "boto3_import_ms": round(baseline["min"] * 1000, 1),
         "boto3_import_ms_p50": round(baseline["p50"] * 1000, 1),
+        "boto3_samples": len(boto3_samples),
         "handlers": {},
     }
-    for handler in handlers:
-        module = f"flightdeck.handlers.{handler}"
-        warm = summary(time_import(module, "pyc", env) for _ in range(repeats))
+    for handler, modes in timed.items():
+        warm = modes["pyc"]
         entry: dict[str, Any] = {
             "import_ms": round(warm["min"] * 1000, 1),
             "import_ms_p50": round(warm["p50"] * 1000, 1),
             "ratio_to_boto3": round(warm["min"] / baseline["min"], 2),
         }
-        if handler in no_pyc:
-            cold = summary(time_import(module, "no_pyc", env) for _ in range(repeats))
+        if "no_pyc" in modes:
+            cold = modes["no_pyc"]
             entry["no_pyc_import_ms"] = round(cold["min"] * 1000, 1)
             entry["no_pyc_import_ms_p50"] = round(cold["p50"] * 1000, 1)
             entry["no_pyc_ratio_to_boto3"] = round(cold["min"] / baseline["min"], 2)
         out["handlers"][handler] = entry
-    out["library_floor"] = {}
-    for kind, modules in LIBRARY_FLOORS.items():
-        floor = summary(time_import(",".join(modules), "pyc", env) for _ in range(repeats))
-        out["library_floor"][kind] = {
-            "modules": list(modules),
+    out["library_floor"] = {
+        kind: {
+            "modules": list(LIBRARY_FLOORS[kind]),
             "import_ms": round(floor["min"] * 1000, 1),
             "ratio_to_boto3": round(floor["min"] / baseline["min"], 2),
         }
+        for kind, floor in floors.items()
+    }
     slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
     out["slowest"] = slowest
     out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env)
