@@ -1,3 +1,4 @@
+import collections
 import os
 
 import pytest
@@ -66,3 +67,24 @@ def orchestrator_on_server(moto_server, monkeypatch):
     agent = make_agent(monkeypatch, name=f"orch-{uuid.uuid4().hex[:8]}")
     yield agent
     wiring.reset()
+
+
+def pytest_collection_modifyitems(items):
+    # schemathesis (4.32 on pytest 9) gives every API operation's item its test function's nodeid
+    # (pytest 9 builds a Function's id from its original name and callspec, and schemathesis passes
+    # neither the operation), and pytest-xdist runs one item per nodeid: `./dev.sh test` (-n 2) fuzzed
+    # one operation of twelve. The operation's label, as the id's params, makes each id unique.
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if not label or "[" in item.nodeid:
+            continue
+        node_id = getattr(item, "_id", None)
+        if hasattr(node_id, "with_params"):
+            item._id = node_id.with_params(label)  # pytest >= 9: a structured NodeId
+        else:
+            item._nodeid = f"{item.nodeid}[{label}]"
+    # Any other shared id would be run once under xdist too: refuse to run rather than skip tests silently.
+    ids = collections.Counter(item.nodeid for item in items)
+    shared = sorted(nodeid for nodeid, n in ids.items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"test ids shared by several tests (pytest-xdist would run one): {shared[:5]}")
