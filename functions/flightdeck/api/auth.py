@@ -12,10 +12,10 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
    carries it as a PeerProof and the registry is checked inside that transaction (no read on
    the happy path; a refusal is the same 403, nothing stored). An answer given without such a
    write (a 4xx, a replay) is checked against the registry before it goes out (`settle`), so a
-   refused token still gets 403 and never learns more. On a callback route whose token travels in a header (topology
-   `token_header`: POST /api/tools/response, POST /api/a2a/push) the HMAC token is verified
-   here too, before the body is read: a caller without a valid token cannot make the function
-   parse a megabyte. The batch route's tokens are in its items, so its route checks them.
+   refused token still gets 403 and never learns more. On a callback route whose token travels
+   in a header (topology `token_header`: POST /api/tools/response, POST /api/a2a/push) the HMAC
+   token is verified here too, before the body is read: a caller without a valid token cannot
+   make the function parse a megabyte. The batch route's tokens are in its items, so its route checks them.
 2. `audit_inbound`: one audit line per call on a route with an audit operation, whatever the
    outcome (202, 401, 413, 500...), with the SHA-256 of the body bytes as received.
 
