@@ -100,6 +100,11 @@ def test_round_trips_are_counted_by_service_and_priced(result):
         assert not [f for f in lean["delegator_side"]["lambda_invocations"] if f.endswith("/deadline_timer")]
     # chat to the delegator, the task to the worker, the answer back: always three requests
     assert result["round_trip_one"]["per_turn"]["api_gateway_requests_total"] == 3
+    # The peer tokens of both ingests are checked inside their transactions, not read before them:
+    # the one GetItem a round trip may make is the deadline timer's read of its turn.
+    by_item = result["round_trip_one"]["per_turn"]["dynamodb_requests_by_item_kind"]
+    assert not [kind for kind in by_item if kind.startswith("GetItem PEER")]
+    assert sum(n for kind, n in by_item.items() if "PEER" in kind and kind.startswith("TransactWriteItems")) == 2
 
 
 def test_callback_throughput_compares_single_and_batch_requests(result):
