@@ -24,7 +24,7 @@ def test_reply_route_is_stored_with_its_ttl(orchestrator):
     sid = new_session_id()
     status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN="t" * 40)
     assert status == 202, body
-    route = orchestrator.item(f"S#{sid}", "ROUTE")
+    route = orchestrator.item(f"S#{sid}", "META")["route"]
     assert route["callback_service"] == "orchestrator" and route["status"] == "active"
     assert route["expires_at"] > route["created_at"] // 1000
 

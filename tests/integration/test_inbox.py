@@ -292,18 +292,18 @@ def test_a_second_delegation_to_a_busy_session_is_answered_separately_on_its_own
     assert (status, second["status"], second["position"]) == (202, "queued", 1)
     # The same delegation again (a dispatcher's retry) is the same queued message.
     assert orchestrator.api("chat_post_with_reply", body=body)[2] == second
-    route = orchestrator.item(f"S#{sid}", "ROUTE")
+    route = orchestrator.item(f"S#{sid}", "META")["route"]
     assert route["bearer_token"] == first_token  # the queued one's route waits with its message
     [think] = orchestrator.receive("turns")
     orchestrator.run_queue("turns", [think])
-    route = orchestrator.item(f"S#{sid}", "ROUTE")
+    route = orchestrator.item(f"S#{sid}", "META")["route"]
     assert (route["bearer_token"], route["status"], route["from_turn"]) == (second_token, "active", 2)
     drain(orchestrator, sid)
     deliveries = orchestrator.bodies("delivery")
     assert [d["bearer_token"] for d in deliveries] == [first_token, second_token]
     assert 'Task: "the second delegated task"' in deliveries[1]["result"]
     assert deliveries[0]["result"] != deliveries[1]["result"]
-    assert orchestrator.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    assert orchestrator.item(f"S#{sid}", "META")["route"]["status"] == "retired"
     # A late redelivery of the first think re-sends its answer to the first route only (the caller dedupes).
     orchestrator.run_queue("turns", [think])
     assert [d["bearer_token"] for d in orchestrator.bodies("delivery")] == [first_token]

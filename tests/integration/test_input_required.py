@@ -76,7 +76,7 @@ def test_a_question_goes_to_the_caller_and_a_continuation_of_the_session_answers
     assert (asked["status"], asked["result"], asked["context_id"]) == ("input_required", "which year?", sid)
     assert peer.requests[-1]["body"] == {"result": "which year?", "status": "input_required", "context_id": sid}
     assert peer.requests[-1]["headers"]["Authorization"] == f"Bearer {TOKEN}"
-    assert agent.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    assert agent.item(f"S#{sid}", "META")["route"]["status"] == "retired"
     session = view(agent, sid)
     assert (session["status"], session["question"], len(session["messages"])) == ("idle", "which year?", 2)
 

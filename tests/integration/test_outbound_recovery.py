@@ -108,7 +108,7 @@ def test_a_replay_after_the_answer_went_out_is_replayed_and_runs_nothing(orchest
     assert orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)[0] == 202
     orchestrator.run_queue("turns")
     assert len(orchestrator.receive("delivery")) == 1
-    assert orchestrator.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    assert orchestrator.item(f"S#{sid}", "META")["route"]["status"] == "retired"
     status, _, body = orchestrator.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)
     assert (status, body["status"], body["turn"]) == (202, "replayed", 1)
     assert orchestrator.receive("turns") == [] and orchestrator.receive("delivery") == []

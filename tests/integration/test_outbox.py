@@ -59,7 +59,7 @@ def test_an_answer_is_delivered_by_the_turn_that_ends_and_the_route_retires(agen
     [req] = peer.requests
     assert req["path"] == "/api/tools/response" and req["headers"]["Authorization"] == "Bearer tok-" + "a" * 40
     assert agent.receive("delivery") == []
-    assert agent.item(f"S#{sid}", "ROUTE")["status"] == "retired"
+    assert agent.item(f"S#{sid}", "META")["route"]["status"] == "retired"
 
 
 def test_an_undeliverable_answer_is_retried_through_the_queue(agent, peer):

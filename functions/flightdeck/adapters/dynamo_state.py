@@ -62,7 +62,10 @@ PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
 SHARD, DUE = topology.DEADLINE_SHARD_ATTRIBUTE, topology.DEADLINE_AT_ATTRIBUTE
 
 META = "META"
-ROUTE = "ROUTE"
+ROUTE = "ROUTE"  # a session's reply route as its own item: sessions stored before the route moved into META
+# The session's reply route (B side): a map on META with the attributes the ROUTE item had, changed in
+# the writes that change META anyway (ingest, end of turn): no item, no transaction item, of its own.
+ROUTE_ATTR = "route"
 # The A2A store's pointer to a session's task, and its task items (flightdeck.adapters.a2a_state).
 A2A_CURRENT = "A2A#CURRENT"
 A2A_TASK = "A2A#TASK#"
@@ -155,6 +158,36 @@ def _plain(item: dict[str, Any]) -> dict[str, Any]:
 
 def _vals(**values: Any) -> dict[str, Any]:
     return {f":{k}": _ser.serialize(v) for k, v in values.items()}
+
+
+def _route_live(route: dict[str, Any] | None, now_ms: int) -> bool:
+    """Whether a stored route (META's map, or a ROUTE item) still waits for its answer."""
+    if not route:
+        return False
+    return route.get("status") == "active" and int(route.get(TTL, 0)) > now_ms // 1000
+
+
+def _with_route(op: dict[str, Any], clause: str, condition: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A META update that also changes the session's route: its SET clause and its condition."""
+    update = dict(op["Update"])
+    head, sep, tail = update["UpdateExpression"].partition(" REMOVE ")
+    update["UpdateExpression"] = f"{head}, {clause}" + (sep + tail if sep else "")
+    update["ConditionExpression"] = f"({update['ConditionExpression']}) AND {condition}"
+    update["ExpressionAttributeNames"] = {
+        **update["ExpressionAttributeNames"],
+        "#route": ROUTE_ATTR,
+        "#status": "status",
+        "#ttl": TTL,
+    }
+    update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], **values}
+    update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return {"Update": update}
+
+
+# A route may be put where none waits for its answer (none, answered, or expired)...
+_ROUTE_FREE = "(attribute_not_exists(#route) OR #route.#status = :r_retired OR #route.#ttl < :r_nows)"
+# ...and the route that waits is answered (retired, or replaced by the next one) only while it waits.
+_ROUTE_WAITING = "(#route.#status = :r_active AND #route.#ttl > :r_nows)"
 
 
 def _is_condition_failure(exc: ClientError) -> bool:
@@ -312,6 +345,11 @@ class StateStore:
         exp = item.get(TTL)
         return exp is None or int(exp) > self.now_ms() // 1000
 
+    def _route_of(self, meta: dict[str, Any] | None) -> dict[str, Any] | None:
+        """META's reply route, unless it has expired (as an expired ROUTE item was never read)."""
+        route = (meta or {}).get(ROUTE_ATTR)
+        return route if route and self._alive(route) else None
+
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.table, Key=_item(**{PK: pk, SK: sk}), ConsistentRead=True)
         item = resp.get("Item")
@@ -385,7 +423,7 @@ class StateStore:
         turn = int(meta["turn"])
         by_sk = {i[SK]: i for i in items}
         iteration = by_sk.get(_iter_sk(turn))
-        route = by_sk.get(ROUTE)
+        route = self._route_of(meta) if ROUTE_ATTR in meta else by_sk.get(ROUTE)
         aggregation = by_sk.get(_turn_sk(turn))
         inbox = [_queued(i) for i in items if i[SK].startswith(INBOX)]
         return Session(
@@ -497,7 +535,7 @@ class StateStore:
                     raise SessionNotFoundError(session_id)
                 if route is not None and not route_checked:
                     route_checked = True
-                    existing = self._get(pk, ROUTE)
+                    existing = self._route_of(meta)
                     if existing is not None and existing["bearer_token"] == route[1]:
                         return Intake("started", int(meta["turn"]), int(meta.get("msg_count", 1)), replayed=True)
             intake: Intake
@@ -538,6 +576,9 @@ class StateStore:
             msg_reason = reasons[1] if len(reasons) > 1 else {}
             if meta_reason.get("Code") == "ConditionalCheckFailed" and meta_reason.get("Item"):
                 meta = _plain(meta_reason["Item"])
+                live = _route_live(meta.get(ROUTE_ATTR), self.now_ms())
+                if route is not None and meta.get("status") == "idle" and live:
+                    raise SessionBusyError(session_id)  # a live reply route is never overwritten
             elif meta_reason.get("Code") == "ConditionalCheckFailed":
                 meta = self._get(pk, META)
             if msg_reason.get("Code") == "ConditionalCheckFailed" and msg_reason.get("Item"):
@@ -621,21 +662,14 @@ class StateStore:
             }
         }
 
-    def _route_put(
-        self,
-        pk: str,
-        route: tuple[str, str, int],
-        expires_s: int,
-        from_turn: int,
-        now: int,
-        answered: ReplyRoute | None = None,
+    @staticmethod
+    def _route_map(
+        route: tuple[str, str, int], expires_s: int, from_turn: int, now: int, answered: ReplyRoute | None = None
     ) -> dict[str, Any]:
-        """The session's reply route from `from_turn` on. A live route is never overwritten (one answer per
-        request), except by the write that answers it (answered: that route, kept in the new item)."""
+        """The session's reply route from `from_turn` on, as META holds it (answered: the route this one
+        replaces in the write that answers it, kept for a redelivery of that think)."""
         service, token, _ = route
-        attrs: dict[str, Any] = {
-            PK: pk,
-            SK: ROUTE,
+        route_map: dict[str, Any] = {
             "callback_service": service,
             "bearer_token": token,
             "status": "active",
@@ -643,28 +677,42 @@ class StateStore:
             "from_turn": from_turn,
             TTL: expires_s,
         }
-        condition = "attribute_not_exists(#pk) OR #status = :retired OR #ttl < :nows"
-        values = _vals(retired="retired", nows=now // 1000)
         if answered is not None:
-            attrs.update(
+            route_map.update(
                 answered_service=answered.callback_service,
                 answered_token=answered.bearer_token,
                 answered_expires=answered.expires_at,
                 answered_turn=from_turn - 1,
             )
-            condition = "#status = :active AND #ttl > :nows"
-            values = _vals(active="active", nows=now // 1000)
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": _item(**attrs),
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#pk": PK, "#status": "status", "#ttl": TTL}
-                if answered is None
-                else {"#status": "status", "#ttl": TTL},
-                "ExpressionAttributeValues": values,
-            }
-        }
+        return route_map
+
+    def _route_put(
+        self,
+        route: tuple[str, str, int],
+        expires_s: int,
+        from_turn: int,
+        now: int,
+        answered: ReplyRoute | None = None,
+        answers_meta: bool = True,
+    ) -> tuple[str, str, dict[str, Any]]:
+        """The META clause, condition and values that put the session's reply route. A route that waits
+        for its answer is never overwritten (one answer per request), except by the write that answers
+        it (answered; answers_meta False: that route is a ROUTE item of its own, retired beside)."""
+        values = _vals(route=self._route_map(route, expires_s, from_turn, now, answered), r_nows=now // 1000)
+        if answered is not None and answers_meta:
+            values.update(_vals(r_active="active"))
+            return "#route = :route", _ROUTE_WAITING, values
+        values.update(_vals(r_retired="retired"))
+        return "#route = :route", _ROUTE_FREE, values
+
+    @staticmethod
+    def _route_retire(turn: int, now: int) -> tuple[str, str, dict[str, Any]]:
+        """The META clause, condition and values that retire the waiting route: this turn answered it."""
+        return (
+            "#route.#status = :r_retired, #route.retired_at = :r_now, #route.retired_turn = :r_turn",
+            _ROUTE_WAITING,
+            _vals(r_retired="retired", r_active="active", r_now=now, r_turn=turn, r_nows=now // 1000),
+        )
 
     def _start_ops(
         self,
@@ -736,9 +784,13 @@ class StateStore:
                     }
                 }
             )
-        ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if route is not None:
-            ops.append(self._route_put(pk, route, self._expiry(route[2]), turn, now))
+            if meta is None:
+                item = ops[0]["Put"]["Item"]
+                item[ROUTE_ATTR] = _ser.serialize(self._route_map(route, self._expiry(route[2]), turn, now))
+            else:
+                ops[0] = _with_route(ops[0], *self._route_put(route, self._expiry(route[2]), turn, now))
+        ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if continues_task:
             ops.append(self._task_op(pk, continues_task, turn))
         return ops, Intake("started", turn, seq)
@@ -944,7 +996,7 @@ class StateStore:
         pk = _pk(session_id)
         queued = view.queued if view is not None else ()
         reasons: list[dict[str, Any]] | None = None
-        task_op = True
+        task_op, legacy = True, False
         for _ in range(_INTAKE_ATTEMPTS):
             now = self.now_ms()
             entry = queued[0] if queued else None
@@ -955,12 +1007,20 @@ class StateStore:
                 else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now)
             )
             ops.extend(extra)
-            route_at = len(ops)
+            # The route changes in META's own update: the next message's route in place of the one this
+            # turn answered, or the answered one retired. needs_waiting: its condition wants a route waiting.
+            # legacy: the route this turn answers is a ROUTE item (a session stored before the route moved
+            # into META): that item is retired beside, as it always was.
+            meta_at, needs_waiting = len(lead), retire and not legacy
             if entry is not None and entry.route is not None:
                 answered = view.route if retire and view is not None else None
-                ops.append(self._route_put(pk, entry.route, entry.route[2], turn + 1, now, answered))
-            elif retire:
-                ops.append(self._retire_route_op(pk, turn, now))
+                route_change = self._route_put(entry.route, entry.route[2], turn + 1, now, answered, not legacy)
+                ops[meta_at] = _with_route(ops[meta_at], *route_change)
+            elif retire and not legacy:
+                ops[meta_at] = _with_route(ops[meta_at], *self._route_retire(turn, now))
+            legacy_at = len(ops)
+            if retire and legacy:
+                ops.append(self._legacy_retire_op(pk, turn, now))
             task_at = len(ops)
             if entry is not None and entry.task_key and task_op:
                 ops.append(self._task_turn_op(pk, entry.task_key, turn + 1))
@@ -975,13 +1035,22 @@ class StateStore:
                 current = _plain(meta_reason.get("Item") or {})
                 if current.get("status") != "busy" or int(current.get("turn", -1)) != turn:
                     return reasons, None  # the session moved on: this end is stale
+                changes_route = retire or (entry is not None and entry.route is not None)
+                if retire and not legacy and ROUTE_ATTR not in current:
+                    legacy = True  # its route is a ROUTE item of its own
+                    continue
+                if changes_route and _route_live(current.get(ROUTE_ATTR), now) != needs_waiting:
+                    if retire:
+                        retire = False  # the route expired or was retired meanwhile: nothing to answer
+                        continue
+                    return reasons, None  # a route waits for its answer: never overwritten
                 view = self.get_session(session_id)  # the inbox changed since it was read
                 queued = view.queued if view is not None else ()
                 if entry is None and not queued:
                     return reasons, None
                 continue
-            if failed == [route_at] and retire:
-                retire = False  # the route expired or was retired meanwhile: nothing to answer
+            if failed == [legacy_at] and retire and legacy:
+                retire = False  # the ROUTE item expired or was retired meanwhile: nothing to answer
                 continue
             if failed == [task_at]:
                 task_op = False  # the task's record is gone (expired): nothing to note on it
@@ -989,7 +1058,8 @@ class StateStore:
             return reasons, None
         return reasons, None
 
-    def _retire_route_op(self, pk: str, turn: int, now: int) -> dict[str, Any]:
+    def _legacy_retire_op(self, pk: str, turn: int, now: int) -> dict[str, Any]:
+        """Retire a reply route stored as its own ROUTE item (before the route moved into META)."""
         return {
             "Update": {
                 "TableName": self.table,
@@ -1102,30 +1172,42 @@ class StateStore:
 
     # --- reply routes (B side) -----------------------------------------------------------
     def get_route(self, session_id: str) -> ReplyRoute | None:
-        item = self._get(_pk(session_id), ROUTE)
+        meta = self._get(_pk(session_id), META)
+        if meta is not None and ROUTE_ATTR in meta:
+            route = self._route_of(meta)
+            return _route(session_id, route) if route is not None else None
+        item = self._get(_pk(session_id), ROUTE)  # a session stored before the route moved into META
         return _route(session_id, item) if item is not None else None
 
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool:
         """active -> retired; the tombstone keeps a replayed request from re-arming it. bearer_token: only
         that route (not one a queued delegation has put in its place since)."""
-        condition, values = "#status = :active", _vals(retired="retired", active="active", now=self.now_ms())
-        if bearer_token is not None:
-            condition += " AND bearer_token = :token"
-            values.update(_vals(token=bearer_token))
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=_item(**{PK: _pk(session_id), SK: ROUTE}),
-                UpdateExpression="SET #status = :retired, retired_at = :now",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
-            )
-            return True
-        except ClientError as exc:
-            if _is_condition_failure(exc):
-                return False
-            raise
+        now = self.now_ms()
+        for sk, path in ((META, "#route."), (ROUTE, "")):  # META's map; else a ROUTE item stored before it
+            condition = f"{path}#status = :active"
+            values = _vals(retired="retired", active="active", now=now)
+            if bearer_token is not None:
+                condition += f" AND {path}bearer_token = :token"
+                values.update(_vals(token=bearer_token))
+            names = {"#status": "status", **({"#route": ROUTE_ATTR} if path else {})}
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=_item(**{PK: _pk(session_id), SK: sk}),
+                    UpdateExpression=f"SET {path}#status = :retired, {path}retired_at = :now",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return True
+            except ClientError as exc:
+                if not _is_condition_failure(exc):
+                    raise
+                found = cast(dict[str, Any], exc.response).get("Item") or {}  # the failed condition's item
+                if ROUTE_ATTR in found:
+                    return False  # META holds the route, and it is not (or no longer) that waiting one
+        return False
 
     # --- think iterations --------------------------------------------------------------
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
@@ -1200,9 +1282,10 @@ class StateStore:
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True, next_input=started)
         else:
-            ops = [iteration_put, self._think_started_op(pk, turn), *seed_ops]
+            think_op = self._think_started_op(pk, turn)
             if retires_route:
-                ops.append(self._retire_route_op(pk, turn, now))
+                think_op = _with_route(think_op, *self._route_retire(turn, now))
+            ops = [iteration_put, think_op, *seed_ops]
             reasons = self._transact(ops)
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True)
