@@ -181,18 +181,22 @@ def test_think_delivered_twice_has_one_effect(agent, peer):
     assert len(session(agent, sid)["messages"]) == 2
 
 
-def test_a_session_whose_route_is_an_item_of_its_own_is_answered_and_retired_as_before(agent, peer):
-    # A session stored before the reply route moved into META keeps its route as a ROUTE item.
+def _route_as_its_own_item(agent, sid):
+    """Store the session as it was before the reply route moved into META: the route a ROUTE item."""
     from boto3.dynamodb.types import TypeSerializer
 
-    sid = new_session_id()
-    token = "tok-" + "y" * 40
-    assert agent.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)[0] == 202
-    key = {"pk": {"S": f"S#{sid}"}, "sk": {"S": "META"}}
     route = agent.item(f"S#{sid}", "META")["route"]
+    key = {"pk": {"S": f"S#{sid}"}, "sk": {"S": "META"}}
     agent.dynamodb.update_item(TableName=agent.table, Key=key, UpdateExpression="REMOVE route")
     item = {k: TypeSerializer().serialize(v) for k, v in {**route, "pk": f"S#{sid}", "sk": "ROUTE"}.items()}
     agent.dynamodb.put_item(TableName=agent.table, Item=item)
+
+
+def test_a_session_whose_route_is_an_item_of_its_own_is_answered_and_retired_as_before(agent, peer):
+    sid = new_session_id()
+    token = "tok-" + "y" * 40
+    assert agent.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)[0] == 202
+    _route_as_its_own_item(agent, sid)
     [msg] = agent.receive("turns")
     agent.run_queue("turns", [msg])
     [delivery] = agent.receive("delivery")
@@ -205,19 +209,13 @@ def test_a_session_whose_route_is_an_item_of_its_own_is_answered_and_retired_as_
 
 @pytest.mark.parametrize("stored", ["in META", "as a ROUTE item"])
 def test_retire_route_retires_the_named_waiting_route_once(agent, stored):
-    from boto3.dynamodb.types import TypeSerializer
-
     from flightdeck import wiring
 
     sid = new_session_id()
     token = "tok-" + "z" * 40
     assert agent.api("chat_post_with_reply", SESSION_ID=sid, TOKEN=token)[0] == 202
-    if stored == "as a ROUTE item":  # a session stored before the route moved into META
-        route = agent.item(f"S#{sid}", "META")["route"]
-        key = {"pk": {"S": f"S#{sid}"}, "sk": {"S": "META"}}
-        agent.dynamodb.update_item(TableName=agent.table, Key=key, UpdateExpression="REMOVE route")
-        item = {k: TypeSerializer().serialize(v) for k, v in {**route, "pk": f"S#{sid}", "sk": "ROUTE"}.items()}
-        agent.dynamodb.put_item(TableName=agent.table, Item=item)
+    if stored == "as a ROUTE item":
+        _route_as_its_own_item(agent, sid)
     store = wiring.state_store()
     assert store.get_route(sid).bearer_token == token and store.get_route(sid).status == "active"
     assert store.retire_route(sid, "tok-" + "w" * 40) is False  # not that route

@@ -32,8 +32,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from flightdeck import topology
-from flightdeck.domain.peers import AuthResult, AuthStatus, PeerProof, bearer_token, judge, peer_of, proof_of
-from flightdeck.domain.peers import authenticate as check_token
+from flightdeck.domain.peers import AuthResult, PeerProof, bearer_token, judge, peer_of, proof_of
 from flightdeck.observability import audit, count, logger, payload_sha256
 
 REALM = 'Bearer realm="flightdeck"'
@@ -106,26 +105,35 @@ REFUSED_MESSAGE = "this token is not accepted"
 def settle(response: Any) -> Any:
     """The answer to send: `response`, unless the caller's token is still unchecked (no write took it)
     and the registry refuses it (403) or cannot be read (503)."""
-    proof = _request.proof
-    if proof is None:
+    if _request.proof is None:
         return response
+    return _check(_request.proof) or response
+
+
+def _check(proof: PeerProof) -> dict[str, Any] | None:
+    """The registry's word on the caller's token: None when accepted (the caller is then its peer),
+    else the 403 (unknown, wrong or revoked: one answer, the log says which) or the 503."""
     from flightdeck.wiring import deps
 
-    d = deps()
-    if d.registry is None:
+    registry = deps().registry
+    if registry is None:
         raise RuntimeError("the peer registry is not wired (Deps.registry)")
     try:
-        result = judge(d.registry.get_peer(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
+        result = judge(registry.get_peer(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
     except (BotoCoreError, ClientError):
         logger.exception("peer registry unavailable")
-        return _json_response(
-            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
-        )
+        return _unavailable()
     if not result.ok:
         refused(result)
         return _json_response(403, "forbidden", REFUSED_MESSAGE)
-    _request.proof = None
-    return response
+    _request.peer, _request.proof = result.peer_id, None
+    if result.via_previous:
+        logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
+    return None
+
+
+def _unavailable() -> dict[str, Any]:
+    return _json_response(503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"})
 
 
 def _headers(event: dict[str, Any]) -> dict[str, str]:
@@ -156,9 +164,7 @@ def _callback_token(event: dict[str, Any], route: topology.Route) -> dict[str, A
         claims = verified_claims(deps(), value, route.audit or "callback")
     except (BotoCoreError, ClientError):
         logger.exception("callback signing keys unavailable")
-        return _json_response(
-            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
-        )
+        return _unavailable()
     if claims is None:
         return _json_response(401, "unauthorized", invalid, CALLBACK_WWW_AUTHENTICATE)
     note(peer=claims.name)
@@ -194,21 +200,8 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "a peer bearer token is required (Authorization: Bearer <token>)",
             {"WWW-Authenticate": REALM},
         )
-    proof = proof_of(token, d.clock.now_ms()) if route.checked_by_write else None
-    if proof is not None and _authorizer_vouches(event, proof.peer_id):
-        # Checked by the request's write, or by settle() before any other answer goes out.
-        _request.peer, _request.proof = proof.peer_id, proof
-        return None
-    if d.registry is None:
-        raise RuntimeError("the peer registry is not wired (Deps.registry)")
-    try:
-        result = check_token(d.registry, token, d.clock.now_ms())
-    except (BotoCoreError, ClientError):
-        logger.exception("peer registry unavailable")
-        return _json_response(
-            503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
-        )
-    if result.status is AuthStatus.MALFORMED:
+    proof = proof_of(token, d.clock.now_ms())
+    if proof is None:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})
         return _json_response(
@@ -217,14 +210,11 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "the bearer token is not a peer token",
             {"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
         )
-    if not result.ok:
-        # Unknown peer, wrong secret, revoked: one answer; the log says which.
-        refused(result)
-        return _json_response(403, "forbidden", REFUSED_MESSAGE)
-    _request.peer = result.peer_id
-    if result.via_previous:
-        logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
-    return None
+    if route.checked_by_write and _authorizer_vouches(event, proof.peer_id):
+        # Checked by the request's write, or by settle() before any other answer goes out.
+        _request.peer, _request.proof = proof.peer_id, proof
+        return None
+    return _check(proof)
 
 
 def _body_bytes(event: dict[str, Any]) -> bytes:

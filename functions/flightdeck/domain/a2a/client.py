@@ -366,14 +366,7 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
         return "stopped"
     rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url)
     if rpc_url is None:
-        result = error_result(
-            poll.tool_use_id,
-            "peer_not_allowed",
-            ResultSource.CALLBACK,
-            f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING",
-        )
-        _record(deps, poll.session_id, poll.turn, result, "a2a_poll")
-        return "failed"
+        return _poll_failed(deps, poll, "peer_not_allowed", f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
     delegate = deps.settings.agent.delegate_for_agent(remote.agent)
     service = delegate.peer_service if delegate else remote.agent
     status, result, problem = _rpc(deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service, **ids)
@@ -382,28 +375,24 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
             logger.warning("A2A poll failed; polling on", extra={**ids, "detail": problem})
             schedule_poll(deps, poll.session_id, poll.turn, poll.tool_use_id, poll.deadline_ms, poll.polls)
             return "pending"
-        failure = error_result(
-            poll.tool_use_id, "poll_failed", ResultSource.CALLBACK, f"{remote.agent} (A2A tasks/get): {problem}"[:1000]
-        )
-        _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
-        return "failed"
+        return _poll_failed(deps, poll, "poll_failed", f"{remote.agent} (A2A tasks/get): {problem}"[:1000])
     try:
         task = Task.model_validate(result)
     except ValidationError:
-        failure = error_result(
-            poll.tool_use_id,
-            "poll_failed",
-            ResultSource.CALLBACK,
-            f"{remote.agent} (A2A tasks/get): the result is not a Task",
-        )
-        _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
-        return "failed"
+        return _poll_failed(deps, poll, "poll_failed", f"{remote.agent} (A2A tasks/get): the result is not a Task")
     if _finished(task):
         _record(deps, poll.session_id, poll.turn, task_result(poll.tool_use_id, task), "a2a_poll")
         timeline("a2a_poll_done", f"A2A task {task.id} of {remote.agent}: {task.status.state}", **ids)
         return "recorded"
     schedule_poll(deps, poll.session_id, poll.turn, poll.tool_use_id, poll.deadline_ms, poll.polls)
     return "pending"
+
+
+def _poll_failed(deps: Deps, poll: PollMessage, reason: str, detail: str) -> str:
+    """The poll gives up: the delegation's result is an error saying why."""
+    failure = error_result(poll.tool_use_id, reason, ResultSource.CALLBACK, detail)
+    _record(deps, poll.session_id, poll.turn, failure, "a2a_poll")
+    return "failed"
 
 
 # --- the push receiver ----------------------------------------------------------------------
