@@ -15,6 +15,10 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 from tests.support.invokes import RECORDER  # noqa: E402
 
 RECORDER.install()
+# In-process moto answers one request at a time, as the loopback moto server does (tests.support.atomic_moto).
+from tests.support import atomic_moto  # noqa: E402
+
+atomic_moto.install()
 # moto's Lambda without Docker: an asynchronous invoke is answered 202 and runs nothing (the tests run it).
 MOTO_CONFIG = {"lambda": {"use_docker": False}}
 

@@ -412,3 +412,31 @@ def test_another_peer_cannot_answer_a_task_s_question_and_a_canceled_question_ta
     chat(agent, {"session_id": task["contextId"], "content": "2024"})
     agent.run_queue("turns")
     assert 'told "2024"' in view(agent, task["contextId"])["messages"][-1]["content"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("text", "state"), [("?ask which year? summarise the plan", "input-required"), ("summarise the plan", "completed")]
+)
+def test_a_first_turn_that_ends_before_message_send_marks_its_task_working_still_moves_the_task(
+    agent, peer, monkeypatch, text, state
+):
+    # message/send writes the message (which queues the think) and then marks the task working: a turn
+    # worker fast enough ends the turn in between. Found in CI: the question was lost, the task stayed
+    # working (on moto's racy rollback, submitted) and a blocking send waited out its whole budget.
+    from flightdeck.adapters.a2a_state import A2AStore
+
+    marked = []
+    start_task = A2AStore.start_task
+
+    def after_the_turn_ended(self, session_id, key, start_turn):
+        agent.run_queue("turns")
+        marked.append(start_task(self, session_id, key, start_turn))
+        return marked[-1]
+
+    monkeypatch.setattr(A2AStore, "start_task", after_the_turn_ended)
+    hooks = {"pushNotificationConfig": {"url": f"{peer.url}/hooks/a", "token": "first"}}
+    task = ok(rpc(agent, "message/send", {"message": _message(text), "configuration": hooks}))
+    assert marked == [False]  # the task had already moved on: nothing to mark
+    assert task["status"]["state"] == state
+    assert ok(rpc(agent, "tasks/get", {"id": task["id"]}))["status"]["state"] == state
+    assert _pushes(agent) == [(task["id"], state)]

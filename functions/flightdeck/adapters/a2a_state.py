@@ -286,8 +286,10 @@ class A2AStore:
         }
 
     def ask_input(self, session_id: str, key: str, question: str, end_turn: int, *, notified: bool = False) -> bool:
-        """working (or input-required at an earlier turn) -> input-required at `end_turn`, with the question;
-        True only for the winner, who notifies. The task stays its context's open task."""
+        """submitted or working (or input-required at an earlier turn) -> input-required at `end_turn`, with
+        the question; True only for the winner, who notifies. The task stays its context's open task.
+        submitted: the task's first turn can end before message/send marks it working (start_task comes
+        after the write that queues the think), and the question must not be lost to that race."""
         pk = _pk(session_id)
         ops = [
             {
@@ -296,10 +298,11 @@ class A2AStore:
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
                     "notified = :notified",
-                    "ConditionExpression": "#state IN (:working, :input) AND end_turn <> :end",
+                    "ConditionExpression": "#state IN (:submitted, :working, :input) AND end_turn <> :end",
                     "ExpressionAttributeNames": {"#state": "state"},
                     "ExpressionAttributeValues": _vals(
                         input="input-required",
+                        submitted="submitted",
                         working="working",
                         text=question,
                         end=end_turn,
