@@ -65,7 +65,7 @@ print(f"{time.perf_counter() - started:.6f}")
 # Each is a set of libraries the stack prescribes (boto3, pydantic, Powertools' logger, metrics,
 # event handler and batch utility), imported together in one fresh interpreter. The HTTP floor
 # includes a validating resolver with one pydantic-bodied route (flightdeck.bench.validating_route):
-# the event handler's import alone leaves out what its validation loads, which every HTTP function pays.
+# the event handler's import alone leaves out what its validation loads, which every body route pays.
 _EVERY_HANDLER = ("boto3", "pydantic", "aws_lambda_powertools.logging", "aws_lambda_powertools.metrics")
 LIBRARY_FLOORS: dict[str, tuple[str, ...]] = {
     "every handler": _EVERY_HANDLER,

@@ -3,7 +3,7 @@ event handler costs once it validates, before any code of ours.
 
 Importing `aws_lambda_powertools.event_handler` alone leaves out what a validating resolver loads
 (its OpenAPI and validation modules, and the request-model machinery a route with a pydantic body
-builds when it is registered); every HTTP function of ours pays that. This module is that much and
+builds when it is registered); every HTTP function of ours with a body route pays that. This module is that much and
 no more: one validating resolver, one route taking one pydantic body. Nothing here is called.
 """
 
