@@ -210,6 +210,7 @@ def bench(args: argparse.Namespace) -> int:
             open_turns=args.open_turns,
             roles=roles,
             load_sessions=args.load_sessions,
+            coldstart_python=str(args.coldstart_python) if args.coldstart_python else None,
         )
         runner.validate(opts)
     except ValueError as exc:
@@ -258,6 +259,13 @@ def add_bench_command(commands: Any) -> None:
         metavar="N",
         help="sessions sent at once in the load phase, each delegating twice (default 40, --quick 10; "
         "0: no load phase)",
+    )
+    sub.add_argument(
+        "--coldstart-python",
+        type=Path,
+        metavar="PYTHON",
+        help="time the handler imports with this interpreter, with the run-time dependencies installed "
+        "(for example a venv of the Lambda runtime's Python; default: the one running the bench)",
     )
     sub.add_argument("--show-logs", action="store_true", help="relay the agents' logs to stderr")
     sub.add_argument(

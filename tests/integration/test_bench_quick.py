@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 import subprocess
 import sys
 
@@ -204,6 +205,7 @@ def test_cold_start_ratio_range_spans_the_handlers(result):
     ratios = [h["ratio_to_boto3"] for h in cold["handlers"].values()]
     assert (low, high) == (min(ratios), max(ratios)) and finite_positive(low) and low <= high
     # The floor: the prescribed libraries alone, by kind of handler, each above boto3 on its own.
+    assert cold["python"] == platform.python_version()  # the interpreter that imported (the bench's own here)
     floor = cold["library_floor"]
     assert set(floor) == {"every handler", "HTTP handlers", "SQS handlers"}
     assert all(finite_positive(f["ratio_to_boto3"]) and f["modules"][0] == "boto3" for f in floor.values())

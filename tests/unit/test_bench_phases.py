@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import platform
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -168,6 +171,17 @@ def test_quick_and_full_runs_size_the_load_and_the_conversation():
         runner.validate(runner.options(True, conversation_at=(0, 10)))
     args = cli.build_parser().parse_args(["bench", "--quick", "--load-sessions", "4"])
     assert args.load_sessions == 4
+
+
+def test_the_cold_start_can_be_timed_with_another_interpreter_and_says_which(tmp_path):
+    # Lambda runs the stack's runtime (infra/bundling.py), not necessarily the bench's own Python.
+    args = cli.build_parser().parse_args(["bench", "--coldstart-python", sys.executable])
+    assert args.coldstart_python == Path(sys.executable)
+    with pytest.raises(ValueError, match="not an executable file"):
+        runner.validate(runner.options(True, coldstart_python=str(tmp_path / "python9")))
+    out = coldstart.measure(1, [], lambda _: None, handlers=("agent_card",), python=sys.executable)
+    assert out["python"] == platform.python_version()
+    assert set(out["handlers"]) == {"agent_card"} and out["handlers"]["agent_card"]["ratio_to_boto3"] > 0
 
 
 def test_the_table_has_conversation_load_and_comparison_rows():

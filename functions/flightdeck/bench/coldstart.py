@@ -100,19 +100,23 @@ def handler_environment() -> dict[str, str]:
     return env
 
 
-def time_import(module: str, mode: str = "pyc", env: dict[str, str] | None = None) -> float:
+def time_import(
+    module: str, mode: str = "pyc", env: dict[str, str] | None = None, python: str = sys.executable
+) -> float:
     """Seconds one fresh interpreter takes to import `module` (or modules, comma-separated, in order)."""
-    command = [sys.executable, "-c", _CHILD, mode, module, ",".join(RUNTIME_PROVIDED)]
+    command = [python, "-c", _CHILD, mode, module, ",".join(RUNTIME_PROVIDED)]
     done = subprocess.run(command, env=env or handler_environment(), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"importing {module} failed: {done.stderr.strip()[-500:]}")
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def import_breakdown(module: str, env: dict[str, str] | None = None, top: int = 5) -> list[tuple[str, float]]:
+def import_breakdown(
+    module: str, env: dict[str, str] | None = None, top: int = 5, python: str = sys.executable
+) -> list[tuple[str, float]]:
     """Self import time by top-level package (python -X importtime), largest first, in ms."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        [python, "-X", "importtime", "-c", f"import {module}"],
         env=env or handler_environment(),
         capture_output=True,
         text=True,
@@ -131,16 +135,27 @@ def measure(
     no_pyc_handlers: Sequence[str] | None,
     progress: Callable[[str], None],
     handlers: Sequence[str] = topology.HANDLERS,
+    python: str = sys.executable,
 ) -> dict[str, Any]:
-    """no_pyc_handlers: which handlers to also time without byte-code caches (None: all)."""
+    """no_pyc_handlers: which handlers to also time without byte-code caches (None: all).
+    python: the interpreter that imports (with the run-time dependencies installed)."""
     env = handler_environment()
+    version = subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
     no_pyc = list(handlers if no_pyc_handlers is None else no_pyc_handlers)
     progress(
         f"cold start proxy: importing boto3 and {len(handlers)} handler modules, {repeats} fresh interpreter(s) each"
+        f" (Python {version})"
     )
     # Not counted: one interpreter imports everything, so every byte-code cache is up to date.
     subprocess.run(
-        [sys.executable, "-c", "; ".join(f"import flightdeck.handlers.{h}" for h in handlers)],
+        [python, "-c", "; ".join(f"import flightdeck.handlers.{h}" for h in handlers)],
         env=env,
         capture_output=True,
         timeout=120,
@@ -149,20 +164,21 @@ def measure(
     # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the
     # median. boto3 is timed again beside every handler and floor, and its best of all those samples is
     # the baseline: one disturbed round of five would otherwise shift every ratio at once.
-    boto3_samples = [time_import("boto3", "pyc", env) for _ in range(repeats)]
+    boto3_samples = [time_import("boto3", "pyc", env, python) for _ in range(repeats)]
     timed: dict[str, dict[str, dict[str, float]]] = {}
     for handler in handlers:
         module = f"flightdeck.handlers.{handler}"
-        boto3_samples.append(time_import("boto3", "pyc", env))
-        timed[handler] = {"pyc": summary(time_import(module, "pyc", env) for _ in range(repeats))}
+        boto3_samples.append(time_import("boto3", "pyc", env, python))
+        timed[handler] = {"pyc": summary(time_import(module, "pyc", env, python) for _ in range(repeats))}
         if handler in no_pyc:
-            timed[handler]["no_pyc"] = summary(time_import(module, "no_pyc", env) for _ in range(repeats))
+            timed[handler]["no_pyc"] = summary(time_import(module, "no_pyc", env, python) for _ in range(repeats))
     floors: dict[str, dict[str, float]] = {}
     for kind, modules in LIBRARY_FLOORS.items():
-        boto3_samples.append(time_import("boto3", "pyc", env))
-        floors[kind] = summary(time_import(",".join(modules), "pyc", env) for _ in range(repeats))
+        boto3_samples.append(time_import("boto3", "pyc", env, python))
+        floors[kind] = summary(time_import(",".join(modules), "pyc", env, python) for _ in range(repeats))
     baseline = summary(boto3_samples)
     out: dict[str, Any] = {
+        "python": version,
         "repeats": repeats,
         "statistic": "min",
         "boto3_import_ms": round(baseline["min"] * 1000, 1),
@@ -193,7 +209,7 @@ def measure(
     }
     slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
     out["slowest"] = slowest
-    out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env)
+    out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env, python=python)
     ratios = [h["ratio_to_boto3"] for h in out["handlers"].values()]
     out["ratio_range"] = [min(ratios), max(ratios)]
     no_pyc_ratios = [h["no_pyc_ratio_to_boto3"] for h in out["handlers"].values() if "no_pyc_ratio_to_boto3" in h]

@@ -316,7 +316,8 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
             f"{num(cs['ratio_range'][0], 2)}x - {num(cs['ratio_range'][1], 2)}x",
             f"boto3 {num(cs['boto3_import_ms'])} ms (best of {cs.get('boto3_samples', cs['repeats'])}, timed beside each handler); "
             + ", ".join(f"{h} {num(v['import_ms'])} ms" for h, v in handlers.items())
-            + f" (.pyc present, fresh interpreter, best of {cs['repeats']})",
+            + f" (.pyc present, fresh interpreter, best of {cs['repeats']}"
+            + (f", Python {cs['python']})" if cs.get("python") else ")"),
         ]
     )
     if cs.get("no_pyc_ratio_range"):

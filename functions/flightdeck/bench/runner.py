@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -33,6 +35,9 @@ class BenchOptions:
     coldstart_no_pyc: tuple[str, ...] | None = None
     # Handlers whose import is timed (None: every handler of flightdeck.topology).
     coldstart_handlers: tuple[str, ...] | None = None
+    # The interpreter that times the imports (None: this one). Lambda runs the stack's runtime
+    # (infra/bundling.py RUNTIME), which may not be the Python the bench runs on.
+    coldstart_python: str | None = None
     # The load: sessions at once on the delegating agent of this deployment file (None: the bundled
     # examples/three-agents.toml; `bench --config`: that file); 0 sessions: no load phase.
     load_sessions: int = 40
@@ -79,6 +84,8 @@ def validate(opts: BenchOptions) -> None:
         raise ValueError("load sessions must be 0 (no load phase) or more")
     if not s.conversation_at or min(s.conversation_at) < 1:
         raise ValueError("the conversation's counted messages must be 1 or more")
+    if opts.coldstart_python is not None and shutil.which(opts.coldstart_python) is None:
+        raise ValueError(f"the cold start interpreter {opts.coldstart_python} is not an executable file")
 
 
 def machine() -> dict[str, Any]:
@@ -198,7 +205,11 @@ def run(
     result["streaming"] = streaming.measure(prices, say, memory_mb=scenario.memory_mb(opts.stack, scenario.DELEGATOR))
     phases["streaming"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["cold_start"] = coldstart.measure(
-        opts.coldstart_repeats, opts.coldstart_no_pyc, say, handlers=opts.coldstart_handlers or topology.HANDLERS
+        opts.coldstart_repeats,
+        opts.coldstart_no_pyc,
+        say,
+        handlers=opts.coldstart_handlers or topology.HANDLERS,
+        python=opts.coldstart_python or sys.executable,
     )
     phases["cold_start"] = round(time.monotonic() - mark, 1)
     result["phase_s"] = phases
