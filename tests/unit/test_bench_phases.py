@@ -179,6 +179,11 @@ def test_the_cold_start_can_be_timed_with_another_interpreter_and_says_which(tmp
     assert args.coldstart_python == Path(sys.executable)
     with pytest.raises(ValueError, match="not an executable file"):
         runner.validate(runner.options(True, coldstart_python=str(tmp_path / "python9")))
+    not_python = tmp_path / "not-python"
+    not_python.write_text("#!/bin/sh\nexit 3\n")
+    not_python.chmod(0o755)
+    with pytest.raises(RuntimeError, match="does not run"):
+        coldstart.measure(1, [], lambda _: None, handlers=("agent_card",), python=str(not_python))
     out = coldstart.measure(1, [], lambda _: None, handlers=("agent_card",), python=sys.executable)
     assert out["python"] == platform.python_version()
     assert set(out["handlers"]) == {"agent_card"} and out["handlers"]["agent_card"]["ratio_to_boto3"] > 0

@@ -140,14 +140,16 @@ def measure(
     """no_pyc_handlers: which handlers to also time without byte-code caches (None: all).
     python: the interpreter that imports (with the run-time dependencies installed)."""
     env = handler_environment()
-    version = subprocess.run(
+    asked = subprocess.run(
         [python, "-c", "import platform; print(platform.python_version())"],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
-    ).stdout.strip()
+    )
+    if asked.returncode != 0:
+        raise RuntimeError(f"the cold start interpreter {python} does not run: {asked.stderr.strip()[-300:]}")
+    version = asked.stdout.strip()
     no_pyc = list(handlers if no_pyc_handlers is None else no_pyc_handlers)
     progress(
         f"cold start proxy: importing boto3 and {len(handlers)} handler modules, {repeats} fresh interpreter(s) each"
