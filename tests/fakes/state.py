@@ -275,7 +275,7 @@ class MemoryState:
     ) -> Intake:
         if proof is not None:
             # The store checks it in the write's transaction, where a refusal outranks any other failure.
-            result = judge(self.peers.get(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
+            result = judge(self.peers.get(proof.peer_id), proof)
             if not result.ok:
                 raise PeerRefusedError(result)
         intake = self._take(

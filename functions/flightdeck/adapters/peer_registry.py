@@ -96,7 +96,7 @@ def proof_check(table: str, proof: PeerProof) -> dict[str, Any]:
 def refusal(proof: PeerProof, reason: dict[str, Any]) -> AuthResult:
     """Why a proof_check failed (its cancellation reason): unknown, wrong or revoked."""
     item = reason.get("Item")
-    result = judge(_record(item) if item else None, proof.peer_id, proof.token_sha256, proof.now_ms)
+    result = judge(_record(item) if item else None, proof)
     # The condition refused it: fail closed even if the record as returned would pass (a rotation since).
     return result if not result.ok else AuthResult(AuthStatus.UNKNOWN, proof.peer_id)
 

@@ -119,7 +119,7 @@ def _check(proof: PeerProof) -> dict[str, Any] | None:
     if registry is None:
         raise RuntimeError("the peer registry is not wired (Deps.registry)")
     try:
-        result = judge(registry.get_peer(proof.peer_id), proof.peer_id, proof.token_sha256, proof.now_ms)
+        result = judge(registry.get_peer(proof.peer_id), proof)
     except (BotoCoreError, ClientError):
         logger.exception("peer registry unavailable")
         return _unavailable()

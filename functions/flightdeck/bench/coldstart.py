@@ -163,21 +163,25 @@ def measure(
         timeout=120,
         check=False,
     )
+
     # Best of `repeats` (the least disturbed run: other work on the machine only ever adds time), and the
     # median. boto3 is timed again beside every handler and floor, and its best of all those samples is
     # the baseline: one disturbed round of five would otherwise shift every ratio at once.
-    boto3_samples = [time_import("boto3", "pyc", env, python) for _ in range(repeats)]
+    def timed_import(module: str, mode: str = "pyc") -> float:
+        return time_import(module, mode, env, python)
+
+    boto3_samples = [timed_import("boto3") for _ in range(repeats)]
     timed: dict[str, dict[str, dict[str, float]]] = {}
     for handler in handlers:
         module = f"flightdeck.handlers.{handler}"
-        boto3_samples.append(time_import("boto3", "pyc", env, python))
-        timed[handler] = {"pyc": summary(time_import(module, "pyc", env, python) for _ in range(repeats))}
+        boto3_samples.append(timed_import("boto3"))
+        timed[handler] = {"pyc": summary(timed_import(module) for _ in range(repeats))}
         if handler in no_pyc:
-            timed[handler]["no_pyc"] = summary(time_import(module, "no_pyc", env, python) for _ in range(repeats))
+            timed[handler]["no_pyc"] = summary(timed_import(module, "no_pyc") for _ in range(repeats))
     floors: dict[str, dict[str, float]] = {}
     for kind, modules in LIBRARY_FLOORS.items():
-        boto3_samples.append(time_import("boto3", "pyc", env, python))
-        floors[kind] = summary(time_import(",".join(modules), "pyc", env, python) for _ in range(repeats))
+        boto3_samples.append(timed_import("boto3"))
+        floors[kind] = summary(timed_import(",".join(modules)) for _ in range(repeats))
     baseline = summary(boto3_samples)
     out: dict[str, Any] = {
         "python": version,

@@ -129,15 +129,16 @@ class AuthResult:
 
 
 def authenticate(registry: PeerRegistryPort, token: str, now_ms: int) -> AuthResult:
-    peer_id = peer_of(token)
-    if peer_id is None:
+    proof = proof_of(token, now_ms)
+    if proof is None:
         return AuthResult(AuthStatus.MALFORMED)
-    return judge(registry.get_peer(peer_id), peer_id, token_sha256(token), now_ms)
+    return judge(registry.get_peer(proof.peer_id), proof)
 
 
-def judge(record: PeerRecord | None, peer_id: str, presented: str, now_ms: int) -> AuthResult:
-    """What the registry's record says of a token whose SHA-256 is `presented`. A store that checks a
-    PeerProof in its write states the same rule as a condition (flightdeck.adapters.peer_registry)."""
+def judge(record: PeerRecord | None, proof: PeerProof) -> AuthResult:
+    """What the registry's record says of the proof's token. A store that checks a PeerProof in its
+    write states the same rule as a condition (flightdeck.adapters.peer_registry)."""
+    peer_id, presented, now_ms = proof.peer_id, proof.token_sha256, proof.now_ms
     current = hmac.compare_digest(presented, record.token_sha256 if record else _NO_HASH)
     previous = bool(record and record.previous_sha256) and hmac.compare_digest(
         presented, record.previous_sha256 if record else _NO_HASH
