@@ -361,12 +361,37 @@ def test_a_busy_session_is_canceled_then_closed_once(state, clock, sid):
     with pytest.raises(LookupError):  # a think under way can no longer store its reply
         state.save_iteration(sid, 1, final("late"), RETENTION_MS, ends_turn=True)
     closing = [(int(MessageSlot.CLOSING_TEXT), final("canceled")["message"])]
-    assert state.close_canceled_session(sid, 1, closing, RETENTION_MS)
-    assert not state.close_canceled_session(sid, 1, closing, RETENTION_MS)
+    assert state.close_canceled_session(sid, 1, closing, RETENTION_MS).ended
+    assert not state.close_canceled_session(sid, 1, closing, RETENTION_MS).ended
     session = state.get_session(sid)
     assert session.status == "idle" and session.messages[-1] == final("canceled")["message"]
     assert state.owed_think(sid) is None
     assert state.cancel_session(sid, "alice") == ("idle", 1)
+
+
+def test_closing_a_canceled_session_starts_the_turn_of_a_message_waiting_in_its_inbox(state, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, owner="alice")
+    state.take_message(sid, user("follow-up"), RETENTION_MS, owner="alice", key="f" * 32, queue_limit=3)
+    assert state.cancel_session(sid, "alice") == ("canceled", 1)
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("canceled")["message"])]
+    end = state.close_canceled_session(sid, 1, closing, RETENTION_MS, state.get_session(sid))
+    assert end.ended and end.next_input is not None and end.next_input.key == "f" * 32
+    session = state.get_session(sid)
+    assert (session.status, session.turn, session.queued) == ("busy", 2, ())
+    assert session.inbox_accepted == session.inbox_consumed == 1
+    assert state.owed_think(sid) == 2  # the started turn's think is owed by the same write
+    assert session.messages[-2:] == [final("canceled")["message"], user("follow-up")]
+
+
+def test_closing_a_canceled_session_retires_its_reply_route(state, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, route=("caller", "token-1", ROUTE_TTL_MS), owner="alice")
+    state.cancel_session(sid, "alice")
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("canceled")["message"])]
+    assert state.close_canceled_session(sid, 1, closing, RETENTION_MS, state.get_session(sid)).ended
+    assert state.get_session(sid).route.status == "retired"
+    # Its owner continues the session with a new route: taken, not refused as busy.
+    intake = state.take_message(sid, user("next"), RETENTION_MS, route=("caller", "token-2", ROUTE_TTL_MS))
+    assert (intake.status, intake.turn) == ("started", 2)
 
 
 def test_a_canceled_session_takes_no_message_in(state, sid):
@@ -385,6 +410,27 @@ def test_a_stale_owed_mark_is_cleared_and_a_current_one_stays(state, clock, sid)
     assert state.owed_think(sid) == 2
     state.clear_owed_think(sid, 2)
     assert state.owed_think(sid) is None and overdue(state, sid, clock.now + GRACE_MS) == []
+
+
+def test_an_owed_mark_is_deferred_only_while_it_is_that_turns_and_due(state, clock, sid):
+    t0 = clock.now
+    state.take_message(sid, user("hello"), RETENTION_MS)
+    # A throttled think's retry waits 20 s: the mark is due a grace after that, not before.
+    assert state.defer_owed_think(sid, 1, 20_000)
+    assert overdue(state, sid, t0 + 20_000 + GRACE_MS - 1) == []
+    assert overdue(state, sid, t0 + 20_000 + GRACE_MS) == [Overdue(sid, 1, "think", t0 + 20_000 + GRACE_MS)]
+    # A re-send claims a mark that is due: the first moves it a grace on, a second finds it no longer due.
+    clock.advance(20_000 + GRACE_MS)
+    assert not state.defer_owed_think(sid, 1, due_by_ms=clock.now - 1)
+    assert state.defer_owed_think(sid, 1, due_by_ms=clock.now)
+    assert not state.defer_owed_think(sid, 1, due_by_ms=clock.now)
+    assert overdue(state, sid, clock.now + GRACE_MS - 1) == [] and state.owed_think(sid) == 1
+    # Another turn's mark, or none, is never moved (nor put back).
+    assert not state.defer_owed_think(sid, 2, 5_000)
+    state.save_iteration(sid, 1, final("hi"), RETENTION_MS, ends_turn=True)
+    assert not state.defer_owed_think(sid, 1)
+    assert state.owed_think(sid) is None and overdue(state, sid, clock.now + 10 * GRACE_MS) == []
+    assert not state.defer_owed_think(f"{sid}-none", 1)
 
 
 # --- dispatch claims ---------------------------------------------------------------------------------------

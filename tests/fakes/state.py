@@ -414,14 +414,14 @@ class MemoryState:
         return True
 
     def _end_turn(
-        self, session_id: str, turn: int, retire: bool, retention_ms: int
+        self, session_id: str, turn: int, retire: bool, retention_ms: int, status: str = "busy"
     ) -> Callable[[], QueuedMessage | None] | None:
         """The end of turn `turn` as the store writes it, if its conditions hold: idle, or the first queued
         message started as turn+1 (its route the session's, answering the route this turn retires). Returns
         the write to apply (which returns the message it started, as read), or None when it would fail."""
         p = self._part(session_id)
         meta = p.meta
-        if meta is None or meta.turn != turn or meta.status != "busy":
+        if meta is None or meta.turn != turn or meta.status != status:
             return None
         waiting = sorted((i for i in p.inbox.values() if not i.turn), key=lambda i: i.seq)
         entry = waiting[0] if waiting else None
@@ -442,6 +442,7 @@ class MemoryState:
             if entry is None:
                 meta.status, meta.owed, meta.due = "idle", None, None
             else:
+                meta.status = "busy"  # a canceled session's close starts the waiting message's turn
                 meta.turn, meta.inbox_consumed, meta.msg_count = turn + 1, meta.inbox_consumed + 1, meta.msg_count + 1
                 self._owe(meta, turn + 1, now)
                 entry.turn, entry.msg_no = turn + 1, meta.msg_count
@@ -489,18 +490,22 @@ class MemoryState:
         return ("idle" if meta.status == "idle" else SESSION_CANCELED), meta.turn
 
     def close_canceled_session(
-        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
-    ) -> bool:
+        self,
+        session_id: str,
+        turn: int,
+        messages: list[tuple[int, dict[str, Any]]],
+        retention_ms: int,
+        session: Session | None = None,
+    ) -> TurnEnd:
         p = self._part(session_id)
-        meta = p.meta
         if any((turn, int(slot)) in p.messages for slot, _ in messages):
-            return False
-        if meta is None or meta.turn != turn or meta.status != SESSION_CANCELED:
-            return False
+            return TurnEnd(False)
+        write = self._end_turn(session_id, turn, True, retention_ms, status=SESSION_CANCELED)
+        if write is None:
+            return TurnEnd(False)
         for slot, message in messages:
             p.messages[(turn, int(slot))] = _stored(message)
-        meta.status, meta.updated_at, meta.owed, meta.due = "idle", self.now_ms(), None, None
-        return True
+        return TurnEnd(True, write())
 
     # --- IterationsPort ----------------------------------------------------------------------
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
@@ -720,6 +725,13 @@ class MemoryState:
         meta = self._part(session_id).meta
         if meta is not None and meta.owed == turn:
             meta.owed, meta.due = None, None
+
+    def defer_owed_think(self, session_id: str, turn: int, delay_ms: int = 0, due_by_ms: int | None = None) -> bool:
+        meta = self._part(session_id).meta
+        if meta is None or meta.owed != turn or (due_by_ms is not None and (meta.due is None or meta.due > due_by_ms)):
+            return False
+        meta.due = self.now_ms() + max(0, delay_ms) + self.owed_think_grace_ms
+        return True
 
     # --- DispatchPort ----------------------------------------------------------------------------
     def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:

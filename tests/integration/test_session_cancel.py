@@ -199,3 +199,80 @@ def test_what_a_cancel_costs_the_canceled_agent(agent, worker):
     # results), the call list read (to cancel its delegate: one HTTP request), the session read again.
     assert requests() == {"GetItem": 3, "Query": 3, "TransactWriteItems": 2, "UpdateItem": 1}
     assert len([r for r in worker.requests if r["path"].endswith("/cancel")]) == 1
+
+
+# --- issue 24: a cancel never strands the inbox, and retires the route it canceled ----------------------
+
+
+def _drain(agent, sid, rounds: int = 20):
+    for _ in range(rounds):
+        agent.run_queue("turns")
+        session = view(agent, sid)
+        if session["status"] == "idle" and session["queued"] == 0:
+            return session
+    raise AssertionError(f"session {sid} never went idle with nothing waiting: {view(agent, sid)}")
+
+
+def test_a_cancel_while_a_follow_up_waits_in_the_inbox_starts_the_follow_up_s_turn(agent, worker):
+    sid = new_session_id()
+    assert agent.api("chat_post", body={"session_id": sid, "content": "@worker one"})[0] == 202
+    agent.run_queue("turns")
+    status, _, body = agent.api("chat_post", body={"session_id": sid, "content": "and then this"})
+    assert (status, body["status"], body["position"]) == (202, "queued", 1)
+    assert cancel(agent, sid)[0] == 200
+    session = view(agent, sid)
+    # Never idle with a message left waiting: the close started the follow-up's turn (its think owed).
+    assert (session["status"], session["queued"]) == ("busy", 0)
+    assert agent.item(f"S#{sid}", "META")["owed_think"] == session["iteration"]
+    session = _drain(agent, sid)
+    texts = [b.get("text", "") for m in session["messages"] for b in m["content"]]
+    assert CLOSING_TEXT in texts and 'Task: "and then this"' in session["messages"][-1]["content"][0]["text"]
+
+
+def test_a_cancel_while_a_delegation_waits_in_the_inbox_answers_that_delegation(agent, worker, monkeypatch):
+    hand_outbound_to_queues(monkeypatch)
+    sid = delegated_task(agent, "the first delegated task")
+    second = "a-second-reply-token-of-the-delegating-agent"
+    status, _, body = agent.api(
+        "chat_post_with_reply",
+        SESSION_ID=sid,
+        TOKEN=second,
+        body={
+            "session_id": sid,
+            "content": "the second delegated task",
+            "reply": {"callbackService": "orchestrator", "bearerToken": second},
+        },
+    )
+    assert (status, body["status"]) == (202, "queued")
+    assert cancel(agent, sid)[0] == 200
+    _drain(agent, sid)
+    # The canceled task answers nothing; the queued one is answered on its own route, once.
+    delivered = agent.bodies("delivery")
+    assert [d["bearer_token"] for d in delivered] == [second]
+    assert 'Task: "the second delegated task"' in delivered[0]["result"]
+
+
+def test_a_canceled_delegated_session_retires_its_reply_route(agent, worker, monkeypatch):
+    hand_outbound_to_queues(monkeypatch)
+    sid = delegated_task(agent)
+    assert cancel(agent, sid)[0] == 200
+    assert agent.item(f"S#{sid}", "META")["route"]["status"] == "retired"
+    # Its owner continues the session with a new route: taken at once, not 409 session_busy.
+    token = "a-continuation-token-of-the-delegating-agent"
+    status, _, body = agent.api(
+        "chat_post_with_reply",
+        SESSION_ID=sid,
+        TOKEN=token,
+        body={
+            "session_id": sid,
+            "content": "continue, please",
+            "reply": {"callbackService": "orchestrator", "bearerToken": token},
+        },
+    )
+    assert (status, body["status"], body["turn"]) == (202, "accepted", 2), body
+    _drain(agent, sid)
+    assert [d["bearer_token"] for d in agent.bodies("delivery")] == [token]
+    # A message without a route is answered to nobody: the canceled delegation's caller hears nothing.
+    assert agent.api("chat_post", body={"session_id": sid, "content": "one more"})[0] == 202
+    _drain(agent, sid)
+    assert agent.bodies("delivery") == []

@@ -872,11 +872,12 @@ class StateStore:
             }
         }
 
-    def _think_started_op(self, pk: str, turn: int, ends_turn: bool = False) -> dict[str, Any]:
+    def _think_started_op(self, pk: str, turn: int, ends_turn: bool = False, status: str = "busy") -> dict[str, Any]:
         """The session is busy at `turn` and its think has happened: the owed-think mark goes
-        (and with ends_turn, the session goes idle: the turn is over)."""
+        (and with ends_turn, the session goes idle: the turn is over). status: what the session must be
+        (a canceled one is closed the same way)."""
         update = "SET updated_at = :now"
-        values = _vals(now=self.now_ms(), turn=turn, busy="busy")
+        values = _vals(now=self.now_ms(), turn=turn, busy=status)
         condition = "attribute_exists(#pk) AND turn = :turn AND #status = :busy"
         op: dict[str, Any] = {}
         if ends_turn:
@@ -905,7 +906,14 @@ class StateStore:
         }
 
     def _next_turn_ops(
-        self, session_id: str, turn: int, view: Session | None, entry: QueuedMessage, retention_ms: int, now: int
+        self,
+        session_id: str,
+        turn: int,
+        view: Session | None,
+        entry: QueuedMessage,
+        retention_ms: int,
+        now: int,
+        status: str = "busy",
     ) -> list[dict[str, Any]]:
         """Instead of going idle, the session starts turn+1 with the first queued message: META moves on
         (one more consumed, one more user message, the next think owed, as any turn start marks it) on
@@ -919,7 +927,7 @@ class StateStore:
             f"attribute_not_exists({INBOX_CONSUMED})" if consumed == 0 else f"{INBOX_CONSUMED} = :consumed"
         )
         values = {
-            **_vals(turn=turn, next=turn + 1, busy="busy", done=consumed + 1, no=msg_no, now=now),
+            **_vals(turn=turn, next=turn + 1, busy=status, done=consumed + 1, no=msg_no, now=now),
             **self._owed_values(session_id, turn + 1, now),
         }
         if consumed:
@@ -928,6 +936,9 @@ class StateStore:
             f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, "
             "#owed = :owed, #shard = :shard, #due = :due"
         )
+        if status != "busy":  # a canceled session's close starts the waiting message's turn: busy again
+            update += ", #status = :nowbusy"
+            values.update(_vals(nowbusy="busy"))
         names = {"#pk": PK, "#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
         item_update, item_values = "SET turn = :next, msg_no = :no", _vals(next=turn + 1, no=msg_no)
         if expires is not None:
@@ -984,13 +995,15 @@ class StateStore:
         retire: bool,
         retention_ms: int,
         extra: Sequence[dict[str, Any]] = (),
+        status: str = "busy",
     ) -> tuple[list[dict[str, Any]] | None, QueuedMessage | None]:
         """End turn `turn` in one transaction with `lead` (and `extra`): the session goes idle when its
         inbox is empty, else the first queued message starts the next turn in the same write (its reply
         route becoming the session's). retire: the turn answered the session's reply route.
 
         view: the session as read before (its inbox); a message queued since fails the idle condition,
-        and the session is read again. Returns (None, the message started or None) on success, else the
+        and the session is read again. status: what the session is until this write (busy, or canceled
+        for the close of a canceled session). Returns (None, the message started or None) on success, else the
         cancellation reasons of the last try (lead first) for the caller to interpret.
         """
         pk = _pk(session_id)
@@ -1002,9 +1015,9 @@ class StateStore:
             entry = queued[0] if queued else None
             ops = list(lead)
             ops.extend(
-                [self._think_started_op(pk, turn, ends_turn=True)]
+                [self._think_started_op(pk, turn, ends_turn=True, status=status)]
                 if entry is None
-                else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now)
+                else self._next_turn_ops(session_id, turn, view, entry, retention_ms, now, status)
             )
             ops.extend(extra)
             # The route changes in META's own update: the next message's route in place of the one this
@@ -1033,7 +1046,7 @@ class StateStore:
             meta_reason = reasons[len(lead)]
             if len(lead) in failed:
                 current = _plain(meta_reason.get("Item") or {})
-                if current.get("status") != "busy" or int(current.get("turn", -1)) != turn:
+                if current.get("status") != status or int(current.get("turn", -1)) != turn:
                     return reasons, None  # the session moved on: this end is stale
                 changes_route = retire or (entry is not None and entry.route is not None)
                 if retire and not legacy and ROUTE_ATTR not in current:
@@ -1149,26 +1162,28 @@ class StateStore:
         return ("idle" if meta["status"] == "idle" else CANCELED), int(meta["turn"])
 
     def close_canceled_session(
-        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
-    ) -> bool:
-        """canceled -> idle at `turn`, with the closing messages ((slot, message): results for calls left
-        open, the closing line), in one transaction; the owed mark goes. False if already closed."""
-        pk, now = _pk(session_id), self.now_ms()
-        expires = self._expiry(retention_ms)
-        ops = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in messages]
-        ops.append(
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: META}),
-                    "UpdateExpression": "SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due",
-                    "ConditionExpression": "turn = :turn AND #status = :canceled",
-                    "ExpressionAttributeNames": {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(idle="idle", now=now, turn=turn, canceled=CANCELED),
-                }
-            }
+        self,
+        session_id: str,
+        turn: int,
+        messages: list[tuple[int, dict[str, Any]]],
+        retention_ms: int,
+        session: Session | None = None,
+    ) -> TurnEnd:
+        """Close a canceled session at `turn` with the closing messages ((slot, message): results for
+        calls left open, the closing line), in one transaction that ends the turn as any turn ends: idle
+        when nothing waits in the inbox, else the first waiting message starts the next turn (its think
+        owed) in the same write; a reply route still waiting for its answer is retired (a canceled task
+        answers nothing). session: the session as read (its inbox and route). ended False: closed already.
+        """
+        pk, expires = _pk(session_id), self._expiry(retention_ms)
+        lead = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in messages]
+        session = session or self.get_session(session_id)
+        route = session.route if session is not None else None
+        waiting = route is not None and route.status == "active" and route.expires_at > self.now_ms() // 1000
+        reasons, started = self._end_turn(
+            session_id, turn, lead, session, retire=waiting, retention_ms=retention_ms, status=CANCELED
         )
-        return self._transact(ops) is None
+        return TurnEnd(reasons is None, started)
 
     # --- reply routes (B side) -----------------------------------------------------------
     def get_route(self, session_id: str) -> ReplyRoute | None:
@@ -1676,6 +1691,31 @@ class StateStore:
         except ClientError as exc:
             if not _is_condition_failure(exc):
                 raise
+
+    def defer_owed_think(self, session_id: str, turn: int, delay_ms: int = 0, due_by_ms: int | None = None) -> bool:
+        """Move the owed mark of `turn` to delay_ms + the grace from now (one UpdateItem, only on the
+        recovery and throttled paths): the sweep must not start a think a run of it may still overlap.
+        Conditioned on the mark (a session that moved on keeps its own) and, given due_by_ms, on it
+        being due by then, so of two sweeps listing it only one re-sends."""
+        condition = "#owed = :turn"
+        values = _vals(turn=turn, due=self.now_ms() + max(0, delay_ms) + self.owed_think_grace_ms)
+        if due_by_ms is not None:
+            condition += " AND #due <= :by"
+            values.update(_vals(by=due_by_ms))
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_item(**{PK: _pk(session_id), SK: META}),
+                UpdateExpression="SET #due = :due",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#owed": OWED, "#due": DUE},
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            return False
 
     # --- dispatch claims (A side) ----------------------------------------------------------
     def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:

@@ -72,8 +72,13 @@ class SessionsPort(Protocol):
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool: ...
     def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]: ...
     def close_canceled_session(
-        self, session_id: str, turn: int, messages: list[tuple[int, dict[str, Any]]], retention_ms: int
-    ) -> bool: ...
+        self,
+        session_id: str,
+        turn: int,
+        messages: list[tuple[int, dict[str, Any]]],
+        retention_ms: int,
+        session: Session | None = None,
+    ) -> TurnEnd: ...
 
 
 class IterationsPort(Protocol):
@@ -130,6 +135,10 @@ class LivenessPort(Protocol):
     def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]: ...
     def owed_think(self, session_id: str) -> int | None: ...
     def clear_owed_think(self, session_id: str, turn: int) -> None: ...
+    # The owed mark of `turn` is due again delay_ms plus the grace from now, so the sweep does not start that
+    # think while a run of it (a re-send, a delayed retry) may still come or run. Conditional: only a mark
+    # still for `turn` and, given due_by_ms, due by then (of two sweeps that list it, one moves it). True if moved.
+    def defer_owed_think(self, session_id: str, turn: int, delay_ms: int = 0, due_by_ms: int | None = None) -> bool: ...
 
 
 class DispatchPort(Protocol):

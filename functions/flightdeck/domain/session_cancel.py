@@ -12,7 +12,9 @@ or whose own task was canceled, calls it on the session its delegation created h
   message starts a new turn).
 
 The same write marks a think owed: if the canceller dies before closing, the sweep sends that
-think and the turn worker closes the session instead of thinking (run_turn).
+think and the turn worker closes the session instead of thinking (run_turn). The close ends the
+turn as any turn ends: a message waiting in the inbox starts the next turn in the same write (never
+idle with a message left waiting), and the reply route the canceled task had is retired.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from flightdeck.domain.records import (
     ToolResult,
     error_result,
 )
-from flightdeck.observability import count, timeline
+from flightdeck.observability import count, logger, timeline
 
 CLOSING_TEXT = "The task was canceled by its caller; no further work was done."
 
@@ -78,12 +80,28 @@ def close_canceled(deps: Deps, session: Session) -> bool:
         if reread is None or reread.status != SESSION_CANCELED:
             return False
         session, turn = reread, reread.turn
-    if not sessions.close_canceled_session(session_id, turn, _closing_messages(deps, session), s.session_retention_ms):
+    end = sessions.close_canceled_session(
+        session_id, turn, _closing_messages(deps, session), s.session_retention_ms, session
+    )
+    if not end.ended:
         return False  # closed by another (the canceller and the owed think raced)
     if session.has_a2a_task:
         deps.turn_hooks.on_session_canceled(deps, session_id, turn, CLOSING_TEXT)
     timeline("session_closed", f"canceled session closed at turn {turn}", session_id=session_id, turn=turn)
+    if end.next_input is not None:
+        # A message waited in the inbox: the close started its turn (owed in the same write).
+        _start_think(deps, session_id, turn + 1)
     return True
+
+
+def _start_think(deps: Deps, session_id: str, turn: int) -> None:
+    """Send the think of the turn the close started; a failed send is the sweep's (the mark is owed)."""
+    timeline("queued_turn_started", f"the next queued message starts turn {turn}", session_id=session_id, turn=turn)
+    try:
+        deps.thinks.start(session_id, turn)
+    except Exception:  # noqa: BLE001 - owed: the sweep re-sends it after its grace
+        logger.exception("the next think was not sent; the sweep will", extra={"session_id": session_id, "turn": turn})
+        count("ThinkSendsDeferred")
 
 
 def _closing_messages(deps: Deps, session: Session) -> list[tuple[int, dict[str, Any]]]:
