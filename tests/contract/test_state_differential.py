@@ -84,6 +84,7 @@ steps = st.one_of(
     st.tuples(st.just("retire"), session_no, st.sampled_from([None, "t1", "t2"])),
     st.tuples(st.just("claim"), session_no, turn_offset, st.sampled_from(IDS), st.booleans()),
     st.tuples(st.just("clear_owed"), session_no, turn_offset),
+    st.tuples(st.just("defer_owed"), session_no, turn_offset, st.sampled_from([0, 20_000]), st.booleans()),
     st.tuples(st.just("time"), st.sampled_from([1_000, 4_000, 30_000, 3_600_000])),
 )
 
@@ -139,6 +140,8 @@ def _apply(state, clock, sid, step):
             return claimed
         if op == "clear_owed":
             return state.clear_owed_think(sid, turn)
+        if op == "defer_owed":
+            return state.defer_owed_think(sid, turn, args[2], clock.now if args[3] else None)
     except Exception as exc:  # noqa: BLE001 - the kind of refusal is what is compared
         return type(exc).__name__
     raise AssertionError(f"unknown step {step}")

@@ -286,6 +286,45 @@ def test_a_throttled_think_waits_out_its_backoff_on_the_turns_queue(orchestrator
     assert orchestrator.receive("turns") == [] and session(orchestrator, sid)["status"] == "busy"
 
 
+def test_the_sweep_does_not_start_a_throttled_think_again_while_its_retry_waits(orchestrator, monkeypatch):
+    from flightdeck.domain import turn_loop
+
+    model = _FailingModel(retryable=True)
+    monkeypatch.setattr(wiring.deps(), "model", lambda: model)
+    monkeypatch.setattr(turn_loop, "backoff_s", lambda attempt: 60)
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "hello"})[0] == 202
+    [think] = orchestrator.receive("turns")
+    assert orchestrator.run_invocation(think["Invocation"]) == {"outcome": "retry_scheduled"}
+    # The grace since the commit has passed, but the retry (attempt 2) still waits out its 60 s on the
+    # turns queue: a re-send now would start the think again at attempt 1, and both would ask the model.
+    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)
+    assert orchestrator.receive("turns") == [] and model.calls == 1
+    # Only once the retry could have run (its delay and a grace) does the sweep take it as lost.
+    shift_clock(60_000 + OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)
+    [resent] = orchestrator.receive("turns")
+    assert resent["Invocation"].event == {"session_id": sid, "turn": 1, "traceparent": ""}
+
+
+def test_a_re_sent_think_is_not_re_sent_again_while_it_may_run(orchestrator, monkeypatch):
+    failed = fail_next_think_send(monkeypatch)
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "just answer"})[0] == 202
+    assert failed["failed"] == 1
+    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)
+    [resent] = orchestrator.receive("turns")  # started, and it may still be running:
+    run_sweep(orchestrator)  # so the next sweeps, within its grace, leave it be
+    shift_clock(2 * OWED_THINK_GRACE_MS)
+    run_sweep(orchestrator)
+    assert orchestrator.receive("turns") == []
+    # Past the re-send's own grace with the mark still owed, that re-send is taken as lost: sent once more.
+    body = sweep_until_idle(orchestrator, sid, OWED_THINK_GRACE_MS + 1_000)
+    assert final_text(body)
+
+
 def test_a_reply_cut_off_mid_tool_call_ends_the_turn_with_an_error_answer(orchestrator, monkeypatch):
     class Truncated:
         def converse(self, **_):

@@ -93,6 +93,10 @@ def resend_owed_think(deps: Deps, session_id: str, turn: int) -> bool:
     if owed != turn:
         deps.liveness.clear_owed_think(session_id, turn)  # stale: the session moved on
         return False
+    # The mark moves a grace on before the send: no later sweep re-sends this think while the re-send may
+    # still run (ARCHITECTURE §6), and of two sweeps that listed it, only one sends.
+    if not deps.liveness.defer_owed_think(session_id, turn, due_by_ms=deps.clock.now_ms()):
+        return False
     count("OwedThinksResent")
     logger.warning("re-sending an owed think", extra={"session_id": session_id, "turn": turn})
     deps.thinks.start(session_id, turn)

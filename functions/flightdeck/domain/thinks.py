@@ -44,6 +44,9 @@ def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -
             deps, message.session_id, message.turn, message.traceparent, message.attempt, budget, message.snapshot
         )
     except ThinkRetry as retry:
+        # The think stays owed, but due only once its retry could have run: the sweep must not start it
+        # (at attempt 1) while the retry waits or runs. Only this throttled path pays the write.
+        deps.liveness.defer_owed_think(message.session_id, message.turn, retry.delay_s * 1000)
         deps.thinks.retry_later(
             message.session_id, message.turn, message.traceparent, message.attempt + 1, retry.delay_s
         )
