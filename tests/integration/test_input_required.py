@@ -440,3 +440,41 @@ def test_a_first_turn_that_ends_before_message_send_marks_its_task_working_still
     assert task["status"]["state"] == state
     assert ok(rpc(agent, "tasks/get", {"id": task["id"]}))["status"]["state"] == state
     assert _pushes(agent) == [(task["id"], state)]
+
+
+def test_a_continuation_given_up_on_is_canceled_at_the_session_it_continued(agent, peer, monkeypatch):
+    """Issue 24, defect 4: the cancel goes to the delegate's session the continuation was sent to (its
+    context_id), not to the session a new delegation would have created there (none: a 404 "settled")."""
+    import time
+
+    from flightdeck import wiring
+
+    sid, dispatch = _delegation(agent, "@worker summarise the plan")
+    token = agent.token(sid, 1, dispatch["tool_use_id"])
+    body = {"result": "which year?", "status": "input_required", "context_id": "b-ctx"}
+    assert agent.api("tool_response", body=body, headers={"Authorization": f"Bearer {token}"})[0] == 202
+    agent.run_queue("turns")
+    chat(agent, {"session_id": sid, "content": "2024"})
+    agent.run_queue("turns")  # the answer goes to the worker as a continuation of b-ctx
+    [again] = agent.bodies("dispatch")
+    assert again["context_id"] == "b-ctx"
+    # Its caller cancels the session while the continuation is out: the worker is told to stop b-ctx.
+    assert agent.api("session_cancel", SESSION_ID=sid)[0] == 200
+    cancels = [r["path"] for r in peer.requests if r["path"].endswith("/cancel")]
+    assert cancels == ["/api/sessions/b-ctx/cancel"]
+    # And so does the continuation's own deadline, when that passes first.
+    sid, dispatch = _delegation(agent, "@worker summarise the plan")
+    token = agent.token(sid, 1, dispatch["tool_use_id"])
+    body = {"result": "which year?", "status": "input_required", "context_id": "b-ctx2"}
+    assert agent.api("tool_response", body=body, headers={"Authorization": f"Bearer {token}"})[0] == 202
+    agent.run_queue("turns")
+    chat(agent, {"session_id": sid, "content": "2025"})
+    agent.run_queue("turns")
+    assert [b["context_id"] for b in agent.bodies("dispatch")] == ["b-ctx2"]
+    later = int(time.time() * 1000) + wiring.deps().settings.async_tool_timeout_ms + 60_000
+    monkeypatch.setattr(wiring.state_store(), "_clock", lambda: later)
+    from flightdeck.domain.deadlines import sweep
+
+    sweep(wiring.deps())
+    cancels = [r["path"] for r in peer.requests if r["path"].endswith("/cancel")]
+    assert cancels[1:] == ["/api/sessions/b-ctx2/cancel"]

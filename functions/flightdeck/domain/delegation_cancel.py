@@ -17,6 +17,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
+from flightdeck.domain import asking
+from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
@@ -44,6 +46,9 @@ class CancelMessage(BaseModel):
     tool_use_id: str
     tool_name: str
     reason: str = ""
+    # The delegate's session the delegation continued (it answered that session's question), where it
+    # runs; "" for a new delegation, which runs in the session derived from its call (peer_session_id).
+    context_id: str = ""
     # Attempts made before this message was queued (the inline one).
     prior_attempts: int = Field(0, ge=0)
 
@@ -67,17 +72,40 @@ def stop_delegations(
         return 0
     if iteration is None:
         return 0
-    names = {u["toolUseId"]: u["name"] for u in ModelReply.model_validate(iteration.reply).tool_uses}
+    uses = {u["toolUseId"]: u for u in ModelReply.model_validate(iteration.reply).tool_uses}
     canceled = 0
     for tool_use_id in tool_use_ids:
-        name = names.get(tool_use_id, "")
-        if deps.settings.agent.delegate_for_tool(name) is None:
+        use = uses.get(tool_use_id, {})
+        name = use.get("name", "")
+        delegate = deps.settings.agent.delegate_for_tool(name)
+        if delegate is None:
             continue  # a local tool, or an unknown one: nothing runs elsewhere
+        try:
+            context_id = _continued(deps, session_id, delegate, use.get("input") or {})
+        except ValueError:
+            continue  # a continuation refused before it went out (its result says so): nothing runs
         message = CancelMessage(
-            session_id=session_id, turn=turn, tool_use_id=tool_use_id, tool_name=name, reason=reason
+            session_id=session_id,
+            turn=turn,
+            tool_use_id=tool_use_id,
+            tool_name=name,
+            reason=reason,
+            context_id=context_id,
         )
         canceled += _cancel_now(deps, message)
     return canceled
+
+
+def _continued(deps: Deps, session_id: str, delegate: DelegateTool, tool_input: dict[str, Any]) -> str:
+    """The delegate's session a call continued, checked as its dispatch checked it (only a conversation
+    this session had with that delegate), or "" for a new delegation. Reads the session only for a
+    continuation, so a cancel never goes to a session the model merely named."""
+    if delegate.protocol != "flightdeck" or not tool_input.get("context_id"):
+        return ""  # A2A delegations are canceled by the task id their claim keeps
+    session = deps.sessions.get_session(session_id)
+    if session is None:
+        raise ValueError("the session is gone")
+    return asking.continued_context(session, delegate, deps.settings.agent_name, tool_input)[0]
 
 
 def _cancel_now(deps: Deps, message: CancelMessage) -> bool:
@@ -114,7 +142,8 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
             base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
         except UnknownServiceError as exc:
             return _given_up(message, str(exc))
-        peer_session = peer_session_id(s.agent_name, message.session_id, message.tool_use_id)
+        # Where the delegation runs: the session it continued, else the one its call derived.
+        peer_session = message.context_id or peer_session_id(s.agent_name, message.session_id, message.tool_use_id)
         answer = deps.peers.post_json(
             f"{base_url}/api/sessions/{peer_session}/cancel",
             {},
