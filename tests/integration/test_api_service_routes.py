@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from flightdeck import topology
 from flightdeck.adapters.session_index import encode_cursor
 from tests.support.harness import load_event, new_session_id
@@ -169,3 +171,28 @@ def test_turn_counts_user_messages_and_iteration_counts_thinks(orchestrator):
     assert status == 202 and (body["turn"], body["iteration"]) == (2, 3), body
     status, _, view = orchestrator.api("session_get", SESSION_ID=sid)
     assert (view["turn"], view["iteration"]) == (2, 3)
+
+
+def _cursor_of(owner: str, **fields: dict[str, str]) -> str:
+    key = {"pk": {"S": "S#x"}, "sk": {"S": "META"}, "owner": {"S": owner}, "created_at": {"N": "1"}}
+    return encode_cursor({**key, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"created_at": {"N": "²"}},  # a Unicode digit: str.isdigit() says yes, DynamoDB no number
+        {"created_at": {"N": "１２"}},  # fullwidth digits
+        {"created_at": {"N": "٣"}},  # Arabic-Indic
+        {"created_at": {"N": "1" * 40}},  # past DynamoDB's 38 digits
+        {"created_at": {"N": ""}},
+        {"pk": {"S": "S#\ud800"}},  # a lone surrogate: no UTF-8 to send
+    ],
+    ids=["superscript", "fullwidth", "arabic-indic", "40-digits", "empty", "lone-surrogate"],
+)
+def test_a_forged_cursor_that_looks_well_formed_is_400_not_a_5xx(orchestrator, fields):
+    _start_sessions(orchestrator, 2)
+    before = orchestrator.table_items()
+    status, _, body = _list(orchestrator, cursor=_cursor_of("tester", **fields))
+    assert status == 400 and body["error"]["code"] == "invalid_cursor", body
+    assert orchestrator.table_items() == before

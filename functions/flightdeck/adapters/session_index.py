@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,8 @@ OWNER, CREATED = topology.SESSION_OWNER_ATTRIBUTE, topology.SESSION_CREATED_AT_A
 SESSION_PREFIX = "S#"  # a session's partition key (flightdeck.adapters.dynamo_state)
 META = "META"
 _CURSOR_TYPES = {PK: "S", SK: "S", OWNER: "S", CREATED: "N"}
+# Epoch milliseconds: 13 digits until the year 2286; DynamoDB takes up to 38.
+_CREATED_DIGITS = re.compile(r"[0-9]{1,20}")
 _de = TypeDeserializer()
 
 
@@ -55,9 +58,19 @@ def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
         raise InvalidCursorError("the cursor is not one this listing handed out")
     if key[OWNER]["S"] != owner or key[SK]["S"] != META or not key[PK]["S"].startswith(SESSION_PREFIX):
         raise InvalidCursorError("the cursor is not one of this caller's listing")
-    if not key[CREATED]["N"].isdigit():
+    # A number DynamoDB takes (ASCII digits: str.isdigit() also admits "²" and other scripts' digits, which
+    # it refuses as a 5xx) and keys it can send (a lone surrogate has no UTF-8): a forged cursor is a 400.
+    if not _CREATED_DIGITS.fullmatch(key[CREATED]["N"]) or not _utf8(key[PK]["S"]):
         raise InvalidCursorError("the cursor is not one this listing handed out")
     return key
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class SessionIndex:
