@@ -394,6 +394,21 @@ def test_closing_a_canceled_session_retires_its_reply_route(state, sid):
     assert (intake.status, intake.turn) == ("started", 2)
 
 
+def test_a_session_past_its_retention_is_taken_over_by_a_new_one_until_ttl_deletes_it(state, clock, sid):
+    state.take_message(sid, user("old task"), RETENTION_MS, owner="alice", key="k-old")
+    state.take_message(sid, user("old follow-up"), RETENTION_MS, owner="alice", key="k-q", queue_limit=3)
+    clock.advance(RETENTION_MS + 1_000)  # expired, still stored: TTL's deletion can take days
+    assert state.get_session(sid) is None
+    intake = state.take_message(sid, user("new task"), RETENTION_MS, owner="bob", key="k-old")
+    assert (intake.status, intake.replayed) == ("started", False)  # the old message's id is no repeat now
+    session = state.get_session(sid)
+    assert (session.status, session.owner, session.queued) == ("busy", "bob", ())
+    assert session.messages == [user("new task")] and session.user_messages == 1
+    assert state.owed_think(sid) == session.turn  # its think is owed like any new session's
+    with pytest.raises(SessionBusyError):  # and it is busy like any other: one turn at a time
+        state.take_message(sid, user("more"), RETENTION_MS, owner="bob")
+
+
 def test_a_canceled_session_takes_no_message_in(state, sid):
     state.take_message(sid, user("task"), RETENTION_MS)
     state.cancel_session(sid, None)

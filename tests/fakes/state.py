@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -304,9 +304,12 @@ class MemoryState:
         meta = p.meta
         if must_exist and (meta is None or not self._alive(meta.expires_s)):
             raise SessionNotFoundError(session_id)
+        base_turn = 0
+        if meta is not None and not self._alive(meta.expires_s):
+            # Past its retention, not deleted yet: a new session over it, its turns counting on.
+            base_turn, meta = meta.turn, None
+            p = self._partitions[session_id] = _Partition()
         if meta is not None:
-            if not self._alive(meta.expires_s):
-                raise SessionBusyError(session_id)
             if owner is not None and meta.owner != owner:
                 raise SessionNotFoundError(session_id)
             current = self._route_view(session_id, p)
@@ -314,9 +317,11 @@ class MemoryState:
                 return Intake("started", meta.turn, meta.msg_count or 1, replayed=True)
         if meta is None or meta.status == "idle":
             return self._start(
-                session_id, p, message, retention_ms, route, parent, owner, key, continues_task, message_id
+                session_id, p, message, retention_ms, route, parent, owner, key, continues_task, message_id, base_turn
             )
         if queue_limit <= 0:
+            if key and key in p.inbox:
+                return self._repeat(p.inbox[key], meta)
             raise SessionBusyError(session_id)
         waiting = meta.inbox_count - meta.inbox_consumed
         if waiting >= queue_limit:
@@ -349,9 +354,10 @@ class MemoryState:
         key: str | None,
         continues_task: str,
         message_id: str,
+        base_turn: int = 0,
     ) -> Intake:
         now, meta = self.now_ms(), p.meta
-        turn, seq = (1, 1) if meta is None else (meta.turn + 1, meta.msg_count + 1)
+        turn, seq = (base_turn + 1, 1) if meta is None else (meta.turn + 1, meta.msg_count + 1)
         # The transaction's conditions, in the order the store reads their failures.
         if key is not None and key in p.inbox:
             return self._repeat(p.inbox[key], meta)
@@ -362,7 +368,7 @@ class MemoryState:
         stored = _stored(message)
         expires = self._expiry(retention_ms)
         if meta is None:
-            meta = p.meta = _Meta("busy", 1, 1, now, now, expires, parent=_stored(parent or {}), owner=owner or "")
+            meta = p.meta = _Meta("busy", turn, 1, now, now, expires, parent=_stored(parent or {}), owner=owner or "")
         else:
             meta.status, meta.turn, meta.msg_count, meta.updated_at, meta.expires_s = "busy", turn, seq, now, expires
         self._owe(meta, turn, now)
@@ -462,13 +468,24 @@ class MemoryState:
 
         return write
 
-    def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd:
+    def finish_session_turn(
+        self,
+        session_id: str,
+        turn: int,
+        retention_ms: int = 0,
+        messages: Sequence[tuple[int, dict[str, Any]]] = (),
+    ) -> TurnEnd:
         view = self.get_session(session_id)
         if view is None or view.status != "busy" or view.turn != turn:
+            return TurnEnd(False)
+        p = self._part(session_id)
+        if any((turn, int(slot)) in p.messages for slot, _ in messages):
             return TurnEnd(False)
         write = self._end_turn(session_id, turn, False, retention_ms)
         if write is None:
             return TurnEnd(False)
+        for slot, message in messages:
+            p.messages[(turn, int(slot))] = _stored(message)
         return TurnEnd(True, write())
 
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool:

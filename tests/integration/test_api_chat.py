@@ -117,3 +117,30 @@ def test_a_body_that_is_not_json_typed_is_415(orchestrator):
         assert status == 415, (content_type, body)
     assert status == 415 and body["error"]["code"] == "unsupported_media_type"
     assert orchestrator.table_items() == before
+
+
+def test_a_session_past_its_retention_but_not_yet_deleted_is_taken_over_as_a_new_one(orchestrator, monkeypatch):
+    """Issue 24, defect 8: TTL's deletion can take days; meanwhile GET says 404, so a message to that
+    session id (given, or derived from a message id) starts a new session instead of 409 forever."""
+    import time
+
+    from flightdeck import wiring
+
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "long ago"})[0] == 202
+    status, _, derived = orchestrator.api("chat_post", body={"content": "by id", "message_id": "client-msg-old"})
+    assert status == 202
+    orchestrator.run_queue("turns")
+    retention = wiring.deps().settings.session_retention_ms
+    later = int(time.time() * 1000) + retention + 60_000
+    monkeypatch.setattr(wiring.state_store(), "_clock", lambda: later)
+    assert orchestrator.api("session_get", SESSION_ID=sid)[0] == 404
+    status, _, body = orchestrator.api("chat_post", body={"session_id": sid, "content": "today"})
+    assert (status, body["status"]) == (202, "accepted"), body
+    status, _, again = orchestrator.api("chat_post", body={"content": "by id", "message_id": "client-msg-old"})
+    assert (status, again["session_id"], again["status"]) == (202, derived["session_id"], "accepted"), again
+    orchestrator.run_queue("turns")
+    status, _, view = orchestrator.api("session_get", SESSION_ID=sid)
+    assert status == 200 and view["status"] == "idle"
+    assert [m["role"] for m in view["messages"]] == ["user", "assistant"]  # nothing of the old session
+    assert 'Task: "today"' in view["messages"][-1]["content"][0]["text"]

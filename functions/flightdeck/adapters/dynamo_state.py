@@ -250,6 +250,29 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
     return messages
 
 
+def _this_life(items: list[dict[str, Any]], base_turn: int, created_at: int) -> list[dict[str, Any]]:
+    """The items of a session put over an expired one (take_message): its turns count from base_turn,
+    so an item of an earlier turn, or a message queued before it began, is the old session's."""
+
+    def turn_of(item: dict[str, Any]) -> int | None:
+        head = item[SK].split("#")
+        if head[0] in ("ITER", "MSG", "TURN", "RESULT", "DISPATCH") and len(head) > 1 and head[1].isdecimal():
+            return int(head[1])
+        if head[0] == "INBOX":
+            return int(item["turn"]) if int(item.get("turn", 0)) else None
+        return None
+
+    kept = []
+    for item in items:
+        turn = turn_of(item)
+        if turn is not None and turn < base_turn:
+            continue
+        if item[SK].startswith(INBOX) and turn is None and int(item.get("accepted_at", 0)) < created_at:
+            continue
+        kept.append(item)
+    return kept
+
+
 def _calls_tools(reply: dict[str, Any]) -> bool:
     return any("toolUse" in b for b in (reply.get("message") or {}).get("content", []))
 
@@ -420,6 +443,8 @@ class StateStore:
         meta = next((i for i in items if i[SK] == META), None)
         if meta is None:
             return None
+        if "base_turn" in meta:  # put over an expired session: what is left of that one is not this one's
+            items = _this_life(items, int(meta["base_turn"]), int(meta.get("created_at", 0)))
         turn = int(meta["turn"])
         by_sk = {i[SK]: i for i in items}
         iteration = by_sk.get(_iter_sk(turn))
@@ -446,6 +471,15 @@ class StateStore:
             inbox_consumed=int(meta.get(INBOX_CONSUMED, 0)),
             input=next((q for q in inbox if q.turn == turn), None),
         )
+
+    def _absent_condition(self) -> dict[str, Any]:
+        """A put's condition that no live item holds its key: one past its retention that TTL has not
+        deleted yet is no repeat (a message id reused after its session expired is a new message)."""
+        return {
+            "ConditionExpression": "attribute_not_exists(#pk) OR #ttl < :nows",
+            "ExpressionAttributeNames": {"#pk": PK, "#ttl": TTL},
+            "ExpressionAttributeValues": _vals(nows=self.now_ms() // 1000),
+        }
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
         return _vals(owed=turn, shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms)
@@ -528,9 +562,14 @@ class StateStore:
             raise SessionNotFoundError(session_id)
         route_checked = False
         for _ in range(_INTAKE_ATTEMPTS):
+            # A session past its retention that TTL has not deleted yet (that can take days) is gone for
+            # every reader: a message to its id starts a new session over it, conditioned on that TTL.
+            expired = meta if meta is not None and not self._alive(meta) else None
+            if expired is not None:
+                if must_exist:
+                    raise SessionNotFoundError(session_id)
+                meta = None
             if meta is not None:
-                if not self._alive(meta):
-                    raise SessionBusyError(session_id)
                 if owner is not None and meta.get("owner", "") != owner:
                     raise SessionNotFoundError(session_id)
                 if route is not None and not route_checked:
@@ -541,9 +580,24 @@ class StateStore:
             intake: Intake
             if meta is None or meta["status"] == "idle":
                 ops, intake = self._start_ops(
-                    session_id, meta, message, retention_ms, route, parent, owner, key, continues_task, message_id
+                    session_id,
+                    meta,
+                    message,
+                    retention_ms,
+                    route,
+                    parent,
+                    owner,
+                    key,
+                    continues_task,
+                    message_id,
+                    expired,
                 )
             elif queue_limit <= 0:
+                # A repeat of a message that started its turn (an A2A task's hand-off done again) is
+                # answered from its item; a read on this refusal path only.
+                stored = self._get(pk, _inbox_sk(key)) if key else None
+                if stored is not None:
+                    return self._repeat(stored, meta)
                 raise SessionBusyError(session_id)
             else:
                 waiting = int(meta.get(INBOX_COUNT, 0)) - int(meta.get(INBOX_CONSUMED, 0))
@@ -559,7 +613,7 @@ class StateStore:
             if reasons is None:
                 if proof is not None:
                     intake = dataclasses.replace(intake, caller_verified=True)
-                if meta is None and likely_new and all("Put" in op for op in ops):
+                if meta is None and expired is None and likely_new and all("Put" in op for op in ops):
                     # A new session: these items are its whole partition, so its first think can
                     # start from them instead of querying (its write's conditions catch a change since).
                     snapshot = json.dumps([op["Put"]["Item"] for op in ops], separators=(",", ":"))
@@ -629,8 +683,7 @@ class StateStore:
                         TTL: expires,
                     }
                 ),
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": PK},
+                **self._absent_condition(),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
@@ -726,13 +779,17 @@ class StateStore:
         key: str | None,
         continues_task: str,
         message_id: str,
+        expired: dict[str, Any] | None = None,
     ) -> tuple[list[dict[str, Any]], Intake]:
+        """expired: the META of a session past its retention, not deleted yet: the new session is put
+        over it, on condition that it is still that expired one, and its turns count on from it, so no
+        key of the new session is one of the old one's (whose items reads skip: `base_turn`)."""
         now = self.now_ms()
         pk = _pk(session_id)
         expires = self._expiry(retention_ms)
         ops: list[dict[str, Any]] = []
         if meta is None:
-            turn, seq = 1, 1
+            turn, seq = (int(expired["turn"]) + 1 if expired is not None else 1), 1
             ops.append(
                 {
                     "Put": {
@@ -742,14 +799,15 @@ class StateStore:
                                 PK: pk,
                                 SK: META,
                                 "status": "busy",
-                                "turn": 1,
+                                "turn": turn,
+                                "base_turn": turn if expired is not None else None,
                                 "msg_count": 1,
                                 "created_at": now,
                                 "updated_at": now,
                                 TTL: expires,
                                 "parent": json.dumps(parent or {}),
                                 "owner": owner,
-                                OWED: 1,
+                                OWED: turn,
                                 SHARD: deadline_shard(session_id),
                                 DUE: now + self.owed_think_grace_ms,
                             }
@@ -760,6 +818,11 @@ class StateStore:
                     }
                 }
             )
+            if expired is not None:
+                put = ops[0]["Put"]
+                put["ConditionExpression"] = "#ttl = :old_ttl AND turn = :old_turn"
+                put["ExpressionAttributeNames"] = {"#ttl": TTL}
+                put["ExpressionAttributeValues"] = _vals(old_ttl=int(expired[TTL]), old_turn=int(expired["turn"]))
         else:
             turn, seq = int(meta["turn"]) + 1, int(meta.get("msg_count", 0)) + 1
             condition = "#status = :idle AND turn = :prevturn"
@@ -849,8 +912,7 @@ class StateStore:
                 "Put": {
                     "TableName": self.table,
                     "Item": _item(**attrs),
-                    "ConditionExpression": "attribute_not_exists(#pk)",
-                    "ExpressionAttributeNames": {"#pk": PK},
+                    **self._absent_condition(),
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
@@ -1106,14 +1168,23 @@ class StateStore:
             return False
         raise LookupError(f"session {session_id} is not at turn {turn}")
 
-    def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd:
+    def finish_session_turn(
+        self,
+        session_id: str,
+        turn: int,
+        retention_ms: int = 0,
+        messages: Sequence[tuple[int, dict[str, Any]]] = (),
+    ) -> TurnEnd:
         """End turn `turn` of a busy session: idle, or the next turn started with the first message of its
         inbox (as save_iteration(ends_turn=True) does). ended is False if the session is not busy at
-        this turn (already done)."""
+        this turn (already done). messages: (slot, message) stored at `turn` in the same write (a
+        canceled A2A task's closing ones): the owed mark that brought its closer stays until then."""
         view = self.get_session(session_id)
         if view is None or view.status != "busy" or view.turn != turn:
             return TurnEnd(False)
-        reasons, started = self._end_turn(session_id, turn, [], view, retire=False, retention_ms=retention_ms)
+        pk, expires = _pk(session_id), self._expiry(retention_ms)
+        lead = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in messages]
+        reasons, started = self._end_turn(session_id, turn, lead, view, retire=False, retention_ms=retention_ms)
         return TurnEnd(reasons is None, started)
 
     # --- cancellation (B side: the caller stopped waiting) --------------------------------------
