@@ -289,7 +289,10 @@ class A2AStore:
         """submitted or working (or input-required at an earlier turn) -> input-required at `end_turn`, with
         the question; True only for the winner, who notifies. The task stays its context's open task.
         submitted: the task's first turn can end before message/send marks it working (start_task comes
-        after the write that queues the think), and the question must not be lost to that race."""
+        after the write that queues the think), and the question must not be lost to that race.
+        Unless a message continuing the task started a later turn (`last_input_turn`, written with that
+        start, as finish_task's unless_continued): that message is the question's answer, and the task
+        goes on working into its turn (False)."""
         pk = _pk(session_id)
         ops = [
             {
@@ -298,7 +301,8 @@ class A2AStore:
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
                     "notified = :notified",
-                    "ConditionExpression": "#state IN (:submitted, :working, :input) AND end_turn <> :end",
+                    "ConditionExpression": "#state IN (:submitted, :working, :input) AND end_turn <> :end"
+                    " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)",
                     "ExpressionAttributeNames": {"#state": "state"},
                     "ExpressionAttributeValues": _vals(
                         input="input-required",

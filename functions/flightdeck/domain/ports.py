@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -68,7 +68,13 @@ class SessionsPort(Protocol):
     def append_message(
         self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY
     ) -> bool: ...
-    def finish_session_turn(self, session_id: str, turn: int, retention_ms: int = 0) -> TurnEnd: ...
+    def finish_session_turn(
+        self,
+        session_id: str,
+        turn: int,
+        retention_ms: int = 0,
+        messages: Sequence[tuple[int, dict[str, Any]]] = (),
+    ) -> TurnEnd: ...
     def retire_route(self, session_id: str, bearer_token: str | None = None) -> bool: ...
     def cancel_session(self, session_id: str, owner: str | None) -> tuple[str, int]: ...
     def close_canceled_session(

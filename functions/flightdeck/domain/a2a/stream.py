@@ -21,6 +21,8 @@ one SSE `data:` line each):
 4. last: a status-update with final true and the state the task ended in (completed, failed,
    canceled, rejected; input-required and auth-required end a stream too).
 
+The status timestamps of a stream never go back (_Stamps).
+
 Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
 and live text (SessionsPort.get_session: one Query, and get_results while its turn waits: one
 more): at most three requests per poll interval, the last poll included (the steps since the
@@ -61,9 +63,32 @@ MAX_ANSWER_CHUNKS = 200
 Event = dict[str, Any]
 
 
-def _iso_now(deps: Deps) -> str:
-    ms = deps.clock.now_ms()
+def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Stamps:
+    """A stream's status timestamps, never earlier than the one before. A step is stamped when a poll
+    finds it (no step records its time), and the task's status with when the task got there: found on
+    the poll that sees the task over, a step is stamped no later than the task's end, and what a poll
+    stamped after that end (or a clock of another function behind this one's) moves the status's on."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+        self._last = 0
+
+    def _after(self, ms: int) -> str:
+        self._last = max(self._last, ms)
+        return _iso(self._last)
+
+    def step(self, rec: TaskRecord, over: bool) -> str:
+        now = self._deps.clock.now_ms()
+        return self._after(min(now, rec.updated_ms) if over else now)
+
+    def status(self, rec: TaskRecord) -> dict[str, Any]:
+        status = status_of(rec)
+        status["timestamp"] = self._after(rec.updated_ms)
+        return status
 
 
 def status_update(
@@ -105,20 +130,20 @@ def artifact_updates(rec: TaskRecord, rest: str | None = None) -> list[Event]:
     ]
 
 
-def ending(rec: TaskRecord, relayed: TextFollower | None = None) -> list[Event]:
+def ending(rec: TaskRecord, relayed: TextFollower | None = None, status: dict[str, Any] | None = None) -> list[Event]:
     """The events that close a task's stream: its answer (if it completed; after what `relayed` sent of it
-    already), then the final status."""
+    already), then the final status (`status`: as the stream stamped it)."""
     events = artifact_updates(rec, relayed.rest(rec.answer) if relayed else None) if rec.state == "completed" else []
-    events.append(status_update(rec, status_of(rec), final=True))
+    events.append(status_update(rec, status or status_of(rec), final=True))
     return events
 
 
-def _progress(deps: Deps, rec: TaskRecord, step: TimelineEvent) -> Event:
+def _progress(rec: TaskRecord, step: TimelineEvent, timestamp: str) -> Event:
     # A step happened while the task worked, even when it is reported on the poll that found it over.
     state = "working" if rec.state in STREAM_END_STATES else rec.state
     status = {
         "state": state,
-        "timestamp": _iso_now(deps),
+        "timestamp": timestamp,
         "message": agent_message(rec, describe(step), f"step-{step.id}"),
     }
     return status_update(rec, status, final=False, metadata={"flightdeck": step.as_dict(rec.session_id)})
@@ -137,6 +162,7 @@ def follow(
     sent: set[str] = set()
     last: dict[str, Any] = {"state": state, "baseline": None}
     relayed = TextFollower()
+    stamps = _Stamps(deps)
 
     def step() -> Step[Event]:
         rec = a2a.get_task(session_id, key)
@@ -146,7 +172,7 @@ def follow(
         events: list[Event] = []
         if rec.state != last["state"] and not over:
             last["state"] = rec.state
-            events.append(status_update(rec, status_of(rec), final=False))
+            events.append(status_update(rec, stamps.status(rec), final=False))
         # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
         session = deps.sessions.get_session(session_id)
         if session is not None and not over:
@@ -161,9 +187,9 @@ def follow(
         for event in timeline:
             if event.kind in PROGRESS_KINDS and event.id not in sent and event.id not in last["baseline"]:
                 sent.add(event.id)
-                events.append(_progress(deps, rec, event))
+                events.append(_progress(rec, event, stamps.step(rec, over)))
         if over:
-            return Step(events + ending(rec, relayed), done=True)
+            return Step(events + ending(rec, relayed, stamps.status(rec)), done=True)
         live = live_text(session) if session is not None else None
         piece = relayed.next_piece(live) if live is not None else None
         if piece is not None:

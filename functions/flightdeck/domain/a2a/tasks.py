@@ -7,7 +7,8 @@
   continues it: it waits in the session's inbox and becomes the task's next turn.
 * The turn loop calls `on_end_turn` when a turn ends with a final answer (the
   task completes) or a question (the task waits in `input-required`, the question
-  its status message; flightdeck.domain.asking), and `stop_if_canceled` before it
+  its status message; flightdeck.domain.asking; unless a message continuing the task
+  already started the next turn: that is its answer), and `stop_if_canceled` before it
   thinks (a canceled task thinks no more).
 * The next message on an `input-required` task (its taskId, or its contextId
   alone) continues it: the task works again, in the same session, whose model
@@ -136,10 +137,11 @@ def _history(deps: Deps, rec: TaskRecord) -> list[dict[str, Any]]:
         if role == "user":
             if any("toolResult" in b for b in content):
                 continue
-            if item.message_id or item.queued:  # a message that continued the task
-                history.append(_continuing_message(rec, "".join(texts), item.message_id or f"q{index}"))
-            elif not skipped_own and item.turn == rec.start_turn and texts:
+            own = item.turn == rec.start_turn and item.message_id in ("", rec.user_message.get("messageId"))
+            if not skipped_own and own and not item.queued and texts:
                 skipped_own = True  # the session's copy of the task's own message
+            elif item.message_id or item.queued:  # a message that continued the task
+                history.append(_continuing_message(rec, "".join(texts), item.message_id or f"q{index}"))
             elif any(t.strip() for t in texts):  # a later message of the task: an answer to its question
                 history.append(_user_message(rec.task_id, rec.session_id, "".join(texts), f"u{item.turn}-{index}"))
             continue
@@ -384,8 +386,10 @@ def send_message(
         raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id})
     if session is not None and session.status != "idle":
         again = a2a.get_task(session_id, key)
-        if again is not None:
-            return _answer(deps, again, config, remaining_ms)  # the same message, sent again
+        if again is not None:  # the same message, sent again
+            if again.state == "submitted":
+                again = _hand_off(deps, again, content, caller, before_start)
+            return _answer(deps, again, config, remaining_ms)
         raise _context_busy(deps, session_id)
     now = deps.clock.now_ms()
     user_message = {**dump(message), "contextId": session_id, "taskId": task_id}
@@ -403,6 +407,8 @@ def send_message(
     if created == "exists":
         existing = a2a.get_task(session_id, key)
         if existing is not None:
+            if existing.state == "submitted":
+                existing = _hand_off(deps, existing, content, caller, before_start)
             return _answer(deps, existing, config, remaining_ms)
     if created != "created":
         # The context's open task may be waiting for input: this message, naming the context alone, answers it.
@@ -415,10 +421,26 @@ def send_message(
         if pending is not None and pending.state == "input-required" and visible_to(pending.owner, caller):
             return _answer_question(deps, pending, content, config, remaining_ms, caller)
         raise _context_busy(deps, session_id)
+    return _answer(deps, _hand_off(deps, rec, content, caller, before_start), config, remaining_ms)
+
+
+def _hand_off(
+    deps: Deps, rec: TaskRecord, content: str, caller: str | None, before_start: Callable[[str], None] | None
+) -> TaskRecord:
+    """Hand a submitted task's message to its session (which starts its turn), then mark the task working
+    at that turn: the write after the one that stored the task. Its owner, should the function die in
+    between, is whoever sends the task's message again (the client's retry with the same messageId, or a
+    message naming the task): each does this again. It is idempotent: the message goes in under its
+    messageId (its identity in the session's inbox), so a second hand-off finds the turn the first one
+    started and marks the task at it (start_task: once). The task as it stands after."""
+    a2a, session_id, key = ports(deps).store, rec.session_id, rec.key
     if before_start is not None:
         before_start(session_id)
+    message_id = str(rec.user_message.get("messageId") or "") or None
     try:
-        accepted = ingest_chat(deps, content, session_id, caller=caller, queue=False)
+        accepted = ingest_chat(
+            deps, content, session_id, caller=caller, message_id=message_id, id_kind="a2a", queue=False
+        )
     except SessionNotFoundError:
         a2a.finish_task(session_id, key, "failed", status_text="the context belongs to another client")
         raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": session_id}) from None
@@ -426,11 +448,12 @@ def send_message(
         a2a.finish_task(session_id, key, "failed", status_text="the context became busy before the task started")
         raise _context_busy(deps, session_id) from None
     a2a.start_task(session_id, key, accepted.turn)
-    count("A2ATasksStarted")
-    timeline("a2a_task_started", f"A2A task {task_id} started", session_id=session_id, turn=accepted.turn)
+    if not accepted.replayed:
+        count("A2ATasksStarted")
+        timeline("a2a_task_started", f"A2A task {rec.task_id} started", session_id=session_id, turn=accepted.turn)
     started = a2a.get_task(session_id, key)
     assert started is not None
-    return _answer(deps, started, config, remaining_ms)
+    return started
 
 
 def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
@@ -462,6 +485,11 @@ def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: 
             {"taskId": rec.task_id, "state": state},
         )
 
+    if rec.state == "submitted":
+        # Its own message is not in its session yet: message/send died after storing the task (or is
+        # about to hand it over): this hands it over (idempotent), and the message continues the task.
+        own = MessageSendParams.model_validate({"message": rec.user_message})
+        rec = _hand_off(deps, rec, _content(own), caller, None)
     if rec.state != "working":
         raise not_open(rec.state)
     try:
@@ -567,10 +595,17 @@ def cancel_task(
     not_cancelable = A2AError(
         TASK_NOT_CANCELABLE, "Task cannot be canceled: it is in a terminal state", {"taskId": rec.task_id}
     )
+    a2a = ports(deps).store
     if rec.state in TERMINAL_STATES:
+        # A retry: what the first cancel may not have got to (each step once), while the task is its
+        # context's latest and the session not closed for it (a later turn is not the task's to stop).
+        current = a2a.get_current(rec.session_id) if rec.state == "canceled" else None
+        if current is not None and current.key == rec.key and not current.closed_turn:
+            _after_cancel(deps, rec)
+        elif current is not None and current.key == rec.key and not rec.notified:
+            notify(deps, rec)
         not_cancelable.data["state"] = rec.state
         raise not_cancelable
-    a2a = ports(deps).store
     # Waiting for an answer, its session is idle at the question's turn: nothing to stop, and a later
     # message to the session is not this task's (closed at that turn, in the same write).
     waited = rec.state == "input-required" and a2a.finish_task(
@@ -591,6 +626,13 @@ def cancel_task(
             raise not_cancelable
     count("A2ATasksCanceled")
     timeline("a2a_task_canceled", f"A2A task {rec.task_id} canceled", session_id=rec.session_id)
+    return render_task(deps, _after_cancel(deps, rec))
+
+
+def _after_cancel(deps: Deps, rec: TaskRecord) -> TaskRecord:
+    """What follows a task's cancel: its waiting turn completed and its session closed, its push sent, its
+    delegations' peers told to stop. Each step is conditional, so a retried cancel redoes what is left."""
+    a2a = ports(deps).store
     stopped = _stop_delegations(deps, rec.session_id, rec.key)
     latest = a2a.get_task(rec.session_id, rec.key)
     assert latest is not None
@@ -598,7 +640,7 @@ def cancel_task(
         notify(deps, latest)
     if stopped is not None:  # last, best-effort: the delegations' peers are told to stop too
         stop_delegations(deps, rec.session_id, *stopped, "the A2A task was canceled")
-    return render_task(deps, latest)
+    return latest
 
 
 def _canceled(tool_use_id: str) -> ToolResult:
@@ -633,23 +675,20 @@ def close_canceled(deps: Deps, session_id: str, turn: int, key: str) -> None:
         return
     last = session.messages[-1] if session.messages else {}
     uses = [b["toolUse"] for b in last.get("content", []) if "toolUse" in b] if last.get("role") == "assistant" else []
+    closing: list[tuple[int, dict[str, Any]]] = []
     if uses:
         # A conversation never leaves a tool call without its result (Converse requires one).
         results = {r.tool_use_id: r for t in (turn - 1, turn) for r in deps.turns.get_results(session_id, t)}
         blocks = [results.get(u["toolUseId"], _canceled(u["toolUseId"])).as_block() for u in uses]
-        sessions.append_message(
-            session_id, {"role": "user", "content": blocks}, turn, retention, slot=MessageSlot.CLOSING_RESULTS
-        )
-    sessions.append_message(
-        session_id,
-        {"role": "assistant", "content": [{"text": CANCELED_TEXT}]},
-        turn,
-        retention,
-        slot=MessageSlot.CLOSING_TEXT,
-    )
-    end = sessions.finish_session_turn(session_id, turn, retention)
+        closing.append((int(MessageSlot.CLOSING_RESULTS), {"role": "user", "content": blocks}))
+    closing.append((int(MessageSlot.CLOSING_TEXT), {"role": "assistant", "content": [{"text": CANCELED_TEXT}]}))
     a2a = ports(deps).store
+    # Before the session ends: once it is idle, a later turn of it is not this task's (stop_if_canceled).
     a2a.set_closed_turn(session_id, key, turn)
+    # The closing messages and the turn's end in one write (an append would clear the owed mark): until
+    # it commits, the session is busy at this turn with the mark the cancel's completion wrote, so the
+    # sweep's think redoes the close; a think that closes is redone by its invocation's retry.
+    end = sessions.finish_session_turn(session_id, turn, retention, messages=closing)
     rec = a2a.get_task(session_id, key)
     if rec is not None and rec.state in TERMINAL_STATES and not rec.notified:
         notify(deps, rec)  # the cancel may have died before its own notification
@@ -709,7 +748,13 @@ def on_end_turn(
 ) -> None:
     """The session's turn ended with a final answer: its open A2A task completes (once), or fails
     when the answer is an error (the model could not answer); or with a question: the task waits in
-    input-required, the question its status message (once per turn)."""
+    input-required, the question its status message (once per turn).
+
+    Either way, unless a message continuing the task (sent with its taskId while it worked) started the
+    next turn in the write that ended this one: the task goes on working into that turn. After a
+    question, that message is its answer (the model is given it as the answer, as it would be given
+    the client's reply), so the task does not wait for another: it never shows input-required for a
+    question already answered, and a message the client sends next continues the task as any other."""
     if getattr(deps, "a2a", None) is None:
         return
     a2a = ports(deps).store
