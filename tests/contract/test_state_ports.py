@@ -220,6 +220,26 @@ def test_a_message_appended_to_a_think_takes_its_place_once(state, sid):
     assert state.owed_think(sid) is None
 
 
+def test_a_turn_ends_with_its_closing_messages_in_one_write_and_its_owed_mark_stays_until_then(state, sid):
+    state.take_message(sid, user("hello"), RETENTION_MS)
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("closed")["message"])]
+    assert state.owed_think(sid) == 1  # nothing before the write clears it
+    end = state.finish_session_turn(sid, 1, RETENTION_MS, messages=closing)
+    assert end.ended and end.next_input is None
+    session = state.get_session(sid)
+    assert session.status == "idle" and session.messages == [user("hello"), final("closed")["message"]]
+    assert state.owed_think(sid) is None
+    assert not state.finish_session_turn(sid, 1, RETENTION_MS, messages=closing).ended  # once
+
+
+def test_a_repeat_of_a_message_that_started_its_turn_is_answered_on_a_busy_session_without_a_queue(state, sid):
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1", message_id="id-1") == Intake("started", 1, 1)
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1") == Intake("started", 1, 1, replayed=True)
+    with pytest.raises(SessionBusyError):
+        state.take_message(sid, user("other"), RETENTION_MS, key="m2")
+    assert state.get_session(sid).messages == [user("hello")]
+
+
 # --- results and completion --------------------------------------------------------------------------------
 def test_each_result_counts_once_and_the_last_completes_the_turn_once(state, clock, sid):
     delegated(state, clock, sid, "a", "b")
