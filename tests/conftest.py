@@ -1,4 +1,5 @@
 import collections
+import json
 import os
 
 import pytest
@@ -15,6 +16,10 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 from tests.support.invokes import RECORDER  # noqa: E402
 
 RECORDER.install()
+# Committed steps of the in-process functions, for the crash-point explorer (tests.support.explorer.steps).
+from tests.support.explorer.steps import WATCH as STEP_WATCH  # noqa: E402
+
+STEP_WATCH.install()
 # In-process moto answers one request at a time, as the loopback moto server does (tests.support.atomic_moto).
 from tests.support import atomic_moto  # noqa: E402
 
@@ -92,3 +97,22 @@ def pytest_collection_modifyitems(items):
     shared = sorted(nodeid for nodeid, n in ids.items() if n > 1)
     if shared:
         raise pytest.UsageError(f"test ids shared by several tests (pytest-xdist would run one): {shared[:5]}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    # The crash-point explorer's figures (tests/integration/test_crash_points.py): each of its tests records
+    # them as a user property, which pytest-xdist brings back to this process with the test's report.
+    runs = [
+        json.loads(value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", "call") == "call"
+        for key, value in getattr(report, "user_properties", ())
+        if key == "crash_explorer"
+    ]
+    if runs:
+        terminalreporter.write_line(
+            f"crash-point explorer: {len(runs)} scenarios x {sum(r['runs'] for r in runs)} crash points "
+            f"(one uncrashed run each included) x {runs[0]['invariants']} invariants checked, "
+            f"in {sum(r['seconds'] for r in runs):.1f} s"
+        )

@@ -1,0 +1,192 @@
+"""The explorer's catalogue: each path through the system, as a client and the peers drive it.
+
+A scenario is a script over a World (tests.support.explorer.world): requests into the agent, `settle()`
+to run what is due now, the worker's answers, the clock. It asserts nothing: the explorer crashes it
+at each of its steps, so a request may get no answer and a state may not be reached; the invariants,
+checked after recovery, are the test. Ids are fixed (each run has a table of its own), so every run
+takes the same steps until its crash.
+
+To add a path: write its script here and add it to CATALOGUE (docs/ARCHITECTURE.md §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightdeck.domain.a2a.ports import task_id_of
+from flightdeck.domain.a2a.tasks import task_key_of
+from tests.support.explorer.world import World
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    script: Callable[[World], None]
+    silent: frozenset[str] = field(default_factory=frozenset)  # tasks the worker never answers
+
+
+def _message(sid: str, text: str, message_id: str, **ids: Any) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": message_id,
+        "contextId": sid,
+        "parts": [{"kind": "text", "text": text}],
+        **ids,
+    }
+
+
+def _task_id(sid: str, message_id: str) -> str:
+    return task_id_of(sid, task_key_of(sid, message_id))
+
+
+def _task_state(w: World, sid: str, message_id: str) -> str:
+    """The task's state as tasks/get would tell the client (read from the table)."""
+    key = {"pk": {"S": f"S#{sid}"}, "sk": {"S": f"A2A#TASK#{task_key_of(sid, message_id)}"}}
+    got = w.agent.dynamodb.get_item(TableName=w.agent.table, Key=key, ConsistentRead=True).get("Item")
+    return got["state"]["S"] if got else "unknown"
+
+
+# --- chat, delegations ---------------------------------------------------------------------------
+
+
+def chat(w: World) -> None:
+    w.chat("s-chat", "count the moons of mars", "m-1")
+    w.settle()
+
+
+def one_delegation(w: World) -> None:
+    w.chat("s-one", "@worker look up the tide tables", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
+def two_delegations(w: World) -> None:
+    w.chat("s-two", "@worker first part @worker second part", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
+def follow_up_while_busy(w: World) -> None:
+    w.chat("s-follow", "@worker a long job", "m-1")
+    w.settle()
+    w.chat("s-follow", "and the moon phase", "m-2")  # queued: the turn waits on the delegation
+    w.answer_delegations()
+    w.settle()
+
+
+def cancel_while_waiting(w: World) -> None:
+    w.chat("s-cancel", "@worker a long job", "m-1")
+    w.settle()
+    w.cancel("s-cancel")
+    w.settle()
+
+
+def cancel_with_queued_follow_up(w: World) -> None:
+    w.chat("s-cancelq", "@worker a long job", "m-1")
+    w.settle()
+    w.chat("s-cancelq", "and then this", "m-2")  # queued, position 1
+    w.cancel("s-cancelq")
+    w.settle()
+
+
+def delegated_to_us(w: World) -> None:
+    """B side: a peer delegates to this agent, whose answer goes to the peer's callback."""
+    w.chat("s-asked", "summarise the launch plan", "m-1", reply_token="tok-route-one-" + "a" * 30)
+    w.settle()
+
+
+def we_ask_our_caller(w: World) -> None:
+    """B side: the agent asks its caller; the caller's continuation of the session answers."""
+    asking = "tok-route-ask-" + "b" * 30
+    w.chat("s-we-ask", "?ask which year? summarise the plan", "m-1", reply_token=asking)
+    w.settle()
+    if w.deliveries.get(asking):  # the caller answers a question it has
+        w.chat("s-we-ask", "2024", "m-2", reply_token="tok-route-answer-" + "c" * 30, continue_session=True)
+        w.settle()
+
+
+def delegate_asks(w: World) -> None:
+    """A side: the worker asks a question; the model answers it by continuing the worker's session."""
+    w.chat("s-they-ask", "@worker [ask] summarise the plan ?answer 2024", "m-1")
+    w.settle()
+    w.answer_delegations()  # the question
+    w.settle()
+    w.answer_delegations()  # the continuation's answer
+    w.settle()
+
+
+def per_delegation_timeouts(w: World) -> None:
+    """The sleeper's own timeout_ms (4 s) passes while the worker's (300 s) does not."""
+    w.chat("s-timeouts", "@worker fast one @sleeper slow one", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+    w.clock.now += 5_000
+    w.settle()
+
+
+def streamed_think(w: World) -> None:
+    """A stream watches the session: the think streams the model and relays its text (LIVE writes)."""
+    w.chat("s-stream", "first words", "m-1")
+    w.settle()
+    w.watch("s-stream")
+    w.chat("s-stream", "tell me about tides and moons", "m-2")
+    w.settle()
+
+
+# --- A2A ------------------------------------------------------------------------------------------
+
+
+def a2a_send(w: World) -> None:
+    w.a2a("message/send", {"message": _message("a-send", "count the moons of mars", "am-1")})
+    w.settle()
+
+
+def a2a_continue(w: World) -> None:
+    w.a2a("message/send", {"message": _message("a-cont", "@worker a long job", "am-1")})
+    w.settle()
+    more = _message("a-cont", "and the moon phase", "am-2", taskId=_task_id("a-cont", "am-1"))
+    w.a2a("message/send", {"message": more})  # waits in the inbox: the task goes on into its turn
+    w.answer_delegations()
+    w.settle()
+
+
+def a2a_cancel(w: World) -> None:
+    w.a2a("message/send", {"message": _message("a-cancel", "@worker a long job", "am-1")})
+    w.settle()
+    w.a2a("tasks/cancel", {"id": _task_id("a-cancel", "am-1")})
+    w.settle()
+
+
+def a2a_question(w: World) -> None:
+    w.a2a("message/send", {"message": _message("a-ask", "?ask which year? summarise the plan", "am-1")})
+    w.settle()
+    if _task_state(w, "a-ask", "am-1") != "input-required":
+        return  # the client answers a question it has seen
+    answer = _message("a-ask", "2024", "am-2", taskId=_task_id("a-ask", "am-1"))
+    w.a2a("message/send", {"message": answer})
+    w.settle()
+
+
+CATALOGUE: tuple[Scenario, ...] = (
+    Scenario("chat", chat),
+    Scenario("one-delegation", one_delegation),
+    Scenario("two-delegations", two_delegations),
+    Scenario("follow-up-while-busy", follow_up_while_busy),
+    Scenario("cancel-while-waiting", cancel_while_waiting),
+    Scenario("cancel-with-queued-follow-up", cancel_with_queued_follow_up),
+    Scenario("delegated-to-us", delegated_to_us),
+    Scenario("we-ask-our-caller", we_ask_our_caller),
+    Scenario("delegate-asks-continuation-answers", delegate_asks),
+    Scenario("per-delegation-timeouts", per_delegation_timeouts, frozenset({"slow one"})),
+    Scenario("streamed-think", streamed_think),
+    Scenario("a2a-send", a2a_send),
+    Scenario("a2a-continue", a2a_continue),
+    Scenario("a2a-cancel", a2a_cancel),
+    Scenario("a2a-question-answer", a2a_question),
+)

@@ -1,0 +1,190 @@
+"""The crash-point explorer (issue 24): each scenario once to count its committed steps, then once per
+step with the function that took it dying right after it; after each run, recovery, then the invariants.
+
+Modes (FLIGHTDECK_EXPLORER): `ci` (default) one seed, HTTP callers that retry; `nightly` several seeds,
+each picking the order of due work at random and whether an HTTP caller that got no answer retries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightdeck import wiring
+from flightdeck.adapters import model_choice
+from flightdeck.adapters.http_peers import Peers
+from flightdeck.local.resources import create_table
+from tests.support.explorer.catalogue import Scenario
+from tests.support.explorer.invariants import INVARIANTS, check
+from tests.support.explorer.steps import WATCH
+from tests.support.explorer.world import Clock, World
+from tests.support.harness import TEST_PEER, make_agent
+from tests.support.invokes import RECORDER
+
+PEERS = "http://127.0.0.1:9"  # never reached: the world answers for the peers
+AGENT_CONFIG = {
+    "name": "orchestrator",
+    "description": "orchestrator under the crash-point explorer",
+    "model": {"provider": "local", "think_delay_ms": 0},
+    "delegates": [
+        {"agent": "worker", "service": "worker", "callback_service": "orchestrator"},
+        {"agent": "sleeper", "service": "worker", "callback_service": "orchestrator", "timeout_ms": 4000},
+    ],
+}
+STREAM_CHUNK_MS = 60  # the model's time per streamed piece: the relay writes every other one
+MODES = {"ci": {"seeds": (0,)}, "nightly": {"seeds": (0, 1, 2, 3, 4)}}
+
+
+def mode() -> str:
+    chosen = os.environ.get("FLIGHTDECK_EXPLORER", "ci")
+    if chosen not in MODES:
+        raise ValueError(f"FLIGHTDECK_EXPLORER={chosen!r}: one of {sorted(MODES)}")
+    return chosen
+
+
+_current: list[World] = []
+
+
+def _world() -> World:
+    return _current[0]
+
+
+def _post_json(self: Peers, url: str, body: Any, headers: dict[str, str] | None = None, timeout_s: Any = None) -> Any:
+    return _world().peer_post(url, json.loads(json.dumps(body)), headers)
+
+
+class RecordedModel:
+    """The agent's own model (the scripted one), with each ask recorded against the think that made it."""
+
+    def __init__(self, real: Any):
+        self.real = real
+
+    def converse(self, **ask: Any) -> Any:
+        _world().model_asked()
+        return self.real.converse(**ask)
+
+    def converse_stream(self, **ask: Any) -> Iterator[Any]:
+        world = _world()
+        world.model_asked()
+        for item in self.real.converse_stream(**ask):
+            world.clock.now += STREAM_CHUNK_MS
+            yield item
+
+
+@dataclass
+class Run:
+    crash_at: int  # 0: the counting run
+    seed: int
+    steps: list[str]
+    findings: list[tuple[str, str]]
+    crashed: list[str]
+    failures: list[str]
+
+    def where(self) -> str:
+        return self.steps[self.crash_at - 1] if self.crash_at else "no crash"
+
+
+@dataclass
+class Report:
+    scenario: str
+    steps: list[str] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[Run]:
+        return [r for r in self.runs if r.findings]
+
+    def summary(self) -> str:
+        lines = [f"{self.scenario}: {len(self.steps)} steps, {len(self.runs)} runs, {len(self.failed)} failing"]
+        for r in self.failed[:12]:
+            for name, detail in r.findings[:3]:
+                lines.append(f"  crash at {r.crash_at} (seed {r.seed}) [{r.where()}]: {name}: {detail}")
+        return "\n".join(lines)
+
+
+class Explorer:
+    """One agent's queues and environment, made once; each run gets a fresh table, empty queues and a world."""
+
+    def __init__(self, monkeypatch: Any):
+        self.monkeypatch = monkeypatch
+        self.agent = make_agent(
+            monkeypatch,
+            delegates=[],
+            allow=f"worker:{PEERS},orchestrator:{PEERS}",
+            extra_env={"AGENT_CONFIG": json.dumps(AGENT_CONFIG), "STREAM_POLL_INTERVAL_MS": "100"},
+        )
+        monkeypatch.setattr(Peers, "post_json", _post_json)
+        real_build = model_choice.build_model
+        monkeypatch.setattr(model_choice, "build_model", lambda agent: RecordedModel(real_build(agent)))
+        self.runs = 0
+        self.last: World | None = None
+
+    def _fresh(self, crash_at: int | None, seed: int) -> World:
+        # The same table name again, emptied by making it anew: the functions' clients and settings stay.
+        agent = self.agent
+        self.runs += 1
+        agent.dynamodb.delete_table(TableName=agent.table)
+        create_table(agent.dynamodb, agent.name)
+        agent.registry.add(TEST_PEER, agent.peer_token, replace=True)
+        if self.last is not None:
+            self.last.empty_queues()
+        RECORDER.clear()
+        world = World(agent, Clock(int(time.time() * 1000)), crash_at=crash_at, rng=random.Random(seed))
+        if seed:  # nightly: the order of due work, and whether a client retries, vary by seed
+            world.shuffle, world.client_retries = 0.5, seed % 2 == 1
+        wiring.state_store()._clock = world.clock.now_ms
+        random.seed(seed)  # backoff jitter
+        self.last = world
+        return world
+
+    @contextmanager
+    def _watching(self, world: World) -> Iterator[World]:
+        _current[:] = [world]
+        WATCH.observer = world
+        try:
+            yield world
+        finally:
+            WATCH.observer = None
+            _current.clear()
+
+    def run(self, scenario: Scenario, crash_at: int | None, seed: int = 0) -> tuple[World, list[tuple[str, str]]]:
+        world = self._fresh(crash_at, seed)
+        world.silent = set(scenario.silent)
+        with self._watching(world):
+            scenario.script(world)
+            world.recover()
+        findings = check(world)
+        findings += [("the functions ran", f) for f in world.failures if "DLQ" in f]
+        return world, findings
+
+    def explore(self, scenario: Scenario, seeds: tuple[int, ...] = (0,)) -> Report:
+        started = time.perf_counter()
+        report = Report(scenario.id)
+        for seed in seeds:
+            world, findings = self.run(scenario, None, seed)
+            steps = list(world.steps)
+            if seed == seeds[0]:
+                report.steps = steps
+            report.runs.append(Run(0, seed, steps, findings, world.crashed, world.failures))
+            for n in range(1, len(steps) + 1):
+                crashed, findings = self.run(scenario, n, seed)
+                report.runs.append(Run(n, seed, crashed.steps, findings, crashed.crashed, crashed.failures))
+        report.seconds = time.perf_counter() - started
+        return report
+
+
+def figures(reports: list[Report]) -> str:
+    """The CI line: scenarios x crash points x invariants checked."""
+    points = sum(len(r.runs) for r in reports)
+    failing = sum(len(r.failed) for r in reports)
+    return (
+        f"crash-point explorer ({mode()}): {len(reports)} scenarios x {points} crash points "
+        f"(counting runs included) x {len(INVARIANTS)} invariants checked; {failing} runs broke one"
+    )

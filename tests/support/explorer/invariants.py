@@ -1,0 +1,159 @@
+"""The invariants the explorer checks once the system has recovered (docs/ARCHITECTURE.md §3).
+
+Each reads what is stored (the agent's table on moto, the sessions' views as GET /api/sessions/{id}
+gives them) and what the world saw go out (the caller's deliveries, the model's asks). Each returns
+what breaks it, one line per finding; none is a finding.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from flightdeck.domain.asking import ASK_USER
+from tests.support.explorer.world import World
+
+_de = TypeDeserializer()
+OPEN_A2A = ("submitted", "working")  # input-required waits on an idle session by design
+Views = dict[str, dict[str, Any]]
+
+
+def _items(world: World) -> list[dict[str, Any]]:
+    client, table = world.agent.dynamodb, world.agent.table
+    out, start = [], None
+    while True:
+        page = client.scan(TableName=table, ConsistentRead=True, **({"ExclusiveStartKey": start} if start else {}))
+        out += [{k: _de.deserialize(v) for k, v in i.items()} for i in page["Items"]]
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return [i for i in out if i["pk"].startswith("S#")]
+
+
+def _sid(item: dict[str, Any]) -> str:
+    return str(item["pk"])[2:]
+
+
+def _metas(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {_sid(i): i for i in items if i["sk"] == "META"}
+
+
+def _views(world: World) -> dict[str, dict[str, Any]]:
+    """Each session as GET /api/sessions/{id} shows it (the conversation the model and the user see)."""
+    out = {}
+    for sid in world.sessions:
+        status, _, body = world.agent.api("session_get", SESSION_ID=sid)
+        if status == 200:
+            out[sid] = body
+    return out
+
+
+def busy_past_bound(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No session busy past its bound: with the clock past every bound and the sweeps run, all are idle."""
+    return [
+        f"{sid}: {m['status']} at turn {m.get('turn')} (owed think: {m.get('owed_think', 'none')})"
+        for sid, m in _metas(items).items()
+        if m.get("status") != "idle"
+    ]
+
+
+def inbox_unturned(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No inbox message left unturned: each queued message started its turn, and the counts agree."""
+    found = [
+        f"{_sid(i)}: {i['sk'][:14]}… (seq {i.get('seq')}) never started a turn"
+        for i in items
+        if i["sk"].startswith("INBOX#") and i.get("turn") is None
+    ]
+    for sid, m in _metas(items).items():
+        waiting = int(m.get("inbox_count", 0)) - int(m.get("inbox_consumed", 0))
+        if waiting:
+            found.append(f"{sid}: {m['status']} with queued {waiting}")
+    return found
+
+
+def a2a_open_on_idle(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No A2A task submitted or working while its session is idle (or was never started)."""
+    metas = _metas(items)
+    return [
+        f"{_sid(i)}: task {i['sk'][9:17]}… {i.get('state')} while the session is "
+        + (metas[_sid(i)]["status"] if _sid(i) in metas else "absent")
+        for i in items
+        if i["sk"].startswith("A2A#TASK#")
+        and i.get("state") in OPEN_A2A
+        and (metas.get(_sid(i)) or {}).get("status", "idle") == "idle"
+    ]
+
+
+def delegations_settled(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """Every delegation settled exactly once: each turn that waited completed, each call has one
+    result in the conversation; each delegation to us got its answer (unless its owner canceled)."""
+    found = []
+    results = {(_sid(i), i["sk"]) for i in items if i["sk"].startswith("RESULT#")}
+    for t in (i for i in items if i["sk"].startswith("TURN#")):
+        sid, turn = _sid(t), int(t["sk"][5:])
+        if t.get("status") != "complete":
+            found.append(f"{sid}: turn {turn} still {t.get('status')}")
+        missing = [x for x in t.get("expected", []) if (sid, f"RESULT#{turn:06d}#{x}") not in results]
+        if missing:
+            found.append(f"{sid}: turn {turn} has no result for {len(missing)} call(s)")
+    for sid, view in views.items():
+        calls = [
+            b["toolUse"]["toolUseId"]
+            for m in view["messages"]
+            for b in m["content"]
+            if "toolUse" in b and b["toolUse"]["name"] != ASK_USER
+        ]
+        answered = defaultdict(int)
+        for m in view["messages"]:
+            for b in m["content"]:
+                if "toolResult" in b:
+                    answered[b["toolResult"]["toolUseId"]] += 1
+        found += [f"{sid}: call {c[-8:]} has {answered[c]} results" for c in calls if answered[c] != 1]
+    for token, sid in world.reply_tokens.items():
+        if not world.deliveries.get(token) and sid not in world.canceled:
+            found.append(f"{sid}: the delegation with route …{token[-6:]} was never answered")
+    return found
+
+
+def answered_twice(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No answer delivered twice: one answer per reply route (a re-send of the same one is the
+    caller's to deduplicate, §4), and no message answered twice in a conversation."""
+    found = [
+        f"route …{token[-6:]} got {len(set(got))} different answers"
+        for token, got in world.deliveries.items()
+        if len(set(got)) > 1
+    ]
+    for sid, view in views.items():
+        roles = [m["role"] for m in view["messages"]]
+        twice = [n for n in range(1, len(roles)) if roles[n] == roles[n - 1] == "assistant"]
+        if twice:
+            found.append(f"{sid}: message {twice[0]} is a second answer in a row")
+    return found
+
+
+def model_asked_twice(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No model asked twice for one think: never once its reply is stored, except a new session's
+    first think run again from its snapshot (§6). A think that died before storing is asked again."""
+    return [
+        f"{a.session_id}: think {a.turn} asked again after its reply was stored"
+        for a in world.asks
+        if a.stored_already and not a.from_snapshot
+    ]
+
+
+INVARIANTS: dict[str, Callable[[World, list[dict[str, Any]], Views], list[str]]] = {
+    "no session busy past its bound": busy_past_bound,
+    "no inbox message left unturned": inbox_unturned,
+    "no A2A task open while its session is idle": a2a_open_on_idle,
+    "every delegation settled exactly once": delegations_settled,
+    "no answer delivered twice": answered_twice,
+    "no model asked twice for one think": model_asked_twice,
+}
+
+
+def check(world: World) -> list[tuple[str, str]]:
+    """(invariant, what breaks it) for every finding."""
+    items, views = _items(world), _views(world)
+    return [(name, detail) for name, test in INVARIANTS.items() for detail in test(world, items, views)]

@@ -1,0 +1,388 @@
+"""One agent's functions on in-process moto, run as Lambda, SQS and HTTP clients run them, on a clock
+the explorer moves; with fake peers around it and a record of what the model was asked.
+
+Each function runs "armed": its committed steps are counted (tests.support.explorer.steps, and the
+fake peers below for outbound HTTP), and the one the explorer picked ends it (Crash). What follows a
+crash is the platform's: an asynchronous invoke is retried by Lambda (twice, then its DLQ); an SQS
+batch comes back after its visibility timeout; an HTTP caller gets no answer and, by policy, sends the
+same request again or gives up. The peers: `worker` (our delegate) takes tasks and answers them when
+told (during recovery: at once); `caller` (whoever delegated to us) takes answers.
+
+SQS delays run on this clock: an armed send's DelaySeconds and a ChangeMessageVisibility become 0 for
+moto, and the message is held here until its due time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightdeck import topology, wiring
+from flightdeck.adapters.http_peers import PeerResponse
+from flightdeck.local.invocation import LocalLambdaContext
+from tests.support.explorer.steps import Crash
+from tests.support.harness import Agent, load_event
+from tests.support.invokes import RECORDER, Invocation
+
+LAMBDA_RETRY_MS = 60_000  # Lambda's asynchronous retries come a minute or two after a failure
+WORKER_RETRY_MS = 2_000  # the worker's delivery queue retries a callback that got no answer
+QUEUE_ORDER = ("turns", "dispatch", "delivery", "timers")
+# Past every bound: the longest deadline (ASYNC_TOOL_TIMEOUT_MS 300 s), the owed-think grace (35 s),
+# visibility timeouts (180 s), Lambda's retries; the sweep runs after each jump.
+BIG_JUMP_MS = 10 * 60_000
+MAX_RECOVERY_ROUNDS = 80
+CRASHED = object()
+
+
+@dataclass
+class Delegation:
+    """A task the worker took: answered once per callback token (a real peer answers a re-sent
+    dispatch as `replayed`)."""
+
+    token: str
+    task: str
+    session_id: str
+    continues: bool
+    answered: bool = False
+    due_ms: int = 0
+
+
+@dataclass
+class Ask:
+    session_id: str
+    turn: int
+    stored_already: bool  # the think's reply was stored when the model was asked
+    from_snapshot: bool  # a new session's first think, run from its ingest's snapshot (§6)
+
+
+@dataclass
+class Held:
+    key: str
+    message: dict[str, Any]
+    due_ms: int
+
+
+class Clock:
+    def __init__(self, now_ms: int):
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+@dataclass
+class World:
+    agent: Agent
+    clock: Clock
+    crash_at: int | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    client_retries: bool = True  # an HTTP caller that got no answer sends the same request again
+    silent: set[str] = field(default_factory=set)  # tasks (by marker) the worker never answers
+    steps: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    canceled: set[str] = field(default_factory=set)
+    reply_tokens: dict[str, str] = field(default_factory=dict)  # token -> session given it
+    deliveries: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
+    delegations: dict[str, Delegation] = field(default_factory=dict)
+    asks: list[Ask] = field(default_factory=list)
+    auto_answer: bool = False
+    running: str | None = None
+    dead: bool = False
+    _think: tuple[str, int, bool] | None = None
+    _invocations: list[tuple[int, Invocation]] = field(default_factory=list)
+    _held: list[Held] = field(default_factory=list)
+    _send_due: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
+    _redeliver_at: dict[str, int] = field(default_factory=dict)
+    _handle_ids: dict[str, str] = field(default_factory=dict)
+    _sent_to: set[str] = field(default_factory=set)  # queues with messages not yet collected
+
+    # --- the observer of tests.support.explorer.steps -----------------------------------------
+    def before_call(self, service: str, operation: str) -> None:
+        if self.running is not None and self.dead:
+            raise Crash(f"{self.running} is dead: {service}:{operation} not sent")
+
+    def committed(self, service: str, operation: str) -> None:
+        if self.running is not None:
+            self._step(f"{service}:{operation}")
+
+    def send_params(self, operation: str, params: dict[str, Any]) -> None:
+        if self.running is None:
+            return  # the explorer's own request (a redelivery it arranges)
+        self._sent_to.add(params["QueueUrl"])
+        if operation == "SendMessage":
+            delay_ms = int(params.pop("DelaySeconds", 0) or 0) * 1000
+            self._send_due[(params["QueueUrl"], params["MessageBody"])].append(self.clock.now + delay_ms)
+        elif operation == "ChangeMessageVisibility":
+            message_id = self._handle_ids.get(params["ReceiptHandle"], "")
+            self._redeliver_at[message_id] = self.clock.now + int(params["VisibilityTimeout"]) * 1000
+            params["VisibilityTimeout"] = 0
+
+    def _step(self, what: str) -> None:
+        self.steps.append(f"{self.running} {what}")
+        if len(self.steps) == self.crash_at:
+            self.dead = True
+            raise Crash(f"{self.running} died after step {len(self.steps)}: {what}")
+
+    # --- running one function -------------------------------------------------------------------
+    def run(self, function: str, call: Any) -> Any:
+        """call() as one invocation of `function`: its result, or CRASHED. A function that raised
+        (not a crash) failed as Lambda sees it: recorded, and handled as a crash by its caller."""
+        self.running, self.dead = function, False
+        try:
+            return call()
+        except Crash as exc:
+            self.crashed.append(str(exc))
+            return CRASHED
+        except Exception as exc:  # noqa: BLE001 - Lambda's view: the invocation failed
+            self.failures.append(f"{function}: {type(exc).__name__}: {exc}"[:300])
+            return CRASHED
+        finally:
+            self.running, self.dead, self._think = None, False, None
+
+    # --- HTTP into the agent (the API Gateway's functions) ----------------------------------------
+    def http(self, name: str, body: Any = ..., headers: dict[str, str] | None = None, **repl: str) -> Any:
+        """One request, as a client sends it: CRASHED is a 502 (the function died); a client that
+        retries sends the same request once more."""
+        handler = _route_handler(name)
+        for _ in range(2 if self.client_retries else 1):
+            answer = self.run(handler, lambda: self.agent.api(name, body, headers, **repl))
+            if answer is not CRASHED:
+                return answer
+        return CRASHED
+
+    def chat(self, sid: str, content: str, message_id: str, reply_token: str = "", **fields: Any) -> Any:
+        self._session(sid)
+        body: dict[str, Any] = {"session_id": sid, "content": content, "message_id": message_id, **fields}
+        if reply_token:
+            self.reply_tokens[reply_token] = sid
+            body["reply"] = {"callbackService": "orchestrator", "bearerToken": reply_token}
+        return self.http("chat_post", body)
+
+    def cancel(self, sid: str) -> Any:
+        self.canceled.add(sid)
+        return self.http("session_cancel", SESSION_ID=sid)
+
+    def a2a(self, method: str, params: dict[str, Any]) -> Any:
+        context = (params.get("message") or {}).get("contextId")
+        if context:
+            self._session(context)
+        body = {"jsonrpc": "2.0", "id": f"r-{len(self.steps)}", "method": method, "params": params}
+        return self.http("a2a_message_send", body)
+
+    def watch(self, sid: str) -> None:
+        """A stream follows the session (its own function's mark; the relay holds no invariant)."""
+        wiring.deps().live.watch(sid, self.clock.now + 120_000)
+
+    def _session(self, sid: str) -> None:
+        if sid not in self.sessions:
+            self.sessions.append(sid)
+
+    # --- the fake peers (flightdeck.adapters.http_peers.Peers.post_json) --------------------------
+    def peer_post(self, url: str, body: Any, headers: dict[str, str] | None) -> PeerResponse:
+        if self.running is not None and self.dead:
+            raise Crash(f"{self.running} is dead: POST {url} not sent")
+        path = "/" + url.split("/", 3)[-1]
+        status, answer = self._peer_answer(path, body, headers or {})
+        if self.running is not None:
+            self._step(f"http:POST {path.split('/')[2]}")
+        return PeerResponse(status, answer)
+
+    def _peer_answer(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        if path == "/api/chat":  # the worker takes a task
+            token = body["reply"]["bearerToken"]
+            if token in self.delegations:
+                return 202, {"status": "replayed", "session_id": body["session_id"]}
+            self.delegations[token] = Delegation(
+                token, body["content"], body["session_id"], bool(body.get("continue_session")), due_ms=self.clock.now
+            )
+            return 202, {"status": "accepted", "session_id": body["session_id"]}
+        if path.endswith("/cancel"):
+            return 200, {"status": "canceled"}
+        if path == "/api/tools/response":  # the caller takes our answer (it deduplicates by token)
+            token = headers.get("Authorization", "").removeprefix("Bearer ")
+            seen = self.deliveries[token]
+            seen.append((str(body.get("status", "success")), str(body.get("result"))))
+            return (202, {"status": "accepted"}) if len(seen) == 1 else (200, {"status": "duplicate"})
+        return 404, {"error": {"code": "not_found", "message": "no such route here"}}
+
+    def answer_delegations(self) -> None:
+        """The worker answers every task it holds (a callback to our /api/tools/response each)."""
+        for d in list(self.delegations.values()):
+            if d.answered or d.due_ms > self.clock.now or any(m in d.task for m in self.silent):
+                continue
+            if "[ask]" in d.task and not d.continues:  # it asks first; the continuation gets the answer
+                body = {"result": "which year?", "status": "input_required", "context_id": d.session_id}
+            else:
+                body = {"result": f"[worker] done: {d.task}"}
+            answer = self.http("tool_response", body, {"Authorization": f"Bearer {d.token}"})
+            if answer is CRASHED or answer[0] >= 500:
+                d.due_ms = self.clock.now + WORKER_RETRY_MS  # its delivery queue tries again
+            else:
+                d.answered = True  # accepted, a duplicate, or refused (late): the worker is done
+
+    # --- the functions behind queues and invokes --------------------------------------------------
+    def _collect(self) -> None:
+        for invocation in RECORDER.take(self.agent.turn_worker_function):
+            self._invocations.append((self.clock.now, invocation))
+        for key in QUEUE_ORDER:
+            url = self.agent.queue_urls[key]
+            if url not in self._sent_to:
+                continue
+            self._sent_to.discard(url)
+            while True:
+                got = self.agent.sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
+                )
+                messages = got.get("Messages", [])
+                if not messages:
+                    break
+                for m in messages:
+                    self._handle_ids[m["ReceiptHandle"]] = m["MessageId"]
+                    sent = self._send_due.get((url, m["Body"]))
+                    due = self._redeliver_at.pop(m["MessageId"], None) or (sent.pop(0) if sent else self.clock.now)
+                    self._held.append(Held(key, m, due))
+
+    def _due_work(self) -> list[Any]:
+        now = self.clock.now
+        work: list[Any] = [("invoke", i) for due, i in self._invocations if due <= now]
+        for key in QUEUE_ORDER:
+            batch = [h for h in self._held if h.key == key and h.due_ms <= now]
+            size = topology.QUEUES_BY_KEY[key].batch_size
+            work += [("sqs", batch[i : i + size]) for i in range(0, len(batch), size)]
+        if self.auto_answer and any(
+            not d.answered and d.due_ms <= now and not any(m in d.task for m in self.silent)
+            for d in self.delegations.values()
+        ):
+            work.append(("worker", None))
+        return work
+
+    def settle(self, rounds: int = 60) -> bool:
+        """Run what is due now, until nothing is. True if anything ran."""
+        ran = False
+        for _ in range(rounds):
+            self._collect()
+            work = self._due_work()
+            if not work:
+                return ran
+            ran = True
+            kind, item = work[self.rng.randrange(len(work))] if self.rng.random() < self.shuffle else work[0]
+            if kind == "invoke":
+                self._run_invocation(item)
+            elif kind == "sqs":
+                self._run_batch(item)
+            else:
+                self.answer_delegations()
+        raise AssertionError("work kept coming: the system does not settle")
+
+    shuffle: float = 0.0  # nightly seeds: the share of picks that take any due work, not the first
+
+    def _run_invocation(self, invocation: Invocation) -> None:
+        self._invocations = [(d, i) for d, i in self._invocations if i is not invocation]
+        module = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
+        invocation.attempts += 1
+        event = invocation.event
+        self._think = (event["session_id"], int(event["turn"]), bool(event.get("snapshot")))
+        context = LocalLambdaContext(function_name=self.agent.turn_worker_function)
+        name = f"turn_worker[{event['session_id'][-6:]}#{event['turn']}]"
+        if self.run(name, lambda: module.handler(event, context)) is not CRASHED:
+            return
+        spec = topology.ASYNC_INVOKES_BY_HANDLER[topology.THINK_HANDLER]
+        if invocation.attempts <= spec.retry_attempts:
+            self._invocations.append((self.clock.now + LAMBDA_RETRY_MS * invocation.attempts, invocation))
+        else:
+            self.failures.append(f"think {event['session_id']}#{event['turn']} went to the turns DLQ")
+
+    def _run_batch(self, batch: list[Held]) -> None:
+        key = batch[0].key
+        self._held = [h for h in self._held if h not in batch]
+        spec = topology.QUEUES_BY_KEY[key]
+        module = importlib.import_module(f"flightdeck.handlers.{spec.handler}")
+        messages = [h.message for h in batch]
+        event = self.agent.sqs_event(key, messages)
+        if key == "turns":
+            body = json.loads(messages[0]["Body"])
+            self._think = (body["session_id"], int(body["turn"]), bool(body.get("snapshot")))
+        context = LocalLambdaContext(function_name=f"{self.agent.name}-{key}")
+        resp = self.run(spec.handler, lambda: module.handler(event, context))
+        failed = (
+            {m["MessageId"] for m in messages}
+            if resp is CRASHED
+            else {f["itemIdentifier"] for f in resp.get("batchItemFailures", [])}
+        )
+        url = self.agent.queue_urls[key]
+        for m in messages:
+            if m["MessageId"] not in failed:
+                self.agent.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            elif m["MessageId"] not in self._redeliver_at:
+                # Back after the visibility timeout, as SQS does; moto's copy becomes receivable now.
+                self._redeliver_at[m["MessageId"]] = self.clock.now + spec.visibility_timeout_s * 1000
+                self._sent_to.add(url)
+                self.agent.sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+
+    def sweep(self) -> None:
+        module = importlib.import_module("flightdeck.handlers.sweeper")
+        event = load_event("schedule/sweep.json")
+        self.run("sweeper", lambda: module.handler(event, LocalLambdaContext(function_name="sweeper")))
+
+    # --- recovery -------------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Let the platform finish: retries, redeliveries, the worker's answers and timers, the clock moved
+        on to each due time; once nothing is due, past every bound, and the sweep. Done when that changes
+        nothing. Returns the rounds it took."""
+        self.auto_answer = True
+        for rounds in range(1, MAX_RECOVERY_ROUNDS + 1):
+            self.settle()
+            self._collect()
+            upcoming = [d for d, _ in self._invocations] + [h.due_ms for h in self._held]
+            upcoming += [d.due_ms for d in self.delegations.values() if not d.answered and d.due_ms > self.clock.now]
+            if upcoming:
+                self.clock.now = max(self.clock.now, min(upcoming))
+                if self.shuffle and self.rng.random() < 0.5:
+                    self.sweep()  # nightly: the scheduled sweep also lands among retries and redeliveries
+                continue
+            before = len(self.steps)
+            self.clock.now += BIG_JUMP_MS
+            self.sweep()
+            self.settle()
+            self._collect()
+            if len(self.steps) == before and not self._invocations and not self._held:
+                return rounds
+        raise AssertionError(f"no quiescence after {MAX_RECOVERY_ROUNDS} recovery rounds")
+
+    def empty_queues(self) -> None:
+        """What this run left in the queues goes (PurgeQueue takes a minute between calls)."""
+        sqs, agent = self.agent.sqs, self.agent
+        for h in self._held:
+            sqs.delete_message(QueueUrl=agent.queue_urls[h.key], ReceiptHandle=h.message["ReceiptHandle"])
+        self._held.clear()
+        for url in [*agent.queue_urls.values(), *agent.dlq_urls.values()]:
+            while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+                for m in got:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+    # --- the model, as the think sees it ---------------------------------------------------------
+    def model_asked(self) -> None:
+        if self.running is not None and self.dead:
+            raise Crash(f"{self.running} is dead: the model is not asked")
+        if self._think is None:
+            return
+        sid, turn, snapshot = self._think
+        got = self.agent.dynamodb.get_item(
+            TableName=self.agent.table,
+            Key={"pk": {"S": f"S#{sid}"}, "sk": {"S": f"ITER#{turn:06d}"}},
+            ConsistentRead=True,
+        )
+        self.asks.append(Ask(sid, turn, "Item" in got, snapshot))
+
+
+def _route_handler(event_name: str) -> str:
+    event = load_event(f"api/{event_name}.json")
+    return next((r.handler for r in topology.ROUTES if r.path == event["resource"]), "chat_ingest")
