@@ -56,7 +56,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -362,6 +362,14 @@ class Api(Construct):
     @property
     def url(self) -> str:
         return self.rest_api.url
+
+    @property
+    def base_url(self) -> str:
+        """The stage's URL, without the trailing slash: the functions' PUBLIC_BASE_URL. Built from the RestApi id,
+        not from `url`, which refers to the stage: the stage depends on the deployment, the deployment on the
+        methods, the methods on the functions, so a function naming it would close a cycle."""
+        stack = Stack.of(self)
+        return f"https://{self.rest_api.rest_api_id}.execute-api.{stack.region}.{stack.url_suffix}/{STAGE_NAME}"
 
     @property
     def agent_card_url(self) -> str:

@@ -98,11 +98,18 @@ class AgentEnvironment:
 
 
 def agent_environment(
-    deployment: DeploymentFile, agent: str, resources: Mapping[str, str], *, peer_url_prefix: str
+    deployment: DeploymentFile,
+    agent: str,
+    resources: Mapping[str, str],
+    *,
+    peer_url_prefix: str,
+    public_base_url: str = "",
 ) -> AgentEnvironment:
     """Every variable of flightdeck.settings for one agent's functions.
 
     peer_url_prefix: where the agents of this deployment publish their URLs (PEER_URL_PARAMETER_PREFIX).
+    public_base_url: the deployed API's URL, PUBLIC_BASE_URL unless the file sets one (a custom domain): the
+    agent card's url and the A2A push URL name it, never a request's Host header.
 
     Order of precedence: the stack's own values (resources, agent identity, allowlist)
     over the agent's [env] over the file's [defaults].
@@ -140,6 +147,8 @@ def agent_environment(
             )
 
     variables = {k: v for k, v in configured.items() if k not in LOCAL_ONLY_VARIABLES}
+    if public_base_url and not variables.get("PUBLIC_BASE_URL"):
+        variables["PUBLIC_BASE_URL"] = public_base_url
     variables.update(resources)
     variables.update(
         {

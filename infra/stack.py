@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+import jsii
+from aws_cdk import Annotations, CfnOutput, IResolvable, IResolveContext, RemovalPolicy, Stack, Tags, Token
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -23,6 +24,33 @@ from .schedule import SweepSchedule
 from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
 from .usage_plans import PeerUsagePlans
+
+
+@jsii.implements(IResolvable)
+class _Later:
+    """A value the functions' environment names before its construct exists (the API's URL: the API is
+    built from the functions), resolved at synthesis. (Lazy.string's producer cannot be written in
+    Python: jsii fails to pass it its context.)"""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.value: str | None = None
+
+    @property
+    def creation_stack(self) -> list[str]:
+        return []
+
+    @property
+    def type_hint(self) -> None:
+        return None
+
+    def resolve(self, context: IResolveContext) -> str:  # noqa: ARG002 - jsii signature
+        if self.value is None:
+            raise ValueError(f"{self.what} was never set")
+        return self.value
+
+    def to_string(self) -> str:
+        return f"<{self.what}>"
 
 
 def stack_name(agent: str) -> str:
@@ -66,6 +94,7 @@ class FlightdeckStack(Stack):
         secret = CallbackSecret(self, "CallbackSecret", agent=agent)
         peer_tokens = PeerTokensSecret(self, "PeerTokens", agent=agent)
 
+        api_base_url = _Later("the API's base URL")
         env = agent_environment(
             deployment,
             agent,
@@ -82,6 +111,7 @@ class FlightdeckStack(Stack):
                 "PEER_TOKENS_SECRET_ARN": peer_tokens.secret.secret_arn,
             },
             peer_url_prefix=peer_url_prefix,
+            public_base_url=Token.as_string(api_base_url),
         )
         for warning in env.warnings:
             Annotations.of(self).add_warning_v2("flightdeck:config", warning)
@@ -126,6 +156,7 @@ class FlightdeckStack(Stack):
             authorizer_cache_s=spec.gateway.authorizer_cache_s,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
+        api_base_url.value = api.base_url
         usage_plans = PeerUsagePlans(
             self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
         )

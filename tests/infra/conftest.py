@@ -66,6 +66,7 @@ throttle_burst = 9
 
 [agents.planner.env]
 ASYNC_TOOL_TIMEOUT_MS = "45000"
+PUBLIC_BASE_URL = "https://planner.example.com/agent"   # a custom domain: wins over the stage URL
 STATE_TABLE = "not-this-one"
 
 [agents.helper]

@@ -340,7 +340,7 @@ EXPECTED_VARIABLES = {
     "DISPATCH_QUEUE_URL",
     "DELIVERY_QUEUE_URL", "DELIVERY_DLQ_URL", "TIMERS_QUEUE_URL", "TOOL_CALLBACK_SECRET_ARN", "PEER_TOKENS_SECRET_ARN",
     "ALLOWED_HOST_MAPPING", "DISCOVERED_PEERS", "PEER_URL_PARAMETER_PREFIX", "POWERTOOLS_SERVICE_NAME",
-    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_METRICS_NAMESPACE", "PUBLIC_BASE_URL",
 }  # fmt: skip
 
 
@@ -378,6 +378,38 @@ def test_environment_of_every_function(orchestrator_tpl) -> None:
     assert env["ALLOWED_HOST_MAPPING"] == ""
     assert env["DISCOVERED_PEERS"] == "worker"
     assert env["PEER_URL_PARAMETER_PREFIX"] == "/flightdeck/two-agents"
+
+
+def test_every_function_names_the_deployed_api_as_its_public_base_url(orchestrator_tpl) -> None:
+    """The card's url (and the A2A push URL) come from PUBLIC_BASE_URL, never a request's Host header: the stage
+    URL, built from the RestApi id so the functions need not refer to the stage (which depends on them)."""
+    (api_id,) = resources(orchestrator_tpl, "AWS::ApiGateway::RestApi")
+    ((stage_id, stage),) = resources(orchestrator_tpl, "AWS::ApiGateway::Stage").items()
+    url = {
+        "Fn::Join": [
+            "",
+            [
+                "https://",
+                {"Ref": api_id},
+                ".execute-api.",
+                {"Ref": "AWS::Region"},
+                ".",
+                {"Ref": "AWS::URLSuffix"},
+                "/" + stage["Properties"]["StageName"],
+            ],
+        ]
+    }
+    for f in resources(orchestrator_tpl, "AWS::Lambda::Function").values():
+        assert f["Properties"]["Environment"]["Variables"]["PUBLIC_BASE_URL"] == url
+    # The same URL the stack outputs (that one refers to the stage), without its trailing slash.
+    output = orchestrator_tpl["Outputs"]["ApiUrl"]["Value"]["Fn::Join"][1]
+    assert output[:6] == url["Fn::Join"][1][:6] and output[6:] == ["/", {"Ref": stage_id}, "/"]
+
+
+def test_a_public_base_url_the_file_sets_wins(planner_tpl) -> None:
+    for handler in topology.HANDLERS:
+        env = function(planner_tpl, handler)["Environment"]["Variables"]
+        assert env["PUBLIC_BASE_URL"] == "https://planner.example.com/agent"
 
 
 # --- one-pass deploy: the agents of a file find each other at run time --------------------

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.support.harness import new_session_id
+from tests.support.harness import make_agent, new_session_id
 
 
 def _error(body):
@@ -96,6 +96,15 @@ def test_session_view_and_unknown_session(orchestrator):
     assert body["status"] == "busy" and body["messages"] == [{"role": "user", "content": [{"text": "hello there"}]}]
     status, _, body = orchestrator.api("session_get", SESSION_ID="no-such-session")
     assert status == 404 and _error(body)["code"] == "session_not_found"
+
+
+def test_the_cards_url_is_public_base_url_whatever_host_the_request_names(aws, monkeypatch):
+    # The stack sets PUBLIC_BASE_URL to the stage's URL (infra/stack.py): a Host header never makes the card.
+    agent = make_agent(
+        monkeypatch, extra_env={"PUBLIC_BASE_URL": "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/"}
+    )
+    status, _, card = agent.api("agent_card_get", headers={"Host": "attacker.example", "X-Forwarded-Proto": "http"})
+    assert status == 200 and card["url"] == "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/a2a"
 
 
 def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
