@@ -9,6 +9,7 @@ Context (`cdk synth -c key=value`, or `python app.py --config FILE -c key=value`
 | `agents`             | every agent of the file       | comma list: synthesize only these stacks |
 | `nag`                | true                          | run cdk-nag AwsSolutions checks (synth fails on an unacknowledged finding) |
 | `apigwCloudWatchRole`| true                          | false: leave out the Flightdeck-ApiGatewayAccount stack (the account already has API Gateway's CloudWatch Logs role) |
+| `allow_open_agents`  | false                         | true: let an agent with INBOUND_AUTH = "off" be synthesized (an isolated test rig only: any caller is let in and sees every session); otherwise synthesis refuses it |
 | `bundleDeps`, `bundlePlatform` | see infra/bundling.py | how the Lambda asset is built |
 """
 
@@ -81,6 +82,15 @@ def stack_env(spec: config_file.AgentSpec) -> cdk.Environment | None:
     return cdk.Environment(account=account or None, region=region or None)
 
 
+def allow_open_agents(app: cdk.App) -> bool:
+    """Context `allow_open_agents`: whether an agent may be deployed with INBOUND_AUTH = "off"."""
+    value = app.node.try_get_context("allow_open_agents")
+    try:
+        return value is not None and truthy(value)
+    except ValueError as exc:
+        raise ValueError(f"context allow_open_agents: {exc} (true or false)") from None
+
+
 def add_nag(app: cdk.App) -> None:
     """cdk-nag 3: a policy validation plugin; synthesis fails on any unacknowledged finding."""
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -89,7 +99,8 @@ def add_nag(app: cdk.App) -> None:
 def build(app: cdk.App) -> list[FlightdeckStack]:
     path = config_path(app)
     # The one check of the whole file (flightdeck.config_file): a bad file stops here, every problem named.
-    deployment = config_file.load_checked(path, "aws")
+    # Inbound authentication off on AWS is refused unless the context says a test rig is meant.
+    deployment = config_file.load_checked(path, "aws", allow_open_agents=allow_open_agents(app))
     name = deployment_name(app, path)
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")

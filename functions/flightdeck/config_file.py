@@ -546,6 +546,7 @@ def check(
     *,
     local_model: bool = False,
     aws_credentials: bool = False,
+    allow_open_agents: bool = False,
 ) -> DeploymentFile:
     """Everything the agents of the file need of each other and of where they run, checked at start.
 
@@ -554,11 +555,15 @@ def check(
     - locally, the delegate's `peers` has a token for the delegator (without one: 401);
     - every `allow` name resolves to a URL;
     - the model can run here: Bedrock needs a model_id, and under `flightdeck local` AWS credentials
-      (aws_credentials) or local_model=True, which runs such agents with the local model instead.
+      (aws_credentials) or local_model=True, which runs such agents with the local model instead;
+    - on AWS, no agent has inbound authentication off (INBOUND_AUTH), unless allow_open_agents (the CDK
+      context key of the same name) says an isolated test rig is meant.
 
     Returns the deployment to run (local_model applied); ConfigFileError lists every problem.
     """
     problems: list[Problem] = []
+    if runtime == "aws" and not allow_open_agents:
+        problems.extend(_open_agent_problems(deployment))
     agents = deployment.agents
     names = list(agents)
     for name, spec in agents.items():
@@ -657,6 +662,26 @@ def check(
     return variant
 
 
+def _open_agent_problems(deployment: DeploymentFile) -> list[Problem]:
+    """On AWS: an agent with INBOUND_AUTH = "off", one problem per table that sets it (naming its agents)."""
+    open_by_key: dict[str, list[str]] = {}
+    for name, spec in deployment.agents.items():
+        if deployment.environment(name).get("INBOUND_AUTH", "required") != "off":
+            continue
+        table = toml_key(("agents", name, "env")) if "INBOUND_AUTH" in spec.env else "[defaults]"
+        open_by_key.setdefault(f"{table}.INBOUND_AUTH", []).append(name)
+    return [
+        Problem(
+            key,
+            f'is "off" for {", ".join(names)}: deployed to AWS, its functions would take any caller\'s messages '
+            "and show every session to any caller (no peer token checked, sessions without an owner)",
+            'remove it (the default, "required": peers present the tokens `flightdeck peers add` issues); for an '
+            "isolated test rig only, synthesize with the CDK context -c allow_open_agents=true",
+        )
+        for key, names in open_by_key.items()
+    ]
+
+
 def _token_problems(deployment: DeploymentFile, caller: str, target: str, index: int) -> list[Problem]:
     """Locally: the token `caller` presents to `target` is one target's [peers] lists (else 401 or 403)."""
     peer = deployment.agents[target]
@@ -688,10 +713,22 @@ def _token_problems(deployment: DeploymentFile, caller: str, target: str, index:
 
 
 def load_checked(
-    path: str | Path, runtime: Runtime, *, local_model: bool = False, aws_credentials: bool = False
+    path: str | Path,
+    runtime: Runtime,
+    *,
+    local_model: bool = False,
+    aws_credentials: bool = False,
+    allow_open_agents: bool = False,
 ) -> DeploymentFile:
     """`load` and `check`: the one check of a whole file at start (local up, demo, bench, app.py)."""
-    return check(load(path), path, runtime, local_model=local_model, aws_credentials=aws_credentials)
+    return check(
+        load(path),
+        path,
+        runtime,
+        local_model=local_model,
+        aws_credentials=aws_credentials,
+        allow_open_agents=allow_open_agents,
+    )
 
 
 # The repository's bundled example (functions/flightdeck/ -> repo root).

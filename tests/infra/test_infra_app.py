@@ -103,3 +103,27 @@ def test_the_deployment_name_comes_from_the_file_or_the_context(tmp_path: Path) 
     assert names == ["/flightdeck/prod-a/worker/api-url"]
     bad = _run_app(tmp_path / "bad", {"agents": "worker", "bundleDeps": "false", "deployment": "a/b"})
     assert bad.returncode != 0 and "deployment name 'a/b'" in bad.stderr
+
+
+def test_app_py_refuses_an_agent_with_inbound_auth_off_unless_told_it_is_a_test_rig(tmp_path: Path) -> None:
+    config = tmp_path / "open.toml"
+    config.write_text(
+        (REPO / "examples" / "two-agents.toml").read_text() + '\n[agents.worker.env]\nINBOUND_AUTH = "off"\n'
+    )
+    context = {"config": str(config), "agents": "worker", "bundleDeps": "false", "nag": "false"}
+    refused = _run_app(tmp_path / "refused", context)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert f'{config}: [agents.worker.env].INBOUND_AUTH: is "off" for worker: deployed to AWS' in refused.stderr
+    assert "-c allow_open_agents=true" in refused.stderr
+    assert not (tmp_path / "refused" / "manifest.json").exists()
+    unclear = _run_app(tmp_path / "unclear", {**context, "allow_open_agents": "perhaps"})
+    assert unclear.returncode == 2 and "context allow_open_agents" in unclear.stderr
+    rig = _run_app(tmp_path / "rig", {**context, "allow_open_agents": "true"})
+    assert rig.returncode == 0, rig.stderr[-4000:]
+    template = json.loads((tmp_path / "rig" / "Flightdeck-worker.template.json").read_text())
+    envs = [
+        r["Properties"]["Environment"]["Variables"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+    ]
+    assert envs and all(env["INBOUND_AUTH"] == "off" for env in envs)

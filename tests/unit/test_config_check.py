@@ -349,3 +349,25 @@ def test_built_in_tools_are_read_under_their_name_and_under_the_older_local_tool
         deployment = config_file.load_checked(path, "local")
         definition = json.loads(deployment.agents["critic"].agent_config_json())
         assert definition["builtin_tools"] == ["word_count"] and "local_tools" not in definition
+
+
+TWO = config_file.DEFAULT_CONFIG.read_text()
+
+
+def test_inbound_auth_off_is_refused_for_aws_naming_the_key_unless_a_test_rig_is_meant(tmp_path):
+    path = tmp_path / "open.toml"
+    path.write_text(TWO + '\n[agents.worker.env]\nINBOUND_AUTH = "off"\n')
+    deployment = config_file.load(path)
+    with pytest.raises(config_file.ConfigFileError) as refused_for_aws:
+        config_file.check(deployment, path, "aws")
+    [line] = str(refused_for_aws.value).splitlines()
+    assert line.startswith(f'{path}: [agents.worker.env].INBOUND_AUTH: is "off" for worker: deployed to AWS')
+    assert "Fix: remove it" in line and "-c allow_open_agents=true" in line
+    assert config_file.check(deployment, path, "aws", allow_open_agents=True) == deployment
+    assert config_file.check(deployment, path, "local") == deployment  # locally it stays a test rig's choice
+    # Set for every agent in [defaults]: one problem, naming them all.
+    path.write_text(TWO.replace('INBOUND_AUTH = "required"', 'INBOUND_AUTH = "off"', 1))
+    with pytest.raises(
+        config_file.ConfigFileError, match=r'\[defaults\].INBOUND_AUTH: is "off" for orchestrator, worker'
+    ):
+        config_file.check(config_file.load(path), path, "aws")
