@@ -69,7 +69,10 @@ def test_agent_card_validates_against_the_a2a_v03_schema_and_tells_the_truth(orc
     parsed = sdk.AgentCard.model_validate(card)
     assert parsed.protocol_version == "0.3.0" and parsed.preferred_transport == "JSONRPC"
     assert card["url"].endswith("/prod/a2a")
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
+    capabilities = dict(card["capabilities"])
+    [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
+    assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
+    assert capabilities == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
 
 
 def test_with_inbound_auth_the_public_card_declares_and_requires_the_peer_bearer_scheme(orchestrator):

@@ -114,7 +114,10 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     assert card["name"] == "orchestrator"
     assert card["preferredTransport"] == "JSONRPC"
     assert card["url"] == "https://abc123.execute-api.us-east-1.amazonaws.com/prod/a2a"
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
+    capabilities = dict(card["capabilities"])
+    [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
+    assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
+    assert capabilities == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
     assert card["defaultInputModes"] == ["text/plain", "text/*", "application/json"] and card["skills"]
     assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"
 

@@ -10,6 +10,8 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from flightdeck import __version__
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
 from flightdeck.domain.a2a.constants import INPUT_MODES
+from flightdeck.domain.skills.contract import SKILL_CONTRACTS_URI, Skill, SkillCall
+from flightdeck.domain.skills.schemas import SCHEMA_VERSION
 from flightdeck.settings import get_settings
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
@@ -40,9 +42,18 @@ def _base_url() -> str:
 def build_agent_card(base_url: str) -> dict[str, Any]:
     settings = get_settings()
     agent = settings.agent
+    exposed = [skill for skill in agent.skills if skill.exposed_to("a2a")]
     skills = [
-        {"id": skill.lower().replace(" ", "-"), "name": skill, "description": skill, "tags": [skill]}
-        for skill in agent.skills
+        {
+            "id": skill.id,
+            "name": skill.title,
+            "description": skill.description or skill.title,
+            "tags": skill.tags or [skill.id],
+            **({"examples": [_example(skill.id, e) for e in skill.examples]} if skill.examples else {}),
+            **({"inputModes": ["application/json", "text/plain"]} if skill.input_schema is not None else {}),
+            **({"outputModes": ["application/json"]} if skill.output_schema is not None else {}),
+        }
+        for skill in exposed
     ] or [{"id": "general", "name": "General tasks", "description": agent.description, "tags": ["general"]}]
     schemes: dict[str, Any] = {
         "callbackToken": {
@@ -75,13 +86,50 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
         # Only what is implemented (flightdeck.domain.a2a.tasks): push notifications yes; SSE streaming where
         # the deployment's HTTP front streams (STREAMING: the local gateway, the stack's STREAM
         # integrations); no state-transition history.
-        "capabilities": {"streaming": streaming, "pushNotifications": True, "stateTransitionHistory": False},
+        "capabilities": {
+            "streaming": streaming,
+            "pushNotifications": True,
+            "stateTransitionHistory": False,
+            "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks)],
+        },
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
         "securitySchemes": schemes,
         # Each entry is one way to be let in; the card itself stays public.
         "security": [{PEER_TOKEN_SCHEME: []}] if inbound_auth else [],
+    }
+
+
+def _example(skill_id: str, example: str | dict[str, Any]) -> str:
+    # A2A's examples are strings: an arguments example is shown as the call that sends it.
+    return example if isinstance(example, str) else SkillCall(skill=skill_id, arguments=example).as_text()
+
+
+def skill_contracts_extension(skills: list[Skill], max_concurrent_tasks: int | None) -> dict[str, Any]:
+    """The data-only extension that carries what A2A v0.3's AgentSkill has no field for (docs/SKILLS.md):
+    each skill's input and output JSON Schemas, and how much work the agent takes at once."""
+    params: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "skills": {
+            s.id: {
+                **({"inputSchema": s.input_schema} if s.input_schema is not None else {}),
+                **({"outputSchema": s.output_schema} if s.output_schema is not None else {}),
+                "structured": s.input_schema is not None,
+                **({"handler": True} if s.handler else {}),
+            }
+            for s in skills
+        },
+        "responseSchema": True,
+    }
+    if max_concurrent_tasks is not None:
+        params["maxConcurrentTasks"] = max_concurrent_tasks
+    return {
+        "uri": SKILL_CONTRACTS_URI,
+        "description": "Skill contracts: each skill's input and output JSON Schemas; a structured call is a "
+        'data part {"skill", "arguments"} or the text skill:<id> {json}; metadata.responseSchema shapes the answer.',
+        "required": False,
+        "params": params,
     }
 
 

@@ -26,9 +26,18 @@ from flightdeck.api.payloads import (
 from flightdeck.api.resolver import ApiError
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.asking import pending_question
-from flightdeck.domain.chat import MAX_QUEUED_MESSAGES, ReplyRequest, ingest_chat, read_session, user_turn
+from flightdeck.domain.chat import (
+    MAX_QUEUED_MESSAGES,
+    ReplyRequest,
+    chat_contract,
+    ingest_chat,
+    read_session,
+    user_turn,
+)
 from flightdeck.domain.peers import PeerRefusedError
 from flightdeck.domain.records import InboxFullError, SessionBusyError, SessionNotFoundError
+from flightdeck.domain.skills.contract import CallError, checked_result
+from flightdeck.domain.skills.schemas import SchemaError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
@@ -108,9 +117,17 @@ def post_chat(
             "message_id and the Idempotency-Key header name different messages: give one, or the same id in both",
         )
     try:
+        content, contract = chat_contract(
+            deps(), request.content, request.skill, request.arguments, request.response_schema, request.timeout_seconds
+        )
+    except SchemaError as exc:
+        raise ApiError(400, "invalid_response_schema", f"responseSchema: {exc}") from None
+    except CallError as exc:
+        raise ApiError(400, "invalid_arguments", str(exc)) from None
+    try:
         accepted = ingest_chat(
             deps(),
-            request.content,
+            content,
             request.session_id,
             reply,
             traceparent,
@@ -118,6 +135,7 @@ def post_chat(
             message_id=request.message_id or idempotency_key,
             continue_session=request.continue_session,
             proof=auth.pending_proof(),
+            contract=contract,
         )
     except PeerRefusedError as exc:
         auth.refused(exc.result)
@@ -181,4 +199,5 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         created_at=session.created_at,
         updated_at=session.updated_at,
         question=pending_question(session.messages) if session.status == "idle" else None,
+        result=checked_result(session.messages) if session.status == "idle" else None,
     )

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from flightdeck.api.strict_json import is_unicode
 
@@ -54,9 +64,31 @@ class ChatRequest(BaseModel):
         "so that a repeat finds it.",
     )
     content: Text = Field(
-        min_length=1,
+        "",
         max_length=100_000,
-        description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8.",
+        description=f"At most 100,000 characters and {MAX_CONTENT_BYTES:,} bytes as UTF-8. Required unless skill "
+        "is given. The text `skill:<id> {json}` is a structured call too.",
+    )
+    skill: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="A structured call: the id of the skill to run (docs/SKILLS.md); arguments are checked "
+        "against its input_schema before anything is stored (400 invalid_arguments lists what is wrong)",
+    )
+    arguments: dict[str, Any] | None = Field(None, description="The structured call's arguments (a JSON object)")
+    response_schema: Any = Field(
+        None,
+        validation_alias=AliasChoices("response_schema", "responseSchema"),
+        description="The structure the answer must have: a JSON Schema, or the shorthand "
+        '({"pages": "number", "issues": "string[]"}). At most 16 KB, 12 levels, local $refs only. The '
+        "answer is checked against it; one that does not match is returned marked schema_mismatch",
+    )
+    timeout_seconds: StrictInt | None = Field(
+        None,
+        gt=0,
+        le=7 * 86_400,
+        description="Bound this request: its delegations are waited for at most this long (capped by the "
+        "agent's own limit, ASYNC_TOOL_TIMEOUT_MS)",
     )
     reply: ReplyTo | None = None
     continue_session: StrictBool = Field(
@@ -74,6 +106,14 @@ class ChatRequest(BaseModel):
         if size > MAX_CONTENT_BYTES:
             raise ValueError(f"content is {size:,} bytes as UTF-8; at most {MAX_CONTENT_BYTES:,} are accepted")
         return value
+
+    @model_validator(mode="after")
+    def _has_something_to_do(self) -> ChatRequest:
+        if not self.content and not self.skill:
+            raise ValueError("give content (the task) or skill (a structured call)")
+        if self.arguments is not None and not self.skill:
+            raise ValueError("arguments go with skill")
+        return self
 
     @model_validator(mode="after")
     def _continues_a_named_session(self) -> ChatRequest:
@@ -185,6 +225,12 @@ class SessionView(BaseModel):
         None,
         description="While the session is idle after asking for input (its last "
         "think called ask_user): the question. The next message answers it",
+    )
+    result: dict[str, Any] | None = Field(
+        None,
+        description="When the last turn had a contract (a structured call, or a responseSchema) and ended: its "
+        'answer checked against it: {"data", "schema_version"}, or {"schema_mismatch": true, "errors", "raw", '
+        '"schema_version"} when it does not match',
     )
 
 

@@ -5,9 +5,12 @@ Deploying a third agent or pointing at another peer changes this JSON, not code.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flightdeck.domain.skills.contract import Skill, skill_of
+from flightdeck.domain.skills.handlers import HANDLERS
 
 
 class ModelConfig(BaseModel):
@@ -75,9 +78,44 @@ class AgentDefinition(BaseModel):
         default_factory=list, validation_alias=AliasChoices("builtin_tools", "local_tools")
     )
     delegates: list[DelegateTool] = Field(default_factory=list)
-    skills: list[str] = Field(default_factory=list)
+    # What the agent offers (flightdeck.domain.skills): objects with their schemas, or bare names (read as
+    # skills without schemas, as before).
+    skills: list[Skill] = Field(default_factory=list)
+    # How many tasks it takes at once (sessions busy with a turn); one more is refused as busy (429, or
+    # JSON-RPC -32000 on /a2a), never queued without bound. None: no limit of its own.
+    max_concurrent_tasks: int | None = Field(None, gt=0, le=100_000)
     # Offer the built-in ask_user tool: the agent may end a turn asking for input (flightdeck.domain.asking).
     ask_user: bool = True
+
+    @field_validator("skills", mode="before")
+    @classmethod
+    def _skills_as_objects(cls, value: Any) -> Any:
+        return [skill_of(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _skills_are_bound(self) -> AgentDefinition:
+        ids = [s.id for s in self.skills]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"agent {self.name!r} has several skills with id {', '.join(duplicates)}")
+        for index, skill in enumerate(self.skills):
+            if not skill.handler:
+                continue
+            handler = HANDLERS.get(skill.handler)
+            if handler is None:
+                known = ", ".join(sorted(HANDLERS))
+                raise ValueError(f"skills[{index}] ({skill.id}): unknown handler {skill.handler!r}; known: {known}")
+            # A skill bound to a handler takes the handler's contract unless it declares its own.
+            self.skills[index] = skill.model_copy(
+                update={
+                    "input_schema": skill.input_schema or handler.input_schema,
+                    "output_schema": skill.output_schema or handler.output_schema,
+                }
+            )
+        return self
+
+    def skill(self, skill_id: str) -> Skill | None:
+        return next((s for s in self.skills if s.id == skill_id), None)
 
     @model_validator(mode="after")
     def _ask_user_is_one_tool(self) -> AgentDefinition:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from flightdeck.domain.peers import PeerProof, require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
+from flightdeck.domain.skills.contract import CONTRACT_KEY, Contract, SkillCall, bind, text_call
+from flightdeck.domain.skills.schemas import response_schema as response_schema_of
 from flightdeck.observability import count, logger, timeline
 
 
@@ -78,6 +81,7 @@ def ingest_chat(
     continues_task: str = "",
     continue_session: bool = False,
     proof: PeerProof | None = None,
+    contract: Contract | None = None,
 ) -> Accepted:
     """Raises UnknownServiceError (callbackService not allowed), SessionBusyError (busy and queue off),
     InboxFullError, TaskNotOpenError (continues_task ended meanwhile), or SessionNotFoundError (the
@@ -93,6 +97,8 @@ def ingest_chat(
     raises SessionBusyError. continues_task: the A2A task the message continues.
     proof: the caller's token, for the write to check against the peer registry (PeerRefusedError:
     refused, nothing stored); Accepted.caller_verified says whether it did.
+    contract: what the answer must match (flightdeck.domain.skills.contract.bind checked it): stored with
+    the message, for the turn to hold its answer to.
     """
     s = deps.settings
     require_caller(s.inbound_auth, caller)
@@ -110,7 +116,9 @@ def ingest_chat(
         if message_id
         else (message_key("reply", reply.bearer_token) if reply is not None else None)
     )
-    message = {"role": "user", "content": [{"text": content}]}
+    message: dict[str, Any] = {"role": "user", "content": [{"text": content}]}
+    if contract is not None:
+        message[CONTRACT_KEY] = contract.model_dump(exclude_none=True, exclude_defaults=False)
     # The store enforces ownership in the same conditional write that claims the turn (or queues the
     # message). A fresh id, or a delegation's derived one, is tried as new first: one write, no read.
     intake = deps.sessions.take_message(
@@ -188,3 +196,25 @@ def read_session(deps: Deps, session_id: str, caller: str | None = None) -> Sess
     if session is None or not visible_to(session.owner, caller):
         raise SessionNotFoundError(session_id)
     return session
+
+
+def chat_contract(
+    deps: Deps,
+    content: str,
+    skill: str | None,
+    arguments: dict[str, Any] | None,
+    response_schema: Any,
+    timeout_seconds: int | None,
+) -> tuple[str, Contract | None]:
+    """The text and contract of a message to this agent's own API: a structured call (`skill` and
+    `arguments`, or the text `skill:<id> {json}`), a caller's responseSchema (JSON Schema or the
+    shorthand), a bound on the request. Raises CallError or SchemaError, listing what is wrong."""
+    call = SkillCall(skill=skill, arguments=arguments or {}) if skill else text_call(content)
+    schema = response_schema_of(response_schema) if response_schema is not None else None
+    deadline_ms = None
+    if timeout_seconds:
+        bound_ms = min(timeout_seconds * 1000, deps.settings.async_tool_timeout_ms)  # capped by the agent's own
+        deadline_ms = deps.clock.now_ms() + bound_ms
+    contract = bind(deps.settings.agent.skills, "internal", call, schema, deadline_ms)
+    text = call.as_text() if call is not None and not content else content
+    return text, contract

@@ -41,7 +41,10 @@ class ModelReply(BaseModel):
 
 
 class Model(Protocol):
-    def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply: ...
+    # output_schema (given only when the turn has a contract): the final answer must be an instance of it.
+    def converse(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
+    ) -> ModelReply: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class StreamingModel(Model, Protocol):
     """
 
     def converse_stream(
-        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
     ) -> Iterator[TextDelta | ModelReply]: ...
 
 

@@ -13,6 +13,9 @@ Behaviour, as a pure function of (agent, system, messages, tools):
     ``[name] Task: "<task>" — answer: <n> words; reversed: "<words reversed>"``.
   - Mentions of agents it cannot delegate to are not delegated; the answer
     says they are unknown.
+  - Held to a JSON Schema (converse's output_schema), a final answer is an instance of that schema
+    built from the task's text (flightdeck.domain.skills.instances); ``!prose`` in the task answers
+    in prose instead (a reply that does not match, for the demo).
   - ``?ask question?`` (when there is nothing to delegate or run, and ask_user
     is among ``tools``): the agent asks the question (up to the first "?"; a
     stock question when none is given) with one ask_user call, and its turn ends
@@ -50,11 +53,14 @@ from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
 from flightdeck.domain.builtin_tools import get_tool
 from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
+from flightdeck.domain.skills.instances import instance_of
 
 # A marker starts at the beginning of the text or after whitespace / an opening bracket,
 # so that e-mail addresses ("a@b.com") and exclamations ("wow!") are not markers.
 _MARKER = re.compile(r"(?<![^\s(\[{\"'])([@!?])([a-z0-9][a-z0-9_-]*)")
 ASK_MARKER, ANSWER_MARKER = "ask", "answer"  # ?ask, ?answer
+# A task with this in it is answered in prose even when a schema is asked for: the demo's mismatch.
+MISMATCH_MARKER = "!prose"
 STOCK_QUESTION = "Could you tell me more about what you need?"
 _TASK_PREVIEW_CHARS = 80
 
@@ -117,20 +123,32 @@ class ScriptedModel:
 
     # --- the interface ---------------------------------------------------------
 
-    def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+    def converse(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        output_schema: dict[str, Any] | None = None,
+    ) -> ModelReply:
         if self.config.think_delay_ms > 0:
             self._sleep(self.config.think_delay_ms / 1000)
-        return self._reply(system, messages, tools)
+        return self._reply(system, messages, tools, output_schema)
 
     def converse_stream(
-        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        output_schema: dict[str, Any] | None = None,
     ) -> Iterator[TextDelta | ModelReply]:
         """The reply of converse, its text word by word first (flightdeck.domain.model.StreamingModel).
 
         The think delay is spread over the words (the same in all as converse's): each word comes
         after its share of it, so a stream of a slow think visibly progresses.
         """
-        reply = self._reply(system, messages, tools)
+        reply = self._reply(system, messages, tools, output_schema)
         pieces = [
             piece
             for block in reply.message.get("content", [])
@@ -147,7 +165,9 @@ class ScriptedModel:
             yield TextDelta(piece)
         yield reply
 
-    def _reply(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+    def _reply(
+        self, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: dict[str, Any] | None = None
+    ) -> ModelReply:
         if not messages or messages[-1].get("role") != "user":
             raise ValueError("the conversation must end with a user message")
         last = messages[-1]
@@ -155,6 +175,11 @@ class ScriptedModel:
             stop_reason, content = self._results_in(messages, tools)
         else:
             stop_reason, content = self._new_task(_text_of(last), messages, tools)
+        if output_schema is not None and stop_reason == "end_turn" and MISMATCH_MARKER not in self._task_text(messages):
+            # Held to a schema, it answers with an instance of it, built from the task's text (as a real
+            # model forced through a tool whose input schema is the schema would).
+            task = self._task_text(messages)
+            content = [{"text": json.dumps(instance_of(output_schema, task), ensure_ascii=False)}]
         message = {"role": "assistant", "content": content}
         usage_in = _words(system) + sum(_words(m.get("content", [])) for m in messages)
         usage_out = _words(content)

@@ -28,6 +28,8 @@ from flightdeck.domain.records import (
     error_result,
 )
 from flightdeck.domain.session_cancel import close_canceled
+from flightdeck.domain.skills.contract import Contract, for_model, turn_contract
+from flightdeck.domain.skills.handlers import handler_reply
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.toolbox import tool_specs
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
@@ -110,7 +112,16 @@ def run_turn(
         timeline(
             "turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn
         )
-        reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt))
+        contract = turn_contract(session.messages)
+        handler = _handler_of(deps, contract)
+        if handler:
+            # A structured call to a skill bound to a handler: answered without the model.
+            assert contract is not None and contract.arguments is not None
+            reply = handler_reply(handler, contract.arguments)
+            count("HandlerSkillRuns")
+        else:
+            output_schema = contract.output_schema if contract is not None else None
+            reply = _think(deps, session.messages, attempt, live.relay_for(deps, session, attempt), output_schema)
         calls = _runs_tools(deps, reply)  # a reply that asks for input ends the turn instead
         if calls and not a2a_session:
             # The calls' aggregation opens in the write that stores the reply. (An A2A session's
@@ -201,19 +212,37 @@ def _retired(route: ReplyRoute | None, turn: int) -> ReplyRoute | None:
     return dataclasses.replace(route, status="retired", retired_turn=turn) if route is not None else None
 
 
-def _think(deps: Deps, messages: list[dict[str, Any]], attempt: int, relay: live.LiveRelay | None = None) -> ModelReply:
+def _handler_of(deps: Deps, contract: Contract | None) -> str:
+    """The handler that answers this turn's structured call, if its skill is bound to one."""
+    if contract is None or not contract.skill or contract.arguments is None:
+        return ""
+    skill = deps.settings.agent.skill(contract.skill)
+    return skill.handler if skill is not None else ""
+
+
+def _think(
+    deps: Deps,
+    messages: list[dict[str, Any]],
+    attempt: int,
+    relay: live.LiveRelay | None = None,
+    output_schema: dict[str, Any] | None = None,
+) -> ModelReply:
     """The model's reply, or an error reply that ends the turn (never an exception that strands it).
 
     relay: a stream watches the session, so the model streams and its text is relayed as it comes.
+    output_schema: the turn's contract: the model's final answer is held to it (Bedrock: forced through a
+    tool whose input schema it is; flightdeck.adapters.bedrock).
     """
     s = deps.settings
     try:
         # A message that answers the model's question is given to it as its ask_user call's result.
         ask: dict[str, Any] = {
             "system": s.agent.system_prompt,
-            "messages": asking.answers_as_results(messages),
+            "messages": asking.answers_as_results(for_model(messages)),
             "tools": tool_specs(s.agent),
         }
+        if output_schema is not None:
+            ask["output_schema"] = output_schema
         reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
