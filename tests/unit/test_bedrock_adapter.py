@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
@@ -459,3 +461,144 @@ def test_throttling_mid_stream_is_a_retryable_think(client, model):
     # The last attempt: the turn ends with an error answer instead, as converse's failures do.
     reply = turn_loop._think(deps, MESSAGES, 3, LiveRelay(deps, "s1", 1, 3))
     assert reply.error == "model_error" and "ThrottlingException" in reply.text
+
+
+# --- Forced structured output: a contract's output_schema answered through the respond tool -------------
+
+from flightdeck.domain.model import RESPOND_TOOL  # noqa: E402
+
+QUOTE = {
+    "type": "object",
+    "properties": {"price": {"type": "number"}, "currency": {"type": "string"}},
+    "required": ["price", "currency"],
+}
+
+
+def _respond_spec(schema):
+    return {
+        "toolSpec": {
+            "name": RESPOND_TOOL,
+            "description": ANY,
+            "inputSchema": {"json": schema},
+        }
+    }
+
+
+def test_an_output_schema_forces_the_respond_tool_when_the_agent_has_no_other(client, model):
+    respond = {"toolUseId": "tooluse_r", "name": RESPOND_TOOL, "input": {"price": 9.5, "currency": "EUR"}}
+    expected = {
+        "modelId": MODEL_ID,
+        "messages": MESSAGES,
+        "inferenceConfig": ANY,
+        "toolConfig": {"tools": [_respond_spec(QUOTE)], "toolChoice": {"tool": {"name": RESPOND_TOOL}}},
+    }
+    usage = {"inputTokens": 20, "outputTokens": 8, "totalTokens": 28}
+    with Stubber(client) as stub:
+        stub.add_response(
+            "converse", _response([{"text": "Here it is:"}, {"toolUse": respond}], "tool_use", usage), expected
+        )
+        reply = model.converse(system="", messages=MESSAGES, tools=[], output_schema=QUOTE)
+        stub.assert_no_pending_responses()
+    # The final answer: its text is the respond call's input, and nothing else (the preamble would make it no JSON).
+    assert reply.stop_reason == "end_turn" and reply.tool_uses == []
+    assert reply.message == {"role": "assistant", "content": [{"text": '{"price": 9.5, "currency": "EUR"}'}]}
+    assert reply.usage == usage
+
+
+def test_an_output_schema_with_other_tools_lets_the_model_delegate_first(client, model):
+    delegate = {"toolUseId": "tooluse_d", "name": "ask_worker", "input": {"task": "price it"}}
+    expected = {
+        "modelId": MODEL_ID,
+        "system": [{"text": "s"}],
+        "messages": MESSAGES,
+        "inferenceConfig": ANY,
+        "toolConfig": {"tools": [*TOOLS, _respond_spec(QUOTE)], "toolChoice": {"any": {}}},
+    }
+    with Stubber(client) as stub:
+        stub.add_response("converse", _response([{"toolUse": delegate}], "tool_use"), expected)
+        reply = model.converse(system="s", messages=MESSAGES, tools=TOOLS, output_schema=QUOTE)
+        stub.assert_no_pending_responses()
+    assert reply.stop_reason == "tool_use" and reply.tool_uses == [delegate]
+
+
+def test_respond_called_beside_other_tools_is_dropped_and_the_others_run(client, model):
+    delegate = {"toolUseId": "tooluse_d", "name": "ask_worker", "input": {"task": "price it"}}
+    respond = {"toolUseId": "tooluse_r", "name": RESPOND_TOOL, "input": {"price": 1, "currency": "X"}}
+    with Stubber(client) as stub:
+        stub.add_response("converse", _response([{"toolUse": delegate}, {"toolUse": respond}], "tool_use"))
+        reply = model.converse(system="s", messages=MESSAGES, tools=TOOLS, output_schema=QUOTE)
+    assert reply.stop_reason == "tool_use" and reply.tool_uses == [delegate]
+
+
+def test_a_schema_that_is_not_an_object_s_travels_wrapped_and_comes_back_bare(client, model):
+    schema = {"type": "array", "items": {"$ref": "#/$defs/n"}, "$defs": {"n": {"type": "number"}}}
+    wrapped = {
+        "type": "object",
+        "properties": {"value": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+        "required": ["value"],
+        "$defs": {"n": {"type": "number"}},
+    }
+    respond = {"toolUseId": "tooluse_r", "name": RESPOND_TOOL, "input": {"value": [1, 2]}}
+    with Stubber(client) as stub:
+        stub.add_response(
+            "converse",
+            _response([{"toolUse": respond}], "tool_use"),
+            {
+                "modelId": MODEL_ID,
+                "messages": MESSAGES,
+                "inferenceConfig": ANY,
+                "toolConfig": {"tools": [_respond_spec(wrapped)], "toolChoice": {"tool": {"name": RESPOND_TOOL}}},
+            },
+        )
+        reply = model.converse(system="", messages=MESSAGES, tools=[], output_schema=schema)
+    assert reply.text == "[1, 2]" and reply.stop_reason == "end_turn"
+    assert schema["$defs"] == {"n": {"type": "number"}}  # the caller's schema is left as it was
+
+
+def test_a_respond_call_cut_off_stays_a_truncated_tool_call(client, model):
+    respond = {"toolUseId": "tooluse_r", "name": RESPOND_TOOL, "input": {"price": 1}}
+    with Stubber(client) as stub:
+        stub.add_response("converse", _response([{"toolUse": respond}], "max_tokens"))
+        reply = model.converse(system="", messages=MESSAGES, tools=[], output_schema=QUOTE)
+    assert reply.stop_reason == "max_tokens" and reply.tool_uses == [respond]  # the turn loop ends it as an error
+
+
+def test_converse_stream_with_an_output_schema_forces_respond_and_answers_its_input(client, model):
+    sent: list = []
+    usage = {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}
+    es.answer_with(
+        client,
+        _stream_of(
+            es.event("messageStart", {"role": "assistant"}),
+            es.event(
+                "contentBlockStart",
+                {"start": {"toolUse": {"toolUseId": "tooluse_r", "name": RESPOND_TOOL}}, "contentBlockIndex": 0},
+            ),
+            es.event("contentBlockDelta", {"delta": {"toolUse": {"input": '{"price": 3,'}}, "contentBlockIndex": 0}),
+            es.event(
+                "contentBlockDelta", {"delta": {"toolUse": {"input": ' "currency": "USD"}'}}, "contentBlockIndex": 0}
+            ),
+            es.event("contentBlockStop", {"contentBlockIndex": 0}),
+            es.event("messageStop", {"stopReason": "tool_use"}),
+            es.event("metadata", {"usage": usage, "metrics": {"latencyMs": 9}}),
+        ),
+        sent,
+    )
+    items = list(model.converse_stream(system="s", messages=MESSAGES, tools=TOOLS, output_schema=QUOTE))
+    reply = items[-1]
+    assert isinstance(reply, ModelReply) and reply.stop_reason == "end_turn" and reply.usage == usage
+    assert json.loads(reply.text) == {"price": 3, "currency": "USD"} and reply.tool_uses == []
+    [body] = sent
+    assert body["toolConfig"]["toolChoice"] == {"any": {}}
+    assert [t["toolSpec"]["name"] for t in body["toolConfig"]["tools"]] == ["ask_worker", RESPOND_TOOL]
+    assert body["toolConfig"]["tools"][-1]["toolSpec"]["inputSchema"] == {"json": QUOTE}
+
+
+def test_no_output_schema_no_respond_tool():
+    m = BedrockModel(ModelConfig(provider="bedrock", model_id=MODEL_ID), client=object())
+    assert m.request(system="s", messages=MESSAGES, tools=TOOLS)["toolConfig"] == {"tools": TOOLS}
+
+
+def test_a_delegate_may_not_take_the_respond_tool_s_name():
+    with pytest.raises(ValueError, match="reserved"):
+        AgentDefinition(name="a", delegates=[DelegateTool(agent="worker", tool_name=RESPOND_TOOL)])

@@ -3,6 +3,12 @@
 `converse` is one Converse call. `converse_stream` is one ConverseStream call: it yields the
 reply's text as Bedrock sends it (TextDelta), then the reply assembled from the stream, the
 same ModelReply converse gives (text, toolUse blocks with their JSON input, reasoning).
+
+Given an output_schema (the turn has a contract), the answer is forced through a tool: `respond`
+(RESPOND_TOOL), whose input schema is the output schema (wrapped in an object under "value" when it is
+not one: Bedrock's tool inputs are objects), and toolChoice makes the model call a tool: any tool when
+it has others (it may still delegate first), else `respond`. A reply that calls `respond` is the final
+answer: end_turn, its text the JSON of the tool's input.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from flightdeck.domain.agent import ModelConfig
-from flightdeck.domain.model import Message, ModelError, ModelReply, TextDelta, ToolSpec
+from flightdeck.domain.model import RESPOND_TOOL, Message, ModelError, ModelReply, TextDelta, ToolSpec
 
 __all__ = ["BedrockModel", "BedrockModelError", "ModelError", "RETRYABLE_CODES"]
 
@@ -75,7 +81,9 @@ class BedrockModel:
             self._client = boto3.client("bedrock-runtime", region_name=self._region_name, config=self._botocore_config)
         return self._client
 
-    def request(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+    def request(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
+    ) -> dict[str, Any]:
         """The Converse request for this call (exposed for tests and logging)."""
         request: dict[str, Any] = {
             "modelId": self.config.model_id,
@@ -84,19 +92,27 @@ class BedrockModel:
         }
         if system:  # Bedrock refuses an empty system text block
             request["system"] = [{"text": system}]
-        if tools:
+        if output_schema is not None:
+            respond = _respond_spec(output_schema)
+            # Forced: with other tools, any tool (delegating first stays possible); alone, respond itself.
+            choice = {"any": {}} if tools else {"tool": {"name": RESPOND_TOOL}}
+            request["toolConfig"] = {"tools": [*tools, respond], "toolChoice": choice}
+        elif tools:
             request["toolConfig"] = {"tools": tools}
         return request
 
-    def converse(self, *, system: str, messages: list[Message], tools: list[ToolSpec]) -> ModelReply:
+    def converse(
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
+    ) -> ModelReply:
+        request = self.request(system=system, messages=messages, tools=tools, output_schema=output_schema)
         try:
-            response = self.client.converse(**self.request(system=system, messages=messages, tools=tools))
+            response = self.client.converse(**request)
         except (ClientError, BotoCoreError) as exc:
             raise self._error("converse", exc) from exc
-        return _reply(response, self.config.model_id)
+        return _answered(_reply(response, self.config.model_id), output_schema)
 
     def converse_stream(
-        self, *, system: str, messages: list[Message], tools: list[ToolSpec]
+        self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
     ) -> Iterator[TextDelta | ModelReply]:
         """ConverseStream: the text as it comes, then the whole reply (flightdeck.domain.model.StreamingModel).
 
@@ -105,15 +121,16 @@ class BedrockModel:
         is returned as a reply.
         """
         reply = _StreamedReply()
+        request = self.request(system=system, messages=messages, tools=tools, output_schema=output_schema)
         try:
-            response = self.client.converse_stream(**self.request(system=system, messages=messages, tools=tools))
+            response = self.client.converse_stream(**request)
             for event in response["stream"]:
                 delta = reply.add(event)
                 if delta:
                     yield TextDelta(delta)
         except (ClientError, BotoCoreError) as exc:
             raise self._error("converse_stream", exc) from exc
-        yield _reply(reply.response(), self.config.model_id)
+        yield _answered(_reply(reply.response(), self.config.model_id), output_schema)
 
     def _error(self, operation: str, exc: Exception) -> BedrockModelError:
         if isinstance(exc, ClientError):
@@ -232,4 +249,60 @@ def _reply(response: dict[str, Any], model_id: str) -> ModelReply:
         stop_reason=stop_reason,
         message={"role": message.get("role", "assistant"), "content": message.get("content", [])},
         usage=usage,
+    )
+
+
+# The key a schema that is not an object's travels under in respond's input (tool inputs are objects).
+_WRAPPED = "value"
+
+
+def _is_object_schema(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "object"
+
+
+def _respond_spec(output_schema: Any) -> ToolSpec:
+    """The respond tool: its input is the answer. A schema that is not an object's is wrapped under
+    "value"; its definitions move up with it, so its local $refs still resolve from the root."""
+    if _is_object_schema(output_schema):
+        schema = output_schema
+    else:
+        inner = dict(output_schema) if isinstance(output_schema, dict) else output_schema
+        schema = {"type": "object", "properties": {_WRAPPED: inner}, "required": [_WRAPPED]}
+        if isinstance(inner, dict):
+            for key in ("$defs", "definitions"):
+                if key in inner:
+                    schema[key] = inner.pop(key)
+    return {
+        "toolSpec": {
+            "name": RESPOND_TOOL,
+            "description": "Give your final answer: call this once, when you have everything, with the answer "
+            "as its input (it must match the schema). Do not answer in text.",
+            "inputSchema": {"json": schema},
+        }
+    }
+
+
+def _answered(reply: ModelReply, output_schema: Any) -> ModelReply:
+    """A reply to a request with an output schema: one that calls respond is the final answer (its text the
+    JSON of respond's input). Called with other tools, respond is dropped and the others run: the model
+    answers again once their results are in, through respond."""
+    if output_schema is None or reply.stop_reason != "tool_use":
+        return reply  # a call cut off (max_tokens) stays one: the turn loop ends the turn with an error
+    content = reply.message.get("content", [])
+    responds = [b["toolUse"] for b in content if b.get("toolUse", {}).get("name") == RESPOND_TOOL]
+    if not responds:
+        return reply
+    others = [b for b in content if "toolUse" in b and b["toolUse"].get("name") != RESPOND_TOOL]
+    if others:
+        kept = [b for b in content if b.get("toolUse", {}).get("name") != RESPOND_TOOL]
+        return reply.model_copy(update={"message": {**reply.message, "content": kept}})
+    answer = responds[-1].get("input")
+    if not _is_object_schema(output_schema) and isinstance(answer, dict) and set(answer) == {_WRAPPED}:
+        answer = answer[_WRAPPED]
+    text = json.dumps(answer, ensure_ascii=False)
+    # Only the answer: text beside the call ("Here it is:") would make the answer no JSON.
+    return ModelReply(
+        stop_reason="end_turn",
+        message={"role": reply.message.get("role", "assistant"), "content": [{"text": text}]},
+        usage=reply.usage,
     )

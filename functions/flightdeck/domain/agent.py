@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flightdeck.domain.model import RESPOND_TOOL
 from flightdeck.domain.skills.contract import Skill, skill_of
 from flightdeck.domain.skills.handlers import HANDLERS
 
@@ -124,6 +125,18 @@ class AgentDefinition(BaseModel):
             raise ValueError(
                 f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's; "
                 "give it another tool_name, or set ask_user = false"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _respond_is_reserved(self) -> AgentDefinition:
+        # A contract's answer comes back through this tool (flightdeck.adapters.bedrock): a delegate of
+        # that name would be answered as the final reply instead of delegated to.
+        clash = next((d for d in self.delegates if d.name == RESPOND_TOOL), None)
+        if clash is not None:
+            raise ValueError(
+                f"delegate {clash.agent!r}: its tool name {RESPOND_TOOL} is reserved for answers held to a "
+                "schema; give it another tool_name"
             )
         return self
 

@@ -122,6 +122,12 @@ class ModelError(RuntimeError):
 
     retryable: bool = False
 
+# The tool a model that must answer to an output schema answers through (Bedrock: a forced tool
+# call whose input schema is the output schema; flightdeck.adapters.bedrock). Reserved: no delegate
+# may take the name (flightdeck.domain.agent).
+RESPOND_TOOL = "respond"
+
+
 
 def error_reply(reason: str, detail: str) -> ModelReply:
     """The reply that ends a turn the model could not take: the caller gets status "error" and why."""
