@@ -274,3 +274,63 @@ def test_what_stopping_a_delegation_costs_the_agent_whose_deadline_passed(agent,
     assert dict(Counter(r["op"] for r in sink.records)) == {"GetItem": 2, "Query": 1, "TransactWriteItems": 1}
     assert len(agent.receive("turns")) == 1  # that next think
     assert len([r for r in peer.requests if r["path"].endswith("/cancel")]) == 1
+
+
+# --- A request's own deadline (issue 25: /api/chat timeout_seconds) caps every call deadline of its turn ----
+
+
+def start_bounded(agent, content: str, timeout_seconds: int) -> str:
+    sid = new_session_id()
+    body = {"session_id": sid, "content": content, "timeout_seconds": timeout_seconds}
+    assert agent.api("chat_post", body=body)[0] == 202
+    agent.run_queue("turns")
+    return sid
+
+
+def test_a_request_s_timeout_caps_its_delegations_and_its_timer_fires_then(agent, peer, world):
+    d, clock, timers = world
+    t0 = clock.now
+    # The slow delegate would be waited for DEFAULT_MS (10 s); the request allows 3 s. The peer never answers.
+    sid = start_bounded(agent, "@quick look up the launch date @slow review the plan", 3)
+    ids = calls(agent, sid)
+    turn = agent.item(f"S#{sid}", "TURN#000001")
+    # quick keeps its own, earlier deadline (2 s); slow's is the request's.
+    assert {k: int(v) for k, v in turn["deadlines"].items()} == {
+        ids["ask_quick"]: t0 + QUICK_MS,
+        ids["ask_slow"]: t0 + 3_000,
+    }
+    assert int(turn["deadline_ms"]) == t0 + 3_000
+    clock.now = t0 + QUICK_MS
+    assert fire_timer(d, TimerMessage(**timers[0][0])) == "rearmed"
+    assert timers[1] == ({"session_id": sid, "turn": 1, "deadline_ms": t0 + 3_000}, 1)  # re-armed at the request's
+    clock.now = t0 + 3_000
+    assert fire_timer(d, TimerMessage(**timers[1][0])) == "expired"
+    slow = result(agent, sid, ids["ask_slow"])
+    assert json.loads(slow["text"])["reason"] == "timeout" and int(slow["recorded_at"]) == t0 + 3_000
+    agent.run_queue("turns")
+    view = agent.api("session_get", SESSION_ID=sid)[2]
+    assert view["status"] == "idle" and "0 of 2 delegations answered" in view["messages"][-1]["content"][0]["text"]
+
+
+def test_the_sweep_expires_a_bounded_request_at_its_deadline_not_its_delegate_s(agent, peer, world):
+    d, clock, timers = world
+    t0 = clock.now
+    sid = start_bounded(agent, "@slow review the plan", 4)
+    [slow_id] = calls(agent, sid).values()
+    assert timers == [({"session_id": sid, "turn": 1, "deadline_ms": t0 + 4_000}, 4)]
+    # The timer is lost: the sweep finds the turn at the request's deadline, long before the delegate's.
+    clock.now = t0 + 4_000 - 1
+    assert sweep(d) == 0 and result(agent, sid, slow_id) is None
+    clock.now = t0 + 4_000
+    assert sweep(d) == 1
+    assert json.loads(result(agent, sid, slow_id)["text"])["reason"] == "timeout"
+    assert agent.item(f"S#{sid}", "TURN#000001")["status"] == "complete"
+    # The peer was told to stop at that moment too.
+    assert [r for r in peer.requests if r["path"].endswith("/cancel")]
+
+
+def test_a_request_s_timeout_is_capped_by_the_agent_s_own(agent, peer, world):
+    _, clock, _ = world
+    t0 = clock.now
+    sid = start_bounded(agent, "@slow review the plan", 3_600)  # an hour asked for: ASYNC_TOOL_TIMEOUT_MS rules
+    assert int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"]) == t0 + DEFAULT_MS

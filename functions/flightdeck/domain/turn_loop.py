@@ -126,7 +126,9 @@ def run_turn(
         if calls and not a2a_session:
             # The calls' aggregation opens in the write that stores the reply. (An A2A session's
             # opens after its cancel check, which must see the reply stored.)
-            deadlines = call_deadlines(deps, reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN], deps.clock.now_ms())
+            deadlines = call_deadlines(
+                deps, reply.tool_uses[:HARD_MAX_TOOLS_PER_TURN], deps.clock.now_ms(), _request_deadline(contract)
+            )
             seed = TurnSeed(tuple(deadlines), max(deadlines.values()), deadlines)
         route = None if calls else _answer_route(deps, session, turn)
         try:
@@ -274,10 +276,13 @@ def _think(
     return reply
 
 
-def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int) -> dict[str, int]:
+def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int, cap_ms: int | None = None) -> dict[str, int]:
     """Each call's deadline: a delegation's own timeout (its delegate's timeout_ms, else
     ASYNC_TOOL_TIMEOUT_MS); any other call, answered inline, the turn's latest delegation's (or the
-    default's), so the turn waits no longer than its longest delegation."""
+    default's), so the turn waits no longer than its longest delegation.
+
+    cap_ms: the request's own deadline (its contract's, from timeout_seconds): no call of the turn is
+    waited for past it, whatever its delegate's timeout (one already past times out at once)."""
     s = deps.settings
     own = {}
     for use in uses:
@@ -285,7 +290,12 @@ def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int) -> dict[
         if delegate is not None:
             own[use["toolUseId"]] = now_ms + delegate.timeout_or(s.async_tool_timeout_ms)
     latest = max(own.values(), default=now_ms + s.async_tool_timeout_ms)
-    return {use["toolUseId"]: own.get(use["toolUseId"], latest) for use in uses}
+    deadlines = {use["toolUseId"]: own.get(use["toolUseId"], latest) for use in uses}
+    return deadlines if cap_ms is None else {i: min(d, cap_ms) for i, d in deadlines.items()}
+
+
+def _request_deadline(contract: Contract | None) -> int | None:
+    return contract.deadline_ms if contract is not None else None
 
 
 def _start_tools(
@@ -313,7 +323,7 @@ def _start_tools(
         # A redelivery: the first run may have died before arming the timer (a second one is harmless).
         deadlines, arm_timer = {i: agg.deadline_of(i) for i in ids}, agg.status == "waiting"
     else:
-        deadlines = call_deadlines(deps, uses, now)
+        deadlines = call_deadlines(deps, uses, now, _request_deadline(turn_contract(session.messages)))
         arm_timer = turns.seed_turn(
             session_id, turn, ids, max(deadlines.values()), s.session_retention_ms, deadlines=deadlines
         )
