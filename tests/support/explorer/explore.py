@@ -127,14 +127,14 @@ class Explorer:
         self.last: World | None = None
 
     def _fresh(self, crash_at: int | None, seed: int) -> World:
-        # The same table name again, emptied by making it anew: the functions' clients and settings stay.
+        # The same table and queues, emptied: the functions' clients and settings stay.
         agent = self.agent
         self.runs += 1
-        agent.dynamodb.delete_table(TableName=agent.table)
-        create_table(agent.dynamodb, agent.name)
-        agent.registry.add(TEST_PEER, agent.peer_token, replace=True)
-        if self.last is not None:
+        if self.last is not None and not self.last.clear():  # a run that broke off: start from a new table
             self.last.empty_queues()
+            agent.dynamodb.delete_table(TableName=agent.table)
+            create_table(agent.dynamodb, agent.name)
+            agent.registry.add(TEST_PEER, agent.peer_token, replace=True)
         RECORDER.clear()
         world = World(agent, Clock(int(time.time() * 1000)), crash_at=crash_at, rng=random.Random(seed))
         if seed:  # nightly: the order of due work, and whether a client retries, vary by seed

@@ -1,18 +1,19 @@
 """The invariants the explorer checks once the system has recovered (docs/ARCHITECTURE.md §3).
 
-Each reads what is stored (the agent's table on moto, the sessions' views as GET /api/sessions/{id}
-gives them) and what the world saw go out (the caller's deliveries, the model's asks). Each returns
+Each reads what is stored (the agent's table on moto, and each session's conversation rebuilt from it) and what the world saw go out (the caller's deliveries, the model's asks). Each returns
 what breaks it, one line per finding; none is a finding.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from flightdeck import wiring
 from flightdeck.domain.asking import ASK_USER
 from tests.support.explorer.world import World
 
@@ -21,15 +22,16 @@ OPEN_A2A = ("submitted", "working")  # input-required waits on an idle session b
 Views = dict[str, dict[str, Any]]
 
 
-def _items(world: World) -> list[dict[str, Any]]:
+def _scan(world: World) -> list[dict[str, Any]]:
+    """The table's items as DynamoDB stores them (one scan: each run has a table of its own)."""
     client, table = world.agent.dynamodb, world.agent.table
     out, start = [], None
     while True:
         page = client.scan(TableName=table, ConsistentRead=True, **({"ExclusiveStartKey": start} if start else {}))
-        out += [{k: _de.deserialize(v) for k, v in i.items()} for i in page["Items"]]
+        out += [i for i in page["Items"] if i["pk"]["S"].startswith("S#")]
         start = page.get("LastEvaluatedKey")
         if not start:
-            return [i for i in out if i["pk"].startswith("S#")]
+            return out
 
 
 def _sid(item: dict[str, Any]) -> str:
@@ -40,13 +42,16 @@ def _metas(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {_sid(i): i for i in items if i["sk"] == "META"}
 
 
-def _views(world: World) -> dict[str, dict[str, Any]]:
-    """Each session as GET /api/sessions/{id} shows it (the conversation the model and the user see)."""
+def _views(world: World, raw: list[dict[str, Any]]) -> Views:
+    """Each session's conversation as the model is given it (what GET /api/sessions/{id} shows), rebuilt by
+    the store from the scanned items: its read of a snapshot, so no request more."""
+    store = wiring.state_store()
     out = {}
     for sid in world.sessions:
-        status, _, body = world.agent.api("session_get", SESSION_ID=sid)
-        if status == 200:
-            out[sid] = body
+        mine = [i for i in raw if i["pk"]["S"] == f"S#{sid}"]
+        session = store.get_session(sid, json.dumps(mine)) if mine else None
+        if session is not None:
+            out[sid] = {"messages": session.messages}
     return out
 
 
@@ -155,5 +160,6 @@ INVARIANTS: dict[str, Callable[[World, list[dict[str, Any]], Views], list[str]]]
 
 def check(world: World) -> list[tuple[str, str]]:
     """(invariant, what breaks it) for every finding."""
-    items, views = _items(world), _views(world)
+    raw = world.scanned = _scan(world)
+    items, views = [{k: _de.deserialize(v) for k, v in i.items()} for i in raw], _views(world, raw)
     return [(name, detail) for name, test in INVARIANTS.items() for detail in test(world, items, views)]

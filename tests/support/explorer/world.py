@@ -92,6 +92,7 @@ class World:
     delegations: dict[str, Delegation] = field(default_factory=dict)
     asks: list[Ask] = field(default_factory=list)
     auto_answer: bool = False
+    scanned: list[dict[str, Any]] | None = None  # the session items the invariants read (raw)
     running: str | None = None
     dead: bool = False
     _think: tuple[str, int, bool] | None = None
@@ -101,6 +102,7 @@ class World:
     _redeliver_at: dict[str, int] = field(default_factory=dict)
     _handle_ids: dict[str, str] = field(default_factory=dict)
     _sent_to: set[str] = field(default_factory=set)  # queues with messages not yet collected
+    _touched: set[str] = field(default_factory=set)  # queues this run sent to
 
     # --- the observer of tests.support.explorer.steps -----------------------------------------
     def before_call(self, service: str, operation: str) -> None:
@@ -115,6 +117,7 @@ class World:
         if self.running is None:
             return  # the explorer's own request (a redelivery it arranges)
         self._sent_to.add(params["QueueUrl"])
+        self._touched.add(params["QueueUrl"])
         if operation == "SendMessage":
             delay_ms = int(params.pop("DelaySeconds", 0) or 0) * 1000
             self._send_due[(params["QueueUrl"], params["MessageBody"])].append(self.clock.now + delay_ms)
@@ -357,13 +360,23 @@ class World:
                 return rounds
         raise AssertionError(f"no quiescence after {MAX_RECOVERY_ROUNDS} recovery rounds")
 
+    def clear(self) -> bool:
+        """Leave the table and the queues as this run found them: False if it does not know its items."""
+        if self.scanned is None:
+            return False
+        keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in self.scanned]
+        for n in range(0, len(keys), 25):
+            self.agent.dynamodb.batch_write_item(RequestItems={self.agent.table: keys[n : n + 25]})
+        self.empty_queues()
+        return True
+
     def empty_queues(self) -> None:
         """What this run left in the queues goes (PurgeQueue takes a minute between calls)."""
         sqs, agent = self.agent.sqs, self.agent
         for h in self._held:
             sqs.delete_message(QueueUrl=agent.queue_urls[h.key], ReceiptHandle=h.message["ReceiptHandle"])
         self._held.clear()
-        for url in [*agent.queue_urls.values(), *agent.dlq_urls.values()]:
+        for url in self._touched:
             while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
                 for m in got:
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
