@@ -166,6 +166,8 @@ def deps() -> Deps:
         peer_tokens=lambda: _outbound_peer_tokens(settings),
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
         live=LiveStore(store),
+        # Delegates' cards, read for the skills they publish (flightdeck.domain.skills.peers).
+        cards=card_http,
         # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a.client).
         transports={"a2a": _dispatch_a2a},
         cancellers={"a2a": _cancel_a2a},
@@ -181,7 +183,8 @@ def deps_within(budget: TimeBudget | None) -> Deps:
         return d
     peers, _ = _http()
     a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
-    return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a)
+    cards = d.cards.within(budget) if isinstance(d.cards, A2AHttp) else d.cards
+    return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards)
 
 
 @functools.lru_cache(maxsize=1)

@@ -76,8 +76,9 @@ def test_delegating_tools_take_an_optional_context_id_and_a2a_ones_a_task_id_too
     assert specs["ask_worker"]["required"] == ["task"] and set(specs["ask_worker"]["properties"]) == {
         "task",
         "context_id",
+        "response_schema",  # optional: the structure the answer must have (flightdeck.domain.skills)
     }
-    assert set(specs["ask_echo"]["properties"]) == {"task", "context_id", "task_id"}
+    assert set(specs["ask_echo"]["properties"]) == {"task", "context_id", "task_id", "response_schema"}
 
 
 # --- a reply that asks ---------------------------------------------------------------------------------

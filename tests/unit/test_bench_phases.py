@@ -93,7 +93,10 @@ def test_bench_config_gives_the_files_pair_the_counted_round_trips():
     deployment = build_deployment("http://127.0.0.1:9", opts.stack)
     delegator, worker = deployment.agents[DELEGATOR], deployment.agents[WORKER]
     assert delegator.system_prompt.startswith("You coordinate.") and worker.system_prompt == "You research and cite."
-    assert worker.model.think_delay_ms == 200 and [s.name for s in delegator.skills] == ["delegation", "summarising results"]
+    assert worker.model.think_delay_ms == 200 and [s.name for s in delegator.skills] == [
+        "delegation",
+        "summarising results",
+    ]
     assert delegator.delegates[0].agent == WORKER
     # The bench's timing wins over the file's (its counted turns must time their timers out within the run).
     assert delegator.env["ASYNC_TOOL_TIMEOUT_MS"] == str(opts.stack.delegator_timeout_ms)

@@ -118,7 +118,7 @@ def roles_from(deployment: DeploymentFile, config: str) -> Roles:
             system_prompt=spec.system_prompt,
             model=spec.model.model_dump(),
             builtin_tools=tuple(spec.builtin_tools),
-            skills=tuple(spec.skills),
+            skills=tuple(s.name or s.id for s in spec.skills),
             env=env,
             memory_mb=spec.deploy.memory_mb,
             tool_description=tool_description,

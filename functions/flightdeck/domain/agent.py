@@ -150,7 +150,12 @@ class AgentDefinition(BaseModel):
         return self
 
     def delegate_for_tool(self, tool_name: str) -> DelegateTool | None:
-        return next((d for d in self.delegates if d.name == tool_name), None)
+        """The delegate a tool reaches: its free-text tool, or one of its skills (`<agent>__<skill id>`,
+        flightdeck.domain.skills.peers)."""
+        found = next((d for d in self.delegates if d.name == tool_name), None)
+        if found is None and "__" in tool_name:
+            return self.delegate_for_agent(tool_name.partition("__")[0])
+        return found
 
     def delegate_for_agent(self, agent: str) -> DelegateTool | None:
         return next((d for d in self.delegates if d.agent == agent), None)

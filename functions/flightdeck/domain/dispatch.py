@@ -11,6 +11,7 @@ import enum
 import random
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +48,11 @@ class DispatchMessage(BaseModel):
     # our agents' session, or an A2A contextId (with task_id, the A2A task that asked for input).
     context_id: str = ""
     task_id: str = ""
+    # A structured call (a tool built from the peer's card, flightdeck.domain.skills.peers): the skill
+    # and its arguments; the caller's responseSchema for the answer, if its call gave one.
+    skill: str = ""
+    arguments: dict[str, Any] | None = None
+    response_schema: Any = None
 
     def issued_at_ms(self, async_tool_timeout_ms: int) -> int:
         return self.issued_ms if self.issued_ms is not None else self.deadline_ms - async_tool_timeout_ms
@@ -112,6 +118,8 @@ def dispatch_delegation(
         "reply": {"callbackService": delegate.callback_service or s.agent_name, "bearerToken": token},
         # A continuation must find the peer's session (it belongs to us), never start one.
         **({"continue_session": True} if msg.context_id else {}),
+        **({"skill": msg.skill, "arguments": msg.arguments or {}} if msg.skill else {}),
+        **({"response_schema": msg.response_schema} if msg.response_schema is not None else {}),
     }
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
     # Our bearer token for this peer (its registry holds the hash): without it, a peer that

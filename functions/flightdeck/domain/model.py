@@ -103,6 +103,11 @@ def delegate_tool_spec(name: str, agent: str, description: str = "", a2a: bool =
             "Leave out to start a new one.",
         },
     }
+    properties["response_schema"] = {
+        "type": "object",
+        "description": "Only when the answer must have a structure: its JSON Schema, or the shorthand "
+        '{"field": "number", "items": "string[]"}. The answer comes back as JSON held to it.',
+    }
     if a2a:
         properties["task_id"] = {
             "type": "string",
@@ -117,16 +122,16 @@ def delegate_tool_spec(name: str, agent: str, description: str = "", a2a: bool =
     }
 
 
-class ModelError(RuntimeError):
-    """The model could not answer. `retryable`: trying again later may succeed (throttling, 5xx)."""
-
-    retryable: bool = False
-
 # The tool a model that must answer to an output schema answers through (Bedrock: a forced tool
 # call whose input schema is the output schema; flightdeck.adapters.bedrock). Reserved: no delegate
 # may take the name (flightdeck.domain.agent).
 RESPOND_TOOL = "respond"
 
+
+class ModelError(RuntimeError):
+    """The model could not answer. `retryable`: trying again later may succeed (throttling, 5xx)."""
+
+    retryable: bool = False
 
 
 def error_reply(reason: str, detail: str) -> ModelReply:

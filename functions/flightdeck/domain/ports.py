@@ -25,6 +25,7 @@ from flightdeck.domain.records import (
     TurnEnd,
     TurnSeed,
 )
+from flightdeck.domain.skills.peers import CardPort
 from flightdeck.domain.tokens import SigningKey
 from flightdeck.observability import audit
 
@@ -64,6 +65,9 @@ class SessionsPort(Protocol):
         message_id: str = "",
         must_exist: bool = False,
         proof: PeerProof | None = None,
+        # The agent's max_concurrent_tasks: a message that would start a turn is refused (AgentBusyError) when
+        # that many sessions are busy; the check is a condition of the write that starts it.
+        max_busy: int | None = None,
     ) -> Intake: ...
     def append_message(
         self, session_id: str, message: dict[str, Any], turn: int, retention_ms: int, slot: int = MessageSlot.REPLY
@@ -145,6 +149,10 @@ class LivenessPort(Protocol):
     # think while a run of it (a re-send, a delayed retry) may still come or run. Conditional: only a mark
     # still for `turn` and, given due_by_ms, due by then (of two sweeps that list it, one moves it). True if moved.
     def defer_owed_think(self, session_id: str, turn: int, delay_ms: int = 0, due_by_ms: int | None = None) -> bool: ...
+    # The agent's load (max_concurrent_tasks): how many sessions hold a slot, and its repair from the sessions
+    # themselves, at most once per every_ms (the count written, or None: not now).
+    def busy_count(self) -> int: ...
+    def recount_load(self, every_ms: int) -> int | None: ...
 
 
 class DispatchPort(Protocol):
@@ -233,6 +241,8 @@ class Deps:
     peer_tokens: Callable[[], dict[str, str]] = dict
     # The live relay of a think's text to the streams that watch it (flightdeck.domain.live); None: no relay.
     live: LivePort | None = None
+    # Delegates' agent cards, for the tools their skills become (flightdeck.domain.skills.peers); None: none.
+    cards: CardPort | None = None
     # How a delegation reaches a peer that speaks another protocol than ours, by the delegate's
     # `protocol` ("a2a": flightdeck.domain.a2a.client.dispatch_a2a), registered in flightdeck.wiring:
     # (deps, dispatch message, delegate, callback token, attempt) -> dispatch outcome.

@@ -16,6 +16,8 @@ Behaviour, as a pure function of (agent, system, messages, tools):
   - Held to a JSON Schema (converse's output_schema), a final answer is an instance of that schema
     built from the task's text (flightdeck.domain.skills.instances); ``!prose`` in the task answers
     in prose instead (a reply that does not match, for the demo).
+  - ``@agent:skill {json}`` calls that agent's skill through the tool its card gave (when offered);
+    ``@agent task => {schema}`` delegates the task with a response_schema (JSON Schema or shorthand).
   - ``?ask question?`` (when there is nothing to delegate or run, and ask_user
     is among ``tools``): the agent asks the question (up to the first "?"; a
     stock question when none is given) with one ask_user call, and its turn ends
@@ -61,6 +63,9 @@ _MARKER = re.compile(r"(?<![^\s(\[{\"'])([@!?])([a-z0-9][a-z0-9_-]*)")
 ASK_MARKER, ANSWER_MARKER = "ask", "answer"  # ?ask, ?answer
 # A task with this in it is answered in prose even when a schema is asked for: the demo's mismatch.
 MISMATCH_MARKER = "!prose"
+# `@agent:skill {json}` calls a peer skill's tool; `@agent task => {schema}` asks for a structured answer.
+_SKILL_SUFFIX = re.compile(r":([a-z0-9][a-z0-9_-]*)")
+_SCHEMA_ARROW = "=>"
 STOCK_QUESTION = "Could you tell me more about what you need?"
 _TASK_PREVIEW_CHARS = 80
 
@@ -199,7 +204,11 @@ class ScriptedModel:
             sigil, name = m.group(1), m.group(2)
             if sigil == "@":
                 delegate = self.agent.delegate_for_agent(name)
-                if delegate is not None and delegate.name in available:
+                skill = _SKILL_SUFFIX.match(text, m.end())
+                if skill is not None and f"{name}__{skill.group(1)}" in available:
+                    # `@agent:skill {json}`: a structured call through the tool the agent's card gave.
+                    markers.append((m.start(), skill.end(), ("skill", f"{name}__{skill.group(1)}", name)))
+                elif delegate is not None and delegate.name in available:
                     markers.append((m.start(), m.end(), ("delegate", delegate.name, name)))
                 else:
                     markers.append((m.start(), m.end(), ("unknown", "", name)))
@@ -291,7 +300,7 @@ class ScriptedModel:
                 answer += "\n" + self._unknown_line(unknown)
             return "end_turn", [{"text": answer}]
 
-        delegations = [c for c in calls if c.kind == "delegate"]
+        delegations = [c for c in calls if c.kind in ("delegate", "skill")]
         local = [c for c in calls if c.kind == "local"]
         said = []
         if delegations:
@@ -305,8 +314,13 @@ class ScriptedModel:
             said.append(self._unknown_line(unknown))
         content: list[dict[str, Any]] = [{"text": " ".join(said)}]
         for index, call in enumerate(calls):
-            if call.kind == "delegate":
-                tool_input = {"task": call.argument}
+            if call.kind == "skill":
+                tool_input = _json_object(call.argument)
+            elif call.kind == "delegate":
+                task, sep, schema = call.argument.partition(_SCHEMA_ARROW)
+                tool_input = {"task": task.strip()}
+                if sep and isinstance(_json_value(schema), (dict, str, list)):
+                    tool_input["response_schema"] = _json_value(schema)
             else:
                 tool_input = {get_tool(call.target).text_arg: call.argument}  # type: ignore[union-attr]
             content.append(
@@ -467,7 +481,7 @@ class ScriptedModel:
             delegate = self.agent.delegate_for_tool(tool)
             if delegate is not None:
                 delegated += 1
-                task = _preview(str(tool_input.get("task", "")))
+                task = _preview(str(tool_input.get("task") or json.dumps(tool_input, ensure_ascii=False)))
                 question = None if failed else parse_input_required(text)
                 if failed:
                     lines.append(f'- @{delegate.agent} via {tool} ("{task}") failed: {_failure_reason(text)}')
@@ -501,6 +515,18 @@ class ScriptedModel:
         if unknown:
             out.append(self._unknown_line(unknown))
         return "\n".join(out)
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text.strip())
+    except ValueError:
+        return None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = _json_value(text)
+    return value if isinstance(value, dict) else {}
 
 
 def _offers(tools: list[ToolSpec], name: str) -> bool:

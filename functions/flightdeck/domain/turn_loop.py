@@ -30,6 +30,7 @@ from flightdeck.domain.records import (
 from flightdeck.domain.session_cancel import close_canceled
 from flightdeck.domain.skills.contract import Contract, for_model, turn_contract
 from flightdeck.domain.skills.handlers import handler_reply
+from flightdeck.domain.skills.peers import card_url, mark_results, peer_card, skill_tool_spec, structured_call
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.toolbox import tool_specs
 from flightdeck.observability import bind, child_traceparent, count, logger, timeline, trace_id_of
@@ -240,8 +241,8 @@ def _think(
         # A message that answers the model's question is given to it as its ask_user call's result.
         ask: dict[str, Any] = {
             "system": s.agent.system_prompt,
-            "messages": asking.answers_as_results(for_model(messages)),
-            "tools": tool_specs(s.agent),
+            "messages": asking.answers_as_results(mark_results(for_model(messages))),
+            "tools": tool_specs(s.agent) + _peer_skill_tools(deps),
         }
         if output_schema is not None:
             ask["output_schema"] = output_schema
@@ -274,6 +275,26 @@ def _think(
             "reply_too_large", f"the model reply is {size} bytes; at most {MAX_REPLY_BYTES} can be stored"
         )
     return reply
+
+
+def _peer_skill_tools(deps: Deps) -> list[dict[str, Any]]:
+    """A tool for each skill a delegate's card publishes with a schema (flightdeck.domain.skills.peers)."""
+    cards = getattr(deps, "cards", None)  # deps a test builds by hand may have none
+    if cards is None:
+        return []
+    s, specs = deps.settings, list[dict[str, Any]]()
+    for delegate in s.agent.delegates:
+        try:
+            url = (
+                s.allowed_host_mapping.check_url(delegate.card_url)
+                if delegate.protocol == "a2a"
+                else card_url(delegate, s.allowed_host_mapping.resolve)
+            )
+        except Exception:  # noqa: BLE001 - a delegate whose URL is unknown keeps its free-text tool
+            continue
+        if url:
+            specs.extend(skill_tool_spec(k) for k in peer_card(cards, delegate, url).skills)
+    return specs
 
 
 def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int, cap_ms: int | None = None) -> dict[str, int]:
@@ -392,6 +413,7 @@ def _start_tools(
                     "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
                     **({"context_id": context_id} if context_id else {}),
                     **({"task_id": task_id} if task_id else {}),
+                    **_structured(name, args),
                 }
             )
             continue
@@ -415,6 +437,18 @@ def _start_tools(
         count("LocalToolRuns")
         record_and_advance(deps, session_id, turn, result, by="local", total=len(ids))
     dispatch_now(deps, dispatches, budget)
+
+
+def _structured(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """What a delegation carries beyond its task: a structured call (a tool built from the peer's card:
+    its arguments are the call's input), and the response_schema the call gave, for the peer to hold to."""
+    out: dict[str, Any] = {}
+    call = structured_call(tool_name, args)
+    if call is not None:
+        out.update(skill=call.skill, arguments=call.arguments, task=call.as_text())
+    elif args.get("response_schema") is not None:
+        out["response_schema"] = args["response_schema"]
+    return out
 
 
 def _resend_after_queued_start(

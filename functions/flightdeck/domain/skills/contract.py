@@ -43,7 +43,7 @@ class Skill(BaseModel):
     input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     # The channels that may call it: A2A peers, MCP clients, or only this agent's own users ("internal").
-    expose: list[Channel] = Field(default_factory=lambda: ["a2a"])
+    expose: list[Channel] = Field(default_factory=lambda: list[Channel](["a2a"]))
     # A deterministic handler (flightdeck.domain.skills.handlers): a structured call needs no model.
     handler: str = ""
 

@@ -46,7 +46,8 @@ def instance_of(schema: Any, text: str, root: Any = None, depth: int = 0) -> Any
         kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
     words = text.split()
     if kind == "object":
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        given = schema.get("properties")
+        properties: dict[str, Any] = given if isinstance(given, dict) else {}
         required = [r for r in schema.get("required", []) if isinstance(r, str)]
         # Optional fields only near the top: a recursive schema (a list, a tree) ends.
         names = [n for n in properties if n in required or depth < _OPTIONAL_DEPTH]
@@ -56,14 +57,14 @@ def instance_of(schema: Any, text: str, root: Any = None, depth: int = 0) -> Any
         count = max(1, int(schema.get("minItems", 1) or 1))
         return [instance_of(schema.get("items", {}), text, root, depth + 1) for _ in range(min(count, 5))]
     if kind in ("number", "integer"):
-        value = len(words)
+        number = len(words)
         low = schema.get("minimum", schema.get("exclusiveMinimum"))
         high = schema.get("maximum", schema.get("exclusiveMaximum"))
-        if isinstance(low, (int, float)) and value < low:
-            value = int(low) + (1 if "exclusiveMinimum" in schema else 0)
-        if isinstance(high, (int, float)) and value > high:
-            value = int(high) - (1 if "exclusiveMaximum" in schema else 0)
-        return value
+        if isinstance(low, (int, float)) and number < low:
+            number = int(low) + (1 if "exclusiveMinimum" in schema else 0)
+        if isinstance(high, (int, float)) and number > high:
+            number = int(high) - (1 if "exclusiveMaximum" in schema else 0)
+        return number
     if kind == "boolean":
         return True
     if kind == "null":

@@ -1,0 +1,128 @@
+"""Delegation tools built from a peer's card (issue 25): two agents on the local stack, real HTTP on
+loopback. The orchestrator reads the worker's card; each worker skill with a schema becomes a tool of
+its own (`worker__<skill>`), called as a structured call; the answer comes back as JSON, held to the
+skill's output schema (or the caller's response_schema), and a mismatch is marked, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from flightdeck.local.stack import LocalStack
+
+pytestmark = pytest.mark.slow
+
+USER_TOKEN = "fdp_user_test-only-user-token-0123456789abcdef"
+ORCHESTRATOR_TOKEN = "fdp_orchestrator_test-only-orchestrator-token-0123456789"
+CONFIG = f"""
+[agents.orchestrator]
+allow = ["worker"]
+callback_secret = "test-only-orchestrator-secret-0123456789abcdef"
+[[agents.orchestrator.delegates]]
+agent = "worker"
+[agents.orchestrator.peers]
+user = "{USER_TOKEN}"
+
+[agents.worker]
+allow = ["orchestrator"]
+callback_secret = "test-only-worker-secret-0123456789abcdef01234"
+[agents.worker.peers]
+orchestrator = "{ORCHESTRATOR_TOKEN}"
+user = "{USER_TOKEN}"
+[[agents.worker.skills]]
+id = "count_words"
+name = "Count words"
+handler = "word_count"
+[[agents.worker.skills]]
+id = "get_quote"
+name = "Get a quote"
+description = "Price a product"
+input_schema = {{ type = "object", properties = {{ product = {{ type = "string" }} }}, required = ["product"] }}
+output_schema = {{ type = "object", properties = {{ product = {{ type = "string" }}, price = {{ type = "number" }} }}, required = ["price"] }}
+[[agents.worker.skills]]
+id = "summarise"
+description = "Summarise a text (no schema: reached through the free-text tool)"
+"""
+AS_USER = {"Authorization": f"Bearer {USER_TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    path = Path(tmp_path_factory.mktemp("skills")) / "agents.toml"
+    path.write_text(CONFIG)
+    with LocalStack(path, relay=None) as local:
+        yield local
+
+
+def chat(stack, content, agent="orchestrator", **fields):
+    resp = requests.post(
+        f"{stack.urls[agent]}/api/chat", json={"content": content, **fields}, headers=AS_USER, timeout=10
+    )
+    assert resp.status_code == 202, resp.text
+    return resp.json()["session_id"]
+
+
+def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", headers=AS_USER, timeout=10).json()
+        if session["status"] == "idle":
+            return session
+        time.sleep(0.1)
+    raise AssertionError(f"session {sid} not idle: {session}")
+
+
+def tool_uses(session):
+    return [b["toolUse"] for m in session["messages"] for b in m["content"] if "toolUse" in b]
+
+
+def tool_results(session):
+    return [b["toolResult"] for m in session["messages"] for b in m["content"] if "toolResult" in b]
+
+
+def test_a_skill_of_the_peer_s_card_is_a_tool_called_as_a_structured_call(stack):
+    sid = chat(stack, '@worker:count_words {"text": "one two three four"}')
+    session = wait_idle(stack, sid)
+    [use] = tool_uses(session)
+    assert (use["name"], use["input"]) == ("worker__count_words", {"text": "one two three four"})
+    [result] = tool_results(session)
+    assert result["status"] == "success" and json.loads(result["content"][0]["text"]) == {"words": 4}
+
+
+def test_a_model_skill_answers_json_held_to_its_output_schema(stack):
+    sid = chat(stack, '@worker:get_quote {"product": "widget"}')
+    session = wait_idle(stack, sid)
+    [result] = tool_results(session)
+    answer = json.loads(result["content"][0]["text"])
+    assert set(answer) == {"product", "price"} and isinstance(answer["price"], (int, float))
+
+
+def test_the_caller_s_response_schema_travels_with_a_free_text_delegation(stack):
+    sid = chat(stack, '@worker review the launch plan => {"pages": "number", "issues": "string[]"}')
+    session = wait_idle(stack, sid)
+    [use] = tool_uses(session)
+    assert use["input"]["response_schema"] == {"pages": "number", "issues": "string[]"}
+    [result] = tool_results(session)
+    answer = json.loads(result["content"][0]["text"])
+    assert isinstance(answer["pages"], (int, float)) and isinstance(answer["issues"], list)
+
+
+def test_an_answer_that_does_not_match_reaches_the_model_marked(stack):
+    sid = chat(stack, '@worker review it !prose => {"pages": "number"}')
+    session = wait_idle(stack, sid)
+    # What is stored is what came back; the model reads it held to the schema (flightdeck.domain.skills.peers).
+    assert "schema_mismatch" in session["messages"][-1]["content"][0]["text"]
+    [result] = tool_results(session)
+    assert result["content"][0]["text"].startswith("[worker] Task:")
+
+
+def test_a_call_with_wrong_arguments_is_refused_by_the_peer_and_the_model_hears_why(stack):
+    sid = chat(stack, '@worker:get_quote {"colour": "red"}')
+    session = wait_idle(stack, sid)
+    [result] = tool_results(session)
+    assert result["status"] == "error" and "product" in result["content"][0]["text"]
