@@ -403,6 +403,7 @@ def add_peers_command(commands: Any) -> None:
         "  flightdeck peers rotate --agent worker orchestrator --grace-seconds 3600\n"
         "  flightdeck peers revoke --agent worker orchestrator\n"
         "  flightdeck peers list --agent worker\n"
+        "  flightdeck peers discover https://partner.example --config agents.toml --agent orchestrator\n"
         "\n"
         "On AWS the table and the default usage plan are the StateTableName and PeerUsagePlanId outputs of the\n"
         "stack Flightdeck-<agent>; `add` finds both before it changes anything.",
@@ -451,3 +452,6 @@ def add_peers_command(commands: Any) -> None:
     for action, sub in (("add", add), ("rotate", rotate), ("revoke", revoke), ("list", listing)):
         common(sub)
         sub.set_defaults(run=run, action=action)
+    from flightdeck.peer_discovery import add_discover_command
+
+    add_discover_command(actions)  # flightdeck peers discover URL: read and check a card before adding its peer

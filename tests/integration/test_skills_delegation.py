@@ -126,3 +126,88 @@ def test_a_call_with_wrong_arguments_is_refused_by_the_peer_and_the_model_hears_
     session = wait_idle(stack, sid)
     [result] = tool_results(session)
     assert result["status"] == "error" and "product" in result["content"][0]["text"]
+
+
+# --- flightdeck peers discover ------------------------------------------------------------------------
+
+
+def discover(capsys, *args):
+    from flightdeck.cli import main
+
+    code = main(["peers", "discover", *args])
+    return code, capsys.readouterr().out
+
+
+def test_discover_reads_a_good_card_prints_its_skills_with_schemas_and_the_snippet(stack, capsys, tmp_path):
+    base = stack.urls["worker"]
+    config = tmp_path / "mine.toml"
+    config.write_text(f'[agents.mine]\nallowed_hosts = {{ partner = "{base}" }}\ncallback_secret = "{"s" * 40}"\n')
+    code, out = discover(capsys, base, "--config", str(config), "--agent", "mine")
+    assert code == 0, out
+    assert "skill get_quote (structured): Price a product" in out
+    assert '"required": ["product"]' in out and "skill summarise (free text)" in out
+    assert "security: peerToken: http bearer" in out and "allowed: under agent mine's allowed_hosts" in out
+    assert f'card_url = "{base}/.well-known/agent-card.json"' in out and 'protocol = "a2a"' in out
+    code, out = discover(capsys, base, "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+class _CardServer:
+    def __init__(self, card):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        body = json.dumps(card).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - stdlib name
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_discover_names_what_is_wrong_with_a_bad_card(capsys):
+    bad = {
+        "protocolVersion": "0.1",
+        "name": "shady",
+        "skills": [{"name": "no id"}, {"id": "x"}],
+        "capabilities": {
+            "extensions": [
+                {
+                    "uri": "urn:flightdeck:a2a:ext:skill-contracts:v1",
+                    "params": {"skills": {"x": {"inputSchema": {"$ref": "https://attacker.example/s.json"}}}},
+                }
+            ]
+        },
+    }
+    server = _CardServer(bad)
+    try:
+        code, out = discover(capsys, server.url)
+    finally:
+        server.close()
+    assert code == 1
+    assert "problem: protocol version 0.1" in out and "problem: no JSON-RPC endpoint" in out
+    assert "problem: skills[0] has no id" in out and "is not local" in out
+    assert "To add it as a delegate" not in out
+
+
+def test_discover_says_when_a_card_lies_outside_the_agent_s_allowlist(stack, capsys, tmp_path):
+    config = tmp_path / "mine.toml"
+    config.write_text(
+        f'[agents.mine]\nallowed_hosts = {{ other = "http://127.0.0.1:9" }}\ncallback_secret = "{"s" * 40}"\n'
+    )
+    code, out = discover(capsys, stack.urls["worker"], "--config", str(config), "--agent", "mine")
+    assert code == 1 and "not allowed: " in out and "allowed_hosts" in out
