@@ -72,7 +72,7 @@ def check_card(url: str, card: Any) -> Discovery:
         found.problems.append("the card is not a JSON object")
         return found
     version = str(card.get("protocolVersion") or "")
-    interfaces = card.get("supportedInterfaces") if isinstance(card.get("supportedInterfaces"), list) else []
+    interfaces = _list(card.get("supportedInterfaces"))
     versions = [version] + [str(i.get("protocolVersion", "")) for i in interfaces if isinstance(i, dict)]
     if not any(v.startswith(SUPPORTED_VERSIONS) for v in versions if v):
         found.problems.append(f"protocol version {version or 'missing'}: this agent speaks A2A 0.3 (and 1.0)")
@@ -89,11 +89,9 @@ def check_card(url: str, card: Any) -> Discovery:
         found.problems.append("no skills: a card says what the agent does")
         skills = []
     contracts: dict[str, Any] = {}
-    capabilities = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
-    for extension in capabilities.get("extensions") or []:
+    for extension in _list(_obj(card.get("capabilities")).get("extensions")):
         if isinstance(extension, dict) and extension.get("uri") == SKILL_CONTRACTS_URI:
-            params = extension.get("params") if isinstance(extension.get("params"), dict) else {}
-            contracts = params.get("skills") if isinstance(params.get("skills"), dict) else {}
+            contracts = _obj(_obj(extension.get("params")).get("skills"))
     for index, skill in enumerate(skills):
         if not isinstance(skill, dict) or not isinstance(skill.get("id"), str) or not skill.get("id"):
             found.problems.append(f"skills[{index}] has no id")
@@ -103,7 +101,7 @@ def check_card(url: str, card: Any) -> Discovery:
             "name": skill.get("name", ""),
             "description": skill.get("description", ""),
         }
-        contract = contracts.get(skill["id"]) if isinstance(contracts.get(skill["id"]), dict) else {}
+        contract = _obj(contracts.get(skill["id"]))
         for key in ("inputSchema", "outputSchema"):
             if key in contract:
                 try:
@@ -116,13 +114,20 @@ def check_card(url: str, card: Any) -> Discovery:
         found.notes.append(f"the extension gives schemas for {extra!r}, which the card's skills do not list")
     if not contracts:
         found.notes.append("no skill declares schemas: the peer is reached through the free-text tool only")
-    schemes = card.get("securitySchemes") if isinstance(card.get("securitySchemes"), dict) else {}
-    for name, scheme in schemes.items():
+    for name, scheme in _obj(card.get("securitySchemes")).items():
         if isinstance(scheme, dict):
             found.security.append(f"{name}: {scheme.get('type', '?')} {scheme.get('scheme', '')}".strip())
     if not card.get("security") and not card.get("securityRequirements"):
         found.notes.append("the card requires no credentials of its callers")
     return found
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def allowlist_of(config: Path, agent: str) -> Allowlist:
