@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine that has Python 3.11+:
-#   ./dev.sh demo [--config FILE] [--scenario parallel|delegate|timeout] [--message TEXT]
+#   ./dev.sh demo [--config FILE] [--scenario parallel|delegate|timeout|ask|skills] [--message TEXT]
 #                                                          the demo (two agents by default), locally, no AWS account
 #   ./dev.sh up [--config FILE] [--json-logs] [--log-dir DIR]   every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests

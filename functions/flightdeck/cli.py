@@ -307,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
             '  flightdeck local demo --config examples/three-agents.toml --message "@critic is this clear?"\n'
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
             "  flightdeck local demo --scenario ask        # the delegate asks, the delegator answers in its context\n"
+            "  flightdeck local demo --scenario skills     # a structured call, a response schema, a mismatch marked\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
             "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)"
         ),

@@ -61,3 +61,15 @@ def test_the_ask_scenario_shows_the_delegates_question_answered_in_its_own_sessi
     assert 'asked "which quarter?", told "the third quarter"' in out
     assert "final answer from orchestrator (answered by worker):" in out
     assert out.count("worker        idle") >= 2  # the question's end, then the answer's
+
+
+def test_the_skills_scenario_shows_a_structured_call_a_response_schema_and_a_mismatch(tmp_path, monkeypatch, capsys):
+    """--scenario skills on the two-agent default (issue 25): the orchestrator calls the worker's summarise
+    skill through the tool its card gives, asks a free-text task for a structure it names, and hears the
+    prose answer to a third one marked schema_mismatch."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.main(["local", "demo", "--scenario", "skills"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "@worker via worker__summarise" in out and '"words": 9' in out
+    assert '{"pages": 4, "issues": ["review the launch plan"]}' in out
+    assert '"schema_mismatch": true' in out

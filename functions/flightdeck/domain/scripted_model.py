@@ -55,6 +55,7 @@ from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
 from flightdeck.domain.builtin_tools import get_tool
 from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
+from flightdeck.domain.skills.contract import text_call
 from flightdeck.domain.skills.instances import instance_of
 
 # A marker starts at the beginning of the text or after whitespace / an opening bracket,
@@ -182,8 +183,9 @@ class ScriptedModel:
             stop_reason, content = self._new_task(_text_of(last), messages, tools)
         if output_schema is not None and stop_reason == "end_turn" and MISMATCH_MARKER not in self._task_text(messages):
             # Held to a schema, it answers with an instance of it, built from the task's text (as a real
-            # model forced through a tool whose input schema is the schema would).
-            task = self._task_text(messages)
+            # model forced through a tool whose input schema is the schema would); a structured call's
+            # text is its arguments' text.
+            task = _call_text(self._task_text(messages))
             content = [{"text": json.dumps(instance_of(output_schema, task), ensure_ascii=False)}]
         message = {"role": "assistant", "content": content}
         usage_in = _words(system) + sum(_words(m.get("content", [])) for m in messages)
@@ -515,6 +517,17 @@ class ScriptedModel:
         if unknown:
             out.append(self._unknown_line(unknown))
         return "\n".join(out)
+
+
+def _call_text(text: str) -> str:
+    """The words of a task: a structured call's (skill:<id> {json}) are its arguments' string values."""
+    try:
+        call = text_call(text)
+    except ValueError:
+        return text
+    if call is None:
+        return text
+    return " ".join(v for v in call.arguments.values() if isinstance(v, str)) or text
 
 
 def _json_value(text: str) -> Any:

@@ -395,7 +395,7 @@ def _start_tools(
                 "tool_use",
                 f"delegating to {delegate.agent}"
                 + (f" (continuing {context_id})" if context_id else "")
-                + f": {str(args.get('task', ''))[:80]}",
+                + f": {str(args.get('task') or _structured(name, args).get('task', ''))[:80]}",
                 **ids_log,
             )
             deadline_ms = deadlines[tool_use_id]

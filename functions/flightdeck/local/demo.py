@@ -27,7 +27,10 @@ from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
 
-SCENARIOS = ("delegate", "parallel", "timeout", "ask")
+SCENARIOS = ("delegate", "parallel", "timeout", "ask", "skills")
+# The skills scenario (docs/SKILLS.md): the delegate's skill the demo calls through the tool its card gives.
+SKILLS_SCENARIO_SKILL = "summarise"
+SKILLS_SCENARIO_SCHEMA = '{"pages": "number", "issues": "string[]"}'
 DEFAULT_SCENARIO = "parallel"
 # How long the demo waits for the final answer after sending the task.
 ANSWER_BOUND_S = 60.0
@@ -94,6 +97,11 @@ def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) 
         # The delegate asks (input-required); the delegator answers in its context (the local model's
         # ?ask and ?answer markers, flightdeck.domain.scripted_model).
         "ask": f"@{first} ?ask which quarter? check the figures of the report ?answer the third quarter",
+        # A structured call through the tool the delegate's card gives; a free-text task with a response
+        # schema the delegate honours; and one it answers in prose (!prose), marked schema_mismatch.
+        "skills": f'@{first}:{SKILLS_SCENARIO_SKILL} {{"text": "Asynchronous delegation frees the caller while '
+        f'the delegate works."}} @{first} review the launch plan => {SKILLS_SCENARIO_SCHEMA} '
+        f"@{first} review it again !prose => {SKILLS_SCENARIO_SCHEMA}",
     }
     token = deployment.agents[delegator].peers.get(DEMO_PEER, "")
     if message is not None:
@@ -390,9 +398,30 @@ def check_outcome(scenario: str, session: dict[str, Any], expected_tools: tuple[
         raise DemoError(f"a delegation failed: {texts}")
     if scenario == "ask" and not any(parse_input_required(t) for t in texts):
         raise DemoError(f"expected the delegate to ask a question first, got: {texts}")
+    if scenario == "skills":
+        _check_skills(session, texts)
     missing = [t for t in expected_tools if t not in tools_answered(session)] if scenario != "timeout" else []
     if missing:
         raise DemoError(f"no answer through {', '.join(missing)}: {texts}")
+
+
+def _check_skills(session: dict[str, Any], texts: list[str]) -> None:
+    """The skills scenario shows a structured call answered as JSON, a response schema honoured, and a
+    mismatch marked (what the delegator's model read: the final answer quotes it)."""
+    structured = [t for t in texts if _json_object(t) is not None]
+    if len(structured) < 2:
+        raise DemoError(f"expected JSON answers to the structured call and the response schema, got: {texts}")
+    answer = final_answer(session) or ""
+    if "schema_mismatch" not in answer:
+        raise DemoError(f"expected the prose answer to be marked schema_mismatch, got: {answer[:500]}")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def wait_for_session(base_url: str, session_id: str, bound_s: float, token: str = "") -> tuple[str, dict[str, Any]]:
@@ -461,6 +490,8 @@ def run(
                 expected = (
                     tuple(tools[a] for a in chosen.delegates) if scenario == "parallel" else (tools[chosen.delegate],)
                 )
+                if scenario == "skills":
+                    expected += (f"{chosen.delegate}__{SKILLS_SCENARIO_SKILL}",)
                 check_outcome(scenario, session, expected)
             if scenario == "timeout" and not timeline.wait_for(chosen.delegate, "idle", 0):
                 out.write(f"  (waiting for {chosen.delegate} to stop...)\n")
