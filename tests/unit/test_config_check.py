@@ -371,3 +371,33 @@ def test_inbound_auth_off_is_refused_for_aws_naming_the_key_unless_a_test_rig_is
         config_file.ConfigFileError, match=r'\[defaults\].INBOUND_AUTH: is "off" for orchestrator, worker'
     ):
         config_file.check(config_file.load(path), path, "aws")
+
+
+# --- skills with contracts (issue 25): schemas are checked when the file is read ---------------------
+
+
+@pytest.mark.parametrize(
+    "skill, message",
+    [
+        (
+            'id = "q"\ninput_schema = { type = "object", properties = { a = { type = "nope" } } }',
+            "[[agents.critic.skills]] #1: input_schema: not a valid JSON Schema: at /properties/a/type",
+        ),
+        (
+            'id = "q"\ninput_schema = { type = "object", required = ["x"] }\nexamples = [{ y = 1 }]',
+            '[[agents.critic.skills]] #1: examples[0] does not match input_schema: "x" is a required property',
+        ),
+        (
+            'id = "q"\noutput_schema = { "$ref" = "https://attacker.example/s.json" }',
+            "[[agents.critic.skills]] #1: output_schema: $ref 'https://attacker.example/s.json' is not local",
+        ),
+        ('id = "q"\nhandler = "magic"', "skills[0] (q): unknown handler 'magic'; known: calculator, word_count"),
+        ('id = "Not An Id"', "[[agents.critic.skills]] #1 id: must match pattern"),
+        ('id = "q"\nexpose = ["smoke-signals"]', "[[agents.critic.skills]] #1 expose"),
+    ],
+)
+def test_a_skill_s_schemas_are_checked_when_the_file_is_read_naming_the_toml_key(tmp_path, capsys, skill, message):
+    path = tmp_path / "agents.toml"
+    path.write_text(BASE + "\n[[agents.critic.skills]]\n" + skill + "\n")
+    err = refused(path, capsys)
+    assert message in err, err
