@@ -239,6 +239,22 @@ def _load_rows(load: dict[str, Any] | None) -> list[list[str]]:
     ]
 
 
+def _structured_rows(one: dict[str, Any], structured: dict[str, Any] | None) -> list[list[str]]:
+    """A structured call (a skill tool from the peer's card) beside the free-text delegation it replaces."""
+    if structured is None:
+        return []
+    per, free = structured["per_turn"], one["per_turn"]
+    return [
+        [
+            "Structured call (a skill tool from the card), 1/turn: AWS requests per turn",
+            f"{num(per['aws_requests_total'])} (free text: {num(free['aws_requests_total'])})",
+            ", ".join(f"{s} {num(n)}" for s, n in per["aws_requests_by_service"].items())
+            + f"; counted, mean of {structured['round_trips']} turns, both agents; the card is read over HTTP "
+            "once per warm function and TTL (no AWS request)",
+        ]
+    ]
+
+
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     one, fan = result["round_trip_one"], result["round_trip_fan_out"]
     rows: list[list[str]] = [["Measure", "Result", "Basis / breakdown"]]
@@ -246,6 +262,7 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows += _round_trip_rows(fan)
     rows += _cost_rows(one)
     rows += _cost_rows(fan)
+    rows += _structured_rows(one, result.get("round_trip_structured"))
 
     cb = result["callback_throughput"]
     single, batch = cb["single"], cb["batch"]

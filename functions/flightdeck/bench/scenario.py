@@ -316,6 +316,18 @@ def new_peer_tokens() -> dict[str, str]:
     return {BENCH_PEER: new_token(BENCH_PEER), DELEGATOR: new_token(DELEGATOR)}
 
 
+STRUCTURED_SKILL: dict[str, Any] = {
+    "id": "summarise",
+    "description": "A short summary of a text",
+    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    "output_schema": {
+        "type": "object",
+        "properties": {"summary": {"type": "string"}, "words": {"type": "integer"}},
+        "required": ["summary", "words"],
+    },
+}
+
+
 def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
     def delegating(timeout_ms: int, **extra: Any) -> dict[str, Any]:
         return {
@@ -345,6 +357,9 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
             )
             spec["env"] = {**role.env, **spec.get("env", {})}  # the bench's own timing wins
         agents[DELEGATOR]["delegates"] = [{"agent": WORKER, "description": opts.roles.delegator.tool_description}]
+    # The worker's skill with a contract: the delegator's model gets a tool for it from the worker's card
+    # (flightdeck.domain.skills.peers), and the structured round trips call it.
+    agents[WORKER]["skills"] = [*agents[WORKER].get("skills", []), STRUCTURED_SKILL]
     for name, spec in agents.items():
         spec["name"] = name
         # The bench measures the system, not its throttles: each peer's usage plan is far above the load.
@@ -1061,6 +1076,13 @@ def run(
             )
             bench.throughput_ready()
             throughput = bench.callback_throughput()
+            # The same round trip as a structured call through the tool the worker's card gives (issue 25):
+            # it must cost no more requests than the free-text delegation.
+            structured = bench.counted_round_trips(
+                max(2, opts.iterations // 3),
+                lambda i: f'@{WORKER}:{STRUCTURED_SKILL["id"]} {{"text": "check the figures of report {i}"}}',
+                "1 structured call",
+            )
             # The timeout turns run while the fan-out turns' deadline timers are pending (one timer
             # message per turn, on another agent): it saves a wait and perturbs little.
             timeouts: dict[str, Any] = {}
@@ -1081,6 +1103,7 @@ def run(
             "stack_startup_s": round(startup_s, 2),
             "round_trip_one": _round_trip_report(one, prices, 1, opts),
             "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out, opts),
+            "round_trip_structured": _round_trip_report(structured, prices, 1, opts),
             "latency_one_delegation_ms": latency,
             "latency_fan_out_ms": {
                 "total_logged": fan_latency.get("total_logged"),
