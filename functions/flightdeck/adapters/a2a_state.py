@@ -129,6 +129,7 @@ class A2AStore:
                             "status_text": "",
                             "notified": False,
                             "owner": task.owner or None,
+                            "contract": json.dumps(task.contract) if task.contract else None,
                             TTL: expires,
                         }
                     ),
@@ -211,6 +212,7 @@ class A2AStore:
             status_text=item.get("status_text", ""),
             notified=bool(item.get("notified", False)),
             owner=item.get("owner", ""),
+            contract=json.loads(item["contract"]) if item.get("contract") else None,
         )
 
     def finish_task(

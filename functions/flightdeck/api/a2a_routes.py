@@ -284,7 +284,13 @@ def _remaining_ms() -> int | None:
         "-32602 params not an object of the method's shape or holding text that is not valid Unicode; -32600 no "
         "id (checked last). "
         "A message may carry text parts, data parts (given to the model as JSON text) and file parts with "
-        "inline bytes of text/* or application/json; anything else is -32005."
+        "inline bytes of text/* or application/json; anything else is -32005. "
+        "A structured call to a skill (docs/SKILLS.md) is a data part {skill, arguments} or the text "
+        "`skill:<id> {json}`, its arguments checked against the skill's input schema before anything is stored "
+        "(-32602 lists what is wrong); metadata.responseSchema (params' or the message's; JSON Schema or the "
+        "shorthand) holds the answer to a schema, and timeout_seconds bounds the request. A task held to a schema "
+        "answers with an artifact of a data part (the JSON) and the text, or the text and a data part marking "
+        "schema_mismatch with its errors."
     ),
     responses={
         200: {

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from flightdeck.domain.a2a.constants import POLL_KIND
+from flightdeck.domain.a2a.contracts import answer_text
 from flightdeck.domain.a2a.ports import RemoteTask, ports
 from flightdeck.domain.a2a.wire import (
     INTERRUPTED_STATES,
@@ -126,8 +127,9 @@ def push_receiver_url(deps: Deps, delegate: DelegateTool) -> str | None:
 
 
 def task_answer(task: Task) -> str:
-    """The text of a finished task: its artifacts, else its status message, else the last agent message."""
-    texts = [t for t in (text_of_parts(a.parts) for a in task.artifacts or []) if t]
+    """The text of a finished task: its artifacts (an artifact with a data part: the JSON of its data, what a
+    structured call answers), else its status message, else the last agent message."""
+    texts = [t for t in (answer_text(a.parts) or text_of_parts(a.parts) for a in task.artifacts or []) if t]
     if texts:
         return "\n".join(texts)
     if task.status.message is not None:
@@ -240,17 +242,27 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
     except CardProblem as exc:
         return retry_or_fail(f"{delegate.agent}: {exc.detail}", exc.retryable)
     push_url = push_receiver_url(deps, delegate) if card.push else None
+    # A structured call (a tool built from the peer's card) goes as the data part the skill-contracts extension
+    # names; the caller's responseSchema in the message's metadata, where a2a-sdk clients put theirs.
+    part = (
+        {"kind": "data", "data": {"skill": msg.skill, "arguments": msg.arguments or {}}}
+        if msg.skill
+        else {"kind": "text", "text": msg.task}
+    )
     message = {
         "kind": "message",
         "role": "user",
-        "parts": [{"kind": "text", "text": msg.task}],
+        "parts": [part],
         # The same delegation always sends the same message id: a peer may recognise a re-send.
         "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
         # A continuation: in the peer's context, and of its task that asked for input (flightdeck.domain.asking).
         **({"contextId": msg.context_id} if msg.context_id else {}),
         **({"taskId": msg.task_id} if msg.task_id else {}),
+        **({"metadata": {"responseSchema": msg.response_schema}} if msg.response_schema is not None else {}),
     }
-    configuration: dict[str, Any] = {"blocking": False, "acceptedOutputModes": ["text/plain"]}
+    structured = bool(msg.skill) or msg.response_schema is not None
+    modes = ["text/plain", "application/json"] if structured else ["text/plain"]
+    configuration: dict[str, Any] = {"blocking": False, "acceptedOutputModes": modes}
     if push_url:
         configuration["pushNotificationConfig"] = {"url": push_url, "token": token}
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
@@ -282,7 +294,8 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
     kind = result.get("kind") if isinstance(result, dict) else None
     if kind == "message":
         # A direct answer, no task: the result is in.
-        text = text_of_parts(result.get("parts") or [])
+        parts = result.get("parts") or []
+        text = answer_text(parts) or text_of_parts(parts)
         _record(
             deps,
             msg.session_id,

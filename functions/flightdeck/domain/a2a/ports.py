@@ -49,6 +49,9 @@ class TaskRecord:
     notified: bool = False
     # The peer that sent the task (its context's owner); "" when made while authentication was off.
     owner: str = ""
+    # What its answer must match (flightdeck.domain.a2a.contracts): the contract its message made, stored
+    # with it so the answer renders as data with no read more; None without one.
+    contract: dict[str, Any] | None = None
 
     @property
     def task_id(self) -> str:

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from flightdeck.domain.a2a.contracts import answer_parts
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports
 from flightdeck.domain.a2a.tasks import (
     agent_message,
@@ -134,6 +135,11 @@ def ending(rec: TaskRecord, relayed: TextFollower | None = None, status: dict[st
     """The events that close a task's stream: its answer (if it completed; after what `relayed` sent of it
     already), then the final status (`status`: as the stream stamped it)."""
     events = artifact_updates(rec, relayed.rest(rec.answer) if relayed else None) if rec.state == "completed" else []
+    data = [p for p in answer_parts(rec.answer, rec.contract) if p["kind"] == "data"] if events else []
+    if data:
+        # Held to a schema: the last chunk also carries the answer as data (or its mismatch, marked), so the
+        # artifact a client assembles is the one tasks/get shows: the text, and the data part.
+        events[-1]["artifact"]["parts"].extend(data)
     events.append(status_update(rec, status or status_of(rec), final=True))
     return events
 

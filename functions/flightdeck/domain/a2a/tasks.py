@@ -33,6 +33,14 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from flightdeck.domain.a2a.constants import PUSH_KIND
+from flightdeck.domain.a2a.contracts import (
+    answer_parts,
+    call_of,
+    continuing_contract,
+    message_contract,
+    record_contract,
+    stored_contract,
+)
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.a2a.wire import (
     ACCEPTED_PARTS,
@@ -73,6 +81,7 @@ from flightdeck.domain.records import (
     ToolResult,
     error_result,
 )
+from flightdeck.domain.skills.contract import Contract
 from flightdeck.observability import count, logger, timeline
 
 # `configuration.blocking`: wait at most this long, below the API function's 25 s
@@ -190,7 +199,7 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
     task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status_of(rec)}
     if rec.state == "completed":
         task["artifacts"] = [
-            {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": [{"kind": "text", "text": rec.answer}]}
+            {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": answer_parts(rec.answer, rec.contract)}
         ]
     if history_length != 0:
         history = _history(deps, rec)
@@ -272,7 +281,14 @@ def _content(params: MessageSendParams) -> str:
         raise A2AError(INVALID_PARAMS, "message.role must be 'user'")
     if not message.parts:
         raise A2AError(INVALID_PARAMS, "message.parts must not be empty")
-    text = "\n".join(_part_text(index, part) for index, part in enumerate(message.parts))
+    call = call_of(message.parts)
+    # A data part that makes a structured call reads as its text form (skill:<id> {json}), as on /api/chat.
+    text = "\n".join(
+        call.call.as_text()
+        if call is not None and call.index == index and isinstance(part, DataPart)
+        else _part_text(index, part)
+        for index, part in enumerate(message.parts)
+    )
     if not text.strip():
         raise A2AError(INVALID_PARAMS, "message.parts hold no text")
     if len(text) > MAX_CONTENT_CHARS:
@@ -346,6 +362,7 @@ def send_message(
     s, a2a = deps.settings, ports(deps).store
     require_caller(s.inbound_auth, caller)
     content = _content(params)
+    contract = message_contract(deps, params)  # checked before anything is stored (-32602 lists what is wrong)
     message = params.message
     config = params.configuration
     stored = len(json.dumps(dump(message)))  # the form the task record stores
@@ -367,8 +384,8 @@ def send_message(
         if waiting.state == "input-required":
             if message.contextId and message.contextId != waiting.session_id:
                 raise A2AError(INVALID_PARAMS, "message.contextId does not match the task's context")
-            return _answer_question(deps, waiting, content, config, remaining_ms, caller)
-        rec = _continue_task(deps, params, content, caller)
+            return _answer_question(deps, waiting, content, config, remaining_ms, caller, contract)
+        rec = _continue_task(deps, params, content, caller, contract)
         return _answer(deps, rec, config, remaining_ms)
     session_id = message.contextId or derived_session_id(caller, f"a2a:{message.messageId}")
     if not SESSION_ID_RE.match(session_id):
@@ -402,6 +419,7 @@ def send_message(
         created_ms=now,
         updated_ms=now,
         owner=caller or "",
+        contract=stored_contract(contract),
     )
     created = a2a.create_task(rec, push, s.session_retention_ms)
     if created == "exists":
@@ -419,7 +437,7 @@ def send_message(
             else None
         )
         if pending is not None and pending.state == "input-required" and visible_to(pending.owner, caller):
-            return _answer_question(deps, pending, content, config, remaining_ms, caller)
+            return _answer_question(deps, pending, content, config, remaining_ms, caller, contract)
         raise _context_busy(deps, session_id)
     return _answer(deps, _hand_off(deps, rec, content, caller, before_start), config, remaining_ms)
 
@@ -439,7 +457,14 @@ def _hand_off(
     message_id = str(rec.user_message.get("messageId") or "") or None
     try:
         accepted = ingest_chat(
-            deps, content, session_id, caller=caller, message_id=message_id, id_kind="a2a", queue=False
+            deps,
+            content,
+            session_id,
+            caller=caller,
+            message_id=message_id,
+            id_kind="a2a",
+            queue=False,
+            contract=record_contract(rec.contract),
         )
     except SessionNotFoundError:
         a2a.finish_task(session_id, key, "failed", status_text="the context belongs to another client")
@@ -464,7 +489,9 @@ def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) 
     return render_task(deps, rec, config.historyLength if config else None)
 
 
-def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: str | None) -> TaskRecord:
+def _continue_task(
+    deps: Deps, params: MessageSendParams, content: str, caller: str | None, contract: Contract | None = None
+) -> TaskRecord:
     """Add a message to a working task: it waits in the session's inbox for its own turn, which the task
     goes on into (or starts that turn at once when the session is idle). The task, as it stands."""
     message = params.message
@@ -501,6 +528,7 @@ def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: 
             message_id=message.messageId,
             id_kind="a2a",
             continues_task=rec.key,
+            contract=continuing_contract(contract, rec),
         )
     except TaskNotOpenError:
         latest = ports(deps).store.get_task(rec.session_id, rec.key)
@@ -529,7 +557,13 @@ def _continue_task(deps: Deps, params: MessageSendParams, content: str, caller: 
 
 
 def _answer_question(
-    deps: Deps, rec: TaskRecord, content: str, config: Any, remaining_ms: int | None, caller: str | None
+    deps: Deps,
+    rec: TaskRecord,
+    content: str,
+    config: Any,
+    remaining_ms: int | None,
+    caller: str | None,
+    contract: Contract | None = None,
 ) -> dict[str, Any]:
     """The message answers the question of a task in input-required: the task works again (a conditional
     write: one message wins), and the message starts the next turn of its session."""
@@ -544,7 +578,9 @@ def _answer_question(
     if push is not None:  # the answer's sender is told of what follows (a delegation's new callback token)
         a2a.put_push(rec.session_id, rec.key, push, deps.settings.session_retention_ms)
     try:
-        accepted = ingest_chat(deps, content, rec.session_id, caller=caller)
+        accepted = ingest_chat(
+            deps, content, rec.session_id, caller=caller, contract=continuing_contract(contract, rec)
+        )
     except (SessionBusyError, SessionNotFoundError) as exc:
         # The session took another message first: the question stands (its notification was sent).
         a2a.ask_input(rec.session_id, rec.key, rec.status_text, rec.end_turn, notified=True)

@@ -25,8 +25,8 @@ TERMINAL_STATES: frozenset[str] = frozenset({"completed", "canceled", "failed", 
 INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required"})
 
 ACCEPTED_PARTS = (
-    "text parts, data parts (given to the model as JSON text), and file parts with inline "
-    "bytes of text/* or application/json"
+    "text parts, data parts (a structured call {skill, arguments}, else given to the model as JSON text), "
+    "and file parts with inline bytes of text/* or application/json"
 )
 
 # --- JSON-RPC and A2A error codes ------------------------------------------------------
