@@ -114,5 +114,5 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"crash-point explorer: {len(runs)} scenarios x {sum(r['runs'] for r in runs)} crash points "
             f"(one uncrashed run each included) x {runs[0]['invariants']} invariants checked, "
-            f"in {sum(r['seconds'] for r in runs):.1f} s"
+            f"in {sum(r['seconds'] for r in runs):.1f} s of test time"
         )

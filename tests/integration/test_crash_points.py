@@ -1,13 +1,15 @@
 """The crash-point explorer (issue 24, item 2): every catalogue scenario, crashed after each of its
 committed steps, recovers, and the invariants of docs/ARCHITECTURE.md §3 hold.
 
-FLIGHTDECK_EXPLORER=nightly runs several seeds (the order of due work, clients that give up);
+The A2A scenarios run in test_crash_points_a2a.py (a file of their own: pytest-xdist's loadfile runs
+the two halves on two workers). FLIGHTDECK_EXPLORER=nightly runs several seeds (the order of due work, clients that give up);
 FLIGHTDECK_EXPLORER_REPORT=<file> writes every failing run there (JSON lines). The figures are
 printed in the terminal summary (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 
@@ -22,11 +24,14 @@ from tests.support.explorer.invariants import INVARIANTS
 from tests.support.invokes import RECORDER
 
 # Scenarios that break an invariant on main today, by the issue 24 defect that breaks it: xfail (not
-# strict) until its fix lands, then remove the entry.
+# strict) until its fix lands, then remove the entry. On c9707d0 the explorer found defect 1
+# (cancel-with-queued-follow-up), 2 (a2a-cancel) and 7 (a2a-send, a2a-continue, a2a-question-answer),
+# fixed since for clients that retry (71d870c, 67f91b9, 905fecd). Left open (nightly seeds only):
 KNOWN_OPEN: dict[str, int] = {
-    "cancel-with-queued-follow-up": 1,  # a cancel strands a queued follow-up
-    "a2a-cancel": 2,  # a tasks/cancel that dies inside its close leaves the session busy
-    "a2a-send": 7,  # message/send dying between storing the task and handing it the message
+    # message/send dies after storing the task (or, answering a question, after resume_task) and before
+    # the message is handed over; a client that gives up leaves the task submitted (working) forever.
+    "a2a-send": 7,
+    "a2a-question-answer": 7,
 }
 
 
@@ -34,15 +39,26 @@ KNOWN_OPEN: dict[str, int] = {
 def explorer():
     patch = pytest.MonkeyPatch()
     RECORDER.clear()
+    # moto deep-copies a table per transaction: the collector need not walk the session's objects each time.
+    gc.collect()
+    gc.freeze()
     with mock_aws(config=MOTO_CONFIG):
         yield Explorer(patch)
+    gc.unfreeze()
     patch.undo()
     wiring.reset()
     RECORDER.clear()
 
 
-@pytest.mark.parametrize("scenario", CATALOGUE, ids=[s.id for s in CATALOGUE])
+CORE = [s for s in CATALOGUE if not s.id.startswith("a2a-")]
+
+
+@pytest.mark.parametrize("scenario", CORE, ids=[s.id for s in CORE])
 def test_every_crash_point_recovers_and_the_invariants_hold(explorer, scenario, record_property, request):
+    explore_scenario(explorer, scenario, record_property, request)
+
+
+def explore_scenario(explorer, scenario, record_property, request):
     if scenario.id in KNOWN_OPEN:
         reason = f"issue 24 defect {KNOWN_OPEN[scenario.id]} is open"
         request.applymarker(pytest.mark.xfail(reason=reason, strict=False))

@@ -81,6 +81,7 @@ class World:
     crash_at: int | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     client_retries: bool = True  # an HTTP caller that got no answer sends the same request again
+    shuffle: float = 0.0  # nightly seeds: the share of picks that take any due work, not the first
     silent: set[str] = field(default_factory=set)  # tasks (by marker) the worker never answers
     steps: list[str] = field(default_factory=list)
     crashed: list[str] = field(default_factory=list)
@@ -282,8 +283,6 @@ class World:
             else:
                 self.answer_delegations()
         raise AssertionError("work kept coming: the system does not settle")
-
-    shuffle: float = 0.0  # nightly seeds: the share of picks that take any due work, not the first
 
     def _run_invocation(self, invocation: Invocation) -> None:
         self._invocations = [(d, i) for d, i in self._invocations if i is not invocation]
