@@ -219,9 +219,10 @@ def test_timeout_seconds_bounds_the_request_and_is_kept_with_the_task(agent):
     assert 4_000 <= json.loads(item["contract"])["deadline_ms"] - int(item["created_ms"]) <= 5_000
     for bad in (0, -1, "5", True, 8 * 86_400):
         before = agent.table_items()
-        assert "timeout_seconds" in err(send(agent, text("x"), message_metadata={"timeout_seconds": bad}), -32602)[
-            "message"
-        ]
+        assert (
+            "timeout_seconds"
+            in err(send(agent, text("x"), message_metadata={"timeout_seconds": bad}), -32602)["message"]
+        )
         assert agent.table_items() == before
 
 
@@ -356,7 +357,12 @@ def test_a_free_text_delegation_sends_its_response_schema_in_the_message_metadat
 
 
 def test_a_peer_s_marked_mismatch_reaches_our_model_marked_against_our_schema(delegating, peer):
-    marked = {"schema_mismatch": True, "errors": ["the answer is not JSON"], "raw": "about three", "schema_version": "1"}
+    marked = {
+        "schema_mismatch": True,
+        "errors": ["the answer is not JSON"],
+        "raw": "about three",
+        "schema_version": "1",
+    }
 
     def rpc_answer(body):
         task = _task("completed", "about three")
