@@ -22,6 +22,7 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.peers import ACTIVE, PeerRecord, PeerRefusedError, new_token, proof_of, token_sha256
 from flightdeck.domain.records import (
+    AgentBusyError,
     Completion,
     Expiry,
     InboxFullError,
@@ -523,3 +524,89 @@ def test_a_proof_the_registry_refuses_fails_the_write_and_stores_nothing(state, 
         state.take_message(sid, user("hi"), RETENTION_MS, owner=proof.peer_id, likely_new=True, proof=proof)
     assert refused.value.result.status.value == ("revoked" if case == "revoked" else "unknown")
     assert state.get_session(sid) is None
+
+
+# --- the agent's load (max_concurrent_tasks) ------------------------------------------------------------------
+@pytest.fixture(params=["memory", "dynamodb"])
+def own_state(request, clock):
+    """A state of its own (the agent's load is one counter per table: not shared with other tests)."""
+    if request.param == "memory":
+        return MemoryState(clock.now_ms)
+    _, client = request.getfixturevalue("table")
+    return StateStore(create_table(client, f"load-{uuid.uuid4().hex[:8]}"), client=client, clock=clock.now_ms)
+
+
+def test_a_message_that_would_start_a_turn_past_the_agent_s_limit_is_refused_and_stores_nothing(own_state):
+    state = own_state
+    for n in (1, 2):
+        assert state.take_message(f"s{n}", user(f"task {n}"), RETENTION_MS, max_busy=2).status == "started"
+    assert state.busy_count() == 2 and state.get_session("s1").holds_load
+    with pytest.raises(AgentBusyError) as refused:
+        state.take_message("s3", user("task 3"), RETENTION_MS, max_busy=2, likely_new=True)
+    assert refused.value.limit == 2 and state.get_session("s3") is None and state.busy_count() == 2
+    # A message for a session already busy does not start a turn: it queues as ever.
+    assert state.take_message("s1", user("more"), RETENTION_MS, max_busy=2, queue_limit=3).status == "queued"
+    # The turn that ends idle gives its slot back in the same write; one that starts a queued message keeps it.
+    assert state.finish_session_turn("s1", 1).next_input is not None
+    assert state.busy_count() == 2
+    assert state.save_iteration("s2", 1, final("done"), RETENTION_MS, ends_turn=True, session=state.get_session("s2"))
+    assert state.busy_count() == 1 and not state.get_session("s2").holds_load
+    assert state.take_message("s3", user("task 3"), RETENTION_MS, max_busy=2).status == "started"
+    with pytest.raises(AgentBusyError):  # an idle session's next message starts a turn: it takes a slot too
+        state.take_message("s2", user("again"), RETENTION_MS, max_busy=2)
+
+
+def test_a_repeat_of_a_started_message_is_answered_at_the_limit(own_state):
+    state = own_state
+    state.take_message("s1", user("task"), RETENTION_MS, key="k1", max_busy=1)
+    state.finish_session_turn("s1", 1)
+    state.take_message("s2", user("other"), RETENTION_MS, max_busy=1)
+    # s1 is idle, the agent full: the repeat of s1's first message is answered from what is stored.
+    again = state.take_message("s1", user("task"), RETENTION_MS, key="k1", max_busy=1)
+    assert (again.status, again.turn, again.replayed) == ("started", 1, True)
+
+
+def test_a_canceled_session_gives_its_slot_back_when_it_is_closed(own_state):
+    state = own_state
+    state.take_message("s1", user("task"), RETENTION_MS, max_busy=1)
+    assert state.cancel_session("s1", None) == ("canceled", 1)
+    assert state.busy_count() == 1  # canceled, not closed: still under way
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("canceled")["message"])]
+    assert state.close_canceled_session("s1", 1, closing, RETENTION_MS, state.get_session("s1")).ended
+    assert state.busy_count() == 0
+    assert state.take_message("s2", user("next"), RETENTION_MS, max_busy=1).status == "started"
+
+
+def test_without_a_limit_nothing_is_counted(own_state):
+    state = own_state
+    state.take_message("s1", user("task"), RETENTION_MS)
+    assert not state.get_session("s1").holds_load
+    state.finish_session_turn("s1", 1)
+    assert state.busy_count() == 0 and state.recount_load(0) is None  # no counter was ever written
+
+
+def test_a_session_past_its_retention_taken_over_keeps_the_slot_it_held(own_state, clock):
+    state = own_state
+    state.take_message("s1", user("stuck"), RETENTION_MS, max_busy=1)
+    clock.advance(RETENTION_MS + 1_000)  # busy past its retention (not deleted yet)
+    assert state.take_message("s1", user("new"), RETENTION_MS, max_busy=1).status == "started"
+    assert state.busy_count() == 1 and state.get_session("s1").holds_load
+    state.finish_session_turn("s1", state.get_session("s1").turn)
+    assert state.busy_count() == 0
+
+
+def test_a_slot_leaked_by_a_deleted_busy_session_is_recounted_once_per_interval(own_state, clock):
+    state = own_state
+    state.take_message("s1", user("stuck"), RETENTION_MS, max_busy=1)
+    # TTL deletes the busy session: its slot is never given back by a write.
+    if isinstance(state, MemoryState):
+        del state._partitions["s1"]
+    else:
+        state.client.delete_item(TableName=state.table, Key={"pk": {"S": "S#s1"}, "sk": {"S": "META"}})
+    with pytest.raises(AgentBusyError):
+        state.take_message("s2", user("next"), RETENTION_MS, max_busy=1)
+    assert state.recount_load(3_600_000) == 0 and state.busy_count() == 0
+    assert state.recount_load(3_600_000) is None  # once per interval
+    assert state.take_message("s2", user("next"), RETENTION_MS, max_busy=1).status == "started"
+    clock.advance(3_600_000)
+    assert state.recount_load(3_600_000) == 1 and state.busy_count() == 1  # a right count stays right

@@ -27,6 +27,7 @@ from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.peers import PeerProof, PeerRecord, PeerRefusedError, judge
 from flightdeck.domain.records import (
     SESSION_CANCELED,
+    AgentBusyError,
     Completion,
     Expiry,
     InboxFullError,
@@ -81,6 +82,8 @@ class _Meta:
     due: int | None = None
     inbox_count: int = 0
     inbox_consumed: int = 0
+    # It holds a slot of the agent's load (the store's holds_load).
+    holds_load: bool = False
 
 
 @dataclass
@@ -156,6 +159,8 @@ class MemoryState:
         self._partitions: dict[str, _Partition] = {}
         # The peer registry's records, as the store's PeerProof check sees them (the table's PEER items).
         self.peers: dict[str, PeerRecord] = {}
+        # The agent's load counter (the store's AGENT#load item; None: never written): busy, seq, recounted_at.
+        self.load: dict[str, int] | None = None
 
     # --- the clock and TTLs ---------------------------------------------------------------
     def now_ms(self) -> int:
@@ -200,6 +205,7 @@ class MemoryState:
             inbox_accepted=meta.inbox_count,
             inbox_consumed=meta.inbox_consumed,
             input=next((i.view() for i in p.inbox.values() if i.turn == turn), None),
+            holds_load=meta.holds_load,
         )
 
     def _route_view(self, session_id: str, p: _Partition) -> ReplyRoute | None:
@@ -272,6 +278,7 @@ class MemoryState:
         message_id: str = "",
         must_exist: bool = False,
         proof: PeerProof | None = None,
+        max_busy: int | None = None,
     ) -> Intake:
         if proof is not None:
             # The store checks it in the write's transaction, where a refusal outranks any other failure.
@@ -280,7 +287,7 @@ class MemoryState:
                 raise PeerRefusedError(result)
         intake = self._take(
             session_id, message, retention_ms, route, parent, owner, likely_new, key, queue_limit,
-            continues_task, message_id, must_exist,
+            continues_task, message_id, must_exist, max_busy,
         )  # fmt: skip
         # A write took it (a repeat is answered from what is stored, as the store answers it from a read).
         return replace(intake, caller_verified=proof is not None and not intake.replayed)
@@ -299,15 +306,17 @@ class MemoryState:
         continues_task: str,
         message_id: str,
         must_exist: bool,
+        max_busy: int | None = None,
     ) -> Intake:
         p = self._part(session_id)
         meta = p.meta
         if must_exist and (meta is None or not self._alive(meta.expires_s)):
             raise SessionNotFoundError(session_id)
-        base_turn = 0
+        base_turn, inherits = 0, False
         if meta is not None and not self._alive(meta.expires_s):
-            # Past its retention, not deleted yet: a new session over it, its turns counting on.
-            base_turn, meta = meta.turn, None
+            # Past its retention, not deleted yet: a new session over it, its turns counting on (and the slot
+            # of the agent's load it held, if it did).
+            base_turn, inherits, meta = meta.turn, meta.holds_load, None
             p = self._partitions[session_id] = _Partition()
         if meta is not None:
             if owner is not None and meta.owner != owner:
@@ -317,8 +326,9 @@ class MemoryState:
                 return Intake("started", meta.turn, meta.msg_count or 1, replayed=True)
         if meta is None or meta.status == "idle":
             return self._start(
-                session_id, p, message, retention_ms, route, parent, owner, key, continues_task, message_id, base_turn
-            )
+                session_id, p, message, retention_ms, route, parent, owner, key, continues_task, message_id, base_turn,
+                max_busy, inherits,
+            )  # fmt: skip
         if queue_limit <= 0:
             if key and key in p.inbox:
                 return self._repeat(p.inbox[key], meta)
@@ -355,6 +365,8 @@ class MemoryState:
         continues_task: str,
         message_id: str,
         base_turn: int = 0,
+        max_busy: int | None = None,
+        inherits: bool = False,
     ) -> Intake:
         now, meta = self.now_ms(), p.meta
         turn, seq = (base_turn + 1, 1) if meta is None else (meta.turn + 1, meta.msg_count + 1)
@@ -365,6 +377,9 @@ class MemoryState:
             raise TaskNotOpenError(continues_task)  # no A2A task is ever working here
         if route is not None and not self._route_free(p, now):
             raise SessionBusyError(session_id)
+        takes_slot = max_busy is not None and not inherits
+        if takes_slot and self.load is not None and self.load["busy"] >= (max_busy or 0):
+            raise AgentBusyError(max_busy or 0)
         stored = _stored(message)
         expires = self._expiry(retention_ms)
         if meta is None:
@@ -372,6 +387,9 @@ class MemoryState:
         else:
             meta.status, meta.turn, meta.msg_count, meta.updated_at, meta.expires_s = "busy", turn, seq, now, expires
         self._owe(meta, turn, now)
+        if takes_slot:
+            self._move_load(+1)
+        meta.holds_load = takes_slot or inherits
         if key is None:
             p.messages[(turn, int(MessageSlot.INPUT))] = stored
         else:
@@ -447,6 +465,9 @@ class MemoryState:
             meta.updated_at = now
             if entry is None:
                 meta.status, meta.owed, meta.due = "idle", None, None
+                if meta.holds_load:  # its slot given back in the write that makes it idle
+                    meta.holds_load = False
+                    self._move_load(-1)
             else:
                 meta.status = "busy"  # a canceled session's close starts the waiting message's turn
                 meta.turn, meta.inbox_consumed, meta.msg_count = turn + 1, meta.inbox_consumed + 1, meta.msg_count + 1
@@ -731,6 +752,24 @@ class MemoryState:
                 if t.due is not None and t.due <= now_ms:
                     listed.append(Overdue(sid, turn, "deadline", t.due))
         return [o for shard in sorted(shards) for o in sorted(shards[shard], key=lambda o: o.due_ms)[:limit]]
+
+    def _move_load(self, delta: int) -> None:
+        load = self.load = self.load or {"busy": 0, "seq": 0}
+        load["busy"] += delta
+        load["seq"] += 1
+
+    def busy_count(self) -> int:
+        return self.load["busy"] if self.load is not None else 0
+
+    def recount_load(self, every_ms: int) -> int | None:
+        now = self.now_ms()
+        if self.load is None or now - self.load.get("recounted_at", 0) < every_ms:
+            return None
+        self.load["recounted_at"] = now
+        # Every stored session that holds a slot (one past its retention, not deleted yet, still does).
+        held = sum(1 for p in self._partitions.values() if p.meta is not None and p.meta.holds_load)
+        self.load["busy"] = held
+        return held
 
     def owed_think(self, session_id: str) -> int | None:
         meta = self._part(session_id).meta

@@ -33,6 +33,7 @@ from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.peers import PeerProof, PeerRefusedError
 from flightdeck.domain.records import (
     SESSION_CANCELED,
+    AgentBusyError,
     Completion,
     Expiry,
     InboxFullError,
@@ -74,6 +75,14 @@ A2A_TASK = "A2A#TASK#"
 # (`inbox_consumed`), so "nothing waits" is a condition on META alone.
 INBOX = "INBOX#"
 INBOX_COUNT, INBOX_CONSUMED = "inbox_count", "inbox_consumed"
+# The agent's load (max_concurrent_tasks, ARCHITECTURE §2): one counter item of sessions holding a slot, and
+# on the META of each such session the mark HOLDS_LOAD. A slot is taken in the transaction that makes a
+# session busy (conditioned on the count being below the limit) and given back in the one that makes it idle,
+# so no crash between two writes can lose one; only a busy session deleted by TTL can, which recount_load
+# repairs. No limit configured: none of this is written.
+LOAD_PK, LOAD_SK = "AGENT#load", "COUNT"
+LOAD_BUSY, LOAD_SEQ, LOAD_RECOUNTED = "busy", "seq", "recounted_at"
+HOLDS_LOAD = "holds_load"
 # A session whose META keeps changing under a writer: give up after this many conditional attempts.
 _INTAKE_ATTEMPTS = 16
 # A new session's snapshot travels in its first think's invoke payload (asynchronous invokes take
@@ -470,6 +479,7 @@ class StateStore:
             inbox_accepted=int(meta.get(INBOX_COUNT, 0)),
             inbox_consumed=int(meta.get(INBOX_CONSUMED, 0)),
             input=next((q for q in inbox if q.turn == turn), None),
+            holds_load=HOLDS_LOAD in meta,
         )
 
     def _absent_condition(self) -> dict[str, Any]:
@@ -527,6 +537,7 @@ class StateStore:
         message_id: str = "",
         must_exist: bool = False,
         proof: PeerProof | None = None,
+        max_busy: int | None = None,
     ) -> Intake:
         """Take a user message in: on an idle (or new) session it starts the next turn; on a busy one,
         with queue_limit, it waits in the session's inbox (at most queue_limit messages wait). Either
@@ -553,6 +564,10 @@ class StateStore:
         proof: the caller's token, checked against the peer registry by the same transaction (a
         ConditionCheck): PeerRefusedError when refused, nothing stored. Intake.caller_verified says
         whether a write checked it (an answer given without a write did not).
+        max_busy: the agent's max_concurrent_tasks: a message that would make a session busy takes a slot
+        of the agent's load in the same transaction, on condition that fewer than max_busy are taken, else
+        AgentBusyError (nothing stored). A message queued on a busy session takes none. None: no limit,
+        nothing more written.
         Raises SessionBusyError (busy without queue_limit, or a session that keeps changing under
         us), InboxFullError, SessionNotFoundError, TaskNotOpenError.
         """
@@ -578,6 +593,7 @@ class StateStore:
                     if existing is not None and existing["bearer_token"] == route[1]:
                         return Intake("started", int(meta["turn"]), int(meta.get("msg_count", 1)), replayed=True)
             intake: Intake
+            load: list[dict[str, Any]] = []
             if meta is None or meta["status"] == "idle":
                 ops, intake = self._start_ops(
                     session_id,
@@ -592,6 +608,7 @@ class StateStore:
                     message_id,
                     expired,
                 )
+                load = self._take_load(ops, expired, max_busy)
             elif queue_limit <= 0:
                 # A repeat of a message that started its turn (an A2A task's hand-off done again) is
                 # answered from its item; a read on this refusal path only.
@@ -609,7 +626,8 @@ class StateStore:
                 ops, intake = self._queue_ops(
                     session_id, meta, message, retention_ms, route, owner, key, continues_task, message_id
                 )
-            reasons = self._transact(ops + ([proof_check(self.table, proof)] if proof else []))
+            checks = [proof_check(self.table, proof)] if proof else []
+            reasons = self._transact(ops + checks + load)
             if reasons is None:
                 if proof is not None:
                     intake = dataclasses.replace(intake, caller_verified=True)
@@ -620,12 +638,22 @@ class StateStore:
                     if len(snapshot) <= MAX_SNAPSHOT_CHARS:
                         intake = dataclasses.replace(intake, snapshot=snapshot)
                 return intake
+            load_reasons = reasons[len(ops) + len(checks) :]
             if proof is not None:
-                # The registry's check is the transaction's last item: a refusal outranks any other failure.
+                # The registry's check comes after the session's items: a refusal outranks any other failure.
                 peer_reason = reasons[len(ops)] if len(reasons) > len(ops) else {}
                 reasons = reasons[: len(ops)]
                 if peer_reason.get("Code") == "ConditionalCheckFailed":
                     raise PeerRefusedError(refusal(proof, peer_reason))
+            if load:
+                load_reason = load_reasons[0] if load_reasons else {}
+                reasons = reasons[: len(ops)]
+                # At capacity, and nothing else failed (a repeat, a session that changed: those are answered
+                # as they would be anyway, and a changed session is tried again).
+                if load_reason.get("Code") == "ConditionalCheckFailed" and not any(
+                    r.get("Code") == "ConditionalCheckFailed" for r in reasons
+                ):
+                    raise AgentBusyError(max_busy or 0)
             meta_reason = reasons[0] if reasons else {}
             msg_reason = reasons[1] if len(reasons) > 1 else {}
             if meta_reason.get("Code") == "ConditionalCheckFailed" and meta_reason.get("Item"):
@@ -651,6 +679,46 @@ class StateStore:
         meta = meta or {}
         position = max(1, entry.seq - int(meta.get(INBOX_CONSUMED, 0)))
         return Intake("queued", 0, int(meta.get("msg_count", 0)) + position, position, replayed=True)
+
+    def _take_load(
+        self, ops: list[dict[str, Any]], expired: dict[str, Any] | None, max_busy: int | None
+    ) -> list[dict[str, Any]]:
+        """Mark the session that ops[0] makes busy as holding a slot of the agent's load; the counter's
+        update (conditioned on the limit) to run in the same transaction, if a slot is to be taken. A new
+        session put over an expired one that held a slot takes that slot over (no second count)."""
+        inherits = expired is not None and HOLDS_LOAD in expired
+        if max_busy is None and not inherits:
+            return []
+        first = ops[0]
+        if "Put" in first:
+            put = first["Put"]
+            put["Item"][HOLDS_LOAD] = {"N": "1"}
+            if expired is not None:
+                held = f"attribute_exists({HOLDS_LOAD})" if inherits else f"attribute_not_exists({HOLDS_LOAD})"
+                put["ConditionExpression"] = f"({put['ConditionExpression']}) AND {held}"
+        else:
+            update = first["Update"]
+            head, sep, tail = update["UpdateExpression"].partition(" REMOVE ")
+            update["UpdateExpression"] = f"{head}, {HOLDS_LOAD} = :holds" + (sep + tail if sep else "")
+            update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], **_vals(holds=1)}
+        if inherits:
+            return []
+        return [self._load_op(+1, max_busy)]
+
+    def _load_op(self, delta: int, max_busy: int | None = None) -> dict[str, Any]:
+        """The load counter moved by delta (a slot taken: only below max_busy). Its seq counts every move,
+        so a recount knows whether the count changed while it counted."""
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": _item(**{PK: LOAD_PK, SK: LOAD_SK}),
+            "UpdateExpression": "ADD #busy :delta, #seq :one",
+            "ExpressionAttributeNames": {"#busy": LOAD_BUSY, "#seq": LOAD_SEQ},
+            "ExpressionAttributeValues": _vals(delta=delta, one=1),
+        }
+        if max_busy is not None:
+            update["ConditionExpression"] = "attribute_not_exists(#busy) OR #busy < :max"
+            update["ExpressionAttributeValues"].update(_vals(max=max_busy))
+        return {"Update": update}
 
     def _input_op(
         self,
@@ -1099,6 +1167,12 @@ class StateStore:
             task_at = len(ops)
             if entry is not None and entry.task_key and task_op:
                 ops.append(self._task_turn_op(pk, entry.task_key, turn + 1))
+            if entry is None and self._holds_load(session_id, view):
+                # Idle: its slot of the agent's load is given back in this same write (never lost apart).
+                meta_op = dict(ops[meta_at]["Update"])
+                meta_op["UpdateExpression"] += f", {HOLDS_LOAD}"
+                ops[meta_at] = {"Update": meta_op}
+                ops.append(self._load_op(-1))
             reasons = self._transact(ops)
             if reasons is None:
                 return None, entry
@@ -1132,6 +1206,12 @@ class StateStore:
                 continue
             return reasons, None
         return reasons, None
+
+    def _holds_load(self, session_id: str, view: Session | None) -> bool:
+        if view is not None:
+            return view.holds_load
+        meta = self._get(_pk(session_id), META)  # no view handed in: a read on this rare path only
+        return meta is not None and HOLDS_LOAD in meta
 
     def _legacy_retire_op(self, pk: str, turn: int, now: int) -> dict[str, Any]:
         """Retire a reply route stored as its own ROUTE item (before the route moved into META)."""
@@ -1787,6 +1867,68 @@ class StateStore:
             if not _is_condition_failure(exc):
                 raise
             return False
+
+    # --- the agent's load (max_concurrent_tasks) ----------------------------------------------
+    def busy_count(self) -> int:
+        """How many sessions hold a slot of the agent's load, as its counter says."""
+        item = self._get(LOAD_PK, LOAD_SK)
+        return int(item.get(LOAD_BUSY, 0)) if item is not None else 0
+
+    def recount_load(self, every_ms: int) -> int | None:
+        """Repair the load counter from the sessions that hold a slot (a busy session deleted by TTL never
+        gave its slot back): at most once per every_ms (the first sweep to claim the interval does it),
+        one Scan of the table for the marked sessions, and the count written only if no slot was taken or
+        given back meanwhile (the counter's seq as read before; else the next interval tries again).
+        Returns the count written, or None when it did not recount (no counter: no slot was ever taken)."""
+        now = self.now_ms()
+        counter = self._get(LOAD_PK, LOAD_SK)
+        if counter is None or now - int(counter.get(LOAD_RECOUNTED, 0)) < every_ms:
+            return None
+        key = _item(**{PK: LOAD_PK, SK: LOAD_SK})
+        last = counter.get(LOAD_RECOUNTED)
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET #at = :now",
+                ConditionExpression="attribute_not_exists(#at)" if last is None else "#at = :last",
+                ExpressionAttributeNames={"#at": LOAD_RECOUNTED},
+                ExpressionAttributeValues=_vals(now=now, **({} if last is None else {"last": int(last)})),
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            return None  # another sweep recounts this interval
+        held = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": f"#sk = :meta AND attribute_exists({HOLDS_LOAD})",
+            "ProjectionExpression": "#sk",
+            "ExpressionAttributeNames": {"#sk": SK},
+            "ExpressionAttributeValues": _vals(meta=META),
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.client.scan(**kwargs)
+            held += len(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        seq = int(counter.get(LOAD_SEQ, 0))
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET #busy = :held",
+                ConditionExpression="#seq = :seq" if seq else "attribute_not_exists(#seq)",
+                ExpressionAttributeNames={"#busy": LOAD_BUSY, "#seq": LOAD_SEQ},
+                ExpressionAttributeValues=_vals(held=held, **({"seq": seq} if seq else {})),
+            )
+        except ClientError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            return None
+        return held
 
     # --- dispatch claims (A side) ----------------------------------------------------------
     def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:

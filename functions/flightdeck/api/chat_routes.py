@@ -35,13 +35,16 @@ from flightdeck.domain.chat import (
     user_turn,
 )
 from flightdeck.domain.peers import PeerRefusedError
-from flightdeck.domain.records import InboxFullError, SessionBusyError, SessionNotFoundError
+from flightdeck.domain.records import AgentBusyError, InboxFullError, SessionBusyError, SessionNotFoundError
 from flightdeck.domain.skills.contract import CallError, checked_result
 from flightdeck.domain.skills.schemas import SchemaError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
+
+# When an agent at its max_concurrent_tasks is worth asking again (a turn takes seconds to minutes).
+AGENT_BUSY_RETRY_AFTER_S = 5
 
 _ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
     "application/json": {"model": ErrorResponse}
@@ -75,7 +78,8 @@ _ERRORS: dict[int, OpenAPIResponse] = {
     },
     429: {
         "description": f"The session is busy and {MAX_QUEUED_MESSAGES} messages already wait in its inbox "
-        "(inbox_full); send again once it has taken some",
+        "(inbox_full); send again once it has taken some. Or the message would start a turn and the agent is at "
+        "its max_concurrent_tasks (agent_busy, with Retry-After); a message to a busy session still queues",
         "content": _ERROR_BODY,
     },
 }
@@ -158,6 +162,14 @@ def post_chat(
         ) from None
     except SessionBusyError:
         raise ApiError(409, "session_busy", "the session could not take the message now; send again") from None
+    except AgentBusyError as exc:
+        raise ApiError(
+            429,
+            "agent_busy",
+            f"the agent is at its max_concurrent_tasks ({exc.limit} tasks under way); send again later "
+            "(a message to a session already busy still queues)",
+            headers={"Retry-After": str(AGENT_BUSY_RETRY_AFTER_S)},
+        ) from None
     if accepted.caller_verified:
         auth.proof_checked()
     if accepted.queued:

@@ -83,7 +83,8 @@ def ingest_chat(
     proof: PeerProof | None = None,
     contract: Contract | None = None,
 ) -> Accepted:
-    """Raises UnknownServiceError (callbackService not allowed), SessionBusyError (busy and queue off),
+    """Raises UnknownServiceError (callbackService not allowed), AgentBusyError (it would start a turn, and
+    the agent is at its max_concurrent_tasks), SessionBusyError (busy and queue off),
     InboxFullError, TaskNotOpenError (continues_task ended meanwhile), or SessionNotFoundError (the
     session belongs to another peer: for the caller it does not exist; with continue_session, a
     session that does not exist is not created either).
@@ -135,6 +136,7 @@ def ingest_chat(
         message_id=message_id or "",
         must_exist=continue_session and session_id is not None,
         proof=proof,
+        max_busy=s.agent.max_concurrent_tasks,
     )
     verified = intake.caller_verified
     queued = intake.status == "queued"

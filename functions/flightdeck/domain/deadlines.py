@@ -44,6 +44,9 @@ def fire_timer(deps: Deps, timer: TimerMessage) -> str:
 # Past its due time by more than this, an entry means a session outlived the liveness bound
 # (one sweep interval and the retry budgets are inside it): counted as SessionsOverdue, alarmed on.
 OVERDUE_SLACK_MS = 120_000
+# How often the sweep recounts the agent's load (max_concurrent_tasks set): a slot leaks only when a busy
+# session is deleted by TTL (its turn outlived its retention), so a Scan an hour bounds that at little cost.
+LOAD_RECOUNT_INTERVAL_MS = 3_600_000
 
 
 def sweep(deps: Deps, limit: int = 100) -> int:
@@ -75,6 +78,13 @@ def sweep(deps: Deps, limit: int = 100) -> int:
     # Telling peers to stop comes after every expiry: best-effort, it never delays one.
     for session_id, turn, ids in stopped:
         _stop_delegations(deps, session_id, turn, ids, "deadline passed")
+    if deps.settings.agent.max_concurrent_tasks is not None:
+        try:
+            recounted = deps.liveness.recount_load(LOAD_RECOUNT_INTERVAL_MS)
+            if recounted is not None:
+                logger.info("the agent's load recounted", extra={"busy": recounted})
+        except Exception:  # noqa: BLE001 - the next interval recounts; the sweep's own work is done
+            logger.exception("recounting the agent's load failed")
     return done
 
 

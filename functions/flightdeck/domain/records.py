@@ -20,6 +20,15 @@ class SessionNotFoundError(LookupError):
     pass
 
 
+class AgentBusyError(Exception):
+    """The agent already has max_concurrent_tasks sessions busy: a message that would start a turn is refused
+    (nothing stored); one for a busy session still queues."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the agent is at its max_concurrent_tasks ({limit})")
+        self.limit = limit
+
+
 class InboxFullError(Exception):
     """The busy session's inbox already holds as many waiting messages as it may take."""
 
@@ -156,6 +165,8 @@ class Session:
     inbox_accepted: int = 0
     inbox_consumed: int = 0
     input: QueuedMessage | None = None
+    # It holds a slot of the agent's load (max_concurrent_tasks): given back when it goes idle.
+    holds_load: bool = False
 
 
 @dataclass(frozen=True)

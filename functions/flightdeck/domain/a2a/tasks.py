@@ -44,6 +44,7 @@ from flightdeck.domain.a2a.contracts import (
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.a2a.wire import (
     ACCEPTED_PARTS,
+    AGENT_BUSY,
     CONTENT_TYPE_NOT_SUPPORTED,
     INPUT_MODES,
     INTERRUPTED_STATES,
@@ -72,6 +73,7 @@ from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps, audit_post
 from flightdeck.domain.records import (
+    AgentBusyError,
     InboxFullError,
     MessageSlot,
     ResultSource,
@@ -327,6 +329,18 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
 # --- message/send --------------------------------------------------------------------------
 
 
+# When an agent at its max_concurrent_tasks is worth asking again (as /api/chat's Retry-After says).
+AGENT_BUSY_RETRY_AFTER_S = 5
+
+
+def _agent_busy(exc: AgentBusyError, **data: Any) -> A2AError:
+    return A2AError(
+        AGENT_BUSY,
+        f"the agent is at its max_concurrent_tasks ({exc.limit} tasks under way): send the message again later",
+        {"maxConcurrentTasks": exc.limit, "retryAfterSeconds": AGENT_BUSY_RETRY_AFTER_S, **data},
+    )
+
+
 def _context_busy(deps: Deps, session_id: str) -> A2AError:
     current = ports(deps).store.get_current(session_id)
     data: dict[str, Any] = {"contextId": session_id}
@@ -472,6 +486,10 @@ def _hand_off(
     except SessionBusyError:
         a2a.finish_task(session_id, key, "failed", status_text="the context became busy before the task started")
         raise _context_busy(deps, session_id) from None
+    except AgentBusyError as exc:
+        # Refused, not failed: the agent declined it for now (the context is free for the client's next message).
+        a2a.finish_task(session_id, key, "rejected", status_text=str(exc))
+        raise _agent_busy(exc, contextId=session_id) from None
     a2a.start_task(session_id, key, accepted.turn)
     if not accepted.replayed:
         count("A2ATasksStarted")
@@ -545,6 +563,8 @@ def _continue_task(
         raise A2AError(
             INVALID_PARAMS, "the task's context could not take the message now; send again", {"taskId": rec.task_id}
         ) from None
+    except AgentBusyError as exc:  # its context was idle: this message would have started a turn
+        raise _agent_busy(exc, taskId=rec.task_id) from None
     if not accepted.replayed:
         count("A2ATasksContinued")
         timeline(
@@ -581,11 +601,14 @@ def _answer_question(
         accepted = ingest_chat(
             deps, content, rec.session_id, caller=caller, contract=continuing_contract(contract, rec)
         )
-    except (SessionBusyError, SessionNotFoundError) as exc:
-        # The session took another message first: the question stands (its notification was sent).
+    except (SessionBusyError, SessionNotFoundError, AgentBusyError) as exc:
+        # The session took another message first (or the agent has no room): the question stands (its
+        # notification was sent).
         a2a.ask_input(rec.session_id, rec.key, rec.status_text, rec.end_turn, notified=True)
         if isinstance(exc, SessionNotFoundError):
             raise A2AError(TASK_NOT_FOUND, "Task not found: no such context", {"contextId": rec.session_id}) from None
+        if isinstance(exc, AgentBusyError):
+            raise _agent_busy(exc, taskId=rec.task_id) from None
         raise _context_busy(deps, rec.session_id) from None
     count("A2ATasksContinued")
     timeline(

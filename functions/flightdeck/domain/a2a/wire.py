@@ -41,6 +41,9 @@ PUSH_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
 CONTENT_TYPE_NOT_SUPPORTED = -32005
 EXTENDED_CARD_NOT_CONFIGURED = -32007
+# Ours, in JSON-RPC's server-error range (-32000 to -32099; A2A's own codes start at -32001): the agent is at
+# its max_concurrent_tasks, and the message would have started a task; send it again later.
+AGENT_BUSY = -32000
 
 
 class _In(BaseModel):
