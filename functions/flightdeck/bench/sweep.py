@@ -107,6 +107,7 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                     tool_agg_tombstone_ttl_ms=60_000,
                     session_retention_ms=RETENTION_MS,
                     tool_agg_punctuate_interval_ms=15_000,
+                    agent=SimpleNamespace(max_concurrent_tasks=None),  # no load to recount
                 ),
             )
             expired = deadlines.sweep(deps)  # type: ignore[arg-type]
