@@ -135,11 +135,13 @@ def test_a_delegation_s_timeline_keeps_its_ids_from_waiting_to_answered():
     assert _kinds(answered) == _kinds(waiting)[:4] + [
         ("result.t1", "timeout"),
         ("result.t2", "callback_accepted"),
+        ("progress.1.2", "progress"),  # the turn complete: all of its calls answered (a timeout included)
         ("think.2", "thinking"),
         ("answer.2", "answer"),
         ("idle.1", "idle"),
     ]
     assert answered[-2].data["text"] == "1 of 2 delegations answered."
+    assert describe(answered[6]) == "2 of 2 delegations answered"
     assert [describe(e) for e in answered[2:6]] == [
         "delegating to worker: list owls",
         "delegating to worker: name rivers",

@@ -8,8 +8,9 @@ instead; a stream that breaks, or ends at the server's time limit, is opened aga
 timeline from the start), and polled after a few tries that bring nothing new.
 
 Both ways draw one timeline, keyed by the server's event ids (input.N, think.N, tool.<toolUseId>,
-result.<toolUseId>, answer.N), which polling derives from the session's messages as the server does
-(`timeline_of`): a reconnect, or a switch to polling, draws nothing twice. From the messages (Converse
+result.<toolUseId>, progress.N.n, answer.N), which polling derives from the session's messages as the
+server does (`timeline_of`; a waiting turn's progress counts come from its TURN item, which only the
+stream sends): a reconnect, or a switch to polling, draws nothing twice. From the messages (Converse
 shapes): each assistant message is one think iteration of the model (its reply); its toolUse blocks
 are the delegations it starts ("delegating to worker: task"); the toolResult blocks that come back
 say who answered, failed or timed out; an assistant message without tool calls is an answer.
@@ -138,6 +139,7 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
     together); a delegating think also carries its text, which the route does not send."""
     events: list[dict[str, Any]] = []
     calls: dict[str, str] = {}  # toolUseId -> who it went to
+    delegated: list[bool] = []  # the latest think that called tools: whether each call delegated
     inputs = thinks = 0
     for message in messages:
         blocks = _blocks(message)
@@ -154,9 +156,13 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
                 events.append({"id": f"question.{thinks}", "kind": "question", "think": thinks, "text": question})
                 continue
             events.append({"id": f"think.{thinks}", "kind": "thinking", "think": thinks, "text": text if uses else ""})
+            if uses:
+                delegated = []
             for use in uses:
                 tool_use_id, name, args = str(use.get("toolUseId", "")), str(use.get("name", "")), use.get("input")
                 calls[tool_use_id] = who = delegate_of(name)
+                # As the server tells a delegation (its agent's tools: ask_<agent>, <agent>__<skill>), from the name.
+                delegated.append(name.startswith(DELEGATE_TOOL_PREFIX) or "__" in name)
                 if isinstance(args, dict) and set(args) == {"task"}:
                     events.append(
                         {"id": f"tool.{tool_use_id}", "kind": "delegating", "agent": who, "task": str(args["task"])}
@@ -178,6 +184,10 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
                     "text": _text(_blocks(result)),
                 }
             )
+        if len(results) >= 2 and any(delegated):  # the turn complete: the events route's last progress
+            what = "delegations" if all(delegated) else "calls"
+            n = len(results)
+            events.append({"id": f"progress.{thinks}.{n}", "kind": "progress", "text": f"{n} of {n} {what} answered"})
         if not results:
             inputs += 1
             events.append({"id": f"input.{inputs}", "kind": "message", "text": _text(blocks)})
@@ -410,6 +420,8 @@ class SessionChat:
             who = str(event.get("agent") or event.get("tool") or "a tool")
             result = {"status": event.get("status"), "content": [{"text": str(event.get("text", ""))}]}
             console.event(describe_result(who, result), 1)
+        elif kind == "progress":  # "2 of 3 delegations answered"
+            console.event(str(event.get("text", "")), 1)
         elif kind == "answer":
             return self._answered(watch, event.get("think"), str(event.get("text", "")))
         elif kind == "question":  # the agent asks for input: the question is the answer; the next message answers it

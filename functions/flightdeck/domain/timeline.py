@@ -12,6 +12,10 @@ turn it waits on, in order:
   dispatch_failed    the task could not be handed to the delegate
   canceled           the call's A2A task was canceled
   tool_result        a local tool's result
+  progress           how many of the turn's calls are answered ("2 of 3 delegations answered") in a turn
+                     that delegated and made at least two calls: while it waits, from its TURN item's
+                     received/total (read with the session), each count once; when it completed, "n of n"
+                     after its results (a replay has only that one: the counts before were live)
   answer             the model ended its turn: the answer
   question           the model ended its turn asking for input (ask_user): the question
   idle               the session is idle again (the last event of a stream)
@@ -44,6 +48,7 @@ KINDS = [
     "dispatch_failed",
     "canceled",
     "tool_result",
+    "progress",
     "answer",
     "question",
     "idle",
@@ -60,8 +65,12 @@ PROGRESS_KINDS = frozenset(
         "dispatch_failed",
         "canceled",
         "tool_result",
+        "progress",
     }
 )
+# A turn's progress is told once it waits on at least this many calls, delegations among them (with one, its
+# answer is the progress).
+PROGRESS_MIN_CALLS = 2
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class _Builder:
         self.calls: dict[str, dict[str, Any]] = {}  # toolUseId -> the toolUse block
         self.inputs = 0
         self.thinks = 0
+        self.uses: list[dict[str, Any]] = []  # the tool calls of the latest think that made any
 
     def add(self, event: TimelineEvent) -> None:
         if event.id not in self.seen:
@@ -114,6 +124,8 @@ class _Builder:
         for result in results:
             text = "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
             self.result(str(result.get("toolUseId", "")), str(result.get("status", "success")), text)
+        if results:
+            self.progress(len(results), len(results))  # the turn complete: all of them
         if not results:
             self.inputs += 1
             self.add(TimelineEvent(f"input.{self.inputs}", "message", {"text": _preview(_texts(message))}))
@@ -131,6 +143,8 @@ class _Builder:
             )
             return
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
+        if uses:
+            self.uses = uses
         for use in uses:
             tool_use_id = str(use.get("toolUseId", ""))
             self.calls[tool_use_id] = use
@@ -157,6 +171,25 @@ class _Builder:
         if not uses:
             self.add(TimelineEvent(f"answer.{self.thinks}", "answer", {"think": self.thinks, "text": _texts(message)}))
 
+    def progress(self, answered: int, total: int) -> None:
+        """How many of the latest think's calls are answered, when it delegated and made several calls."""
+        delegations = sum(1 for u in self.uses if self.agent.delegate_for_tool(str(u.get("name", ""))) is not None)
+        if total < PROGRESS_MIN_CALLS or not delegations or answered < 1:
+            return
+        what = "delegations" if delegations == len(self.uses) else "calls"
+        self.add(
+            TimelineEvent(
+                f"progress.{self.thinks}.{answered}",
+                "progress",
+                {
+                    "think": self.thinks,
+                    "answered": answered,
+                    "total": total,
+                    "text": f"{answered} of {total} {what} answered",
+                },
+            )
+        )
+
     def result(self, tool_use_id: str, status: str, text: str) -> None:
         use = self.calls.get(tool_use_id, {})
         name = str(use.get("name", ""))
@@ -182,6 +215,10 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
         order = [b["toolUse"].get("toolUseId") for b in last.get("content", []) if "toolUse" in b]
         for result in sorted(pending, key=lambda r: order.index(r.tool_use_id) if r.tool_use_id in order else 0):
             build.result(result.tool_use_id, result.status, result.text)
+        agg = session.aggregation
+        if agg is not None and agg.turn == session.turn and agg.status == "waiting":
+            # The turn's own count (its TURN item, read with the session): no read or write more.
+            build.progress(agg.received, agg.total)
     elif session.status == "busy" and last.get("role") != "assistant":
         # A message or the results are in and the next think is under way (or owed).
         build.add(TimelineEvent(f"think.{build.thinks + 1}", "thinking", {"think": build.thinks + 1}))
@@ -217,4 +254,5 @@ def describe(event: TimelineEvent) -> str:
         "dispatch_failed": f"the task could not be handed to {agent}",
         "canceled": f"the call to {agent} was canceled",
         "tool_result": f"{agent} finished" + (" with an error" if d.get("status") == "error" else ""),
+        "progress": str(d.get("text", "")),
     }.get(event.kind, event.kind)

@@ -7,8 +7,8 @@ one SSE `data:` line each):
    tasks/resubscribe as it stands now (its artifacts included once it completed);
 2. status-update events (state working, final false) as the session moves, one per step of
    its timeline (flightdeck.domain.timeline: thinking, delegating to <agent>, <agent>
-   answered, timed out...): the step in words as the status message, and as data in
-   metadata.flightdeck;
+   answered, timed out, "2 of 3 delegations answered"...): the step in words as the status
+   message, and as data in metadata.flightdeck;
 3. the answer as artifact-update events (the first replaces the artifact, the others append,
    the last has lastChunk): while a think runs, the text it has produced so far, relayed as it
    grows (flightdeck.domain.live: the stream marks the session watched, the turn worker writes
