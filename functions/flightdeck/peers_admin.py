@@ -215,8 +215,9 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from flightdeck.adapters.peer_registry import PeerExistsError
-    from flightdeck.domain.peers import new_token
+    from flightdeck.domain.peers import check_channels, new_token
 
+    channels = check_channels(args.channel or ["a2a"])
     # Everything that can be missing is found first: a failure here changes nothing.
     registry = registry_for(args, session, stack)
     plans = usage_plans_for(args, session)
@@ -228,11 +229,11 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     # of a key. A key without a token in the registry lets nobody in.
     key_id = plans.ensure_peer_key(args.agent, args.peer_id, default.id)
     token = new_token(args.peer_id)
-    registry.add(args.peer_id, token)
+    registry.add(args.peer_id, token, channels=channels)
     print(token, flush=True)
     _say(
-        f"peer {args.peer_id!r} may now call {args.agent!r} with the token above; it is shown only once "
-        "(the table keeps its SHA-256)"
+        f"peer {args.peer_id!r} may now call {args.agent!r} on {' and '.join(channels)} with the token above; "
+        "it is shown only once (the table keeps its SHA-256)"
     )
     try:
         metered = _plans_of_key(plans, key_id)
@@ -343,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
                             {
                                 "peer_id": r.peer_id,
                                 "status": r.status,
+                                "channels": list(r.channels),
                                 "created_at": r.created_at,
                                 "rotated_at": r.rotated_at,
                                 "revoked_at": r.revoked_at,
@@ -356,14 +358,14 @@ def run(args: argparse.Namespace) -> int:
                 )
             else:
                 print(
-                    f"{'PEER':<24} {'STATUS':<8} {'CREATED':<26} {'ROTATED':<26} {'PREVIOUS TOKEN VALID UNTIL':<26} "
+                    f"{'PEER':<24} {'STATUS':<8} {'CHANNELS':<10} {'CREATED':<26} {'ROTATED':<26} {'PREVIOUS TOKEN VALID UNTIL':<26} "
                     "USAGE KEY (PLAN)"
                 )
                 for r in records:
                     key = keys.get(r.peer_id, unknown)
                     plan = f" ({key['plan']})" if key["plan"] else ""
                     print(
-                        f"{r.peer_id:<24} {r.status:<8} {_when(r.created_at):<26} {_when(r.rotated_at):<26} "
+                        f"{r.peer_id:<24} {r.status:<8} {','.join(r.channels):<10} {_when(r.created_at):<26} {_when(r.rotated_at):<26} "
                         f"{_when(r.previous_valid_until):<26} {key['state']}{plan}"
                     )
         return EXIT_OK
@@ -400,6 +402,7 @@ def add_peers_command(commands: Any) -> None:
         epilog="examples:\n"
         "  flightdeck peers add --agent worker orchestrator --endpoint-url http://127.0.0.1:5000\n"
         "  flightdeck peers add --agent worker partner --usage-plan-id abc123\n"
+        "  flightdeck peers add --agent worker claude-desktop --channel mcp   # an MCP client's key\n"
         "  flightdeck peers rotate --agent worker orchestrator --grace-seconds 3600\n"
         "  flightdeck peers revoke --agent worker orchestrator\n"
         "  flightdeck peers list --agent worker\n"
@@ -428,6 +431,13 @@ def add_peers_command(commands: Any) -> None:
 
     add = actions.add_parser("add", help="register a peer, give it a usage key and print its new token (once)")
     add.add_argument("peer_id", help="the peer's id: a-z 0-9 '-' (it is part of the token)")
+    add.add_argument(
+        "--channel",
+        action="append",
+        choices=["a2a", "mcp"],
+        help="what the token opens, repeatable: a2a (POST /api/chat, /a2a, the sessions routes: agents and "
+        "their users; the default) or mcp (POST /mcp: an MCP client's key); both: --channel a2a --channel mcp",
+    )
     add.add_argument(
         "--usage-plan-id",
         metavar="ID",

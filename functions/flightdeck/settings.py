@@ -107,6 +107,9 @@ class Settings(BaseModel):
     # An SSE comment after this long without an event, under API Gateway's 5-minute idle timeout
     # (and any proxy's shorter one).
     stream_keepalive_ms: Annotated[int, Field(ge=1_000, le=240_000)] = Field(15_000, alias="STREAM_KEEPALIVE_MS")
+    # MCP: how long one tools/call request waits for its answer (delegations and all) before it answers
+    # `working` with the session id to collect it by (get_result); capped by the function's time left.
+    mcp_wait_ms: Annotated[int, Field(ge=0, le=840_000)] = Field(25_000, alias="MCP_WAIT_MS")
 
     @field_validator("allowed_host_mapping", mode="before")
     @classmethod

@@ -185,6 +185,9 @@ class Route:
     # transaction, instead of a read before it (flightdeck.api.auth); only for a route whose every
     # effect follows that write.
     checked_by_write: bool = False
+    # PEER_AUTH: the channel a peer's token must be issued for (flightdeck.domain.peers.TOKEN_CHANNELS):
+    # an A2A peer's token does not open /mcp, nor an MCP client's key the A2A routes, unless issued for both.
+    channel: str = "a2a"
 
 
 # Every HTTP route, and the Lambda handler module that serves it.
@@ -208,6 +211,12 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push", token_header="x-a2a-notification-token"
     ),
+    # MCP (Streamable HTTP, protocol versions 2026-07-28 and 2025-11-25: flightdeck.api.mcp), served by the
+    # a2a function: it streams (SSE progress), and it may ingest, read and cancel sessions as /a2a does.
+    # GET and DELETE answer 405 (no standalone stream, no protocol sessions), without a token.
+    Route("POST", "/mcp", "a2a", PEER_AUTH, audit="mcp", stream=True, channel="mcp"),
+    Route("GET", "/mcp", "a2a", PUBLIC, stream=True),
+    Route("DELETE", "/mcp", "a2a", PUBLIC, stream=True),
     # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
     Route("GET", "/health", "agent_card", PUBLIC),
     Route("GET", "/openapi.json", "agent_card", PUBLIC),

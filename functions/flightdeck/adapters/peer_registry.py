@@ -3,7 +3,8 @@
     pk "PEER#<peer_id>"   sk "PEER"
     peer_id, token_sha256, status (active | revoked), created_at, rotated_at, revoked_at (epoch ms),
     previous_sha256 + previous_valid_until (epoch ms): the token replaced by the last rotation,
-    accepted until then (absent: no grace).
+    accepted until then (absent: no grace); channels (a string set: "a2a", "mcp"): what the token
+    opens (absent: "a2a" alone, as before scopes existed).
 
 No expiry attribute: a peer stays until revoked. The handlers read it (GetItem,
 strongly consistent: a revocation applies to the next request), or check it inside
@@ -24,7 +25,9 @@ from botocore.exceptions import ClientError
 
 from flightdeck import topology
 from flightdeck.domain.peers import (
+    A2A_CHANNEL,
     ACTIVE,
+    DEFAULT_CHANNELS,
     REVOKED,
     AuthResult,
     AuthStatus,
@@ -73,21 +76,33 @@ def _record(item: dict[str, Any]) -> PeerRecord:
         previous_sha256=plain.get("previous_sha256", ""),
         previous_valid_until=int(plain.get("previous_valid_until", 0)),
         revoked_at=int(plain.get("revoked_at", 0)),
+        channels=tuple(sorted(plain["channels"])) if plain.get("channels") else DEFAULT_CHANNELS,
     )
 
 
 def proof_check(table: str, proof: PeerProof) -> dict[str, Any]:
     """A TransactWriteItems ConditionCheck that holds when the registry accepts the proof's token:
     `flightdeck.domain.peers.judge` as a condition (active; the current hash, or the previous one
-    before its grace ends). On failure it returns the record, for `refusal`."""
+    before its grace ends; and, for a proof of a channel, issued for it). On failure it returns the
+    record, for `refusal`."""
+    condition = (
+        "#status = :active AND (token_sha256 = :sha OR (previous_sha256 = :sha AND previous_valid_until > :now))"
+    )
+    values = _vals(active=ACTIVE, sha=proof.token_sha256, now=proof.now_ms)
+    if proof.channel:
+        # A record without channels predates scopes: it opens the a2a channel alone.
+        scope = "contains(channels, :channel)"
+        if proof.channel == A2A_CHANNEL:
+            scope = f"(attribute_not_exists(channels) OR {scope})"
+        condition += f" AND {scope}"
+        values.update(_vals(channel=proof.channel))
     return {
         "ConditionCheck": {
             "TableName": table,
             "Key": _key(proof.peer_id),
-            "ConditionExpression": "#status = :active AND (token_sha256 = :sha OR "
-            "(previous_sha256 = :sha AND previous_valid_until > :now))",
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": _vals(active=ACTIVE, sha=proof.token_sha256, now=proof.now_ms),
+            "ExpressionAttributeValues": values,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
@@ -147,9 +162,16 @@ class PeerRegistry:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     # --- write (flightdeck peers, flightdeck local up) -----------------------------------------
-    def add(self, peer_id: str, token: str, *, replace: bool = False) -> PeerRecord:
-        """Register peer_id with this token's hash. Refused (PeerExistsError) if the peer is active,
-        unless replace (used to seed a local stack from its file); a revoked peer may be added again."""
+    def add(
+        self,
+        peer_id: str,
+        token: str,
+        *,
+        replace: bool = False,
+        channels: tuple[str, ...] = DEFAULT_CHANNELS,
+    ) -> PeerRecord:
+        """Register peer_id with this token's hash, opening `channels`. Refused (PeerExistsError) if the peer
+        is active, unless replace (used to seed a local stack from its file); a revoked peer may be added again."""
         check_peer_id(peer_id)
         now = self._clock()
         item = {
@@ -160,6 +182,7 @@ class PeerRegistry:
             "status": {"S": ACTIVE},
             "created_at": {"N": str(now)},
             "rotated_at": {"N": "0"},
+            "channels": {"SS": sorted(set(channels or DEFAULT_CHANNELS))},
         }
         kwargs: dict[str, Any] = {"TableName": self.table, "Item": item}
         if not replace:

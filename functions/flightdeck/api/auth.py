@@ -200,7 +200,7 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "a peer bearer token is required (Authorization: Bearer <token>)",
             {"WWW-Authenticate": REALM},
         )
-    proof = proof_of(token, d.clock.now_ms())
+    proof = proof_of(token, d.clock.now_ms(), route.channel)
     if proof is None:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})

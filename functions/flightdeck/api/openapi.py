@@ -23,6 +23,7 @@ def document() -> dict[str, Any]:
         callback_routes,
         card_routes,
         chat_routes,
+        mcp_routes,
         service_routes,
         session_events_routes,
         session_routes,
@@ -38,6 +39,7 @@ def document() -> dict[str, Any]:
         service_routes.router,
         a2a_routes.router,
         a2a_push_routes.router,
+        mcp_routes.router,
     )
     schema = app.get_openapi_json_schema(
         title="Flightdeck agent API",

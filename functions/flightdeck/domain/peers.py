@@ -39,6 +39,14 @@ MAX_TOKEN_CHARS = len(TOKEN_PREFIX) + 63 + 1 + 256
 ACTIVE = "active"
 REVOKED = "revoked"
 
+# The channels a token opens (its record's scope): "a2a", the peer routes (POST /api/chat, /a2a, the
+# sessions routes: agents and their users), and "mcp", POST /mcp (MCP clients). A record stored before
+# scopes existed has none and opens "a2a" alone, as it always did.
+A2A_CHANNEL = "a2a"
+MCP_CHANNEL = "mcp"
+TOKEN_CHANNELS: tuple[str, ...] = (A2A_CHANNEL, MCP_CHANNEL)
+DEFAULT_CHANNELS: tuple[str, ...] = (A2A_CHANNEL,)
+
 # Compared against when there is no record, so a refusal costs about the same either way.
 _NO_HASH = "0" * 64
 
@@ -103,6 +111,8 @@ class PeerRecord:
     previous_sha256: str = ""
     previous_valid_until: int = 0
     revoked_at: int = 0
+    # The channels this peer's token opens (TOKEN_CHANNELS).
+    channels: tuple[str, ...] = DEFAULT_CHANNELS
 
 
 class PeerRegistryPort(Protocol):
@@ -114,6 +124,7 @@ class AuthStatus(str, enum.Enum):
     MALFORMED = "malformed"  # 401
     UNKNOWN = "unknown"  # 403: no such peer, or the secret does not match
     REVOKED = "revoked"  # 403
+    OUT_OF_SCOPE = "out_of_scope"  # 403: a valid token, not issued for this channel
 
 
 @dataclass(frozen=True)
@@ -147,11 +158,13 @@ def judge(record: PeerRecord | None, proof: PeerProof) -> AuthResult:
         return AuthResult(AuthStatus.UNKNOWN, peer_id)
     if record.status != ACTIVE:
         return AuthResult(AuthStatus.REVOKED, peer_id)
-    if current:
-        return AuthResult(AuthStatus.OK, peer_id)
-    if previous and now_ms < record.previous_valid_until:
-        return AuthResult(AuthStatus.OK, peer_id, via_previous=True)
-    return AuthResult(AuthStatus.UNKNOWN, peer_id)
+    via_previous = not current and previous and now_ms < record.previous_valid_until
+    if not (current or via_previous):
+        return AuthResult(AuthStatus.UNKNOWN, peer_id)
+    # Scope only once the token is proven: a guess learns nothing of which channels a peer has.
+    if proof.channel and proof.channel not in record.channels:
+        return AuthResult(AuthStatus.OUT_OF_SCOPE, peer_id)
+    return AuthResult(AuthStatus.OK, peer_id, via_previous=via_previous)
 
 
 @dataclass(frozen=True)
@@ -165,6 +178,8 @@ class PeerProof:
     peer_id: str
     token_sha256: str
     now_ms: int
+    # The channel the request came in on (TOKEN_CHANNELS); "": any (the authorizer, which only meters).
+    channel: str = ""
 
 
 class PeerRefusedError(Exception):
@@ -175,10 +190,18 @@ class PeerRefusedError(Exception):
         self.result = result
 
 
-def proof_of(token: str, now_ms: int) -> PeerProof | None:
-    """The proof a well-formed token offers (None: malformed, a 401)."""
+def proof_of(token: str, now_ms: int, channel: str = "") -> PeerProof | None:
+    """The proof a well-formed token offers on `channel` (None: malformed, a 401)."""
     peer_id = peer_of(token)
-    return None if peer_id is None else PeerProof(peer_id, token_sha256(token), now_ms)
+    return None if peer_id is None else PeerProof(peer_id, token_sha256(token), now_ms, channel)
+
+
+def check_channels(channels: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The channels of a token as given to `flightdeck peers add --channel`: known ones, sorted, at least one."""
+    unknown = sorted(set(channels) - set(TOKEN_CHANNELS))
+    if unknown or not channels:
+        raise PeerTokenError(f"channels: {', '.join(unknown) or 'none'}: each is one of {', '.join(TOKEN_CHANNELS)}")
+    return tuple(sorted(set(channels)))
 
 
 def bearer_token(header: str | None) -> str | None:
