@@ -174,7 +174,8 @@ def test_message_send_is_non_blocking_with_our_push_receiver_and_token(agent, pe
 def test_card_url_outside_the_allowlist_is_a_dispatch_failure(agent, peer):
     sid = delegate(agent, "@stranger hello")
     agent.run_queue("dispatch")
-    assert peer.requests == []
+    # Only the allowed delegate's card was read (by the think, for its skills' tools); nothing was sent.
+    assert peer.requests == [{"method": "GET", "path": CARD_PATH}]
     detail = error_of(tool_result(agent, sid))
     assert detail["reason"] == "dispatch_failed" and "ALLOWED_HOST_MAPPING" in detail["detail"]
 
@@ -216,7 +217,8 @@ def test_a_card_url_is_normalised_before_the_check_and_fetched_as_checked(under_
     for name in ("dots", "escaped"):
         sid = delegate(under_a_path, f"@{name} hello")
         under_a_path.run_queue("dispatch")
-        assert peer.requests == [], name
+        # The think read the card it may (clean's, for its skills' tools), as checked; nothing else.
+        assert peer.requests == [{"method": "GET", "path": f"/a2a{CARD_PATH}"}], name
         assert "ALLOWED_HOST_MAPPING" in error_of(tool_result(under_a_path, sid))["detail"]
     delegate(under_a_path, "@clean hello")
     assert under_a_path.run_queue("dispatch") == {"batchItemFailures": []}

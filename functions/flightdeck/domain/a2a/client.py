@@ -48,6 +48,7 @@ from flightdeck.domain.dispatch import (
 )
 from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import RecordOutcome, ResultSource, ToolResult, error_result
+from flightdeck.domain.skills.peers import card_body
 from flightdeck.observability import count, logger, timeline
 
 PUSH_PATH = "/api/a2a/push"
@@ -81,11 +82,13 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
     cached = _cards.get(card_url)
     if cached and cached[0] > time.monotonic():
         return cached[1]
-    answer = ports(deps).http.get_json(card_url)
-    if answer.status != 200 or not isinstance(answer.body, dict):
-        detail = f"agent card: HTTP {answer.status}" if answer.status else f"agent card unreachable: {answer.error}"
-        raise CardProblem(detail, answer.status in RETRYABLE_STATUSES)
-    card = answer.body
+    card = card_body(card_url)  # read already by the think that offered its skills' tools
+    if card is None:
+        answer = ports(deps).http.get_json(card_url)
+        if answer.status != 200 or not isinstance(answer.body, dict):
+            detail = f"agent card: HTTP {answer.status}" if answer.status else f"agent card unreachable: {answer.error}"
+            raise CardProblem(detail, answer.status in RETRYABLE_STATUSES)
+        card = answer.body
     transport = card.get("preferredTransport") or "JSONRPC"
     rpc_url = card.get("url") if transport == "JSONRPC" else None
     if rpc_url is None:

@@ -154,12 +154,12 @@ def answer_parts(answer: str, contract: dict[str, Any] | None) -> list[dict[str,
 def answer_text(parts: list[Any]) -> str | None:
     """The JSON text of an answer's data (an A2A peer's parts: plain dicts or wire models): the data of its
     first data part; for an answer the peer marked as not matching its schema, the raw text it gave (held
-    to our own schema again: flightdeck.domain.skills.peers.mark_results). None when no part holds data."""
+    to our own schema again: flightdeck.domain.skills.peers.mark_results). None when no part holds any."""
     for part in parts or []:
         kind = part.get("kind") if isinstance(part, dict) else getattr(part, "kind", None)
         data = part.get("data") if isinstance(part, dict) else getattr(part, "data", None)
-        if kind != "data" or not isinstance(data, dict):
-            continue
+        if kind != "data" or not isinstance(data, dict) or not data:
+            continue  # an empty data part says nothing: the text is the answer
         if data.get("schema_mismatch") is True and isinstance(data.get("raw"), str):
             return str(data["raw"])
         return json.dumps(data, ensure_ascii=False)

@@ -58,6 +58,8 @@ class PeerCard:
     url: str
     skills: tuple[RemoteSkill, ...] = ()
     problem: str = ""
+    # The card as read: an A2A delegate's dispatch finds the peer's endpoint in it (card_body), no GET more.
+    body: dict[str, Any] | None = None
 
 
 _cards: dict[str, tuple[float, PeerCard]] = {}
@@ -119,7 +121,7 @@ def read_card(agent: str, url: str, answer: PeerAnswer) -> PeerCard:
         )
         if len(skill.tool_name) <= MAX_TOOL_NAME and all(c.isalnum() or c in "_-" for c in skill.tool_name):
             skills.append(skill)
-    return PeerCard(url, tuple(skills))
+    return PeerCard(url, tuple(skills), body=card)
 
 
 def peer_card(cards: CardPort, delegate: DelegateTool, url: str, headers: dict[str, str] | None = None) -> PeerCard:
@@ -137,6 +139,16 @@ def peer_card(cards: CardPort, delegate: DelegateTool, url: str, headers: dict[s
         )
     _cards[delegate.agent] = (now + (CARD_RETRY_S if card.problem else CARD_TTL_S), card)
     return card
+
+
+def card_body(url: str) -> dict[str, Any] | None:
+    """The card last read at `url`, while it is fresh: the think that offered its tools read it, and the
+    dispatch that follows in the same invocation reads it from here (flightdeck.domain.a2a.client)."""
+    now = time.monotonic()
+    for expires, card in list(_cards.values()):
+        if card.url == url and expires > now and card.body is not None:
+            return card.body
+    return None
 
 
 def skill_tool_spec(skill: RemoteSkill) -> dict[str, Any]:
