@@ -17,7 +17,8 @@ one SSE `data:` line each):
    text when nothing was left). The stored answer is the source of truth: when what was
    relayed is not its beginning (the think that answered is not the one relayed: that one
    called tools, or was retried), the answer replaces it, word by word from an append false;
-   after the last append false, the chunks joined are the stored answer;
+   after the last append false, the chunks joined are the stored answer; a task held to a schema has its
+   data part (the JSON, or the mismatch marked: flightdeck.domain.a2a.contracts) in the last chunk too;
 4. last: a status-update with final true and the state the task ended in (completed, failed,
    canceled, rejected; input-required and auth-required end a stream too).
 
