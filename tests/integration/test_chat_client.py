@@ -241,6 +241,10 @@ def test_one_message_follows_the_delegation_on_the_events_stream(orchestrator, p
     assert chat(orchestrator, "--token", USER_TOKEN, DELEGATION) == 0
     out, err = capsys.readouterr()
     lines = timeline(err)
+    # Progress: "2 of 2" once the turn completed ("1 of 2" too when a poll fell between the two answers).
+    counted = [line for line in lines if line.endswith(" of 2 delegations answered")]
+    assert counted[-1:] == ["2 of 2 delegations answered"] and len(set(counted)) == len(counted), lines
+    lines = [line for line in lines if line not in counted]
     assert lines[:4] == DELEGATION_STEPS
     assert sorted(line for line in lines if line.startswith("worker answered: ")) == ANSWERED
     assert lines[-2:] == ["think 2", "think 2: answer"]  # the answer ends the message
@@ -279,7 +283,12 @@ def test_a_broken_event_stream_is_opened_again_and_nothing_is_drawn_twice(orches
     out, err = capsys.readouterr()
     lines = timeline(err)
     assert proxy.cut_at is None and "the event stream broke" in err and "reconnecting" in err
-    steps = [line for line in lines if not line.startswith("the event stream broke")]
+    steps = [
+        line
+        for line in lines
+        if not line.startswith("the event stream broke") and not line.endswith(" of 2 delegations answered")
+    ]
+    assert "2 of 2 delegations answered" in lines
     assert steps[:4] == DELEGATION_STEPS and sorted(s for s in steps if s.startswith("worker")) == ANSWERED
     assert steps[-2:] == ["think 2", "think 2: answer"] and len(steps) == 8, lines
     sid = session_id_in(err)
