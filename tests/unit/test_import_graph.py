@@ -147,3 +147,35 @@ def test_the_domain_imports_no_aws_sdk_and_no_http_client():
     for name, path in _modules().items():
         if _under(name, "flightdeck.domain"):
             assert not _external_imports(path) & {"boto3", "botocore", "requests", "urllib3"}, name
+
+
+# The MCP channel (flightdeck.api.mcp) and the A2A channel (flightdeck.domain.a2a, flightdeck.api.a2a_*)
+# both import the engine, never each other; the engine imports neither.
+_A2A = (
+    "flightdeck.domain.a2a",
+    "flightdeck.api.a2a_routes",
+    "flightdeck.api.a2a_stream_routes",
+    "flightdeck.api.a2a_push_routes",
+)
+_MCP = ("flightdeck.api.mcp", "flightdeck.api.mcp_routes")
+
+
+def channel_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    def under(name: str, roots: tuple[str, ...]) -> bool:
+        return any(name == r or name.startswith(r + ".") for r in roots)
+
+    bad = []
+    for source, targets in graph.items():
+        for target in sorted(targets):
+            if (under(source, _MCP) and under(target, _A2A)) or (under(source, _A2A) and under(target, _MCP)):
+                bad.append((source, target))
+            if under(source, ("flightdeck.domain",)) and under(target, _MCP):
+                bad.append((source, target))
+    return bad
+
+
+def test_the_mcp_and_a2a_channels_do_not_import_each_other():
+    assert channel_violations(import_graph()) == []
+    assert channel_violations({"flightdeck.api.mcp.tools": {"flightdeck.domain.a2a.tasks"}}) == [
+        ("flightdeck.api.mcp.tools", "flightdeck.domain.a2a.tasks")
+    ]

@@ -1,0 +1,302 @@
+"""POST /mcp on a local agent (tests/support/mcp/agents.toml): the mcp SDK client over Streamable HTTP
+(a structured skill, `ask` with a delegation behind it that outlasts its request and is collected
+later), the version and header rules of both eras, keys by channel (an A2A token on /mcp, an MCP key on
+/a2a, a key revoked mid-session), another client's session, hostile bodies: 4xx, never 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from flightdeck import config_file
+from flightdeck.local.stack import LocalStack
+
+pytestmark = pytest.mark.slow
+
+CONFIG = Path(__file__).resolve().parents[1] / "support" / "mcp" / "agents.toml"
+USER_TOKEN = "fdp_user_LOCAL-ONLY-mcp-tests-user-token-0123456789abcdef"  # the file's a2a peer
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _peers(stack: LocalStack, *args: str) -> str:
+    command = [sys.executable, "-m", "flightdeck.cli", "peers", *args, "--agent", "assistant"]
+    command += ["--endpoint-url", stack.moto_endpoint]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def stack():
+    # A call waits 3 s in its request; the worker thinks 5 s: `ask` with a delegation outlasts it.
+    with LocalStack(config_file.load(CONFIG), relay=None, extra_env={"MCP_WAIT_MS": "3000"}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def url(stack):
+    return stack.urls["assistant"].rstrip("/") + "/mcp"
+
+
+@pytest.fixture(scope="module")
+def key(stack):
+    return _peers(stack, "add", "claude", "--channel", "mcp")
+
+
+@pytest.fixture(scope="module")
+def other_key(stack):
+    return _peers(stack, "add", "cursor", "--channel", "mcp")
+
+
+def post(url, body, token, version=MODERN, headers=None, raw=None):
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    if version and isinstance(body, dict) and "method" in body:
+        sent["MCP-Protocol-Version"] = version
+        if version == MODERN:
+            sent["Mcp-Method"] = body["method"]
+            name = (body.get("params") or {}).get("name")
+            if isinstance(name, str):
+                sent["Mcp-Name"] = name
+    sent.update(headers or {})
+    data = raw if raw is not None else json.dumps(body)
+    return requests.post(url, data=data, headers=sent, timeout=60)
+
+
+def rpc(method, params=None, request_id=1, meta=True):
+    params = dict(params or {})
+    if meta:
+        params["_meta"] = META
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def call(url, token, name, arguments):
+    return post(url, rpc("tools/call", {"name": name, "arguments": arguments}), token)
+
+
+# --- the mcp SDK client --------------------------------------------------------------------------------
+
+
+def _sdk(url, token, scenario):
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            async with streamable_http_client(url, http_client=http) as streams:
+                read, write = streams[0], streams[1]
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await scenario(session)
+
+    return asyncio.run(run())
+
+
+def test_the_sdk_client_lists_the_tools_and_calls_a_structured_skill(url, key):
+    async def scenario(session):
+        tools = await session.list_tools()
+        counted = await session.call_tool("count_words", {"text": "one two three"})
+        return tools, counted
+
+    tools, counted = _sdk(url, key, scenario)
+    names = [t.name for t in tools.tools]
+    assert names == ["count_words", "summarise", "ask", "get_result", "cancel"]  # internal_only is not exposed
+    summarise = next(t for t in tools.tools if t.name == "summarise")
+    assert summarise.input_schema["required"] == ["text"] and summarise.output_schema["required"] == [
+        "summary",
+        "words",
+    ]
+    assert counted.is_error is False and counted.structured_content == {"words": 3}
+    assert json.loads(counted.content[0].text) == {"words": 3}
+
+
+def test_the_sdk_client_asks_with_a_delegation_that_outlasts_its_request_and_collects_it_later(url, key):
+    async def scenario(session):
+        first = await session.call_tool("ask", {"message": "@worker name two owls"})
+        assert first.structured_content["status"] == "working", first
+        sid = first.structured_content["session_id"]
+        deadline = time.monotonic() + 60
+        while True:
+            later = await session.call_tool("get_result", {"session_id": sid})
+            if later.structured_content["status"] != "working" or time.monotonic() > deadline:
+                return sid, later
+            await asyncio.sleep(0.5)
+
+    sid, later = _sdk(url, key, scenario)
+    assert later.structured_content["status"] == "completed" and later.structured_content["session_id"] == sid
+    assert "worker" in later.structured_content["answer"] and later.is_error is False
+
+
+def test_ask_without_delegation_answers_within_the_request(url, key):
+    response = call(url, key, "ask", {"message": "hello"})
+    result = response.json()["result"]
+    assert result["resultType"] == "complete" and result["structuredContent"]["status"] == "completed"
+    assert result["structuredContent"]["answer"]
+
+
+# --- versions, headers, methods ----------------------------------------------------------------------
+
+
+def test_discover_and_the_legacy_handshake(url, key):
+    found = post(url, rpc("server/discover"), key).json()["result"]
+    assert found["supportedVersions"] == [MODERN, LEGACY] and found["capabilities"] == {"tools": {"listChanged": False}}
+    assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "flightdeck-assistant"
+    init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    response = post(url, rpc("initialize", init, meta=False), key, version=None)
+    assert response.json()["result"]["protocolVersion"] == LEGACY and "mcp-session-id" not in response.headers
+    assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key, LEGACY).status_code == 202
+    assert post(url, rpc("ping", meta=False), key, LEGACY).json()["result"] == {}
+
+
+@pytest.mark.parametrize(
+    "version,headers,status,code",
+    [
+        ("1999-01-01", {}, 400, -32022),  # a version not served
+        (None, {}, 400, -32020),  # the header missing while _meta says 2026-07-28
+        (MODERN, {"Mcp-Method": "prompts/list"}, 400, -32020),  # Mcp-Method not the body's
+        (LEGACY, {}, 200, None),  # 2025-11-25 needs no _meta
+    ],
+)
+def test_wrong_or_missing_version_headers(url, key, version, headers, status, code):
+    response = post(url, rpc("tools/list"), key, version=version, headers=headers)
+    assert response.status_code == status, response.text
+    body = response.json()
+    if code is None:
+        assert "result" in body
+    else:
+        assert body["error"]["code"] == code
+    if code == -32022:
+        assert body["error"]["data"]["supported"] == [MODERN, LEGACY]
+
+
+def test_mcp_name_must_match_and_meta_is_required(url, key):
+    body = rpc("tools/call", {"name": "count_words", "arguments": {"text": "a"}})
+    assert post(url, body, key, headers={"Mcp-Name": "ask"}).json()["error"]["code"] == -32020
+    no_meta = rpc("tools/list", meta=False)
+    response = post(url, no_meta, key)
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32602
+
+
+def test_unknown_methods_and_tools(url, key):
+    response = post(url, rpc("resources/list"), key)
+    assert response.status_code == 404 and response.json()["error"]["code"] == -32601
+    assert post(url, rpc("initialize", {}), key).status_code == 404  # removed in 2026-07-28
+    assert post(url, rpc("resources/list", meta=False), key, LEGACY).json()["error"]["code"] == -32601
+    assert call(url, key, "nope", {}).json()["error"]["code"] == -32602
+    assert call(url, key, "internal_only", {"text": "a"}).json()["error"]["code"] == -32602
+    assert requests.get(url, timeout=10).status_code == 405
+    assert requests.delete(url, timeout=10).status_code == 405
+
+
+def test_schema_mismatch_is_a_tool_error_and_stores_nothing(url, key):
+    before = post(url, rpc("tools/list"), key)  # warm
+    assert before.status_code == 200
+    result = call(url, key, "summarise", {"text": 42}).json()["result"]
+    assert result["isError"] is True and "is not of type" in result["content"][0]["text"]
+    assert result["_meta"]["flightdeck/problems"]
+    assert "session_id" not in json.dumps(result)  # nothing was started
+
+
+# --- keys, channels, isolation ---------------------------------------------------------------------------
+
+
+def test_a_missing_token_is_401_with_www_authenticate(url):
+    response = post(url, rpc("tools/list"), None)
+    assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_an_a2a_token_does_not_open_mcp_and_an_mcp_key_does_not_open_a2a(stack, url, key):
+    assert post(url, rpc("tools/list"), USER_TOKEN).status_code == 403
+    base = stack.urls["assistant"].rstrip("/")
+    send = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}
+    assert (
+        requests.post(f"{base}/a2a", json=send, headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code
+        == 403
+    )
+    chat = requests.post(
+        f"{base}/api/chat", json={"content": "hi"}, headers={"Authorization": f"Bearer {key}"}, timeout=10
+    )
+    assert chat.status_code == 403
+
+
+def test_a_key_issued_for_both_opens_both(stack, url):
+    both = _peers(stack, "add", "both", "--channel", "a2a", "--channel", "mcp")
+    assert post(url, rpc("tools/list"), both).status_code == 200
+    base = stack.urls["assistant"].rstrip("/")
+    chat = requests.post(
+        f"{base}/api/chat", json={"content": "hi"}, headers={"Authorization": f"Bearer {both}"}, timeout=10
+    )
+    assert chat.status_code == 202
+
+
+def test_another_clients_session_does_not_exist(url, key, other_key):
+    mine = call(url, key, "ask", {"message": "hello"}).json()["result"]["structuredContent"]["session_id"]
+    for name, arguments in (
+        ("get_result", {"session_id": mine}),
+        ("cancel", {"session_id": mine}),
+        ("ask", {"message": "continue", "session_id": mine}),
+    ):
+        result = call(url, other_key, name, arguments).json()["result"]
+        assert result["isError"] is True and "no session" in result["content"][0]["text"], (name, result)
+    assert (
+        call(url, key, "get_result", {"session_id": mine}).json()["result"]["structuredContent"]["status"]
+        == "completed"
+    )
+
+
+def test_a_key_revoked_mid_session_is_refused_at_once(stack, url):
+    token = _peers(stack, "add", "revoked-client", "--channel", "mcp")
+    sid = call(url, token, "ask", {"message": "hello"}).json()["result"]["structuredContent"]["session_id"]
+    _peers(stack, "revoke", "revoked-client")
+    response = call(url, token, "get_result", {"session_id": sid})
+    assert response.status_code == 403
+
+
+def test_cancel_stops_a_working_call(url, key):
+    sid = call(url, key, "ask", {"message": "@worker a long one"}).json()["result"]["structuredContent"]["session_id"]
+    result = call(url, key, "cancel", {"session_id": sid}).json()["result"]
+    assert result["structuredContent"] == {"session_id": sid, "canceled": True}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = call(url, key, "get_result", {"session_id": sid}).json()["result"]["structuredContent"]
+        if state["status"] != "working":
+            break
+        time.sleep(0.3)
+    assert state["status"] == "completed"  # closed: its answer is the cancel's closing line
+
+
+# --- hostile bodies: 4xx, never 5xx ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw,status",
+    [
+        ("[" * 5000 + "]" * 5000, 400),  # deep
+        ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + "a" * 1_100_000 + '"}}', 400),
+        (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {"message": "\\ud800"}}}',
+            200,
+        ),
+        ("not json", 400),
+        ("[]", 400),
+        ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": []}', 200),
+        ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', 400),
+    ],
+)
+def test_hostile_bodies_are_refused_never_5xx(url, key, raw, status):
+    response = post(url, None, key, headers={"MCP-Protocol-Version": LEGACY}, raw=raw)
+    assert response.status_code < 500 and response.status_code in (status, 413), response.text[:300]
+    body = response.json()
+    assert "error" in body or body.get("result", {}).get("isError") is not False
