@@ -103,6 +103,13 @@ class _A2ATurnHooks:
     @functools.cached_property
     def _hooks(self) -> TurnHooks:
         from flightdeck.domain.a2a.tasks import A2ATurnHooks
+def _recover_a2a(*args: Any, **kwargs: Any) -> bool:
+    """Deps.recoverers["handoff"]: flightdeck.domain.a2a.tasks.recover_task, imported by the first one."""
+    from flightdeck.domain.a2a.tasks import recover_task
+
+    return recover_task(*args, **kwargs)
+
+
 
         return A2ATurnHooks()
 
@@ -185,6 +192,8 @@ def deps_within(budget: TimeBudget | None) -> Deps:
     a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
     cards = d.cards.within(budget) if isinstance(d.cards, A2AHttp) else d.cards
     return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards)
+        # The sweep's owner of an A2A task whose message never reached its session.
+        recoverers={"handoff": _recover_a2a},
 
 
 @functools.lru_cache(maxsize=1)

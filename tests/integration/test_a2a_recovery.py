@@ -182,6 +182,56 @@ def test_a_task_left_submitted_is_started_by_a_message_naming_it(orchestrator, m
     assert [t for r, t in texts(done["history"]) if r == "user"] == ["first question", "second question"]
 
 
+@pytest.mark.parametrize("dies_at", ["the hand-off", "marking it working"])
+def test_a_task_left_submitted_by_a_client_that_gives_up_is_handed_over_by_the_sweep(
+    orchestrator, monkeypatch, dies_at
+):
+    """The owner does not depend on the client: the task stays due in the deadline index until its message
+    is in its session, and the sweep hands it over from the stored message (found by the explorer's
+    nightly run, seeds where the client never retries)."""
+    first = message("count the moons of jupiter")
+    target, name = (a2a_tasks, "ingest_chat") if dies_at == "the hand-off" else (A2AStore, "start_task")
+    real = getattr(target, name)
+    monkeypatch.setattr(target, name, dies)
+    with pytest.raises(Died):
+        rpc(orchestrator, "message/send", {"message": first})
+    monkeypatch.setattr(target, name, real)
+    run_sweep(orchestrator)  # within the grace: nothing yet (message/send may still be under way)
+    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)
+    context = next(i["pk"]["S"][2:] for i in orchestrator.table_items() if i["sk"]["S"].startswith("A2A#TASK#"))
+    drain(orchestrator, context)
+    [task] = [i for i in orchestrator.table_items() if i["sk"]["S"].startswith("A2A#TASK#")]
+    assert task["state"]["S"] == "completed" and "due_at" not in task
+    session = session_of(orchestrator, context)
+    assert session["status"] == "idle" and len(session["messages"]) == 2  # its message once, answered once
+
+
+def test_an_answer_that_dies_before_it_reaches_the_session_puts_the_question_back(orchestrator, monkeypatch):
+    context = "ctx-" + message("x")["messageId"]
+    asked = ok(rpc(orchestrator, "message/send", {"message": message("?ask which year? plan it", contextId=context)}))
+    drain(orchestrator, context)
+    assert get(orchestrator, asked["id"])["status"]["state"] == "input-required"
+    real = a2a_tasks.ingest_chat
+    monkeypatch.setattr(a2a_tasks, "ingest_chat", dies)
+    with pytest.raises(Died):  # the answer resumed the task, then the function died before handing it over
+        rpc(orchestrator, "message/send", {"message": message("2024", taskId=asked["id"], contextId=context)})
+    monkeypatch.setattr(a2a_tasks, "ingest_chat", real)
+    assert get(orchestrator, asked["id"])["status"]["state"] == "working"
+    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    run_sweep(orchestrator)
+    # Working on an idle session no more: the question stands again, for the client to answer.
+    again = get(orchestrator, asked["id"])
+    assert again["status"]["state"] == "input-required"
+    assert "which year" in json.dumps(again["status"])
+    answered = ok(
+        rpc(orchestrator, "message/send", {"message": message("2024", taskId=asked["id"], contextId=context)})
+    )
+    assert answered["status"]["state"] == "working"
+    drain(orchestrator, context)
+    assert get(orchestrator, asked["id"])["status"]["state"] == "completed"
+
+
 # --- extra: a stream's timestamps ----------------------------------------------------------------
 
 

@@ -25,14 +25,9 @@ from tests.support.invokes import RECORDER
 
 # Scenarios that break an invariant on main today, by the issue 24 defect that breaks it: xfail (not
 # strict) until its fix lands, then remove the entry. On c9707d0 the explorer found defect 1
-# (cancel-with-queued-follow-up), 2 (a2a-cancel) and 7 (a2a-send, a2a-continue, a2a-question-answer),
-# fixed since for clients that retry (71d870c, 67f91b9, 905fecd). Left open (nightly seeds only):
-KNOWN_OPEN: dict[str, int] = {
-    # message/send dies after storing the task (or, answering a question, after resume_task) and before
-    # the message is handed over; a client that gives up leaves the task submitted (working) forever.
-    "a2a-send": 7,
-    "a2a-question-answer": 7,
-}
+# (cancel-with-queued-follow-up), 2 (a2a-cancel) and 7 (a2a-send, a2a-continue, a2a-question-answer); all
+# are fixed (71d870c, 67f91b9, 905fecd, and the sweep's hand-off owner for a client that gives up).
+KNOWN_OPEN: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")

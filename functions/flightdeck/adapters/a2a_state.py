@@ -25,9 +25,12 @@ from botocore.exceptions import ClientError
 from flightdeck.adapters.dynamo_state import (
     A2A_CURRENT,
     A2A_TASK,
+    DUE,
     INBOX,
     META,
+    OWED_THINK_GRACE_MS,
     PK,
+    SHARD,
     SK,
     TTL,
     StateStore,
@@ -35,12 +38,16 @@ from flightdeck.adapters.dynamo_state import (
     _pk,
     _queued,
     _vals,
+    deadline_shard,
     stored_items,
 )
 from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
 from flightdeck.domain.a2a.ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
 CURRENT = A2A_CURRENT
+# A task's message not handed to its session this long after the task was stored (or its question answered)
+# is the sweep's to recover: longer than a function runs (as the owed think's grace).
+HANDOFF_GRACE_MS = OWED_THINK_GRACE_MS
 OPEN_STATES = ("submitted", "working", "input-required")
 
 
@@ -131,6 +138,10 @@ class A2AStore:
                             "owner": task.owner or None,
                             "contract": json.dumps(task.contract) if task.contract else None,
                             TTL: expires,
+                            # Due in the deadline index until its message is handed to the session (start_task
+                            # clears it): the sweep's owner of a hand-off that died (flightdeck.domain.a2a.tasks).
+                            SHARD: deadline_shard(task.session_id),
+                            DUE: self.now_ms() + HANDOFF_GRACE_MS,
                         }
                     ),
                     "ConditionExpression": "attribute_not_exists(#pk)",
@@ -174,9 +185,10 @@ class A2AStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
-                    "UpdateExpression": "SET #state = :working, start_turn = :turn, updated_ms = :now",
+                    "UpdateExpression": "SET #state = :working, start_turn = :turn, updated_ms = :now "
+                    "REMOVE #shard, #due",
                     "ConditionExpression": "#state = :submitted",
-                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
                     "ExpressionAttributeValues": _vals(
                         working="working", submitted="submitted", turn=start_turn, now=self.now_ms()
                     ),
@@ -213,6 +225,9 @@ class A2AStore:
             notified=bool(item.get("notified", False)),
             owner=item.get("owner", ""),
             contract=json.loads(item["contract"]) if item.get("contract") else None,
+            asked_text=item.get("asked_text", ""),
+            asked_turn=int(item.get("asked_turn", 0)),
+            handoff_due=DUE in item,
         )
 
     def finish_task(
@@ -248,9 +263,9 @@ class A2AStore:
                 "TableName": self.table,
                 "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                 "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
-                "end_turn = :end, updated_ms = :now, notified = :f",
+                "end_turn = :end, updated_ms = :now, notified = :f REMOVE #shard, #due",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
                 "ExpressionAttributeValues": values,
             }
         }
@@ -302,10 +317,10 @@ class A2AStore:
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
-                    "notified = :notified",
+                    "notified = :notified REMOVE #shard, #due",
                     "ConditionExpression": "#state IN (:submitted, :working, :input) AND end_turn <> :end"
                     " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)",
-                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
                     "ExpressionAttributeValues": _vals(
                         input="input-required",
                         submitted="submitted",
@@ -329,12 +344,23 @@ class A2AStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": _item(**{PK: pk, SK: _task_sk(key)}),
-                    "UpdateExpression": "SET #state = :working, status_text = :empty, end_turn = :zero, "
-                    "updated_ms = :now, notified = :f",
+                    # The question is kept (asked_text, asked_turn) and the task is due in the deadline index
+                    # until the answer is handed to the session (take_message's task op clears it): should
+                    # the function die in between, the sweep asks the question again (recover_task).
+                    "UpdateExpression": "SET asked_text = status_text, asked_turn = end_turn, #state = :working, "
+                    "status_text = :empty, end_turn = :zero, updated_ms = :now, notified = :f, #shard = :shard, "
+                    "#due = :due",
                     "ConditionExpression": "#state = :input",
-                    "ExpressionAttributeNames": {"#state": "state"},
+                    "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
                     "ExpressionAttributeValues": _vals(
-                        working="working", input="input-required", empty="", zero=0, now=self.now_ms(), f=False
+                        working="working",
+                        input="input-required",
+                        empty="",
+                        zero=0,
+                        now=self.now_ms(),
+                        f=False,
+                        shard=deadline_shard(session_id),
+                        due=self.now_ms() + HANDOFF_GRACE_MS,
                     ),
                 }
             },

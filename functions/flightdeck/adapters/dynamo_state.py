@@ -758,25 +758,21 @@ class StateStore:
 
     def _task_op(self, pk: str, task_key: str, start_turn: int | None) -> dict[str, Any]:
         """The A2A task a message continues must be working; a message that starts its turn at once
-        also records that turn on it (flightdeck.adapters.a2a_state: a completion conditions on it)."""
+        also records that turn on it (flightdeck.adapters.a2a_state: a completion conditions on it).
+        Either way the message is in the session now: the task's hand-off mark goes (its due time in the
+        deadline index, set when an answer resumed it: flightdeck.adapters.a2a_state.resume_task)."""
         key = _item(**{PK: pk, SK: A2A_TASK + task_key})
-        names, values = {"#state": "state"}, _vals(working="working")
-        if start_turn is None:
-            return {
-                "ConditionCheck": {
-                    "TableName": self.table,
-                    "Key": key,
-                    "ConditionExpression": "#state = :working",
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                }
-            }
-        values.update(_vals(turn=start_turn))
+        names = {"#state": "state", "#shard": SHARD, "#due": DUE}
+        values = _vals(working="working")
+        update = "REMOVE #shard, #due"
+        if start_turn is not None:
+            values.update(_vals(turn=start_turn))
+            update = "SET last_input_turn = :turn " + update
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": key,
-                "UpdateExpression": "SET last_input_turn = :turn",
+                "UpdateExpression": update,
                 "ConditionExpression": "#state = :working",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -1818,6 +1814,8 @@ class StateStore:
                     overdue.append(Overdue(sid, int(item.get(OWED, item.get("turn", 0))), "think", int(item[DUE])))
                 elif item[SK].startswith("TURN#"):
                     overdue.append(Overdue(sid, int(item[SK].split("#")[1]), "deadline", int(item[DUE])))
+                elif item[SK].startswith(A2A_TASK):  # a task whose message was not handed over in time
+                    overdue.append(Overdue(sid, 0, "handoff", int(item[DUE]), key=item[SK][len(A2A_TASK) :]))
         return overdue
 
     def owed_think(self, session_id: str) -> int | None:

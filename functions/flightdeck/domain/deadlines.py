@@ -69,6 +69,11 @@ def sweep(deps: Deps, limit: int = 100) -> int:
                 done += expiry.won
                 if expiry.synthesized:
                     stopped.append((item.session_id, item.turn, expiry.synthesized))
+            elif item.kind == "handoff":
+                # A protocol add-on's task whose message never reached its session (flightdeck.domain.a2a).
+                recover = deps.recoverers.get(item.kind)
+                if recover is not None:
+                    done += recover(deps, item)
             else:
                 done += resend_owed_think(deps, item.session_id, item.turn)
         except Exception:  # noqa: BLE001 - one failing session must not starve the others

@@ -19,12 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["deadline", "think"]
+Kind = Literal["deadline", "think", "handoff"]
 
 
 @dataclass(frozen=True)
 class Overdue:
     session_id: str
     turn: int
-    kind: Kind  # "deadline": a waiting turn past its deadline; "think": an owed think past its grace
+    # "deadline": a waiting turn past its deadline; "think": an owed think past its grace; "handoff": a
+    # protocol task (A2A) whose message was not handed to its session in time (Deps.recoverers owns it).
+    kind: Kind
     due_ms: int
+    key: str = ""  # "handoff": the task's key

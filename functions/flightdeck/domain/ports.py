@@ -252,6 +252,10 @@ class Deps:
     # (deps, cancel message, peer service) -> (HTTP status, settled without canceling, detail).
     cancellers: dict[str, Callable[..., tuple[int, bool, str]]] = field(default_factory=dict)
     # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a.tasks's hooks,
+    # What the sweep does with an overdue entry a protocol add-on put in the deadline index, by its kind
+    # ("handoff": flightdeck.domain.a2a.tasks.recover_task), registered in flightdeck.wiring:
+    # (deps, the overdue entry) -> whether it moved something on.
+    recoverers: dict[str, Callable[..., bool]] = field(default_factory=dict)
     # registered in flightdeck.wiring); the default does nothing, so the core loop knows no protocol.
     turn_hooks: TurnHooks = field(default_factory=lambda: NO_TURN_HOOKS)
 

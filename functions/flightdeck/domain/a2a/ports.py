@@ -52,6 +52,11 @@ class TaskRecord:
     # What its answer must match (flightdeck.domain.a2a.contracts): the contract its message made, stored
     # with it so the answer renders as data with no read more; None without one.
     contract: dict[str, Any] | None = None
+    # The question an answer resumed it from (kept until that answer is in the session), and whether its
+    # message is still to be handed to the session (due in the deadline index: recover_task owns it).
+    asked_text: str = ""
+    asked_turn: int = 0
+    handoff_due: bool = False
 
     @property
     def task_id(self) -> str:

@@ -71,6 +71,7 @@ from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.peers import require_caller, visible_to
+from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.ports import Deps, audit_post
 from flightdeck.domain.records import (
     AgentBusyError,
@@ -500,6 +501,37 @@ def _hand_off(
 
 
 def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
+def recover_task(deps: Deps, overdue: Overdue) -> bool:
+    """The sweep's owner of a task whose message never reached its session (Deps.recoverers["handoff"]):
+    message/send stored the task, or an answer resumed it from input-required, and the function died
+    before the write that hands the message over (which clears the mark). A submitted task's own message
+    is stored with it: it is handed over now (idempotent: under its messageId). An answer is not stored
+    anywhere else: the question is asked again (input-required, notified), for the client to answer.
+    Either way nothing stays open on an idle session. True when it moved the task on."""
+    a2a = ports(deps).store
+    rec = a2a.get_task(overdue.session_id, overdue.key)
+    if rec is None or not rec.handoff_due:
+        return False
+    if rec.state == "submitted":
+        count("A2AHandOffsRecovered")
+        own = MessageSendParams.model_validate({"message": rec.user_message})
+        try:
+            _hand_off(deps, rec, _content(own), rec.owner or None, None)
+        except A2AError:
+            pass  # _hand_off ended the task (failed / rejected) and said why: it is settled
+        return True
+    if rec.state == "working":
+        count("A2AHandOffsRecovered")
+        question = rec.asked_text or "Please send your answer again."
+        if a2a.ask_input(rec.session_id, rec.key, question, rec.asked_turn or rec.end_turn):
+            latest = a2a.get_task(rec.session_id, rec.key)
+            if latest is not None:
+                notify(deps, latest)
+            return True
+        return False
+    return False
+
+
     """message/send's result: the task, after waiting for its end when the client asked to block."""
     if config and config.blocking and rec.state not in TERMINAL_STATES:
         _wait_terminal(deps, rec.session_id, rec.key, remaining_ms)
@@ -599,9 +631,15 @@ def _answer_question(
         a2a.put_push(rec.session_id, rec.key, push, deps.settings.session_retention_ms)
     try:
         accepted = ingest_chat(
-            deps, content, rec.session_id, caller=caller, contract=continuing_contract(contract, rec)
+        # continues_task: the write that takes the answer clears the task's hand-off mark (resume_task set it).
+            deps,
+            content,
+            rec.session_id,
+            caller=caller,
+            contract=continuing_contract(contract, rec),
+            continues_task=rec.key,
         )
-    except (SessionBusyError, SessionNotFoundError, AgentBusyError) as exc:
+    except (SessionBusyError, SessionNotFoundError, AgentBusyError, TaskNotOpenError) as exc:
         # The session took another message first (or the agent has no room): the question stands (its
         # notification was sent).
         a2a.ask_input(rec.session_id, rec.key, rec.status_text, rec.end_turn, notified=True)
