@@ -128,8 +128,8 @@ ROUTE_AUTHENTICATION: dict[tuple[str, str], str] = {
 }
 
 # Routes whose function parses the body itself: JSON-RPC answers malformed JSON with its own
-# -32700 error (HTTP 200), which a gateway 400 would replace.
-RAW_BODY_ROUTES: frozenset[tuple[str, str]] = frozenset({("POST", "/a2a")})
+# -32700 error (HTTP 200; MCP's, HTTP 400 with a JSON-RPC body), which a gateway 400 would replace.
+RAW_BODY_ROUTES: frozenset[tuple[str, str]] = frozenset({("POST", "/a2a"), ("POST", "/mcp")})
 
 _PATH_PARAM = re.compile(r"{([A-Za-z0-9_]+)\+?}")
 _ANY_JSON = [

@@ -144,3 +144,18 @@ def test_the_file_gives_each_agent_its_token_for_the_agents_that_list_it(tmp_pat
 def test_malformed_peers_in_the_file_are_refused(tmp_path, table, problem):
     with pytest.raises(config_file.ConfigFileError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         _load(tmp_path, table)
+
+
+def test_a_token_opens_only_the_channels_it_was_issued_for():
+    from flightdeck.domain.peers import AuthStatus, PeerRecord, judge, proof_of, token_sha256
+
+    token = new_token("claude")
+    mcp_only = PeerRecord("claude", token_sha256(token), "active", 1, channels=("mcp",))
+    legacy = PeerRecord("claude", token_sha256(token), "active", 1)  # stored before scopes: a2a alone
+    assert judge(mcp_only, proof_of(token, 2, "mcp")).ok
+    assert judge(mcp_only, proof_of(token, 2, "a2a")).status is AuthStatus.OUT_OF_SCOPE
+    assert judge(legacy, proof_of(token, 2, "a2a")).ok
+    assert judge(legacy, proof_of(token, 2, "mcp")).status is AuthStatus.OUT_OF_SCOPE
+    assert judge(mcp_only, proof_of(token, 2)).ok  # the authorizer meters any channel
+    # A wrong secret is unknown, never out of scope: a guess learns nothing of scopes.
+    assert judge(mcp_only, proof_of(new_token("claude"), 2, "a2a")).status is AuthStatus.UNKNOWN
