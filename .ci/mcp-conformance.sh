@@ -3,7 +3,7 @@
 # (docs/MCP.md, "Conformance"). Installs Node 22 and the suite from npm (pinned) into .ci/.mcp-conformance,
 # starts tests/support/mcp/serve.py, runs `conformance server --requirements <version>` for each version
 # and prints the results. Exit 1 if a scenario outside the expected-failures file fails
-# (.ci/mcp-conformance-expected.yaml: each one named there with its reason).
+# (.ci/mcp-conformance-expected.yaml, and -<version>.yaml: each one named there with its reason).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUITE_VERSION=0.2.0-alpha.12
@@ -27,9 +27,12 @@ url=$(sed -n 's/^READY //p' "$out")
 [ -n "$url" ] || { echo "mcp-conformance: the local agent did not start" >&2; exit 1; }
 
 status=0
+baseline=$(mktemp --suffix .yaml)
 for version in 2026-07-28 2025-11-25; do
   echo "== MCP conformance, requirements $version, against $url"
+  cat .ci/mcp-conformance-expected.yaml ".ci/mcp-conformance-expected-$version.yaml" > "$baseline"
   "$DIR/node_modules/.bin/conformance" server --url "$url" --requirements "$version" \
-      --expected-failures .ci/mcp-conformance-expected.yaml || status=1
+      --expected-failures "$baseline" || status=1
 done
+rm -f "$baseline"
 exit $status
