@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
+from flightdeck.domain.allowlist import Allowlist
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
 from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token, new_token
 from flightdeck.settings import Settings
@@ -385,6 +387,11 @@ def _explain(err: ErrorDetails, example: str = "") -> tuple[str, str]:
         return f"{should}{got}", "change it to match that pattern"
     if kind == "missing":
         return "is required", "add it"
+    if kind == "value_error" and "MCP credential" in msg:
+        return (
+            msg,
+            'write credential = "env:NOTES_TOKEN" (locally) or "secret:<secret name>" (on AWS), and keep the token there',
+        )
     if kind == "value_error" and ("peer token" in msg or "fdp_" in msg or "peer id" in msg):
         return msg, (
             "a token is fdp_<peer id>_<secret of 32+ characters A-Z a-z 0-9 _ ->; "
@@ -564,6 +571,7 @@ def check(
     problems: list[Problem] = []
     if runtime == "aws" and not allow_open_agents:
         problems.extend(_open_agent_problems(deployment))
+    problems.extend(_mcp_problems(deployment, runtime))
     agents = deployment.agents
     names = list(agents)
     for name, spec in agents.items():
@@ -660,6 +668,40 @@ def check(
     for name in fallback:
         variant.agents[name].model = ModelConfig(provider="local")
     return variant
+
+
+def _mcp_problems(deployment: DeploymentFile, runtime: Runtime) -> list[Problem]:
+    """Each MCP server's URL lies under one of its agent's allowed_hosts (the allowlist peers go through), and on
+    AWS its credential is a secret (a Lambda function's environment holds no token of ours)."""
+    problems: list[Problem] = []
+    for name, spec in deployment.agents.items():
+        allowlist = Allowlist({k: v.rstrip("/") for k, v in spec.allowed_hosts.items()})
+        for index, server in enumerate(spec.mcp_servers):
+            key = toml_key(("agents", name, "mcp_servers", index))
+            if not allowlist.allows_url(server.url):
+                problems.append(
+                    Problem(
+                        f"{key} url",
+                        f"{server.url} is not under any base URL of [agents.{name}].allowed_hosts: every call would "
+                        "be refused",
+                        f'add its base URL, e.g. allowed_hosts = {{ {server.name} = "{_base_of(server.url)}" }}',
+                    )
+                )
+            if runtime == "aws" and server.credential.startswith("env:"):
+                problems.append(
+                    Problem(
+                        f"{key} credential",
+                        f"{server.credential} names an environment variable, which a deployed agent does not have",
+                        'use credential = "secret:<name>" (a Secrets Manager secret holding the token; the stack grants '
+                        "its read)",
+                    )
+                )
+    return problems
+
+
+def _base_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _open_agent_problems(deployment: DeploymentFile) -> list[Problem]:

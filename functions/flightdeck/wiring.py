@@ -58,6 +58,20 @@ def _signing_keys(settings: Settings) -> list[SigningKey]:
     return signing_keys(settings)
 
 
+def _mcp_credential(reference: str) -> str | None:
+    from flightdeck.adapters.secrets import mcp_credential
+
+    return mcp_credential(reference)
+
+
+@functools.lru_cache(maxsize=1)
+def _mcp_client() -> Any:
+    """The MCP servers' client (flightdeck.adapters.mcp_http), made by the first agent that names a server."""
+    from flightdeck.adapters.mcp_http import McpHttp
+
+    return McpHttp()
+
+
 def _outbound_peer_tokens(settings: Settings) -> dict[str, str]:
     from flightdeck.adapters.secrets import outbound_peer_tokens
 
@@ -178,8 +192,13 @@ def deps() -> Deps:
         # Delegates of protocol "a2a" are sent by the A2A client (flightdeck.domain.a2a.client).
         transports={"a2a": _dispatch_a2a},
         cancellers={"a2a": _cancel_a2a},
+        # The sweep's owner of an A2A task whose message never reached its session.
+        recoverers={"handoff": _recover_a2a},
         # The A2A add-on at the turn loop's boundaries: a canceled task stops its session; a turn's end ends its task.
         turn_hooks=_A2ATurnHooks(),
+        # MCP servers' tools (flightdeck.domain.mcp_tools): only an agent that names servers gets the client.
+        mcp=_mcp_client() if settings.agent.mcp_servers else None,
+        mcp_credential=_mcp_credential,
     )
 
 
@@ -211,4 +230,5 @@ def reset() -> None:
     deps.cache_clear()
     state_store.cache_clear()
     _http.cache_clear()
+    _mcp_client.cache_clear()
     get_settings.cache_clear()

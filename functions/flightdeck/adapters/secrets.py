@@ -57,3 +57,17 @@ def outbound_peer_tokens(settings: Settings) -> dict[str, str]:
         except ValueError as exc:
             raise ValueError(f"the secret PEER_TOKENS_SECRET_ARN names: {exc}") from None
     return dict(settings.peer_tokens)
+
+
+def mcp_credential(reference: str) -> str | None:
+    """An MCP server's bearer token from its reference (flightdeck.domain.agent.McpServer.credential):
+    "env:NAME", the function's environment (locally); "secret:NAME", a Secrets Manager secret (name or ARN),
+    cached like the peer tokens: a rotated or revoked value reaches warm functions within SECRET_CACHE_S."""
+    kind, _, name = reference.partition(":")
+    if kind == "env":
+        import os
+
+        return os.environ.get(name) or None
+    if kind == "secret":
+        return str(_provider("AWSCURRENT").get(name, max_age=SECRET_CACHE_S)) or None
+    return None

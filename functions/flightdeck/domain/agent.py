@@ -5,6 +5,7 @@ Deploying a third agent or pointing at another peer changes this JSON, not code.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -66,6 +67,70 @@ class DelegateTool(BaseModel):
         return self.timeout_ms or default_ms
 
 
+# An MCP server's name namespaces its tools (`<server>__<tool>`, flightdeck.domain.mcp_tools); a credential is
+# a reference, never the value: `env:NAME` (the function's environment, locally) or `secret:NAME` (Secrets Manager).
+# A call runs in the think (up to 10 s) or in the dispatch worker, whose 30 s timeout, less its reserve, bounds it.
+MCP_MAX_TIMEOUT_MS = 25_000
+MCP_CREDENTIAL = r"^(env:[A-Za-z_][A-Za-z0-9_]{0,127}|secret:[A-Za-z0-9/_+=.@:-]{1,512})$"
+
+
+class McpTool(BaseModel):
+    """One tool of an MCP server the agent may call (the server's `tools` allowlist)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
+    # How long one call may take (unset: the server's timeout_ms). Up to MCP_INLINE_MAX_MS the call runs inside the
+    # think; a longer one is taken like a delegation (flightdeck.domain.mcp_tools).
+    timeout_ms: int | None = Field(None, gt=0, le=MCP_MAX_TIMEOUT_MS)
+
+
+class McpServer(BaseModel):
+    """An MCP server whose tools the agent's model may call (Streamable HTTP; flightdeck.domain.mcp_tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    # Its MCP endpoint; it must lie under an ALLOWED_HOST_MAPPING base URL (allowed_hosts), as a peer's.
+    url: str = Field(min_length=1, max_length=2048)
+    # The bearer token's reference: "env:NAME" or "secret:NAME" ("": the server takes no token).
+    credential: str = ""
+    # The tools offered to the model (unset: every tool the server lists).
+    tools: list[McpTool] | None = None
+    # A call's timeout unless its tool sets one.
+    timeout_ms: int = Field(10_000, gt=0, le=MCP_MAX_TIMEOUT_MS)
+
+    @field_validator("credential")
+    @classmethod
+    def _credential_is_a_reference(cls, value: str) -> str:
+        if value and not re.fullmatch(MCP_CREDENTIAL, value):
+            # Never echo it: it may be the token itself.
+            raise ValueError(
+                'an MCP credential is a reference, "env:NAME" (an environment variable) or "secret:NAME" '
+                "(a Secrets Manager secret), never the token itself"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("an MCP server's url must be http(s)")
+        return value
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _bare_names(cls, value: Any) -> Any:
+        return [{"name": v} if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+
+    def allows(self, tool: str) -> bool:
+        return self.tools is None or any(t.name == tool for t in self.tools)
+
+    def timeout_of(self, tool: str) -> int:
+        found = next((t for t in self.tools or () if t.name == tool), None)
+        return found.timeout_ms if found is not None and found.timeout_ms else self.timeout_ms
+
+
 class AgentDefinition(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,6 +152,8 @@ class AgentDefinition(BaseModel):
     max_concurrent_tasks: int | None = Field(None, gt=0, le=100_000)
     # Offer the built-in ask_user tool: the agent may end a turn asking for input (flightdeck.domain.asking).
     ask_user: bool = True
+    # MCP servers whose (allowed) tools the model may call, as `<server>__<tool>` (flightdeck.domain.mcp_tools).
+    mcp_servers: list[McpServer] = Field(default_factory=list)
 
     @field_validator("skills", mode="before")
     @classmethod
@@ -148,6 +215,25 @@ class AgentDefinition(BaseModel):
         if duplicates:
             raise ValueError(f"agent {self.name!r} has several tools named {', '.join(duplicates)}")
         return self
+
+    @model_validator(mode="after")
+    def _mcp_namespaces_are_own(self) -> AgentDefinition:
+        # `<x>__<y>` names a delegate's skill when x is a delegate's agent: a server of that name would make one
+        # tool name mean two things, so server names differ from delegates' agents and from each other.
+        names = [m.name for m in self.mcp_servers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"agent {self.name!r} has several MCP servers named {', '.join(duplicates)}")
+        clash = next((m for m in self.mcp_servers if self.delegate_for_agent(m.name) is not None), None)
+        if clash is not None:
+            raise ValueError(
+                f"MCP server {clash.name!r}: a delegate has that agent name, and <name>__<tool> would name both "
+                "its skills and this server's tools; rename the server"
+            )
+        return self
+
+    def mcp_server(self, name: str) -> McpServer | None:
+        return next((m for m in self.mcp_servers if m.name == name), None)
 
     def delegate_for_tool(self, tool_name: str) -> DelegateTool | None:
         """The delegate a tool reaches: its free-text tool, or one of its skills (`<agent>__<skill id>`,

@@ -10,6 +10,7 @@ from flightdeck.domain.config import DomainSettings
 from flightdeck.domain.http_ports import PeerAnswer, PeerPort
 from flightdeck.domain.live_ports import LivePort
 from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.mcp_ports import McpPort
 from flightdeck.domain.model import Model
 from flightdeck.domain.peers import PeerProof, PeerRegistryPort
 from flightdeck.domain.records import (
@@ -256,8 +257,13 @@ class Deps:
     # ("handoff": flightdeck.domain.a2a.tasks.recover_task), registered in flightdeck.wiring:
     # (deps, the overdue entry) -> whether it moved something on.
     recoverers: dict[str, Callable[..., bool]] = field(default_factory=dict)
+    # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a.tasks's hooks,
     # registered in flightdeck.wiring); the default does nothing, so the core loop knows no protocol.
     turn_hooks: TurnHooks = field(default_factory=lambda: NO_TURN_HOOKS)
+    # The MCP servers' client (flightdeck.domain.mcp_tools; flightdeck.adapters.mcp_http); None: no MCP tools.
+    mcp: McpPort | None = None
+    # A server's bearer token from its credential reference ("env:NAME" / "secret:NAME"); None: not found.
+    mcp_credential: Callable[[str], str | None] = field(default=lambda reference: None)
 
     def token_for(self, service: str) -> str | None:
         return self.peer_tokens().get(service)

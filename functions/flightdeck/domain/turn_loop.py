@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from flightdeck.domain import asking, builtin_tools, live
+from flightdeck.domain import asking, builtin_tools, live, mcp_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
@@ -242,7 +242,7 @@ def _think(
         ask: dict[str, Any] = {
             "system": s.agent.system_prompt,
             "messages": asking.answers_as_results(mark_results(for_model(messages))),
-            "tools": tool_specs(s.agent) + _peer_skill_tools(deps),
+            "tools": tool_specs(s.agent) + _peer_skill_tools(deps) + mcp_tools.tool_specs(deps),
         }
         if output_schema is not None:
             ask["output_schema"] = output_schema
@@ -310,6 +310,9 @@ def call_deadlines(deps: Deps, uses: list[dict[str, Any]], now_ms: int, cap_ms: 
         delegate = s.agent.delegate_for_tool(use["name"])
         if delegate is not None:
             own[use["toolUseId"]] = now_ms + delegate.timeout_or(s.async_tool_timeout_ms)
+        mcp_deadline = mcp_tools.call_deadline_ms(s.agent, use["name"], now_ms)
+        if mcp_deadline is not None:  # an MCP tool's call: its own timeout (flightdeck.domain.mcp_tools)
+            own[use["toolUseId"]] = mcp_deadline
     latest = max(own.values(), default=now_ms + s.async_tool_timeout_ms)
     deadlines = {use["toolUseId"]: own.get(use["toolUseId"], latest) for use in uses}
     return deadlines if cap_ms is None else {i: min(d, cap_ms) for i, d in deadlines.items()}
@@ -360,6 +363,12 @@ def _start_tools(
         )
     agent = s.agent
     dispatches: list[dict[str, Any]] = []
+    # A redelivered think does not call an MCP tool again whose result is in (a tool may not be idempotent).
+    answered = (
+        {r.tool_use_id for r in turns.get_results(session_id, turn)}
+        if seed is None and any(mcp_tools.split_tool_name(agent, u["name"]) for u in allowed)
+        else set()
+    )
     for use in refused:
         record_and_advance(
             deps,
@@ -417,6 +426,10 @@ def _start_tools(
                 }
             )
             continue
+        if mcp_tools.split_tool_name(agent, name) is not None:
+            if tool_use_id not in answered:
+                _call_mcp_tool(deps, use, deadlines[tool_use_id], len(ids), budget, ids_log)
+            continue
         if agent.ask_user and name == asking.ASK_USER:
             # Asking ends a turn only when it is all the reply does: here it came with other calls, or
             # without a question. The model hears why, with the other results.
@@ -437,6 +450,32 @@ def _start_tools(
         count("LocalToolRuns")
         record_and_advance(deps, session_id, turn, result, by="local", total=len(ids))
     dispatch_now(deps, dispatches, budget)
+
+
+def _call_mcp_tool(
+    deps: Deps,
+    use: dict[str, Any],
+    deadline_ms: int,
+    total: int,
+    budget: TimeBudget | None,
+    ids: dict[str, Any],
+) -> None:
+    """An MCP tool's call: inline when its timeout fits this think (and what is left of the invocation), else handed
+    to the dispatch worker like a delegation, the turn waiting on it until its deadline."""
+    agent, name, args = deps.settings.agent, use["name"], use.get("input") or {}
+    server, tool = mcp_tools.split_tool_name(agent, name) or (None, "")
+    assert server is not None
+    timeout_s = server.timeout_of(tool) / 1000
+    fits = budget is None or budget.call_timeout_s(timeout_s) >= timeout_s
+    timeline("tool_use", f"calling {name}: {json.dumps(args, ensure_ascii=False)[:80]}", mcp_server=server.name, **ids)
+    if mcp_tools.is_deferred(agent, name) or not fits:
+        count("McpToolCallsDeferred")
+        deps.queues.send_dispatch(
+            mcp_tools.deferred_message(ids["session_id"], ids["turn"], use["toolUseId"], name, args, total, deadline_ms)
+        )
+        return
+    result = mcp_tools.call(deps, use["toolUseId"], name, args, budget, ids)
+    record_and_advance(deps, ids["session_id"], ids["turn"], result, by="mcp", total=total)
 
 
 def _structured(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:

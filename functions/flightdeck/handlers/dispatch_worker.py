@@ -1,4 +1,5 @@
-"""Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack), or retry its cancel."""
+"""Lambda: the dispatch queue: send each delegation to its peer (the "pending" ack), retry its cancel, or make a
+slow MCP tool call."""
 
 import json
 from typing import Any
@@ -8,6 +9,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from flightdeck.domain.delegation_cancel import CancelMessage, cancel_delegation, is_cancel
 from flightdeck.domain.dispatch import DispatchMessage, DispatchStatus, dispatch_delegation
+from flightdeck.domain.mcp_tools import DeferredCall, is_deferred_message, run_deferred
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.handlers._sqs import attempt_of, process_batch, retry_later
 from flightdeck.observability import bind, lambda_entry
@@ -29,6 +31,10 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
 
     def _record(record: SQSRecord) -> str:
         body = json.loads(record.body)
+        if is_deferred_message(body):  # a slow MCP tool's call, made once (flightdeck.domain.mcp_tools)
+            deferred = DeferredCall.of(body)
+            bind(session_id=deferred.session_id, tool_use_id=deferred.tool_use_id)
+            return run_deferred(d, deferred, budget)
         if is_cancel(body):  # a delegation's cancel at its peer, retried here (flightdeck.domain.delegation_cancel)
             cancel = CancelMessage.model_validate(body)
             bind(session_id=cancel.session_id, tool_use_id=cancel.tool_use_id)
