@@ -28,6 +28,11 @@ DEADLINE_SHARDS = 4
 SESSIONS_INDEX = "owner-sessions-index"
 SESSION_OWNER_ATTRIBUTE = "owner"
 SESSION_CREATED_AT_ATTRIBUTE = "created_at"
+# A peer's own A2A tasks, latest update first (A2A v1.0 ListTasks): keyed on what a task item carries
+# anyway (flightdeck.adapters.a2a_task_index), so no write changes; one index write per task update.
+TASKS_INDEX = "owner-tasks-index"
+TASK_OWNER_ATTRIBUTE = "owner"
+TASK_UPDATED_AT_ATTRIBUTE = "updated_ms"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class IndexSpec:
 INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec(DEADLINE_INDEX, (DEADLINE_SHARD_ATTRIBUTE, "S"), (DEADLINE_AT_ATTRIBUTE, "N"), "ALL"),
     IndexSpec(SESSIONS_INDEX, (SESSION_OWNER_ATTRIBUTE, "S"), (SESSION_CREATED_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
+    IndexSpec(TASKS_INDEX, (TASK_OWNER_ATTRIBUTE, "S"), (TASK_UPDATED_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
 )
 
 

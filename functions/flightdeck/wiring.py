@@ -92,6 +92,13 @@ class _A2APortsOnDemand:
 
         return A2AStore(self._state)
 
+    @functools.cached_property
+    def index(self) -> Any:
+        """The tasks index (A2A v1.0 ListTasks: flightdeck.domain.a2a.listing), built by its first use."""
+        from flightdeck.adapters.a2a_task_index import TaskIndex
+
+        return TaskIndex(self._state.table, client_factory=lambda: self._state.client)
+
     def within(self, budget: TimeBudget) -> A2APorts:
         return cast("A2APorts", _A2APortsOnDemand(self._state, self.http.within(budget)))
 

@@ -72,7 +72,12 @@ def test_agent_card_validates_against_the_a2a_v03_schema_and_tells_the_truth(orc
     capabilities = dict(card["capabilities"])
     [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
     assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
-    assert capabilities == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
+    assert capabilities == {
+        "streaming": False,
+        "pushNotifications": True,
+        "stateTransitionHistory": False,
+        "extendedAgentCard": False,  # v1.0's name, merged in
+    }
 
 
 def test_with_inbound_auth_the_public_card_declares_and_requires_the_peer_bearer_scheme(orchestrator):

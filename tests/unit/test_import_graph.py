@@ -156,6 +156,7 @@ _A2A = (
     "flightdeck.api.a2a_routes",
     "flightdeck.api.a2a_stream_routes",
     "flightdeck.api.a2a_push_routes",
+    "flightdeck.api.a2a_v1",
 )
 _MCP = ("flightdeck.api.mcp", "flightdeck.api.mcp_routes")
 
@@ -179,3 +180,27 @@ def test_the_mcp_and_a2a_channels_do_not_import_each_other():
     assert channel_violations({"flightdeck.api.mcp.tools": {"flightdeck.domain.a2a.tasks"}}) == [
         ("flightdeck.api.mcp.tools", "flightdeck.domain.a2a.tasks")
     ]
+
+
+# A2A v0.3 and v1.0 on one endpoint (issue 27): flightdeck.api.a2a_routes holds the JSON-RPC envelope and
+# v0.3's method table and routes to v1.0's (flightdeck.api.a2a_v1), never the other way; v1.0's wire objects
+# and converters (flightdeck.domain.a2a.wire_v1) import no other module of the package: the core never
+# depends on a version's shapes but through them.
+def a2a_version_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    bad = [(s, t) for s, ts in graph.items() if s == "flightdeck.api.a2a_v1" for t in sorted(ts) if t in _A2A[1:]]
+    bad += [
+        (s, t)
+        for s, ts in graph.items()
+        if s == "flightdeck.domain.a2a.wire_v1"
+        for t in sorted(ts)
+        if t.startswith("flightdeck.")
+    ]
+    return bad
+
+
+def test_the_a2a_version_tables_import_each_other_one_way_only():
+    assert a2a_version_violations(import_graph()) == []
+    assert a2a_version_violations({"flightdeck.api.a2a_v1": {"flightdeck.api.a2a_routes"}}) == [
+        ("flightdeck.api.a2a_v1", "flightdeck.api.a2a_routes")
+    ]
+    assert "flightdeck.api.a2a_v1" in import_graph()["flightdeck.api.a2a_routes"]

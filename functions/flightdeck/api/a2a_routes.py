@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +19,12 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
-from flightdeck.api import strict_json
+from flightdeck.api import a2a_v1, strict_json
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
 from flightdeck.domain.a2a import tasks as a2a
+from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -55,7 +56,9 @@ NO_STREAMING = (
     "use message/send and tasks/get or push notifications"
 )
 # The streaming methods: answered as Server-Sent Events by flightdeck.api.a2a_stream_routes.
-STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"})
+STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"}) | a2a_v1.STREAM_METHODS
+VERSION_HEADER = "a2a-version"
+V03, V10 = "0.3", v1.PROTOCOL_VERSION
 
 
 def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
@@ -93,11 +96,39 @@ METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str |
 }
 
 
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def _error(request_id: Any, code: int, message: str, data: Any = None, version: str = V03) -> dict[str, Any]:
+    """A JSON-RPC error response; in v1.0's shape `data` is an array of typed objects, an ErrorInfo first."""
     error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
+    if version == V10:
+        error["data"] = v1.error_details(code, data)
+    elif data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def wire_version(asked: str) -> str | None:
+    """The version an A2A-Version value names: "0.3", "1.0", or None for one this endpoint does not serve.
+    Empty means 0.3 (the spec's default); a patch or a later minor of 1 is 1.0, as a2a-sdk compares them."""
+    text = asked.strip()
+    if not text:
+        return V03
+    major, _, rest = text.partition(".")
+    minor = rest.partition(".")[0] or "0"
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    if int(major) == 1:
+        return V10
+    return V03 if (int(major), int(minor)) == (0, 3) else None
+
+
+def version_asked(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None) -> str:
+    """The request's A2A-Version: its header, else its query parameter, else "" (header names are
+    case-insensitive, a query parameter's name is not)."""
+    for name, value in (headers or {}).items():
+        if name.lower() == VERSION_HEADER and isinstance(value, str):
+            return value
+    value = (query or {}).get("A2A-Version")
+    return value if isinstance(value, str) else ""
 
 
 rpc_error = _error  # for the streaming routes (flightdeck.api.a2a_stream_routes)
@@ -124,48 +155,88 @@ def _valid_id(body: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class RpcCall:
-    """A JSON-RPC request that passed every check: its id, method and params (the method's model)."""
+    """A JSON-RPC request that passed every check: its id, method and params (the core's params model: a
+    v1.0 request's, converted), and the protocol version it speaks."""
 
     id: Any
     method: str
     params: Any
+    version: str = V03
 
 
-def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
+def validate_rpc(raw: str, asked_version: str = "") -> RpcCall | dict[str, Any]:
     """The request, checked; or the JSON-RPC error response that refuses it.
 
     The checks run in this order, each answering with the spec's code: the body parses as JSON
     within strict_json's bounds (-32700); it is one Request object: "jsonrpc": "2.0", a string
     method, an id of a valid type, params absent or structured, no other members (-32600); the
-    method exists (-32601); its params are an object of the method's shape, all text valid
-    Unicode (-32602); only then whether it has an id (below).
+    A2A-Version asked for (`asked_version`: header or query parameter) is one this endpoint serves
+    (-32009); the method exists in v0.3's table or v1.0's (-32601); it is of the version asked for
+    (-32009: a v0.3 name under A2A-Version 1.0, a v1.0 name under an explicit 0.3; a v1.0 name without
+    the header is taken as v1.0: no name is shared); its params are an object of the method's shape,
+    all text valid Unicode (-32602); only then whether it has an id (below). Errors are in the shape of
+    the version asked for, else of the method's.
     """
+    wire = wire_version(asked_version)
+    shape = V10 if wire == V10 else V03
     try:
         body = strict_json.loads(raw)
     except strict_json.JsonRefused as exc:
-        return _error(None, PARSE_ERROR, f"Parse error: {exc.message}")
+        return _error(None, PARSE_ERROR, f"Parse error: {exc.message}", version=shape)
     if isinstance(body, list):
-        return _error(None, INVALID_REQUEST, "Invalid Request: batch requests are not supported")
+        return _error(None, INVALID_REQUEST, "Invalid Request: batch requests are not supported", version=shape)
     if not isinstance(body, dict):
-        return _error(None, INVALID_REQUEST, "Invalid Request: a request is a JSON object")
+        return _error(None, INVALID_REQUEST, "Invalid Request: a request is a JSON object", version=shape)
     request_id = _valid_id(body)
     try:
         request = JSONRPCRequest.model_validate(body)
     except ValidationError as exc:
         message, details = _first_problem(exc)
-        return _error(request_id, INVALID_REQUEST, f"Invalid Request: {message}", details)
+        return _error(request_id, INVALID_REQUEST, f"Invalid Request: {message}", details, version=shape)
     if not strict_json.is_unicode(request.method) or (
         isinstance(request.id, str) and not strict_json.is_unicode(request.id)
     ):
-        return _error(None, INVALID_REQUEST, "Invalid Request: method and id must be valid Unicode text")
+        return _error(None, INVALID_REQUEST, "Invalid Request: method and id must be valid Unicode text", version=shape)
+    if wire is None:
+        return _error(
+            request_id,
+            v1.VERSION_NOT_SUPPORTED,
+            f"Version not supported: A2A-Version {asked_version.strip()!r}; this endpoint serves 0.3 and 1.0",
+            {"requestedVersion": asked_version.strip(), "supportedVersions": "0.3, 1.0"},
+            version=V10,
+        )
     entry = METHODS.get(request.method)
-    note(operation=f"a2a:{request.method}" if entry is not None else "a2a:unknown")
-    if entry is None:
-        return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {request.method}")
-    params_model, _ = entry
+    v1_entry = a2a_v1.METHODS.get(request.method)
+    note(operation=f"a2a:{request.method}" if entry is not None or v1_entry is not None else "a2a:unknown")
+    if v1_entry is not None:
+        shape = V10
+    if entry is None and v1_entry is None:
+        return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {request.method}", version=shape)
+    explicit = bool(asked_version.strip())
+    if entry is not None and wire == V10:
+        return _error(
+            request_id,
+            v1.VERSION_NOT_SUPPORTED,
+            f"Version not supported: {request.method} is an A2A 0.3 method, the request says A2A-Version "
+            f"{asked_version.strip()} (send it without the header or with 0.3, or use its 1.0 name)",
+            {"method": request.method, "requestedVersion": asked_version.strip(), "methodVersion": V03},
+            version=V10,
+        )
+    if v1_entry is not None and explicit and wire == V03:
+        return _error(
+            request_id,
+            v1.VERSION_NOT_SUPPORTED,
+            f"Version not supported: {request.method} is an A2A 1.0 method, the request says A2A-Version "
+            f"{asked_version.strip()} (send A2A-Version: 1.0)",
+            {"method": request.method, "requestedVersion": asked_version.strip(), "methodVersion": V10},
+            version=V10,
+        )
+    params_model = v1_entry.params if v1_entry is not None else METHODS[request.method][0]
     if request.params is not None and not isinstance(request.params, dict):
         # JSON-RPC allows by-position params (an array); every A2A method takes an object.
-        return _error(request_id, INVALID_PARAMS, f"Invalid params: {request.method} takes params as an object")
+        return _error(
+            request_id, INVALID_PARAMS, f"Invalid params: {request.method} takes params as an object", version=shape
+        )
     where = strict_json.lone_surrogate_at(request.params or {})
     if where is not None:
         return _error(
@@ -173,44 +244,66 @@ def validate_rpc(raw: str) -> RpcCall | dict[str, Any]:
             INVALID_PARAMS,
             f"Invalid params: params.{strict_json.dotted(where)}: {NOT_UNICODE}",
             {"field": f"params.{strict_json.dotted(where)}"},
+            version=shape,
         )
     try:
         params = params_model.model_validate(request.params or {})
+        if v1_entry is not None:
+            params = v1_entry.to_core(params)
     except ValidationError as exc:
         message, details = _first_problem(exc, "params")
-        return _error(request_id, INVALID_PARAMS, f"Invalid params: {message}", details)
+        return _error(request_id, INVALID_PARAMS, f"Invalid params: {message}", details, version=shape)
     if "id" not in body:
         # JSON-RPC 2.0 says a notification (no id) gets no response at all. Every A2A method is a
         # request that answers something, so one without an id is refused, and, as issue 14 asks,
         # only after its method and params were checked: a client that forgot the id learns of a
         # wrong method or params too. Over HTTP a response is sent in any case.
         return _error(
-            None, INVALID_REQUEST, "Invalid Request: id is required (A2A methods are requests, not notifications)"
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: id is required (A2A methods are requests, not notifications)",
+            version=shape,
         )
-    return RpcCall(request.id, request.method, params)
+    return RpcCall(request.id, request.method, params, V10 if v1_entry is not None else V03)
 
 
 def run_rpc(d: Deps, call: RpcCall, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
-    """Run a checked request's method: its JSON-RPC response (A2A errors as error responses)."""
-    _, method = METHODS[call.method]
+    """Run a checked request's method: its JSON-RPC response (A2A errors as error responses). A v1.0
+    method runs the core's implementation on its converted params, and its answer is converted back."""
+    v1_method = a2a_v1.METHODS[call.method] if call.version == V10 else None
+    method = v1_method.call if v1_method is not None else METHODS[call.method][1]
     try:
+        if method is None:  # a v1.0 streaming method reached the one-response path
+            method = _not_streamed
         result = method(d, call.params, remaining_ms, caller)
+        if v1_method is not None:
+            result = v1_method.to_wire(result)
     except A2AError as exc:
-        return _error(call.id, exc.code, exc.message, exc.data)
+        return _error(call.id, exc.code, exc.message, exc.data, version=call.version)
     except ItemTooLargeError as exc:
-        return _error(call.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})")
+        return _error(
+            call.id,
+            INVALID_PARAMS,
+            f"Invalid params: the message is too large to store ({exc})",
+            version=call.version,
+        )
     except Exception:
         logger.exception("A2A method failed", extra={"method": call.method})
-        return _error(call.id, INTERNAL_ERROR, "Internal error: the request could not be processed")
+        return _error(
+            call.id, INTERNAL_ERROR, "Internal error: the request could not be processed", version=call.version
+        )
     return {"jsonrpc": "2.0", "id": call.id, "result": result}
 
 
-def handle_rpc(d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
+def handle_rpc(
+    d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None, version: str = ""
+) -> dict[str, Any]:
     """One JSON-RPC request in, one JSON-RPC response out (as a dict): validate_rpc, then run_rpc.
 
     caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
+    version: the request's A2A-Version ("": none sent).
     """
-    call = validate_rpc(raw)
+    call = validate_rpc(raw, version)
     return call if isinstance(call, dict) else run_rpc(d, call, remaining_ms, caller)
 
 
@@ -317,5 +410,7 @@ def _remaining_ms() -> int | None:
     },
 )
 def post_a2a() -> Response[dict[str, Any]]:
-    payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer())
+    event = router.current_event
+    asked = version_asked(event.headers, event.query_string_parameters)
+    payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer(), asked)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)

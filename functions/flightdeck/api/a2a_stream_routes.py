@@ -20,11 +20,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
+from flightdeck.api.a2a_routes import STREAM_METHODS, V10, RpcCall, rpc_error, run_rpc, validate_rpc, version_asked
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame
 from flightdeck.domain.a2a import stream as a2a_stream
 from flightdeck.domain.a2a.wire import INTERNAL_ERROR, INVALID_PARAMS, A2AError
+from flightdeck.domain.a2a.wire_v1 import event_to_wire
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.domain.streaming import Note, Pace
 from flightdeck.observability import count, logger
@@ -54,20 +55,22 @@ def _remaining_ms(context: Any) -> int | None:
     return int(getter()) if callable(getter) else None
 
 
-def _frames(request_id: Any, events: Iterator[Any]) -> Iterator[bytes]:
+def _frames(request_id: Any, events: Iterator[Any], version: str) -> Iterator[bytes]:
     try:
         for event in events:
             if isinstance(event, Note):
                 yield comment(event.text)
             else:
-                yield frame({"jsonrpc": "2.0", "id": request_id, "result": event})
+                result = event_to_wire(event) if version == V10 else event
+                yield frame({"jsonrpc": "2.0", "id": request_id, "result": result})
     except Exception:  # a read failed mid-stream: say so in the stream's own terms, then end it
         logger.exception("A2A stream failed")
         yield frame(
             rpc_error(
                 request_id,
                 INTERNAL_ERROR,
-                "Internal error: the stream could not go on; tasks/resubscribe to follow the task again",
+                "Internal error: the stream could not go on; subscribe to the task again to follow it",
+                version=version,
             )
         )
 
@@ -84,7 +87,7 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     d = deps()
     if get_settings().streaming != "on":
         return None
-    call = validate_rpc(_raw_body(event))
+    call = validate_rpc(_raw_body(event), version_asked(event.get("headers"), event.get("queryStringParameters")))
     remaining_ms = _remaining_ms(context)
     if isinstance(call, dict):
         return _json(call)
@@ -97,16 +100,21 @@ def _stream(d: Any, call: RpcCall, remaining_ms: int | None) -> StreamReply:
     pace = Pace.of(d.settings, remaining_ms)
     caller = current_peer()
     try:
-        if call.method == "message/stream":
+        if call.method in ("message/stream", "SendStreamingMessage"):
             events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller)
         else:
             events = a2a_stream.resubscribe(d, call.params, pace, caller)
     except A2AError as exc:
-        return _one(rpc_error(call.id, exc.code, exc.message, exc.data))
+        return _one(rpc_error(call.id, exc.code, exc.message, exc.data, version=call.version))
     except ItemTooLargeError as exc:
-        return _one(rpc_error(call.id, INVALID_PARAMS, f"Invalid params: the message is too large to store ({exc})"))
+        message = f"Invalid params: the message is too large to store ({exc})"
+        return _one(rpc_error(call.id, INVALID_PARAMS, message, version=call.version))
     except Exception:
         logger.exception("A2A stream could not start", extra={"method": call.method})
-        return _one(rpc_error(call.id, INTERNAL_ERROR, "Internal error: the request could not be processed"))
+        return _one(
+            rpc_error(
+                call.id, INTERNAL_ERROR, "Internal error: the request could not be processed", version=call.version
+            )
+        )
     count("A2AStreamsOpened")
-    return StreamReply(_frames(call.id, events))
+    return StreamReply(_frames(call.id, events, call.version))

@@ -1,4 +1,4 @@
-"""GET /.well-known/agent-card.json: an A2A v0.3 agent card built from settings."""
+"""GET /.well-known/agent-card.json: one A2A agent card for v1.0 and v0.3 (both on POST /a2a), built from settings."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from flightdeck.settings import get_settings
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
 A2A_PROTOCOL_VERSION = "0.3.0"
+A2A_V1_PROTOCOL_VERSION = "1.0"
 # What a streaming client should know (the card's description ends with it when streaming is on).
 STREAMING_NOTE = (
     "Streams (message/stream, tasks/resubscribe) follow a task to its final event; a dropped "
@@ -76,11 +77,20 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
     streaming = settings.streaming == "on"
     if streaming:
         description = f"{description.rstrip()} {STREAMING_NOTE}".strip()
+    rpc_url = f"{base_url}/a2a"
+    security = [{PEER_TOKEN_SCHEME: []}] if inbound_auth else []
     return {
+        # One card for both versions on the same URL (as a2a-sdk 1.x serves its v1.0 card with v0.3's fields
+        # merged in): v1.0 reads supportedInterfaces, securityRequirements and each scheme's typed member;
+        # v0.3 reads url, preferredTransport, protocolVersion, security and each scheme's `type`.
+        "supportedInterfaces": [
+            {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": A2A_V1_PROTOCOL_VERSION},
+            {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": A2A_PROTOCOL_VERSION},
+        ],
         "protocolVersion": A2A_PROTOCOL_VERSION,
         "name": settings.agent_name,
         "description": description,
-        "url": f"{base_url}/a2a",
+        "url": rpc_url,
         "preferredTransport": "JSONRPC",
         "version": settings.agent_version or __version__,
         # Only what is implemented (flightdeck.domain.a2a.tasks): push notifications yes; SSE streaming where
@@ -90,15 +100,23 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
             "streaming": streaming,
             "pushNotifications": True,
             "stateTransitionHistory": False,
+            "extendedAgentCard": False,
             "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks)],
         },
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
-        "securitySchemes": schemes,
+        "securitySchemes": {name: _both_shapes(scheme) for name, scheme in schemes.items()},
         # Each entry is one way to be let in; the card itself stays public.
-        "security": [{PEER_TOKEN_SCHEME: []}] if inbound_auth else [],
+        "security": security,
+        "securityRequirements": [{"schemes": {n: {"list": scopes} for n, scopes in r.items()}} for r in security],
     }
+
+
+def _both_shapes(scheme: dict[str, Any]) -> dict[str, Any]:
+    """An http scheme in v0.3's shape (`type`) with v1.0's (a oneof member, httpAuthSecurityScheme) beside it."""
+    typed = {k: v for k, v in scheme.items() if k in ("scheme", "bearerFormat", "description")}
+    return {**scheme, "httpAuthSecurityScheme": typed} if scheme.get("type") == "http" else scheme
 
 
 def _example(skill_id: str, example: str | dict[str, Any]) -> str:

@@ -65,6 +65,7 @@ from flightdeck.domain.a2a.wire import (
     TextPart,
     dump,
 )
+from flightdeck.domain.a2a.wire_v1 import task_to_wire
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
@@ -958,7 +959,9 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
         count("A2APushesRefused")
         logger.error("push notification refused: URL no longer allowed", extra=ids)
         return DeliveryOutcome(DeliveryStatus.DEAD, detail="push URL is not under ALLOWED_HOST_MAPPING")
-    answer = deps.peers.post_json(url, item.task, push_headers(item.config))
+    # A config set through v1.0 gets v1.0's body: the task in a StreamResponse ({"task": ...}).
+    body = {"task": task_to_wire(item.task)} if item.config.get("a2aVersion") == "1.0" else item.task
+    answer = deps.peers.post_json(url, body, push_headers(item.config))
     audit_post("push_notification", urlsplit(url).netloc or None, answer, **ids)
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
     if 200 <= answer.status < 300:
@@ -985,7 +988,7 @@ def deliver_push(deps: Deps, item: PushDelivery, attempt: int, first_sent_ms: in
 
 
 def _config_view(task_id: str, config: dict[str, Any]) -> dict[str, Any]:
-    return {"taskId": task_id, "pushNotificationConfig": config}
+    return {"taskId": task_id, "pushNotificationConfig": {k: v for k, v in config.items() if k != "a2aVersion"}}
 
 
 def set_push_config(

@@ -116,6 +116,9 @@ class PushNotificationConfig(_In):
     id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:~-]+$")
     token: str | None = Field(None, max_length=4096)
     authentication: PushNotificationAuthenticationInfo | None = None
+    # Set by the v1.0 edge (flightdeck.domain.a2a.wire_v1): its pushes go out in v1.0's StreamResponse
+    # wrapper. Stored with the config, never shown in a v0.3 answer.
+    a2aVersion: Literal["1.0"] | None = None
 
 
 class TaskPushNotificationConfig(_In):
