@@ -110,6 +110,13 @@ def _cancel_a2a(*args: Any, **kwargs: Any) -> tuple[int, bool, str]:
     return cancel_a2a(*args, **kwargs)
 
 
+def _recover_a2a(*args: Any, **kwargs: Any) -> bool:
+    """Deps.recoverers["handoff"]: flightdeck.domain.a2a.tasks.recover_task, imported by the first one."""
+    from flightdeck.domain.a2a.tasks import recover_task
+
+    return recover_task(*args, **kwargs)
+
+
 def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
     """Deps.transports["a2a"]: the A2A client, imported by the first delegation to an A2A peer."""
     from flightdeck.domain.a2a.client import dispatch_a2a
@@ -124,13 +131,6 @@ class _A2ATurnHooks:
     @functools.cached_property
     def _hooks(self) -> TurnHooks:
         from flightdeck.domain.a2a.tasks import A2ATurnHooks
-def _recover_a2a(*args: Any, **kwargs: Any) -> bool:
-    """Deps.recoverers["handoff"]: flightdeck.domain.a2a.tasks.recover_task, imported by the first one."""
-    from flightdeck.domain.a2a.tasks import recover_task
-
-    return recover_task(*args, **kwargs)
-
-
 
         return A2ATurnHooks()
 
@@ -218,8 +218,6 @@ def deps_within(budget: TimeBudget | None) -> Deps:
     a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
     cards = d.cards.within(budget) if isinstance(d.cards, A2AHttp) else d.cards
     return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards)
-        # The sweep's owner of an A2A task whose message never reached its session.
-        recoverers={"handoff": _recover_a2a},
 
 
 @functools.lru_cache(maxsize=1)

@@ -252,7 +252,6 @@ class Deps:
     # flightdeck.domain.a2a.client.cancel_a2a), registered in flightdeck.wiring:
     # (deps, cancel message, peer service) -> (HTTP status, settled without canceling, detail).
     cancellers: dict[str, Callable[..., tuple[int, bool, str]]] = field(default_factory=dict)
-    # What a protocol add-on does at the turn loop's boundaries (A2A: flightdeck.domain.a2a.tasks's hooks,
     # What the sweep does with an overdue entry a protocol add-on put in the deadline index, by its kind
     # ("handoff": flightdeck.domain.a2a.tasks.recover_task), registered in flightdeck.wiring:
     # (deps, the overdue entry) -> whether it moved something on.
