@@ -81,7 +81,8 @@ def test_a_body_wrong_in_every_field_gets_a_bounded_answer(orchestrator):
     before = _state(orchestrator)
     status, _, body = orchestrator.api("chat_post", body=json.dumps({f"field{i}": i for i in range(900)}))
     assert status == 422
-    assert len(body["error"]["details"]) <= 20 and "(and 900 more problems)" in body["error"]["message"]
+    # 900 unknown fields; content is optional since a structured call (skill) may stand in for it.
+    assert len(body["error"]["details"]) <= 20 and "(and 899 more problems)" in body["error"]["message"]
     # Wider than strict_json allows: refused before validation would build an error per member.
     for wide in ({f"field{i}": i for i in range(40_000)}, {"content": "x", "reply": [0] * 20_000}):
         status, _, body = orchestrator.api("chat_post", body=json.dumps(wide))

@@ -3,7 +3,8 @@
 Each request goes through the local API gateway (flightdeck.local.gateway: the proxy event
 API Gateway would build) to the agent's handler, run as that agent (harness Agent.acting).
 `lose_answers` makes the relay do what a gateway timeout does: the agent processes the
-request, and its caller gets a 504 instead of the answer.
+request, and its caller gets a 504 instead of the answer (POSTs only; a GET, an agent card read for
+the skill tools, passes through uncounted).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class _AgentGateway(ApiGateway):
             response = super().handle(
                 method=method, target=target, headers=headers, body=body, source_ip=source_ip, local_port=local_port
             )
+        if method != "POST":
+            return response  # a read (an agent card): neither lost nor counted, the exchanges are the tasks'
         sent = response
         if relay.lose_answers > 0:
             relay.lose_answers -= 1
