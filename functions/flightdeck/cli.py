@@ -143,6 +143,8 @@ def local_demo(args: argparse.Namespace) -> int:
     from flightdeck.local import demo
     from flightdeck.local.stack import StackError
 
+    if args.scenario == demo.SCENARIOS[-1] and args.config == config_file.DEFAULT_CONFIG:
+        args.config = demo.TOOLS_SCENARIO_CONFIG  # the tools scenario's own file: an MCP server beside the agents
     deployment = _load(args.config, args.local_model)
     if deployment is None:
         return EXIT_USAGE
@@ -308,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local demo --scenario timeout    # the delegator stops waiting, the answer arrives late\n"
             "  flightdeck local demo --scenario ask        # the delegate asks, the delegator answers in its context\n"
             "  flightdeck local demo --scenario skills     # a structured call, a response schema, a mismatch marked\n"
+            "  flightdeck local demo --scenario tools      # an MCP server's tool (examples/mcp-tools.toml)\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
             "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)"
         ),

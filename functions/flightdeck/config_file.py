@@ -201,12 +201,34 @@ class AgentSpec(AgentDefinition):
         return ",".join(f"{n}:{u}" for n, u in entries.items())
 
 
+class LocalMcpServer(BaseModel):
+    """LOCAL ONLY: an example MCP server `flightdeck local` starts on loopback (examples/mcp/)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A Python script serving MCP on --port (relative paths: from the repository's root).
+    script: str = Field(min_length=1)
+    port: int = Field(gt=0, lt=65536)
+    # The environment variable holding the token it takes (set to a fresh one when unset); agents' credentials
+    # "env:<token_env>" read the same one.
+    token_env: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$")
+
+
+class LocalSection(BaseModel):
+    """LOCAL ONLY: what `flightdeck local` runs beside the agents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mcp_servers: dict[str, LocalMcpServer] = Field(default_factory=dict)
+
+
 class DeploymentFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Settings applied to every agent unless the agent's own env overrides them.
     defaults: dict[str, str] = Field(default_factory=dict)
     agents: dict[str, AgentSpec]
+    local: LocalSection = Field(default_factory=LocalSection)
 
     def environment(self, agent: str) -> dict[str, str]:
         spec = self.agents[agent]

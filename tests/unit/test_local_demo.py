@@ -138,7 +138,7 @@ def test_help_describes_the_commands(capsys):
     with pytest.raises(SystemExit):
         cli.main(["local", "demo", "--help"])
     text = capsys.readouterr().out
-    assert "--scenario {delegate,parallel,timeout,ask,skills}" in text and "(default)" in text
+    assert "--scenario {delegate,parallel,timeout,ask,skills,tools}" in text and "(default)" in text
 
 
 def test_no_command_prints_help_and_exits_2(capsys):

@@ -249,3 +249,31 @@ def test_build_model_and_tool_specs():
         )
     with pytest.raises(ValueError, match="several tools named ask_w"):
         AgentDefinition(name="x", delegates=[DelegateTool(agent="w"), DelegateTool(agent="w", service="other")])
+
+
+def test_an_mcp_tool_marker_calls_the_tool_with_the_text_as_its_required_string():
+    from flightdeck.domain.agent import McpServer
+
+    agent = AgentDefinition(
+        name="reader", mcp_servers=[McpServer(name="notes", url="http://127.0.0.1:8931/mcp", credential="")]
+    )
+    tools = [
+        {
+            "toolSpec": {
+                "name": "notes__search",
+                "inputSchema": {
+                    "json": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+                },
+            }
+        }
+    ]
+    model = ScriptedModel(ModelConfig(), agent)
+    reply = model.converse(
+        system="", messages=[{"role": "user", "content": [{"text": "!notes__search owls"}]}], tools=tools
+    )
+    [use] = reply.tool_uses
+    assert (use["name"], use["input"]) == ("notes__search", {"query": "owls"})
+    json_reply = model.converse(
+        system="", messages=[{"role": "user", "content": [{"text": '!notes__search {"query": "x"}'}]}], tools=tools
+    )
+    assert json_reply.tool_uses[0]["input"] == {"query": "x"}

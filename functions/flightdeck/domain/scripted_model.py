@@ -9,6 +9,9 @@ Behaviour, as a pure function of (agent, system, messages, tools):
     The task of a mention is the text up to the next marker or the end.
   - ``!tool args`` for a local tool of the agent (among ``tools``) becomes a
     toolUse of that tool with ``args`` as its single string argument.
+  - ``!server__tool args`` for a tool of one of its MCP servers (among ``tools``): a toolUse of it whose
+    input is ``args`` when they are a JSON object, else ``args`` as the first string its input schema
+    requires (``!notes__search owls`` is ``{"query": "owls"}``).
   - Otherwise the agent answers the task itself (stop_reason "end_turn"):
     ``[name] Task: "<task>" — answer: <n> words; reversed: "<words reversed>"``.
   - Mentions of agents it cannot delegate to are not delegated; the answer
@@ -220,6 +223,8 @@ class ScriptedModel:
                 # `?ask` stays in the text: it is the task's (or a delegate's task's) own
             elif name in self.agent.builtin_tools and name in available and get_tool(name) is not None:
                 markers.append((m.start(), m.end(), ("local", name, name)))
+            elif name in available and self.agent.mcp_server(name.partition("__")[0]) is not None:
+                markers.append((m.start(), m.end(), ("mcp", name, name)))
             # any other `!word` is ordinary text
         segments = []
         for i, (_, end, marker) in enumerate(markers):
@@ -303,7 +308,7 @@ class ScriptedModel:
             return "end_turn", [{"text": answer}]
 
         delegations = [c for c in calls if c.kind in ("delegate", "skill")]
-        local = [c for c in calls if c.kind == "local"]
+        local = [c for c in calls if c.kind in ("local", "mcp")]
         said = []
         if delegations:
             targets = ", ".join(dict.fromkeys(f"@{c.target}" for c in delegations))
@@ -318,6 +323,8 @@ class ScriptedModel:
         for index, call in enumerate(calls):
             if call.kind == "skill":
                 tool_input = _json_object(call.argument)
+            elif call.kind == "mcp":
+                tool_input = _mcp_input(call.argument, tools, call.tool)
             elif call.kind == "delegate":
                 task, sep, schema = call.argument.partition(_SCHEMA_ARROW)
                 tool_input = {"task": task.strip()}
@@ -470,7 +477,7 @@ class ScriptedModel:
                 break
 
         lines: list[str] = []
-        delegated = answered = local_total = local_ok = 0
+        delegated = answered = local_total = local_ok = mcp_total = mcp_ok = 0
         for block in messages[-1].get("content", []):
             if "toolResult" not in block:
                 continue
@@ -492,6 +499,14 @@ class ScriptedModel:
                 else:
                     answered += 1
                     lines.append(f'- @{delegate.agent} via {tool} ("{task}") answered:\n{text}')
+            elif self.agent.mcp_server(tool.partition("__")[0]) is not None:
+                mcp_total += 1
+                label = f"!{tool} {json.dumps(tool_input, ensure_ascii=False, sort_keys=True)}"
+                if failed:
+                    lines.append(f"- {label} failed: {_failure_reason(text)}")
+                else:
+                    mcp_ok += 1
+                    lines.append(f"- {label} → {text}")
             else:
                 local_total += 1
                 local_tool = get_tool(tool)
@@ -510,6 +525,8 @@ class ScriptedModel:
             summary.append(f"{answered} of {delegated} delegation{'s' if delegated != 1 else ''} answered.")
         if local_total:
             summary.append(f"{local_ok} of {local_total} local tool call{'s' if local_total != 1 else ''} succeeded.")
+        if mcp_total:
+            summary.append(f"{mcp_ok} of {mcp_total} MCP tool call{'s' if mcp_total != 1 else ''} succeeded.")
         if not summary:
             summary.append("No tool results.")
         head = " ".join(summary)
@@ -517,6 +534,21 @@ class ScriptedModel:
         if unknown:
             out.append(self._unknown_line(unknown))
         return "\n".join(out)
+
+
+def _mcp_input(argument: str, tools: list[ToolSpec], name: str) -> dict[str, Any]:
+    """An MCP tool's input from `!server__tool args`: a JSON object as it is, else the text as the first string
+    property its input schema requires (or lists)."""
+    value = _json_value(argument)
+    if isinstance(value, dict):
+        return value
+    spec = next((t.get("toolSpec", {}) for t in tools if t.get("toolSpec", {}).get("name") == name), {})
+    schema = (spec.get("inputSchema") or {}).get("json") or {}
+    properties = schema.get("properties") or {}
+    strings = [k for k, v in properties.items() if isinstance(v, dict) and v.get("type") == "string"]
+    required = [k for k in schema.get("required") or [] if k in strings]
+    key = (required or strings or ["input"])[0]
+    return {key: argument}
 
 
 def _call_text(text: str) -> str:

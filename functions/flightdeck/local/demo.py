@@ -27,7 +27,10 @@ from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
 
-SCENARIOS = ("delegate", "parallel", "timeout", "ask", "skills")
+SCENARIOS = ("delegate", "parallel", "timeout", "ask", "skills", "tools")
+# The tools scenario: an MCP server's tool the delegator calls (examples/mcp-tools.toml, its default file).
+TOOLS_SCENARIO_CONFIG = config_file.DEFAULT_CONFIG.parent / "mcp-tools.toml"
+TOOLS_SCENARIO_TOOL = "notes__search"
 # The skills scenario (docs/SKILLS.md): the delegate's skill the demo calls through the tool its card gives.
 SKILLS_SCENARIO_SKILL = "summarise"
 SKILLS_SCENARIO_SCHEMA = '{"pages": "number", "issues": "string[]"}'
@@ -102,6 +105,8 @@ def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) 
         "skills": f'@{first}:{SKILLS_SCENARIO_SKILL} {{"text": "Asynchronous delegation frees the caller while '
         f'the delegate works."}} @{first} review the launch plan => {SKILLS_SCENARIO_SCHEMA} '
         f"@{first} review it again !prose => {SKILLS_SCENARIO_SCHEMA}",
+        # A tool of the delegator's MCP server (the local model's !<server>__<tool> marker).
+        "tools": f"!{TOOLS_SCENARIO_TOOL} owl",
     }
     token = deployment.agents[delegator].peers.get(DEMO_PEER, "")
     if message is not None:
@@ -492,6 +497,8 @@ def run(
                 )
                 if scenario == "skills":
                     expected += (f"{chosen.delegate}__{SKILLS_SCENARIO_SKILL}",)
+                if scenario == "tools":
+                    expected = (TOOLS_SCENARIO_TOOL,)
                 check_outcome(scenario, session, expected)
             if scenario == "timeout" and not timeline.wait_for(chosen.delegate, "idle", 0):
                 out.write(f"  (waiting for {chosen.delegate} to stop...)\n")

@@ -155,6 +155,9 @@ class LocalStack:
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.log_level = log_level
         self.extra_env = dict(extra_env or {})
+        # [local.mcp_servers]: their processes, and the tokens they take (in the agents' environment too).
+        self._mcp_processes: list[subprocess.Popen[bytes]] = []
+        self._mcp_env: dict[str, str] = {}
         self._previous_secrets: dict[str, str] = {}
         self.handlers_package = handlers_package
         # The module each agent host process runs (python -m): a tool that wraps the host (the
@@ -216,6 +219,7 @@ class LocalStack:
             **({"POWERTOOLS_LOG_LEVEL": self.log_level} if self.log_level else {}),
             # §4 settings from the file; everything after them is fixed by the stack.
             **self.deployment.environment(agent),
+            **self._mcp_env,
             **self.extra_env,
             setting_variable("agent_name"): agent,
             setting_variable("agent_description"): spec.description,
@@ -276,6 +280,7 @@ class LocalStack:
             try:
                 unspawned.update(self._bind_agent_ports())
                 self._start_moto(listen("127.0.0.1", self.moto_port, MOTO_OWNER))
+                self._start_mcp_servers()
                 self._create_resources()
                 for name in self.agents:
                     self._spawn_agent(name, unspawned.pop(name))
@@ -335,12 +340,48 @@ class LocalStack:
             self._stopped = True
             agents = [c for n, c in self._children.items() if n != MOTO]
             self._terminate(agents)  # agents first: they talk to moto
+            for server in self._mcp_processes:
+                server.terminate()
+            for server in self._mcp_processes:
+                try:
+                    server.wait(5)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+            self._mcp_processes.clear()
             if MOTO in self._children:
                 self._terminate([self._children[MOTO]])
             self._children.clear()
             self._remove_exit_hooks()
 
     # --- start-up steps -------------------------------------------------------------------
+
+    def _start_mcp_servers(self) -> None:
+        """LOCAL ONLY: the example MCP servers of [local.mcp_servers], each on its loopback port, with its token
+        (the one in the environment variable it names, else a fresh one the agents get too)."""
+        root = config_file.DEFAULT_CONFIG.parents[1]
+        for name, server in self.deployment.local.mcp_servers.items():
+            env = _child_base_environment()
+            if server.token_env:
+                token = (
+                    os.environ.get(server.token_env) or self._mcp_env.get(server.token_env) or secrets.token_urlsafe(24)
+                )
+                self._mcp_env[server.token_env] = env[server.token_env] = token
+            script = Path(server.script) if Path(server.script).is_absolute() else root / server.script
+            args = [sys.executable, str(script), "--port", str(server.port)]
+            if server.token_env:
+                args += ["--token-env", server.token_env]
+            self._mcp_processes.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL))
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", server.port), 0.5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or self._mcp_processes[-1].poll() is not None:
+                        raise StackError(
+                            f"the MCP server {name!r} ({script}) did not start on port {server.port}"
+                        ) from None
+                    time.sleep(0.1)
 
     def _bind_agent_ports(self) -> dict[str, tuple[socket.socket, socket.socket]]:
         """agent -> (its gateway's socket, its Lambda Invoke API's loopback socket)."""
