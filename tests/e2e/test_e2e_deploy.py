@@ -162,6 +162,7 @@ def test_the_deployed_events_route_reads_the_timeline_with_its_read_only_role(ro
         "delegating",
         "callback_accepted",
         "callback_accepted",
+        "progress",  # "2 of 2 delegations answered", from the completed turn's record (no read more)
         "thinking",
         "answer",
         "idle",
