@@ -139,6 +139,18 @@ def streamed_think(w: World) -> None:
     w.settle()
 
 
+def mcp_inline_call(w: World) -> None:
+    """An MCP tool answered inside the think (flightdeck.domain.mcp_tools), then the think that reads it."""
+    w.chat("s-mcp", "!notes__search tides", "m-1")
+    w.settle()
+
+
+def mcp_deferred_call(w: World) -> None:
+    """A slow MCP tool, taken like a delegation: the dispatch worker calls it and records its result."""
+    w.chat("s-mcp-slow", '!notes__slow {"seconds": 12}', "m-1")
+    w.settle()
+
+
 # --- A2A ------------------------------------------------------------------------------------------
 
 
@@ -185,6 +197,8 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("delegate-asks-continuation-answers", delegate_asks),
     Scenario("per-delegation-timeouts", per_delegation_timeouts, frozenset({"slow one"})),
     Scenario("streamed-think", streamed_think),
+    Scenario("mcp-inline-call", mcp_inline_call),
+    Scenario("mcp-deferred-call", mcp_deferred_call),
     Scenario("a2a-send", a2a_send),
     Scenario("a2a-continue", a2a_continue),
     Scenario("a2a-cancel", a2a_cancel),

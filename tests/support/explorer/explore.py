@@ -19,6 +19,7 @@ from typing import Any
 from flightdeck import wiring
 from flightdeck.adapters import model_choice
 from flightdeck.adapters.http_peers import Peers
+from flightdeck.adapters.mcp_http import McpHttp
 from flightdeck.local.resources import create_table
 from tests.support.explorer.catalogue import Scenario
 from tests.support.explorer.invariants import INVARIANTS, check
@@ -35,6 +36,10 @@ AGENT_CONFIG = {
     "delegates": [
         {"agent": "worker", "service": "worker", "callback_service": "orchestrator"},
         {"agent": "sleeper", "service": "worker", "callback_service": "orchestrator", "timeout_ms": 4000},
+    ],
+    # An MCP server (the world answers for it): search runs inline, slow is deferred to the dispatch worker.
+    "mcp_servers": [
+        {"name": "notes", "url": f"{PEERS}/mcp", "tools": ["search", {"name": "slow", "timeout_ms": 15000}]}
     ],
 }
 STREAM_CHUNK_MS = 60  # the model's time per streamed piece: the relay writes every other one
@@ -57,6 +62,16 @@ def _world() -> World:
 
 def _post_json(self: Peers, url: str, body: Any, headers: dict[str, str] | None = None, timeout_s: Any = None) -> Any:
     return _world().peer_post(url, json.loads(json.dumps(body)), headers)
+
+
+def _mcp_list(self: McpHttp, url: str, token: str | None, timeout_s: float) -> Any:
+    return _world().mcp_list()
+
+
+def _mcp_call(
+    self: McpHttp, url: str, token: str | None, tool: str, arguments: dict[str, Any], timeout_s: float
+) -> Any:
+    return _world().mcp_call(tool, arguments)
 
 
 class RecordedModel:
@@ -121,6 +136,8 @@ class Explorer:
             extra_env={"AGENT_CONFIG": json.dumps(AGENT_CONFIG), "STREAM_POLL_INTERVAL_MS": "100"},
         )
         monkeypatch.setattr(Peers, "post_json", _post_json)
+        monkeypatch.setattr(McpHttp, "list_tools", _mcp_list)
+        monkeypatch.setattr(McpHttp, "call_tool", _mcp_call)
         real_build = model_choice.build_model
         monkeypatch.setattr(model_choice, "build_model", lambda agent: RecordedModel(real_build(agent)))
         self.runs = 0

@@ -23,6 +23,7 @@ from typing import Any
 
 from flightdeck import topology, wiring
 from flightdeck.adapters.http_peers import PeerResponse
+from flightdeck.domain.mcp_ports import McpExchange
 from flightdeck.local.invocation import LocalLambdaContext
 from tests.support.explorer.steps import Crash
 from tests.support.harness import Agent, load_event
@@ -92,6 +93,7 @@ class World:
     deliveries: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
     delegations: dict[str, Delegation] = field(default_factory=dict)
     asks: list[Ask] = field(default_factory=list)
+    mcp_calls: list[str] = field(default_factory=list)
     auto_answer: bool = False
     scanned: list[dict[str, Any]] | None = None  # the session items the invariants read (raw)
     running: str | None = None
@@ -214,6 +216,24 @@ class World:
             seen.append((str(body.get("status", "success")), str(body.get("result"))))
             return (202, {"status": "accepted"}) if len(seen) == 1 else (200, {"status": "duplicate"})
         return 404, {"error": {"code": "not_found", "message": "no such route here"}}
+
+    # --- the fake MCP server (flightdeck.adapters.mcp_http.McpHttp) ---------------------------------
+    def mcp_list(self) -> McpExchange:
+        """Its tools: a read, not a committed step (a warm container lists once per TTL)."""
+        tools = [
+            {"name": "search", "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}}},
+            {"name": "slow", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
+        ]
+        return McpExchange("ok", {"tools": tools}, version="2026-07-28")
+
+    def mcp_call(self, tool: str, arguments: dict[str, Any]) -> McpExchange:
+        """A tool call: the server's effect is committed once it answers (a crash after it loses the answer)."""
+        if self.running is not None and self.dead:
+            raise Crash(f"{self.running} is dead: the MCP call {tool} not sent")
+        self.mcp_calls.append(tool)
+        if self.running is not None:
+            self._step(f"http:POST mcp {tool}")
+        return McpExchange("ok", {"content": [{"type": "text", "text": f"{tool}: {json.dumps(arguments)}"}]})
 
     def answer_delegations(self) -> None:
         """The worker answers every task it holds (a callback to our /api/tools/response each)."""
