@@ -51,6 +51,7 @@ def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
                     {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "AttributeType": "N"},
                     {"AttributeName": topology.SESSION_OWNER_ATTRIBUTE, "AttributeType": "S"},
                     {"AttributeName": topology.SESSION_CREATED_AT_ATTRIBUTE, "AttributeType": "N"},
+                    {"AttributeName": topology.TASK_UPDATED_AT_ATTRIBUTE, "AttributeType": "N"},
                 ]
             ),
             "TimeToLiveSpecification": {"AttributeName": topology.TTL_ATTRIBUTE, "Enabled": True},
@@ -70,6 +71,14 @@ def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
                     "KeySchema": [
                         {"AttributeName": topology.SESSION_OWNER_ATTRIBUTE, "KeyType": "HASH"},
                         {"AttributeName": topology.SESSION_CREATED_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
+                {
+                    "IndexName": topology.TASKS_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": topology.TASK_OWNER_ATTRIBUTE, "KeyType": "HASH"},
+                        {"AttributeName": topology.TASK_UPDATED_AT_ATTRIBUTE, "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "KEYS_ONLY"},
                 },

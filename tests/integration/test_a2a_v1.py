@@ -232,3 +232,29 @@ def test_the_card_lists_both_versions_on_one_url_with_security_in_both_shapes(or
     assert card["securityRequirements"] == [{"schemes": {"peerToken": {"list": []}}}]
     scheme = card["securitySchemes"]["peerToken"]
     assert scheme["type"] == "http" and scheme["httpAuthSecurityScheme"]["scheme"] == "bearer"
+
+
+def test_v03_push_config_get_with_the_task_id_alone_answers_its_one_config_under_its_own_id(orchestrator):
+    orchestrator_url = "http://127.0.0.1:9"  # the allowlist's worker entry: a URL the agent may call
+    task = ok(
+        rpc(
+            orchestrator,
+            "message/send",
+            {
+                "message": {
+                    "kind": "message",
+                    "role": "user",
+                    "messageId": "m-p",
+                    "parts": [{"kind": "text", "text": "x"}],
+                }
+            },
+        )
+    )
+    config = {
+        "url": f"{orchestrator_url}/hook",
+        "id": "mine",
+        "authentication": {"schemes": ["Bearer"], "credentials": "c"},
+    }
+    ok(rpc(orchestrator, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config}))
+    got = ok(rpc(orchestrator, "tasks/pushNotificationConfig/get", {"id": task["id"]}))
+    assert got == {"taskId": task["id"], "pushNotificationConfig": config}

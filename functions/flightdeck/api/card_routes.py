@@ -78,7 +78,7 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
     if streaming:
         description = f"{description.rstrip()} {STREAMING_NOTE}".strip()
     rpc_url = f"{base_url}/a2a"
-    security = [{PEER_TOKEN_SCHEME: []}] if inbound_auth else []
+    security: list[dict[str, list[str]]] = [{PEER_TOKEN_SCHEME: []}] if inbound_auth else []
     return {
         # One card for both versions on the same URL (as a2a-sdk 1.x serves its v1.0 card with v0.3's fields
         # merged in): v1.0 reads supportedInterfaces, securityRequirements and each scheme's typed member;
