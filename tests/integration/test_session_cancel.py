@@ -32,21 +32,25 @@ def agent(aws, monkeypatch, worker):
     return make_agent(monkeypatch, allow=f"worker:{worker.url},orchestrator:{worker.url}")
 
 
-def delegated_task(agent, content="summarise the launch plan") -> str:
+def delegated_task(agent, content="summarise the launch plan", sid=None, token=CALLER_TOKEN) -> str:
     """A task as a delegating agent sends it (with a reply route): the think is queued, not run."""
-    sid = new_session_id()
-    status, _, _ = agent.api(
+    sid = sid or new_session_id()
+    status, _, body = post_delegated(agent, sid, content, token)
+    assert status == 202, body
+    return sid
+
+
+def post_delegated(agent, sid, content, token):
+    return agent.api(
         "chat_post_with_reply",
         SESSION_ID=sid,
-        TOKEN=CALLER_TOKEN,
+        TOKEN=token,
         body={
             "session_id": sid,
             "content": content,
-            "reply": {"callbackService": "orchestrator", "bearerToken": CALLER_TOKEN},
+            "reply": {"callbackService": "orchestrator", "bearerToken": token},
         },
     )
-    assert status == 202
-    return sid
 
 
 def cancel(agent, sid, **kw):
@@ -233,16 +237,7 @@ def test_a_cancel_while_a_delegation_waits_in_the_inbox_answers_that_delegation(
     hand_outbound_to_queues(monkeypatch)
     sid = delegated_task(agent, "the first delegated task")
     second = "a-second-reply-token-of-the-delegating-agent"
-    status, _, body = agent.api(
-        "chat_post_with_reply",
-        SESSION_ID=sid,
-        TOKEN=second,
-        body={
-            "session_id": sid,
-            "content": "the second delegated task",
-            "reply": {"callbackService": "orchestrator", "bearerToken": second},
-        },
-    )
+    status, _, body = post_delegated(agent, sid, "the second delegated task", second)
     assert (status, body["status"]) == (202, "queued")
     assert cancel(agent, sid)[0] == 200
     _drain(agent, sid)
@@ -259,16 +254,7 @@ def test_a_canceled_delegated_session_retires_its_reply_route(agent, worker, mon
     assert agent.item(f"S#{sid}", "META")["route"]["status"] == "retired"
     # Its owner continues the session with a new route: taken at once, not 409 session_busy.
     token = "a-continuation-token-of-the-delegating-agent"
-    status, _, body = agent.api(
-        "chat_post_with_reply",
-        SESSION_ID=sid,
-        TOKEN=token,
-        body={
-            "session_id": sid,
-            "content": "continue, please",
-            "reply": {"callbackService": "orchestrator", "bearerToken": token},
-        },
-    )
+    status, _, body = post_delegated(agent, sid, "continue, please", token)
     assert (status, body["status"], body["turn"]) == (202, "accepted", 2), body
     _drain(agent, sid)
     assert [d["bearer_token"] for d in agent.bodies("delivery")] == [token]

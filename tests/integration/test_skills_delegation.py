@@ -7,17 +7,16 @@ skill's output schema (or the caller's response_schema), and a mismatch is marke
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from flightdeck.local.stack import LocalStack
+from tests.integration.test_two_agents import AS_USER, USER_TOKEN, tool_results, wait_idle
 
 pytestmark = pytest.mark.slow
 
-USER_TOKEN = "fdp_user_test-only-user-token-0123456789abcdef"
 ORCHESTRATOR_TOKEN = "fdp_orchestrator_test-only-orchestrator-token-0123456789"
 CONFIG = f"""
 [agents.orchestrator]
@@ -48,7 +47,6 @@ output_schema = {{ type = "object", properties = {{ product = {{ type = "string"
 id = "summarise"
 description = "Summarise a text (no schema: reached through the free-text tool)"
 """
-AS_USER = {"Authorization": f"Bearer {USER_TOKEN}"}
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +65,8 @@ def chat(stack, content, agent="orchestrator", **fields):
     return resp.json()["session_id"]
 
 
-def wait_idle(stack, sid, agent="orchestrator", timeout_s=30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        session = requests.get(f"{stack.urls[agent]}/api/sessions/{sid}", headers=AS_USER, timeout=10).json()
-        if session["status"] == "idle":
-            return session
-        time.sleep(0.1)
-    raise AssertionError(f"session {sid} not idle: {session}")
-
-
 def tool_uses(session):
     return [b["toolUse"] for m in session["messages"] for b in m["content"] if "toolUse" in b]
-
-
-def tool_results(session):
-    return [b["toolResult"] for m in session["messages"] for b in m["content"] if "toolResult" in b]
 
 
 def test_a_skill_of_the_peer_s_card_is_a_tool_called_as_a_structured_call(stack):
