@@ -21,6 +21,10 @@ from .queues import Queues
 from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
 
+# The functions that call an agent's MCP servers: the think lists and calls them, the dispatch worker makes the
+# deferred calls (flightdeck.domain.mcp_tools).
+MCP_CALLERS = frozenset({"turn_worker", "dispatch_worker"})
+
 
 @dataclass(frozen=True)
 class Access:
@@ -141,6 +145,7 @@ class Permissions(Construct):
         model: ModelConfig,
         peer_url_parameters: list[str] = (),
         turn_worker_name: str,
+        mcp_secrets: list[str] = (),
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -218,6 +223,32 @@ class Permissions(Construct):
                 secret.secret.grant_read(function)
             if access.peer_tokens:
                 peer_tokens.secret.grant_read(function)
+            if mcp_secrets and handler in MCP_CALLERS:
+                # The agent's MCP servers' tokens (credential "secret:NAME"): exactly those secrets. A name
+                # matches its ARN's random suffix ("-??????"); an ARN is taken as written.
+                function.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["secretsmanager:GetSecretValue"],
+                        resources=[
+                            name
+                            if name.startswith("arn:")
+                            else stack.format_arn(
+                                service="secretsmanager",
+                                resource="secret",
+                                resource_name=f"{name}-??????",
+                                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                            )
+                            for name in mcp_secrets
+                        ],
+                    )
+                )
+                Validations.of(role).acknowledge(
+                    Acknowledgment(
+                        id="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:*-??????]",
+                        reason="A secret named in the deployment file (an MCP server's credential) matches its ARN's "
+                        "random 6-character suffix: the statement names each secret, no other.",
+                    )
+                )
             if access.peer_urls and parameter_arns:
                 function.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=parameter_arns))
             if access.model and model.provider == "bedrock":

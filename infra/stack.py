@@ -144,6 +144,9 @@ class FlightdeckStack(Stack):
             peer_tokens=peer_tokens,
             model=spec.model,
             peer_url_parameters=[topology.peer_url_parameter(peer_url_prefix, n) for n in env.host_mapping.discovered],
+            mcp_secrets=[
+                m.credential.removeprefix("secret:") for m in spec.mcp_servers if m.credential.startswith("secret:")
+            ],
             turn_worker_name=topology.function_name(prefix, topology.THINK_HANDLER),
         )
         api = Api(
