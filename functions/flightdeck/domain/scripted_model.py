@@ -542,7 +542,7 @@ def _mcp_input(argument: str, tools: list[ToolSpec], name: str) -> dict[str, Any
     value = _json_value(argument)
     if isinstance(value, dict):
         return value
-    spec = next((t.get("toolSpec", {}) for t in tools if t.get("toolSpec", {}).get("name") == name), {})
+    spec: dict[str, Any] = next((t.get("toolSpec", {}) for t in tools if t.get("toolSpec", {}).get("name") == name), {})
     schema = (spec.get("inputSchema") or {}).get("json") or {}
     properties = schema.get("properties") or {}
     strings = [k for k, v in properties.items() if isinstance(v, dict) and v.get("type") == "string"]
