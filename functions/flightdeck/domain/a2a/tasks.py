@@ -71,8 +71,8 @@ from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.delivery import DeliveryOutcome, DeliveryStatus
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
-from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.liveness import Overdue
+from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps, audit_post
 from flightdeck.domain.records import (
     AgentBusyError,
@@ -501,7 +501,6 @@ def _hand_off(
     return started
 
 
-def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
 def recover_task(deps: Deps, overdue: Overdue) -> bool:
     """The sweep's owner of a task whose message never reached its session (Deps.recoverers["handoff"]):
     message/send stored the task, or an answer resumed it from input-required, and the function died
@@ -533,6 +532,7 @@ def recover_task(deps: Deps, overdue: Overdue) -> bool:
     return False
 
 
+def _answer(deps: Deps, rec: TaskRecord, config: Any, remaining_ms: int | None) -> dict[str, Any]:
     """message/send's result: the task, after waiting for its end when the client asked to block."""
     if config and config.blocking and rec.state not in TERMINAL_STATES:
         _wait_terminal(deps, rec.session_id, rec.key, remaining_ms)
@@ -631,8 +631,8 @@ def _answer_question(
     if push is not None:  # the answer's sender is told of what follows (a delegation's new callback token)
         a2a.put_push(rec.session_id, rec.key, push, deps.settings.session_retention_ms)
     try:
-        accepted = ingest_chat(
         # continues_task: the write that takes the answer clears the task's hand-off mark (resume_task set it).
+        accepted = ingest_chat(
             deps,
             content,
             rec.session_id,
