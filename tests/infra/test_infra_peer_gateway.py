@@ -104,6 +104,7 @@ def test_the_peer_routes() -> None:
         ("GET", "/api/sessions/{session_id}/events"),
         ("POST", "/api/sessions/{session_id}/cancel"),
         ("POST", "/a2a"),
+        ("POST", "/mcp"),  # MCP clients' keys: the same registry, scoped to the mcp channel (docs/MCP.md)
     }
 
 

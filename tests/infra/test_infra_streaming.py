@@ -30,6 +30,10 @@ def test_the_streaming_routes() -> None:
     assert {(r.method, r.path, r.handler) for r in STREAMING_ROUTES} == {
         ("POST", "/a2a", "a2a"),
         ("GET", "/api/sessions/{session_id}/events", "session_events"),
+        # MCP's Streamable HTTP on the a2a function (an answer may be SSE); GET and DELETE answer 405.
+        ("POST", "/mcp", "a2a"),
+        ("GET", "/mcp", "a2a"),
+        ("DELETE", "/mcp", "a2a"),
     }
     assert topology.STREAMING_HANDLERS == {"a2a", "session_events"}
     # A stream ends on its own before its function's timeout and API Gateway's 15 minutes.
@@ -52,7 +56,10 @@ def test_streaming_routes_have_a_stream_integration_and_the_others_buffer(orches
         assert ":lambda:path/2015-03-31/functions/" in uri and uri.endswith("/invocations")
 
 
-@pytest.mark.parametrize("route", STREAMING_ROUTES, ids=lambda r: f"{r.method} {r.path}")
+PEER_STREAMING_ROUTES = [r for r in STREAMING_ROUTES if r.auth == topology.PEER_AUTH]
+
+
+@pytest.mark.parametrize("route", PEER_STREAMING_ROUTES, ids=lambda r: f"{r.method} {r.path}")
 def test_streaming_routes_go_through_the_authorizer_and_the_usage_plans(orchestrator_tpl, route) -> None:
     method = methods_by_route(orchestrator_tpl)[(route.method, route.path)]
     chat = methods_by_route(orchestrator_tpl)[("POST", "/api/chat")]

@@ -696,6 +696,10 @@ def test_stage_throttling_logging_and_tracing(orchestrator_tpl, planner_tpl) -> 
             assert field in p["AccessLogSetting"]["Format"]
 
 
+# The JSON-RPC routes whose body the function parses itself.
+RAW_JSON_RPC = ("a2a_POST_a2a", "a2a_POST_mcp")
+
+
 def test_request_validation(orchestrator_tpl) -> None:
     (validator_id,) = resources(orchestrator_tpl, "AWS::ApiGateway::RequestValidator")
     validator = orchestrator_tpl["Resources"][validator_id]["Properties"]
@@ -704,15 +708,16 @@ def test_request_validation(orchestrator_tpl) -> None:
     methods = [m["Properties"] for m in resources(orchestrator_tpl, "AWS::ApiGateway::Method").values()]
     for p in methods:
         assert p["RequestValidatorId"] == {"Ref": validator_id}
-        if p["HttpMethod"] == "POST" and p.get("OperationName") != "a2a_POST_a2a":
+        if p["HttpMethod"] == "POST" and p.get("OperationName") not in RAW_JSON_RPC:
             # JSON syntax only: any JSON value passes, the functions check the shape (422)
             (model,) = referenced_ids(p["RequestModels"]["application/json"])
             schema = models[model]["Properties"]["Schema"]
             assert set(schema["type"]) == {"object", "array", "string", "number", "boolean", "null"}
     assert any(p.get("RequestParameters") == {"method.request.path.session_id": True} for p in methods)
-    # JSON-RPC answers malformed JSON itself (-32700 with HTTP 200): no gateway body check on POST /a2a.
-    (a2a,) = [p for p in methods if p.get("OperationName") == "a2a_POST_a2a"]
-    assert "RequestModels" not in a2a
+    # JSON-RPC answers malformed JSON itself (-32700; MCP's own errors): no gateway body check on POST /a2a
+    # and POST /mcp.
+    raw = [p for p in methods if p.get("OperationName") in RAW_JSON_RPC]
+    assert len(raw) == len(RAW_JSON_RPC) and all("RequestModels" not in p for p in raw)
 
 
 def test_gateway_errors_use_the_functions_error_shape(orchestrator_tpl) -> None:

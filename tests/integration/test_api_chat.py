@@ -117,7 +117,12 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     capabilities = dict(card["capabilities"])
     [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
     assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
-    assert capabilities == {"streaming": False, "pushNotifications": True, "stateTransitionHistory": False}
+    assert capabilities == {
+        "streaming": False,
+        "pushNotifications": True,
+        "stateTransitionHistory": False,
+        "extendedAgentCard": False,  # v1.0's name, merged in (docs/A2A.md)
+    }
     assert card["defaultInputModes"] == ["text/plain", "text/*", "application/json"] and card["skills"]
     assert card["securitySchemes"]["callbackToken"]["scheme"] == "bearer"
 

@@ -97,6 +97,11 @@ _SUCCESS_CONTENT = {
 }
 
 
+# Paths whose function answers protocol errors in the protocol's own shape (MCP: JSON-RPC errors with HTTP 4xx,
+# flightdeck.api.mcp): the content their routes declare is what is sent.
+_JSON_RPC_ERRORS = {"/mcp"}
+
+
 def _one_error_shape(doc: dict[str, Any]) -> None:
     """Every 4xx/5xx the resolver answers has the one error shape (flightdeck.api.resolver).
 
@@ -118,7 +123,12 @@ def _one_error_shape(doc: dict[str, Any]) -> None:
                         }
                     }
                 elif status.isdigit() and int(status) >= 400:
-                    response["content"] = _ERROR_CONTENT
+                    if path in _JSON_RPC_ERRORS and "HTTPValidationError" not in json.dumps(
+                        response.get("content", "")
+                    ):
+                        response.setdefault("content", _ERROR_CONTENT)  # its own JSON-RPC errors stay as declared
+                    else:
+                        response["content"] = _ERROR_CONTENT
     referenced = json.dumps(doc["paths"])
     for unused in ("HTTPValidationError", "ValidationError"):
         if f'/{unused}"' not in referenced:
