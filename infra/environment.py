@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from flightdeck.config_file import AgentSpec, DeploymentFile
 from flightdeck.domain.allowlist import Allowlist
-from flightdeck.settings import Settings, SettingsError
+from flightdeck.settings import Settings, SettingsError, pack_agent_config
 
 METRICS_NAMESPACE = "Flightdeck"
 
@@ -154,7 +154,7 @@ def agent_environment(
         {
             "AGENT_NAME": spec.name,
             "AGENT_DESCRIPTION": spec.description,
-            "AGENT_CONFIG": spec.agent_config_json(),
+            "AGENT_CONFIG": _agent_config(spec.agent_config_json()),
             "ALLOWED_HOST_MAPPING": mapping.value,
             "DISCOVERED_PEERS": ",".join(mapping.discovered),
             "PEER_URL_PARAMETER_PREFIX": peer_url_prefix,
@@ -180,6 +180,15 @@ def agent_environment(
         raise ValueError(
             f"agent {agent!r}: the Lambda environment would be about {env.estimated_size()} bytes, over Lambda's "
             f"{LAMBDA_ENV_LIMIT_BYTES}-byte limit (AGENT_CONFIG alone is {len(variables['AGENT_CONFIG'])}): "
-            "shorten the system prompt or descriptions"
+            "shorten the system prompt, descriptions or skill schemas"
         )
     return env
+
+
+# Above this, the agent definition goes packed (flightdeck.settings.pack_agent_config): the environment is 4 KB.
+AGENT_CONFIG_PACK_ABOVE = 1024
+
+
+def _agent_config(config_json: str) -> str:
+    packed = pack_agent_config(config_json)
+    return packed if len(config_json) > AGENT_CONFIG_PACK_ABOVE and len(packed) < len(config_json) else config_json

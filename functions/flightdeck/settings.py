@@ -146,7 +146,7 @@ class Settings(BaseModel):
     @classmethod
     def _parse_agent_config(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return json.loads(value) if value.strip() else None
+            return json.loads(unpack_agent_config(value)) if value.strip() else None
         return value
 
     @model_validator(mode="after")
@@ -207,3 +207,28 @@ def _describe(exc: ValidationError) -> str:
 def get_settings() -> Settings:
     """The process-wide settings, parsed on first use (at cold start in Lambda)."""
     return Settings.from_env()
+
+
+# AGENT_CONFIG travels in the function's environment, which Lambda caps at 4 KB for all variables; skills with
+# their JSON Schemas fill that fast. A definition the deployment packs (infra/environment.py) is its JSON,
+# zlib-compressed and base64-encoded behind this prefix (schemas compress 3-5x); plain JSON is read as before.
+PACKED_AGENT_CONFIG_PREFIX = "zlib+b64:"
+
+
+def pack_agent_config(config_json: str) -> str:
+    import base64
+    import zlib
+
+    return PACKED_AGENT_CONFIG_PREFIX + base64.b64encode(zlib.compress(config_json.encode("utf-8"), 9)).decode()
+
+
+def unpack_agent_config(value: str) -> str:
+    if not value.startswith(PACKED_AGENT_CONFIG_PREFIX):
+        return value
+    import base64
+    import zlib
+
+    try:
+        return zlib.decompress(base64.b64decode(value[len(PACKED_AGENT_CONFIG_PREFIX) :], validate=True)).decode()
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"AGENT_CONFIG is packed ({PACKED_AGENT_CONFIG_PREFIX}) but does not unpack: {exc}") from None

@@ -86,7 +86,8 @@ def test_environment_is_validated_with_settings() -> None:
 
 def test_oversized_environment_is_refused() -> None:
     deployment = config_file.load(EXAMPLE)
-    deployment.agents["worker"].system_prompt = "x" * 5000
+    # Text that does not compress (the definition is packed when that makes it smaller): still too large.
+    deployment.agents["worker"].system_prompt = __import__("base64").b64encode(__import__("os").urandom(4000)).decode()
     with pytest.raises(ValueError, match="4096"):
         agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
 
@@ -234,3 +235,26 @@ def test_alarm_emails_refuse_what_is_not_an_address(bad: str) -> None:
 def test_alarm_emails_refuse_duplicates() -> None:
     with pytest.raises(ValueError, match="listed twice"):
         config_file.DeploySection(alarm_emails=["ops@example.com", "OPS@example.com"])
+
+
+def test_skills_with_schemas_travel_packed_and_read_back_the_same() -> None:
+    """AGENT_CONFIG is in the 4 KB environment: a definition above 1 KB goes zlib+base64 (schemas compress well),
+    and the functions' settings read it back exactly."""
+    from flightdeck.domain.skills.contract import Skill
+    from flightdeck.settings import Settings
+
+    deployment = config_file.load(EXAMPLE)
+    worker = deployment.agents["worker"]
+    schema = {
+        "type": "object",
+        "properties": {f"field_{i}": {"type": "string", "description": f"the {i}th field"} for i in range(25)},
+        "required": ["field_0"],
+    }
+    worker.skills = [Skill(id=f"skill-{i}", input_schema=schema, output_schema=schema) for i in range(4)]
+    plain = worker.agent_config_json()
+    assert len(plain) > 4096  # would not fit the environment as it is
+    env = agent_environment(deployment, "worker", RESOURCES, peer_url_prefix=PREFIX)
+    packed = env.variables["AGENT_CONFIG"]
+    assert packed.startswith("zlib+b64:") and len(packed) < len(plain) / 3
+    assert env.settings.agent == Settings.from_env({**env.variables}).agent
+    assert [s.input_schema for s in env.settings.agent.skills] == [schema] * 4
