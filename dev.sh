@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine that has Python 3.11+:
-#   ./dev.sh demo [--config FILE] [--scenario parallel|delegate|timeout|ask|skills] [--message TEXT]
+#   ./dev.sh demo [--config FILE] [--scenario parallel|delegate|timeout|ask|skills|tools] [--message TEXT]
 #                                                          the demo (two agents by default), locally, no AWS account
 #   ./dev.sh up [--config FILE] [--json-logs] [--log-dir DIR]   every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests
@@ -16,10 +16,14 @@ VENV=.venv
 ensure() {  # ensure EXTRA: install the project with that extra unless already done for this pyproject
   local extra=$1 stamp="$VENV/.installed-$1"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+    echo "dev.sh: first run of '$extra': setting up $VENV (about 90 s; later runs start at once)" >&2
+    [ -x "$VENV/bin/python" ] || { echo "dev.sh: [1/3] creating $VENV" >&2; "$PYTHON" -m venv "$VENV"; }
+    echo "dev.sh: [2/3] upgrading pip" >&2
     "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+    echo "dev.sh: [3/3] installing flightdeck and its '$extra' dependencies" >&2
     "$VENV/bin/python" -m pip install --quiet -e ".[$extra]" >&2
     touch "$stamp"
+    echo "dev.sh: $VENV ready" >&2
   fi
 }
 

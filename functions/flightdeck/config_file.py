@@ -61,16 +61,25 @@ class DeploySection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    account: str = ""
-    region: str = ""
+    account: str = Field("", description="The AWS account the stack deploys into (empty: the credentials' account).")
+    region: str = Field("", description="The AWS region the stack deploys into (empty: the credentials' region).")
     # Base URLs of peers deployed elsewhere (their API Gateway stage URLs).
-    peer_urls: dict[str, str] = Field(default_factory=dict)
-    memory_mb: int = Field(512, ge=128, le=10240)
-    throttle_rate: int = Field(50, gt=0)
-    throttle_burst: int = Field(100, gt=0)
-    retain_data: bool = True
+    peer_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="Base URLs of peers deployed elsewhere (their stage URLs), by name: a URL here wins over the SSM lookup.",
+    )
+    memory_mb: int = Field(512, ge=128, le=10240, description="Memory of each of the agent's Lambda functions, in MB.")
+    throttle_rate: int = Field(
+        50, gt=0, description="The API stage's throttle: requests per second, all callers together."
+    )
+    throttle_burst: int = Field(100, gt=0, description="The API stage's throttle: burst.")
+    retain_data: bool = Field(
+        True, description="Keep the DynamoDB table and the log groups when the stack is destroyed."
+    )
     # E-mail addresses subscribed to the agent's alarm topic (each must confirm the subscription).
-    alarm_emails: list[str] = Field(default_factory=list)
+    alarm_emails: list[str] = Field(
+        default_factory=list, description="E-mail addresses subscribed to the agent's alarm topic (each must confirm)."
+    )
 
     @field_validator("alarm_emails")
     @classmethod
@@ -91,9 +100,9 @@ class PeerLimitsSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rate_limit: float = Field(gt=0, le=10_000)  # requests per second
-    burst_limit: int = Field(gt=0, le=5_000)
-    quota_per_day: int = Field(0, ge=0)  # 0: no daily quota
+    rate_limit: float = Field(gt=0, le=10_000, description="This peer's requests per second (token bucket refill).")
+    burst_limit: int = Field(gt=0, le=5_000, description="This peer's burst.")
+    quota_per_day: int = Field(0, ge=0, description="This peer's requests per day (0: no daily quota).")
 
     def limits(self) -> PeerLimits:
         return PeerLimits(self.rate_limit, self.burst_limit, self.quota_per_day)
@@ -106,16 +115,31 @@ class GatewaySection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Each calling peer's limits unless peer_limits names it (a plan's limits apply per peer).
-    peer_rate_limit: float = Field(20, gt=0, le=10_000)
-    peer_burst_limit: int = Field(40, gt=0, le=5_000)
-    peer_quota_per_day: int = Field(0, ge=0)
-    peer_limits: dict[str, PeerLimitsSection] = Field(default_factory=dict)
+    peer_rate_limit: float = Field(
+        20, gt=0, le=10_000, description="Each calling peer's requests per second, unless peer_limits names it."
+    )
+    peer_burst_limit: int = Field(
+        40, gt=0, le=5_000, description="Each calling peer's burst, unless peer_limits names it."
+    )
+    peer_quota_per_day: int = Field(0, ge=0, description="Each calling peer's requests per day (0: no daily quota).")
+    peer_limits: dict[str, PeerLimitsSection] = Field(
+        default_factory=dict, description="Limits of their own for the peers named (a usage plan each)."
+    )
     # Callers without a valid token, all together: let through to be refused and audited, but bounded.
-    unidentified_rate_limit: float = Field(5, gt=0, le=10_000)
-    unidentified_burst_limit: int = Field(10, gt=0, le=5_000)
+    unidentified_rate_limit: float = Field(
+        5, gt=0, le=10_000, description="Requests per second of every caller without a valid token, together."
+    )
+    unidentified_burst_limit: int = Field(
+        10, gt=0, le=5_000, description="Burst of every caller without a valid token, together."
+    )
     # How long API Gateway reuses the authorizer's answer for one Authorization header (0: ask every time).
     # Revocation does not wait for it: the functions check the token on every request.
-    authorizer_cache_s: int = Field(300, ge=0, le=3600)
+    authorizer_cache_s: int = Field(
+        300,
+        ge=0,
+        le=3600,
+        description="How long API Gateway reuses the authorizer's answer for one token (0: ask every time).",
+    )
 
     @field_validator("peer_limits")
     @classmethod
@@ -138,25 +162,49 @@ class AgentSpec(AgentDefinition):
     model_config = ConfigDict(extra="forbid")
 
     # Also a resource name (queues, table, stack): a narrower alphabet than the definition's.
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9_-]*$",
+        description="The agent's name: the section's, [agents.NAME].",
+    )
     # Services this agent may call (ALLOWED_HOST_MAPPING): agent names from this file...
-    allow: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(
+        default_factory=list,
+        description="Agents of this file it may call: its delegates, and those it sends answers back to.",
+    )
     # ...or explicit name -> base URL entries.
-    allowed_hosts: dict[str, str] = Field(default_factory=dict)
+    allowed_hosts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Services outside the file it may call, name = base URL (A2A peers, MCP servers).",
+    )
     # LOCAL ONLY: the HMAC secret used by `flightdeck local`; on AWS the secret is generated in Secrets Manager.
-    callback_secret: str = ""
+    callback_secret: str = Field(
+        "",
+        description="LOCAL ONLY: the callback tokens' HMAC key, at least 32 characters (on AWS: generated in Secrets Manager).",
+    )
     # LOCAL ONLY: who may call this agent (POST /api/chat, POST /a2a, GET /api/sessions/{id}):
     # peer id -> its token "fdp_<peer_id>_<secret>". `flightdeck local up` stores their SHA-256 in the
     # agent's peer registry; on AWS the registry is managed with `flightdeck peers add|rotate|revoke`.
-    peers: dict[str, str] = Field(default_factory=dict)
+    peers: dict[str, str] = Field(
+        default_factory=dict,
+        description="LOCAL ONLY: who may call it, peer id = token (on AWS: `flightdeck peers add`).",
+    )
     # LOCAL ONLY: the token this agent presents to a service it calls (service name -> token), for
     # services outside this file. An agent of this file that lists us in its `peers` needs no entry:
     # its token for us is taken from there. On AWS: the secret PEER_TOKENS_SECRET_ARN names.
-    peer_tokens: dict[str, str] = Field(default_factory=dict)
+    peer_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="LOCAL ONLY: the token it presents to a service outside the file, name = token.",
+    )
     # Extra environment (settings: README, Configuration) for this agent.
-    env: dict[str, str] = Field(default_factory=dict)
-    deploy: DeploySection = Field(default_factory=DeploySection)
-    gateway: GatewaySection = Field(default_factory=GatewaySection)
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Settings of this agent (environment variables), over [defaults]."
+    )
+    deploy: DeploySection = Field(default_factory=DeploySection, description="What only an AWS deployment needs.")
+    gateway: GatewaySection = Field(
+        default_factory=GatewaySection, description="Per-peer usage plans and the authorizer's cache."
+    )
 
     @field_validator("peers")
     @classmethod
@@ -207,11 +255,17 @@ class LocalMcpServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # A Python script serving MCP on --port (relative paths: from the repository's root).
-    script: str = Field(min_length=1)
-    port: int = Field(gt=0, lt=65536)
+    script: str = Field(
+        min_length=1, description="A Python script serving MCP on --port (relative: from the repository's root)."
+    )
+    port: int = Field(gt=0, lt=65536, description="The loopback port it listens on.")
     # The environment variable holding the token it takes (set to a fresh one when unset); agents' credentials
     # "env:<token_env>" read the same one.
-    token_env: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$")
+    token_env: str = Field(
+        "",
+        pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$",
+        description="The environment variable holding its token (a fresh one when unset); credentials env:NAME read it.",
+    )
 
 
 class LocalSection(BaseModel):
@@ -219,16 +273,22 @@ class LocalSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mcp_servers: dict[str, LocalMcpServer] = Field(default_factory=dict)
+    mcp_servers: dict[str, LocalMcpServer] = Field(
+        default_factory=dict, description="Example MCP servers `flightdeck local up|demo` starts on loopback, by name."
+    )
 
 
 class DeploymentFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Settings applied to every agent unless the agent's own env overrides them.
-    defaults: dict[str, str] = Field(default_factory=dict)
-    agents: dict[str, AgentSpec]
-    local: LocalSection = Field(default_factory=LocalSection)
+    defaults: dict[str, str] = Field(
+        default_factory=dict, description="Settings of every agent, unless its own env overrides them."
+    )
+    agents: dict[str, AgentSpec] = Field(description="The agents, one [agents.NAME] section each.")
+    local: LocalSection = Field(
+        default_factory=LocalSection, description="LOCAL ONLY: what `flightdeck local` runs beside the agents."
+    )
 
     def environment(self, agent: str) -> dict[str, str]:
         spec = self.agents[agent]

@@ -33,83 +33,228 @@ SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 class Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
-    agent_name: str = Field(alias="AGENT_NAME", min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    agent_description: str = Field("A Flightdeck agent", alias="AGENT_DESCRIPTION")
-    agent_version: str = Field("0.1.0", alias="AGENT_VERSION")
+    agent_name: str = Field(
+        alias="AGENT_NAME",
+        description="This agent's name: the tokens' `agent`, the resources' prefix, the logs' `service`.",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9_-]*$",
+    )
+    agent_description: str = Field(
+        "A Flightdeck agent",
+        alias="AGENT_DESCRIPTION",
+        description="The agent card's description (the deployment file's `description`).",
+    )
+    agent_version: str = Field(
+        "0.1.0", alias="AGENT_VERSION", description="The version the agent card and `GET /health` report."
+    )
     # Public base URL of this agent (API Gateway stage URL in AWS); used in the
     # agent card. Empty: derived from the request.
-    public_base_url: str = Field("", alias="PUBLIC_BASE_URL")
+    public_base_url: str = Field(
+        "",
+        alias="PUBLIC_BASE_URL",
+        description="The agent card's base URL and the A2A push URL; set by the stack and by `flightdeck local`; empty: derived from the request.",
+    )
     # The agent's prompt, model and tools, as JSON (see flightdeck.domain.agent).
-    agent_config: AgentDefinition | None = Field(None, alias="AGENT_CONFIG")
+    agent_config: AgentDefinition | None = Field(
+        None,
+        alias="AGENT_CONFIG",
+        description="The agent definition as JSON (prompt, model, tools, delegates, skills): set from the deployment file.",
+    )
 
-    state_table: str = Field(alias="STATE_TABLE", min_length=3)
+    state_table: str = Field(
+        alias="STATE_TABLE",
+        description="The agent's DynamoDB table (set by the stack or the local runtime).",
+        min_length=3,
+    )
     # The turn worker's function name: every think starts as an asynchronous invoke of it.
     turn_worker_function: str = Field(
-        alias="TURN_WORKER_FUNCTION", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"
+        alias="TURN_WORKER_FUNCTION",
+        description="The turn worker's function: every think starts as an asynchronous invoke of it (set by the stack or the local runtime).",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
     )
     # The thinks' delayed retry path (a throttled model's backoff).
-    turns_queue_url: str = Field(alias="TURNS_QUEUE_URL", min_length=1)
-    dispatch_queue_url: str = Field(alias="DISPATCH_QUEUE_URL", min_length=1)
-    delivery_queue_url: str = Field(alias="DELIVERY_QUEUE_URL", min_length=1)
-    delivery_dlq_url: str = Field("", alias="DELIVERY_DLQ_URL")
-    timers_queue_url: str = Field(alias="TIMERS_QUEUE_URL", min_length=1)
+    turns_queue_url: str = Field(
+        alias="TURNS_QUEUE_URL",
+        description="The thinks' delayed retry queue: a throttled model's backoff (set by the stack or the local runtime).",
+        min_length=1,
+    )
+    dispatch_queue_url: str = Field(
+        alias="DISPATCH_QUEUE_URL",
+        description="Dispatches retried after a retryable failure (set by the stack or the local runtime).",
+        min_length=1,
+    )
+    delivery_queue_url: str = Field(
+        alias="DELIVERY_QUEUE_URL",
+        description="Answers retried after a retryable failure (set by the stack or the local runtime).",
+        min_length=1,
+    )
+    delivery_dlq_url: str = Field(
+        "",
+        alias="DELIVERY_DLQ_URL",
+        description="Where an answer refused or out of retries goes, with the reason (set by the stack or the local runtime).",
+    )
+    timers_queue_url: str = Field(
+        alias="TIMERS_QUEUE_URL",
+        description="The turns' deadline timers, delayed messages (set by the stack or the local runtime).",
+        min_length=1,
+    )
 
-    tool_callback_secret: str = Field("", alias="TOOL_CALLBACK_SECRET")
-    tool_callback_secret_previous: str = Field("", alias="TOOL_CALLBACK_SECRET_PREVIOUS")
-    tool_callback_secret_arn: str = Field("", alias="TOOL_CALLBACK_SECRET_ARN")
+    tool_callback_secret: str = Field(
+        "",
+        alias="TOOL_CALLBACK_SECRET",
+        description="The callback tokens' HMAC key, at least 32 characters (locally: the file's `callback_secret`; on AWS: TOOL_CALLBACK_SECRET_ARN).",
+    )
+    tool_callback_secret_previous: str = Field(
+        "",
+        alias="TOOL_CALLBACK_SECRET_PREVIOUS",
+        description="Locally: the previous HMAC key, still accepted during a rotation.",
+    )
+    tool_callback_secret_arn: str = Field(
+        "",
+        alias="TOOL_CALLBACK_SECRET_ARN",
+        description="On AWS: the Secrets Manager secret holding the HMAC key (AWSCURRENT and AWSPREVIOUS accepted; cached 5 min).",
+    )
 
     # Inbound peer authentication on POST /api/chat, POST /a2a, GET /api/sessions/{id} (flightdeck.domain.peers):
     # "required" (default), or "off" for isolated test rigs only (anyone may call, sessions have no owner).
-    inbound_auth: Literal["required", "off"] = Field("required", alias="INBOUND_AUTH")
+    inbound_auth: Literal["required", "off"] = Field(
+        "required",
+        alias="INBOUND_AUTH",
+        description="Peers must present their bearer token; `off` for isolated test rigs only (anyone may call, sessions have no owner; synthesis refuses it unless -c allow_open_agents=true).",
+    )
     # Outbound: the bearer token this agent presents to each peer service it calls, as a JSON object
     # {"<service name>": "fdp_<our id>_<secret>"}. LOCAL ONLY; on AWS it is the secret PEER_TOKENS_SECRET_ARN.
-    peer_tokens: dict[str, str] = Field(default_factory=dict, alias="PEER_TOKENS")
-    peer_tokens_secret_arn: str = Field("", alias="PEER_TOKENS_SECRET_ARN")
+    peer_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        alias="PEER_TOKENS",
+        description='Locally: the token this agent presents to each peer it calls, JSON {"<service>": "fdp_..."} (set by `flightdeck local` from the file).',
+    )
+    peer_tokens_secret_arn: str = Field(
+        "",
+        alias="PEER_TOKENS_SECRET_ARN",
+        description="On AWS: the Secrets Manager secret holding PEER_TOKENS (created empty by the stack; cached 5 min).",
+    )
 
-    async_tool_timeout_ms: PositiveMs = Field(300_000, alias="ASYNC_TOOL_TIMEOUT_MS")
-    tool_agg_punctuate_interval_ms: PositiveMs = Field(15_000, alias="TOOL_AGG_PUNCTUATE_INTERVAL_MS")
-    tool_agg_tombstone_ttl_ms: PositiveMs = Field(60_000, alias="TOOL_AGG_TOMBSTONE_TTL_MS")
-    reply_to_state_ttl_ms: PositiveMs = Field(86_400_000, alias="REPLY_TO_STATE_TTL_MS")
-    reply_retry_max_ms: PositiveMs = Field(120_000, alias="REPLY_RETRY_MAX_MS")
-    session_retention_ms: PositiveMs = Field(7 * 86_400_000, alias="SESSION_RETENTION_MS")
-    allowed_host_mapping: Allowlist = Field(default_factory=Allowlist, alias="ALLOWED_HOST_MAPPING")
+    async_tool_timeout_ms: PositiveMs = Field(
+        300_000,
+        alias="ASYNC_TOOL_TIMEOUT_MS",
+        description="How long a turn waits for a delegation before a timeout result stands in for it (a delegate's own `timeout_ms` wins).",
+    )
+    tool_agg_punctuate_interval_ms: PositiveMs = Field(
+        15_000,
+        alias="TOOL_AGG_PUNCTUATE_INTERVAL_MS",
+        description="The backstop sweep's period (EventBridge rounds it up to whole minutes; per-turn timers are exact).",
+    )
+    tool_agg_tombstone_ttl_ms: PositiveMs = Field(
+        60_000,
+        alias="TOOL_AGG_TOMBSTONE_TTL_MS",
+        description="How long a completed turn absorbs late and duplicate callbacks.",
+    )
+    reply_to_state_ttl_ms: PositiveMs = Field(
+        86_400_000, alias="REPLY_TO_STATE_TTL_MS", description="Expiry of stored reply routes."
+    )
+    reply_retry_max_ms: PositiveMs = Field(
+        120_000, alias="REPLY_RETRY_MAX_MS", description="Retry budget for delivering an answer."
+    )
+    session_retention_ms: PositiveMs = Field(
+        7 * 86_400_000, alias="SESSION_RETENTION_MS", description="Time to live of sessions, messages and results."
+    )
+    allowed_host_mapping: Allowlist = Field(
+        default_factory=Allowlist,
+        alias="ALLOWED_HOST_MAPPING",
+        description="The services this agent may call, `name:baseUrl,...`; any other name is refused (fail closed).",
+    )
     # Allowed service names whose base URL is found at run time, not configured: on AWS the agents of
     # one deployment file publish their API URL in SSM under PEER_URL_PARAMETER_PREFIX/<name>/api-url
     # (flightdeck.adapters.peer_directory). A URL in ALLOWED_HOST_MAPPING wins over a lookup.
-    discovered_peers: tuple[str, ...] = Field((), alias="DISCOVERED_PEERS")
-    peer_url_parameter_prefix: str = Field("", alias="PEER_URL_PARAMETER_PREFIX", pattern=r"^(/[A-Za-z0-9_.-]+)*$")
+    discovered_peers: tuple[str, ...] = Field(
+        (),
+        alias="DISCOVERED_PEERS",
+        description="Allowed names whose base URL is looked up at run time in SSM under PEER_URL_PARAMETER_PREFIX (a URL in ALLOWED_HOST_MAPPING wins).",
+    )
+    peer_url_parameter_prefix: str = Field(
+        "",
+        alias="PEER_URL_PARAMETER_PREFIX",
+        description="Where the agents of one deployment publish their URL: the SSM parameter `<prefix>/<name>/api-url` (set by the stack).",
+        pattern=r"^(/[A-Za-z0-9_.-]+)*$",
+    )
 
     # A result (B's answer) above this many UTF-8 bytes is refused with 413.
-    max_result_bytes: Annotated[int, Field(gt=0, le=300_000)] = Field(64_000, alias="MAX_RESULT_BYTES")
+    max_result_bytes: Annotated[int, Field(gt=0, le=300_000)] = Field(
+        64_000,
+        alias="MAX_RESULT_BYTES",
+        description="A larger result is refused with 413, never truncated (a larger A2A answer becomes a `result_too_large` error result).",
+    )
     # Whole request bodies above this are refused with 413 before parsing.
-    max_body_bytes: Annotated[int, Field(gt=0, le=10_000_000)] = Field(1_000_000, alias="MAX_BODY_BYTES")
+    max_body_bytes: Annotated[int, Field(gt=0, le=10_000_000)] = Field(
+        1_000_000,
+        alias="MAX_BODY_BYTES",
+        description="A larger request body is refused with 413 before parsing (synthesis refuses more than 2000000 on AWS).",
+    )
     # Bound for HTTP calls to peers.
-    peer_timeout_ms: PositiveMs = Field(10_000, alias="PEER_TIMEOUT_MS")
+    peer_timeout_ms: PositiveMs = Field(
+        10_000,
+        alias="PEER_TIMEOUT_MS",
+        description="HTTP timeout towards peers (cut to what is left of the invocation).",
+    )
     # Tool calls (delegations included) one turn may run; more get an error result.
     # A session runs one turn at a time, so this also bounds its concurrent delegations.
-    max_tools_per_turn: Annotated[int, Field(gt=0, le=50)] = Field(20, alias="MAX_TOOLS_PER_TURN")
+    max_tools_per_turn: Annotated[int, Field(gt=0, le=50)] = Field(
+        20,
+        alias="MAX_TOOLS_PER_TURN",
+        description="Tool calls one turn may run (delegations included); more get a `too_many_tools` error result.",
+    )
     # Attempts before a dispatch is given up and recorded as dispatch_failed.
-    dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(6, alias="DISPATCH_MAX_ATTEMPTS")
+    dispatch_max_attempts: Annotated[int, Field(gt=0, le=10)] = Field(
+        6,
+        alias="DISPATCH_MAX_ATTEMPTS",
+        description="Dispatch attempts before a delegation is recorded as `dispatch_failed`.",
+    )
     # Think attempts on a retryable model error (throttling, 5xx), with backoff (each retry a delayed
     # message on the turns queue), before the turn ends with an error answer.
-    model_max_attempts: Annotated[int, Field(gt=0, le=4)] = Field(3, alias="MODEL_MAX_ATTEMPTS")
+    model_max_attempts: Annotated[int, Field(gt=0, le=4)] = Field(
+        3,
+        alias="MODEL_MAX_ATTEMPTS",
+        description="Think attempts on a retryable model error, with backoff, before the turn ends with an error answer.",
+    )
 
     # Server-Sent Events (message/stream, tasks/resubscribe, GET /api/sessions/{id}/events).
     # "on" only where the HTTP front streams responses: the local gateway, and on AWS the stack's
     # STREAM integrations (it sets this). "off": the card says streaming: false, message/stream and
     # tasks/resubscribe answer -32004, and the events route sends the timeline so far and ends.
-    streaming: Literal["on", "off"] = Field("off", alias="STREAMING")
+    streaming: Literal["on", "off"] = Field(
+        "off",
+        alias="STREAMING",
+        description="`on` where the HTTP front streams (set by `flightdeck local` and the stack): SSE on message/stream, tasks/resubscribe and the events route; `off`: -32004, and the events route answers the timeline so far.",
+    )
     # A stream reads the state at most once per interval (flightdeck.domain.streaming).
-    stream_poll_interval_ms: Annotated[int, Field(ge=100, le=10_000)] = Field(1_000, alias="STREAM_POLL_INTERVAL_MS")
+    stream_poll_interval_ms: Annotated[int, Field(ge=100, le=10_000)] = Field(
+        1_000, alias="STREAM_POLL_INTERVAL_MS", description="A stream reads the state at most once per interval."
+    )
     # A stream ends after this long, final event or not (the client resubscribes): under the streaming
     # function's 900 s timeout and API Gateway's 15-minute streaming limit.
-    stream_max_ms: Annotated[int, Field(ge=1_000, le=870_000)] = Field(840_000, alias="STREAM_MAX_MS")
+    stream_max_ms: Annotated[int, Field(ge=1_000, le=870_000)] = Field(
+        840_000,
+        alias="STREAM_MAX_MS",
+        description="A stream ends after this long, final event or not (under the function's 900 s).",
+    )
     # An SSE comment after this long without an event, under API Gateway's 5-minute idle timeout
     # (and any proxy's shorter one).
-    stream_keepalive_ms: Annotated[int, Field(ge=1_000, le=240_000)] = Field(15_000, alias="STREAM_KEEPALIVE_MS")
+    stream_keepalive_ms: Annotated[int, Field(ge=1_000, le=240_000)] = Field(
+        15_000,
+        alias="STREAM_KEEPALIVE_MS",
+        description="An SSE comment after this long without an event (under API Gateway's 5-minute idle timeout).",
+    )
     # MCP: how long one tools/call request waits for its answer (delegations and all) before it answers
     # `working` with the session id to collect it by (get_result); capped by the function's time left.
-    mcp_wait_ms: Annotated[int, Field(ge=0, le=840_000)] = Field(25_000, alias="MCP_WAIT_MS")
+    mcp_wait_ms: Annotated[int, Field(ge=0, le=840_000)] = Field(
+        25_000,
+        alias="MCP_WAIT_MS",
+        description="How long one MCP tools/call waits for its answer before it answers `working` with the id `get_result` collects it by.",
+    )
 
     @field_validator("allowed_host_mapping", mode="before")
     @classmethod

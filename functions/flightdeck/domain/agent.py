@@ -18,13 +18,19 @@ from flightdeck.domain.skills.handlers import HANDLERS
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["local", "bedrock"] = "local"
+    provider: Literal["local", "bedrock"] = Field(
+        "local", description="`local`: the deterministic offline model; `bedrock`: Amazon Bedrock's Converse."
+    )
     # Bedrock model id or inference profile (provider "bedrock").
-    model_id: str = ""
-    max_tokens: int = Field(1024, gt=0)
-    temperature: float = Field(0.0, ge=0, le=1)
+    model_id: str = Field(
+        "", description="provider bedrock: a model id, a cross-region inference profile id or an ARN."
+    )
+    max_tokens: int = Field(1024, gt=0, description="The most tokens one think may write.")
+    temperature: float = Field(0.0, ge=0, le=1, description="The model's sampling temperature.")
     # Local model only: pretend to think this long, to exercise long-running work.
-    think_delay_ms: int = Field(0, ge=0)
+    think_delay_ms: int = Field(
+        0, ge=0, description="provider local: pretend to think this long, to exercise long-running work."
+    )
 
 
 class DelegateTool(BaseModel):
@@ -33,20 +39,38 @@ class DelegateTool(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Peer agent name: the model's tool is called `ask_<agent>` unless tool_name says otherwise.
-    agent: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    tool_name: str = ""
-    description: str = ""
+    agent: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9_-]*$",
+        description="The peer agent delegated to: an agent of the file, or a name of allowed_hosts.",
+    )
+    tool_name: str = Field("", description="The model's tool name (empty: ask_<agent>).")
+    description: str = Field("", description="The tool's description the model reads (empty: taken from the peer).")
     # Logical name of the peer in our ALLOWED_HOST_MAPPING: where its /api/chat lives.
-    service: str = ""
+    service: str = Field(
+        "", description="The peer's name in our ALLOWED_HOST_MAPPING, where its /api/chat lives (empty: agent)."
+    )
     # Our own name in the peer's ALLOWED_HOST_MAPPING: where it sends the answer.
-    callback_service: str = ""
+    callback_service: str = Field(
+        "", description="Our own name in the peer's ALLOWED_HOST_MAPPING, where it sends the answer (empty: our name)."
+    )
     # "a2a": any A2A v0.3 agent, found by its agent card (flightdeck.domain.a2a.client).
-    protocol: Literal["flightdeck", "a2a"] = "flightdeck"
+    protocol: Literal["flightdeck", "a2a"] = Field(
+        "flightdeck", description="`flightdeck`: one of our agents; `a2a`: any A2A agent, found by its card_url."
+    )
     # protocol "a2a": the peer's agent card URL; it must lie under an ALLOWED_HOST_MAPPING base URL.
-    card_url: str = Field("", max_length=2048)
+    card_url: str = Field(
+        "", max_length=2048, description="protocol a2a: the peer's agent card URL, under an allowed_hosts base URL."
+    )
     # How long a turn waits for this delegate's answer before a timeout result stands in for it
     # (unset: ASYNC_TOOL_TIMEOUT_MS). At most 7 days, the default session retention.
-    timeout_ms: int | None = Field(None, gt=0, le=7 * 86_400_000)
+    timeout_ms: int | None = Field(
+        None,
+        gt=0,
+        le=7 * 86_400_000,
+        description="How long a turn waits for its answer (unset: ASYNC_TOOL_TIMEOUT_MS).",
+    )
 
     @model_validator(mode="after")
     def _a2a_needs_a_card(self) -> DelegateTool:
@@ -79,10 +103,14 @@ class McpTool(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$", description="The tool's name on the server."
+    )
     # How long one call may take (unset: the server's timeout_ms). Up to MCP_INLINE_MAX_MS the call runs inside the
     # think; a longer one is taken like a delegation (flightdeck.domain.mcp_tools).
-    timeout_ms: int | None = Field(None, gt=0, le=MCP_MAX_TIMEOUT_MS)
+    timeout_ms: int | None = Field(
+        None, gt=0, le=MCP_MAX_TIMEOUT_MS, description="How long one call may take (unset: the server's timeout_ms)."
+    )
 
 
 class McpServer(BaseModel):
@@ -90,15 +118,33 @@ class McpServer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str = Field(
+        min_length=1,
+        max_length=32,
+        pattern=r"^[a-z0-9][a-z0-9-]*$",
+        description="Namespaces its tools, `<name>__<tool>`; not a delegate's agent name.",
+    )
     # Its MCP endpoint; it must lie under an ALLOWED_HOST_MAPPING base URL (allowed_hosts), as a peer's.
-    url: str = Field(min_length=1, max_length=2048)
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="Its MCP endpoint (Streamable HTTP), under an allowed_hosts base URL.",
+    )
     # The bearer token's reference: "env:NAME" or "secret:NAME" ("": the server takes no token).
-    credential: str = ""
+    credential: str = Field(
+        "", description="The bearer token's reference, env:NAME or secret:NAME, never the token (empty: none)."
+    )
     # The tools offered to the model (unset: every tool the server lists).
-    tools: list[McpTool] | None = None
+    tools: list[McpTool] | None = Field(
+        None, description="The tools offered to the model: names, or tables with a timeout_ms (unset: every tool)."
+    )
     # A call's timeout unless its tool sets one.
-    timeout_ms: int = Field(10_000, gt=0, le=MCP_MAX_TIMEOUT_MS)
+    timeout_ms: int = Field(
+        10_000,
+        gt=0,
+        le=MCP_MAX_TIMEOUT_MS,
+        description="A call's timeout unless its tool sets one (over 10 s: taken like a delegation).",
+    )
 
     @field_validator("credential")
     @classmethod
@@ -134,26 +180,40 @@ class McpServer(BaseModel):
 class AgentDefinition(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64)
-    description: str = "A Flightdeck agent"
-    system_prompt: str = "You are a helpful agent."
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    name: str = Field(min_length=1, max_length=64, description="The agent's name.")
+    description: str = Field(
+        "A Flightdeck agent",
+        description="What it does: its agent card's description, and its delegators' tool description.",
+    )
+    system_prompt: str = Field("You are a helpful agent.", description="The model's system prompt.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The model that thinks.")
     # Names of built-in tools run inline (see flightdeck.domain.builtin_tools). `local_tools`, its name
     # before, is still read, so older deployment files keep working.
     builtin_tools: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("builtin_tools", "local_tools")
+        default_factory=list,
+        validation_alias=AliasChoices("builtin_tools", "local_tools"),
+        description="Built-in tools run inside the think (flightdeck.domain.builtin_tools); also read as local_tools.",
     )
-    delegates: list[DelegateTool] = Field(default_factory=list)
+    delegates: list[DelegateTool] = Field(
+        default_factory=list,
+        description="Delegating tools: each hands a task to a peer agent, answered asynchronously.",
+    )
     # What the agent offers (flightdeck.domain.skills): objects with their schemas, or bare names (read as
     # skills without schemas, as before).
-    skills: list[Skill] = Field(default_factory=list)
+    skills: list[Skill] = Field(
+        default_factory=list, description="What it offers, with JSON Schemas (bare names: skills without schemas)."
+    )
     # How many tasks it takes at once (sessions busy with a turn); one more is refused as busy (429, or
     # JSON-RPC -32000 on /a2a), never queued without bound. None: no limit of its own.
-    max_concurrent_tasks: int | None = Field(None, gt=0, le=100_000)
+    max_concurrent_tasks: int | None = Field(
+        None, gt=0, le=100_000, description="Sessions busy at once; one more is refused as busy, 429 (unset: no limit)."
+    )
     # Offer the built-in ask_user tool: the agent may end a turn asking for input (flightdeck.domain.asking).
-    ask_user: bool = True
+    ask_user: bool = Field(True, description="Offer the built-in ask_user tool: a turn may end asking for input.")
     # MCP servers whose (allowed) tools the model may call, as `<server>__<tool>` (flightdeck.domain.mcp_tools).
-    mcp_servers: list[McpServer] = Field(default_factory=list)
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list, description="MCP servers whose allowed tools the model may call, as <server>__<tool>."
+    )
 
     @field_validator("skills", mode="before")
     @classmethod

@@ -30,22 +30,31 @@ CONTRACT_KEY = "contract"
 
 
 class Skill(BaseModel):
-    """One skill of an agent, as the deployment file declares it (`[[agents.skills]]`)."""
+    """One skill of an agent, as the deployment file declares it (`[[agents.NAME.skills]]`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=SKILL_ID)
-    name: str = Field("", max_length=200)
-    description: str = Field("", max_length=2000)
-    tags: list[str] = Field(default_factory=list, max_length=20)
+    id: str = Field(pattern=SKILL_ID, description="The skill's id: in the card, in structured calls, in tool names.")
+    name: str = Field("", max_length=200, description="Its title (empty: the id).")
+    description: str = Field("", max_length=2000, description="What it does, for callers and their models.")
+    tags: list[str] = Field(default_factory=list, max_length=20, description="The card's tags.")
     # Prompts (text) or arguments (objects, checked against input_schema) that show how it is called.
-    examples: list[str | dict[str, Any]] = Field(default_factory=list, max_length=20)
-    input_schema: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
+    examples: list[str | dict[str, Any]] = Field(
+        default_factory=list, max_length=20, description="Prompts, or arguments checked against input_schema."
+    )
+    input_schema: dict[str, Any] | None = Field(
+        None, description="The JSON Schema of its arguments (a structured call)."
+    )
+    output_schema: dict[str, Any] | None = Field(
+        None, description="The JSON Schema its answer is held to (a mismatch is marked schema_mismatch)."
+    )
     # The channels that may call it: A2A peers, MCP clients, or only this agent's own users ("internal").
-    expose: list[Channel] = Field(default_factory=lambda: list[Channel](["a2a"]))
+    expose: list[Channel] = Field(
+        default_factory=lambda: list[Channel](["a2a"]),
+        description="The channels that may call it (internal: only its own users).",
+    )
     # A deterministic handler (flightdeck.domain.skills.handlers): a structured call needs no model.
-    handler: str = ""
+    handler: str = Field("", description="A deterministic handler that answers without a model (empty: the model).")
 
     @model_validator(mode="after")
     def _contracts_hold(self) -> Skill:
