@@ -8,7 +8,7 @@
 
 The file is checked whole first (flightdeck.config_file); a missing or invalid file stops
 here with every problem named (exit 2), never falls back to the example.
-Needs no Docker and no AWS credentials to synthesize; see the README, Deploy to AWS.
+Needs no Docker and no AWS credentials to synthesize; see docs/DEPLOYMENT.md.
 """
 
 import argparse

@@ -267,7 +267,7 @@ class Api(Construct):
                 id="AwsSolutions-APIG3",
                 reason=(
                     "No WAF web ACL by default (a per-ACL monthly cost, and rules depend on who may call the "
-                    "agent); the stage throttles every method. the README, Deploy to AWS shows how to attach one."
+                    "agent); the stage throttles every method. docs/DEPLOYMENT.md shows how to attach one."
                 ),
             )
         )

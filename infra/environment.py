@@ -48,7 +48,7 @@ LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS",
 # string (a 4-byte UTF-8 character written as a 12-byte escaped surrogate pair such as \\ud83d\\ude00), so only bodies up to a third
 # of the limit, less the envelope, surely reach the function and its own 413. Larger bodies (up to API
 # Gateway's fixed 10 MB) get a 413 from API Gateway itself, whose body AWS does not document (reported as
-# {"message": "Request Too Long"}, not reshaped by gateway responses): README, "Invoke it".
+# {"message": "Request Too Long"}, not reshaped by gateway responses): docs/DEPLOYMENT.md, "Invoke it".
 LAMBDA_SYNC_EVENT_LIMIT_BYTES = 6_291_456
 MAX_BODY_BYTES_ON_AWS = 2_000_000
 

@@ -36,7 +36,7 @@ class CallbackSecret(Construct):
             Acknowledgment(
                 id="AwsSolutions-SMG4",
                 reason=(
-                    "No rotation Lambda: rotating is one put-secret-value (the README, Deploy to AWS), and the functions "
+                    "No rotation Lambda: rotating is one put-secret-value (docs/DEPLOYMENT.md), and the functions "
                     "accept tokens signed with AWSCURRENT or AWSPREVIOUS, so delegations in flight survive it. "
                     "A scheduled rotation would add a function and permissions for a key that signs only "
                     "short-lived tokens (exp bounded by ASYNC_TOOL_TIMEOUT_MS) and is never shown to anyone."
@@ -76,7 +76,7 @@ class PeerTokensSecret(Construct):
                     "The values are issued by other agents' operators (`flightdeck peers rotate` on their side), "
                     "not generated here, so a Secrets Manager rotation function could not produce them; "
                     "rotation is the peer's `flightdeck peers rotate --grace-seconds N` followed by one "
-                    "put-secret-value here (README, Peers and authentication)."
+                    "put-secret-value here (docs/PEERS.md)."
                 ),
             )
         )

@@ -218,7 +218,7 @@ class FlightdeckStack(Stack):
             value=secret.secret.secret_arn,
             description=(
                 f"Secret holding the HMAC key {agent} signs callback tokens with: rotate it with "
-                "`aws secretsmanager put-secret-value` (README, Operate); the value is never output"
+                "`aws secretsmanager put-secret-value` (docs/DEPLOYMENT.md, Operate); the value is never output"
             ),
         )
         CfnOutput(

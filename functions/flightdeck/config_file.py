@@ -197,7 +197,7 @@ class AgentSpec(AgentDefinition):
         default_factory=dict,
         description="LOCAL ONLY: the token it presents to a service outside the file, name = token.",
     )
-    # Extra environment (settings: README, Configuration) for this agent.
+    # Extra environment (settings: docs/CONFIGURATION.md) for this agent.
     env: dict[str, str] = Field(
         default_factory=dict, description="Settings of this agent (environment variables), over [defaults]."
     )
@@ -494,7 +494,7 @@ def _setting_problem(table: str, name: str, value: Any) -> Problem | None:
         fix = (
             f"rename it to {close[0]}"
             if close
-            else "remove it: an agent reads only the settings listed in README, Configuration (flightdeck/settings.py)"
+            else "remove it: an agent reads only the settings listed in docs/CONFIGURATION.md (flightdeck/settings.py)"
         )
         return Problem(key, "is not a setting", fix)
     text = ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -1,4 +1,4 @@
-"""What a user does with the deployed agents: let peers in (the README's steps), chat, read the answer."""
+"""What a user does with the deployed agents: let peers in (docs/DEPLOYMENT.md's steps), chat, read the answer."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ TASK = "@worker list three owls @worker name two rivers"
 
 
 def flightdeck(*argv: str) -> str:
-    """`flightdeck ...` (the CLI the README uses), in this process; its stdout."""
+    """`flightdeck ...` (the CLI docs/DEPLOYMENT.md uses), in this process; its stdout."""
     from flightdeck import cli
 
     out = io.StringIO()
@@ -50,7 +50,7 @@ def let_in(stacks: dict[str, DeployedStack]) -> str:
 
 
 class Chat:
-    """curl, as the README has it: POST /api/chat, then GET /api/sessions/{id} until idle."""
+    """curl, as docs/DEPLOYMENT.md has it: POST /api/chat, then GET /api/sessions/{id} until idle."""
 
     def __init__(self, runtime: Runtime, api_url: str, token: str):
         self.runtime, self.api, self.headers = runtime, api_url, {"Authorization": f"Bearer {token}"}

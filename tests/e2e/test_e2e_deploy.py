@@ -2,7 +2,7 @@
 
 Synthesized once (infra.deployment.build, as `cdk synth`); the module's deployment bootstraps
 moto (the BootstrapVersion SSM parameter, the assets bucket), uploads the assets and creates
-every stack, the orchestrator before the worker it calls. Then, as the README has it:
+every stack, the orchestrator before the worker it calls. Then, as docs/DEPLOYMENT.md has it:
 `flightdeck peers add` twice, the worker's token into the orchestrator's PeerTokensSecretArn
 secret, and one chat with two @worker delegations, through the deployed REST API, each
 function's handler running with its deployed environment, role and trigger
@@ -28,12 +28,14 @@ import json
 import boto3
 import pytest
 import requests
-from e2e_agents import ACCOUNT_STACK, TASK, Chat, let_in
+from e2e_agents import ACCOUNT_STACK, TASK, Chat, flightdeck, let_in, plan_id
 from e2e_cloud import CREATED_BEFORE, DEFERRED, REGION, UNSUPPORTED
 from e2e_lambda import Runtime
 
 pytestmark = pytest.mark.slow
 AGENTS = ("orchestrator", "worker")
+MCP_VERSION = "2026-07-28"
+MCP_META = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 def forge(real_token: str) -> list[str]:
@@ -88,6 +90,24 @@ def round_trip(assembly, tmp_path_factory):
             result["events"] = requests.get(
                 f"{orchestrator_url}api/sessions/{session_id}/events", headers=chat.headers, timeout=10
             )
+            # /mcp (docs/MCP.md): an MCP key's tools/list, and the user's A2A token there (scoped out).
+            mcp_key = flightdeck(
+                "peers", "add", "--agent", "orchestrator", "mcp-client", "--channel", "mcp",
+                "--usage-plan-id", plan_id("flightdeck-orchestrator-peers"),
+            )  # fmt: skip
+            result["mcp"] = [
+                requests.post(
+                    f"{orchestrator_url}mcp",
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MCP_META}},
+                    headers={
+                        "Authorization": f"Bearer {token}",
+                        "MCP-Protocol-Version": MCP_VERSION,
+                        "Mcp-Method": "tools/list",
+                    },
+                    timeout=10,
+                )
+                for token in (mcp_key, chat.headers["Authorization"].removeprefix("Bearer "))
+            ]
         runtime.fail_on_failures("the round trip")
         result["dashboards"] = {
             agent: json.loads(
@@ -149,6 +169,17 @@ def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
         for m, u in posts
         if m == "POST"
     )
+
+
+def test_the_deployed_mcp_route_answers_an_mcp_key_and_refuses_an_a2a_token(round_trip) -> None:
+    mcp, a2a = round_trip["mcp"]
+    assert mcp.status_code == 200, mcp.text
+    names = [t["name"] for t in mcp.json()["result"]["tools"]]
+    assert {"ask", "get_result", "cancel"} <= set(names)
+    assert a2a.status_code == 403, a2a.text
+    # Served by the a2a function (the route of flightdeck.topology), with its deployed role.
+    served = round_trip["runtime"].function("orchestrator", "a2a")
+    assert any(action == "dynamodb:GetItem" and allowed for action, _, allowed in served.role.checked)
 
 
 def test_the_deployed_events_route_reads_the_timeline_with_its_read_only_role(round_trip) -> None:

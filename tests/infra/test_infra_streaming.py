@@ -2,8 +2,8 @@
 Adapter, behind the same authorizer and API keys (usage plans) as every peer route.
 
 What a template can show is checked here; what only a deployment can (that the adapter's layer
-version exists in the region, that bytes reach a client as they are written) is in README
-("Streaming on AWS").
+version exists in the region, that bytes reach a client as they are written) is in docs/STREAMING.md
+("On AWS").
 """
 
 from __future__ import annotations

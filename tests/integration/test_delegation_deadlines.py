@@ -255,7 +255,7 @@ def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws,
 
 
 def test_what_stopping_a_delegation_costs_the_agent_whose_deadline_passed(agent, peer, world):
-    """The figures README gives (Cancellation): the timer's requests with and without the cancel."""
+    """The figures docs/API.md gives (Cancellation): the timer's requests with and without the cancel."""
     from collections import Counter
 
     from flightdeck.bench import counter

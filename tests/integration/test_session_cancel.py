@@ -185,7 +185,7 @@ def _count_aws(d):
 
 
 def test_what_a_cancel_costs_the_canceled_agent(agent, worker):
-    """The figures README gives (Cancellation): AWS requests of one cancel on the agent that stops."""
+    """The figures docs/API.md gives (Cancellation): AWS requests of one cancel on the agent that stops."""
     from flightdeck.wiring import deps
 
     sid = delegated_task(agent)

@@ -94,7 +94,7 @@ def ingest_chat(
     message_id: the client's id for this message: a repeat with the same id (of the same kind) changes
     nothing and gets the first one's answer. Without a session id it also names the session (derived),
     so that the repeat of a first message finds it. A delegation's reply token is its id otherwise.
-    queue: a busy session keeps the message in its inbox (ARCHITECTURE §2, README "Inbox"); off: busy
+    queue: a busy session keeps the message in its inbox (ARCHITECTURE §2, docs/API.md "Inbox"); off: busy
     raises SessionBusyError. continues_task: the A2A task the message continues.
     proof: the caller's token, for the write to check against the peer registry (PeerRefusedError:
     refused, nothing stored); Accepted.caller_verified says whether it did.
