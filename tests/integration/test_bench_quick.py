@@ -59,8 +59,23 @@ def test_prints_one_markdown_table_with_every_measure(result):
         "Conversation: AWS requests per think",
         "Conversation: DynamoDB read units",
         "Load: ",
+        "MCP server: tools/call on /mcp",
+        "MCP client: a turn with 1 MCP tool call",
+        "the MCP path in the a2a function",
     ):
         assert measure in text
+
+
+def test_the_mcp_rows_are_counted_and_priced(result):
+    for label in ("handler_skill", "ask"):
+        run = result["mcp_server_calls"][label]
+        # The key check, the ingest's transaction, the wait's reads: never free, never a delegation's worth.
+        assert 2 <= run["per_call"]["aws_requests_total"] <= 10, run
+        assert finite_positive(sum(run["cost_per_million_calls_usd"].values()))
+    turn = result["mcp_client_turn"]
+    # The MCP call is an HTTP request to the server, no AWS request; its result adds a think.
+    assert turn["added_aws_requests"] > 0 and turn["call_ms"]["n"] == turn["with_call"]["calls"]
+    assert finite_positive(result["cold_start"]["mcp_path"]["import_ms"])
 
 
 def test_round_trips_are_counted_by_service_and_priced(result):

@@ -155,7 +155,8 @@ def test_discover_and_the_legacy_handshake(url, key):
     assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "flightdeck-assistant"
     init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = post(url, rpc("initialize", init, meta=False), key, version=None)
-    assert response.json()["result"]["protocolVersion"] == LEGACY and "mcp-session-id" not in response.headers
+    # A session id is minted (it scopes request ids for notifications/cancelled) and stored nowhere.
+    assert response.json()["result"]["protocolVersion"] == LEGACY and len(response.headers["mcp-session-id"]) == 32
     assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key, LEGACY).status_code == 202
     assert post(url, rpc("ping", meta=False), key, LEGACY).json()["result"] == {}
 
@@ -275,6 +276,36 @@ def test_cancel_stops_a_working_call(url, key):
             break
         time.sleep(0.3)
     assert state["status"] == "completed"  # closed: its answer is the cancel's closing line
+
+
+def test_notifications_cancelled_cancels_the_call_its_request_started(url, key, other_key):
+    init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    mcp_session = post(url, rpc("initialize", init, meta=False), key, version=None).headers["Mcp-Session-Id"]
+    in_session = {"Mcp-Session-Id": mcp_session}
+    body = rpc("tools/call", {"name": "ask", "arguments": {"message": "@worker a long one"}}, 7, meta=False)
+    sid = post(url, body, key, LEGACY, in_session).json()["result"]["structuredContent"]["session_id"]
+
+    def cancelled(token, request_id, headers):
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        return post(url, note, token, LEGACY, headers).status_code
+
+    # Another client, another MCP session, another request id: 202 and nothing changes.
+    assert cancelled(other_key, 7, in_session) == 202
+    assert cancelled(key, 7, {"Mcp-Session-Id": "another"}) == 202
+    assert cancelled(key, 8, in_session) == 202
+    assert (
+        call(url, key, "get_result", {"session_id": sid}).json()["result"]["structuredContent"]["status"] == "working"
+    )
+    assert cancelled(key, 7, in_session) == 202
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        state = call(url, key, "get_result", {"session_id": sid}).json()["result"]["structuredContent"]
+        if state["status"] != "working":
+            break
+        time.sleep(0.3)
+    assert state["status"] == "completed"  # closed by the cancellation, its delegation told to stop
+    bad = post(url, rpc("tools/list", meta=False), key, LEGACY, {"Mcp-Session-Id": "a b"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == -32600
 
 
 # --- hostile bodies: 4xx, never 5xx ------------------------------------------------------------------------

@@ -54,6 +54,9 @@ if mode == "no_pyc":
             return spec
 
     sys.meta_path.insert(0, Finder)
+prelude, _, module = module.rpartition("|")
+for name in filter(None, prelude.split(",")):
+    importlib.import_module(name)  # not timed: what is there already
 started = time.perf_counter()
 for name in module.split(","):
     importlib.import_module(name)
@@ -72,6 +75,17 @@ LIBRARY_FLOORS: dict[str, tuple[str, ...]] = {
     "HTTP handlers": (*_EVERY_HANDLER, "aws_lambda_powertools.event_handler", "flightdeck.bench.validating_route"),
     "SQS handlers": (*_EVERY_HANDLER, "aws_lambda_powertools.utilities.batch"),
 }
+
+
+# The MCP path (flightdeck.api.mcp) lives in the a2a function: what it adds to that function's import is timed
+# on top of everything else the a2a handler imports (the A2A routes, the resolver, the wiring).
+MCP_PATH_PRELUDE = (
+    "flightdeck.api.a2a_routes",
+    "flightdeck.api.a2a_stream_routes",
+    "flightdeck.api.resolver",
+    "flightdeck.wiring",
+)
+MCP_PATH = ("flightdeck.api.mcp_routes", "flightdeck.api.mcp.server")
 
 
 def handler_environment() -> dict[str, str]:
@@ -103,7 +117,8 @@ def handler_environment() -> dict[str, str]:
 def time_import(
     module: str, mode: str = "pyc", env: dict[str, str] | None = None, python: str = sys.executable
 ) -> float:
-    """Seconds one fresh interpreter takes to import `module` (or modules, comma-separated, in order)."""
+    """Seconds one fresh interpreter takes to import `module` (or modules, comma-separated, in order);
+    "a,b|c,d": a and b imported first, untimed, then c and d timed."""
     command = [python, "-c", _CHILD, mode, module, ",".join(RUNTIME_PROVIDED)]
     done = subprocess.run(command, env=env or handler_environment(), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
@@ -213,6 +228,14 @@ def measure(
         }
         for kind, floor in floors.items()
     }
+    if "a2a" in handlers:
+        mcp_path = summary(timed_import(f"{','.join(MCP_PATH_PRELUDE)}|{','.join(MCP_PATH)}") for _ in range(repeats))
+        out["mcp_path"] = {
+            "modules": list(MCP_PATH),
+            "on_top_of": list(MCP_PATH_PRELUDE),
+            "import_ms": round(mcp_path["min"] * 1000, 1),
+            "ratio_to_boto3": round(mcp_path["min"] / baseline["min"], 3),
+        }
     slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
     out["slowest"] = slowest
     out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env, python=python)

@@ -255,6 +255,39 @@ def _structured_rows(one: dict[str, Any], structured: dict[str, Any] | None) -> 
     ]
 
 
+def _mcp_rows(server: dict[str, Any] | None, client: dict[str, Any] | None) -> list[list[str]]:
+    """MCP: a client's tools/call on an agent's /mcp (issue 26), and a turn calling an MCP server's tool (issue 28)."""
+    rows: list[list[str]] = []
+    for label, what in (("handler_skill", "a skill answered by its handler"), ("ask", "ask (the model)")):
+        run = (server or {}).get(label)
+        if run is None:
+            continue
+        per, cost = run["per_call"], run["cost_per_million_calls_usd"]
+        rows.append(
+            [
+                f"MCP server: tools/call on /mcp, {what}: AWS requests per call",
+                f"{num(per['aws_requests_total'])}, {money(sum(cost.values()))} per 1M calls",
+                ", ".join(f"{o} {num(c)}" for o, c in per["aws_requests_by_operation"].items())
+                + f"; {_costs(cost)}; counted, mean of {run['calls']} calls; client p50 {num(run['client_ms']['p50'])} ms",
+            ]
+        )
+    if client is not None:
+        with_call, plain = client["with_call"], client["plain"]
+        call_ms, rt = client.get("call_ms"), client["client_round_trip_ms"]
+        rows.append(
+            [
+                f"MCP client: a turn with 1 MCP tool call ({client['tool']}): AWS requests per turn",
+                f"{num(with_call['per_call']['aws_requests_total'])} (no tool: "
+                f"{num(plain['per_call']['aws_requests_total'])}), "
+                f"{money(sum(with_call['cost_per_million_calls_usd'].values()))} per 1M turns",
+                ", ".join(f"{o} {num(c)}" for o, c in with_call["per_call"]["aws_requests_by_operation"].items())
+                + f"; the call on loopback p50 {num(call_ms['p50']) if call_ms else '?'} ms; turn p50 "
+                f"{num(rt['with_call']['p50'])} ms (no tool {num(rt['plain']['p50'])} ms); mean of {with_call['calls']} turns",
+            ]
+        )
+    return rows
+
+
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     one, fan = result["round_trip_one"], result["round_trip_fan_out"]
     rows: list[list[str]] = [["Measure", "Result", "Basis / breakdown"]]
@@ -263,6 +296,7 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows += _cost_rows(one)
     rows += _cost_rows(fan)
     rows += _structured_rows(one, result.get("round_trip_structured"))
+    rows += _mcp_rows(result.get("mcp_server_calls"), result.get("mcp_client_turn"))
 
     cb = result["callback_throughput"]
     single, batch = cb["single"], cb["batch"]
@@ -353,6 +387,16 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
                 "... the libraries alone, before any handler code (the floor)",
                 " / ".join(f"{num(v['ratio_to_boto3'], 2)}x" for v in floor.values()),
                 "; ".join(f"{kind}: {' + '.join(v['modules'])} {num(v['import_ms'])} ms" for kind, v in floor.items()),
+            ]
+        )
+    if cs.get("mcp_path"):
+        mp = cs["mcp_path"]
+        rows.append(
+            [
+                "... the MCP path in the a2a function (/mcp), on top of its A2A modules",
+                f"{num(mp['import_ms'])} ms ({num(mp['ratio_to_boto3'], 3)}x boto3)",
+                f"{' + '.join(mp['modules'])} imported after the a2a handler's other modules (fresh interpreter, "
+                f"best of {cs['repeats']}); no MCP SDK",
             ]
         )
     rows.append(

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import requests
 
-from flightdeck.bench import durable, stepfunctions
+from flightdeck.bench import durable, mcp_bench, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -325,10 +325,16 @@ STRUCTURED_SKILL: dict[str, Any] = {
         "properties": {"summary": {"type": "string"}, "words": {"type": "integer"}},
         "required": ["summary", "words"],
     },
+    # The MCP rows call it on the worker's /mcp too (answered by its model).
+    "expose": ["a2a", "mcp"],
 }
+# A skill answered by a deterministic handler (no model): the MCP server row's cheapest tools/call.
+HANDLER_SKILL: dict[str, Any] = {"id": "count_words", "handler": "word_count", "expose": ["mcp"]}
 
 
-def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
+def build_deployment(blackhole_url: str, opts: StackOptions, mcp_url: str = "") -> DeploymentFile:
+    """mcp_url: a loopback MCP server (mcp_bench.LoopbackMcp) whose tool the delegator's model may call."""
+
     def delegating(timeout_ms: int, **extra: Any) -> dict[str, Any]:
         return {
             "model": {"provider": "local", "think_delay_ms": 0},
@@ -359,7 +365,12 @@ def build_deployment(blackhole_url: str, opts: StackOptions) -> DeploymentFile:
         agents[DELEGATOR]["delegates"] = [{"agent": WORKER, "description": opts.roles.delegator.tool_description}]
     # The worker's skill with a contract: the delegator's model gets a tool for it from the worker's card
     # (flightdeck.domain.skills.peers), and the structured round trips call it.
-    agents[WORKER]["skills"] = [*agents[WORKER].get("skills", []), STRUCTURED_SKILL]
+    agents[WORKER]["skills"] = [*agents[WORKER].get("skills", []), STRUCTURED_SKILL, HANDLER_SKILL]
+    if mcp_url:
+        # Listed on its first think per warm function and TTL (an HTTP request, no AWS request).
+        base = mcp_url.rsplit("/mcp", 1)[0]
+        agents[DELEGATOR]["allowed_hosts"] = {**agents[DELEGATOR].get("allowed_hosts", {}), mcp_bench.SERVER: base}
+        agents[DELEGATOR]["mcp_servers"] = [{"name": mcp_bench.SERVER, "url": mcp_url, "tools": [mcp_bench.TOOL]}]
     for name, spec in agents.items():
         spec["name"] = name
         # The bench measures the system, not its throttles: each peer's usage plan is far above the load.
@@ -402,9 +413,10 @@ class StackRun:
         self.counts_dir = workdir / "counts"
         self.counts_dir.mkdir(parents=True, exist_ok=True)
         self.blackhole = Blackhole().start()
+        self.mcp_server = mcp_bench.LoopbackMcp().start()
         self.timeline = Timeline()
         self.stack = LocalStack(
-            build_deployment(self.blackhole.url, opts),
+            build_deployment(self.blackhole.url, opts, self.mcp_server.url),
             host_module=COUNTING_HOST,
             relay=logs,
             # DEBUG: the timeline's routine steps (flightdeck.observability) time the hops and end the waits.
@@ -452,10 +464,16 @@ class StackRun:
         from flightdeck.local.resources import local_client
 
         usage = UsagePlans(local_client("apigateway", self.stack.moto_endpoint))
-        callers = [(WORKER, DELEGATOR)] + [(agent, BENCH_PEER) for agent in (DELEGATOR, COLLECTOR, TIMEKEEPER)]
+        callers = [(WORKER, DELEGATOR), (WORKER, BENCH_PEER)] + [
+            (agent, BENCH_PEER) for agent in (DELEGATOR, COLLECTOR, TIMEKEEPER)
+        ]
         for agent, peer in callers:
             # As `flightdeck peers add` does: the token's hash, and a key in the agent's default usage plan.
-            PeerRegistry(f"{agent}-state", client=self.dynamodb).add(peer, self.peer_tokens[peer], replace=True)
+            # The bench is also the worker's MCP client (its /mcp rows): one key for both channels there.
+            channels = ("a2a", "mcp") if (agent, peer) == (WORKER, BENCH_PEER) else ("a2a",)
+            PeerRegistry(f"{agent}-state", client=self.dynamodb).add(
+                peer, self.peer_tokens[peer], replace=True, channels=channels
+            )
             usage.ensure_peer_key(agent, peer, usage.plan_id(default_plan_name(agent)))
 
     def __exit__(self, *exc: Any) -> None:
@@ -463,6 +481,7 @@ class StackRun:
             self.stack.stop()
         finally:
             self.blackhole.close()
+            self.mcp_server.close()
             self.http.close()
 
     def _auth(self) -> dict[str, str]:
@@ -769,6 +788,88 @@ class StackRun:
             ratio(modes["single"]["http_requests"], modes["batch"]["http_requests"]), 2
         )
         return modes
+
+    def _counted_window(self, agent: str, start: float, n: int) -> dict[str, Any]:
+        """What `agent` used since `start` (no deadline timers to wait for), per call of n, priced."""
+        end = self.settle({agent}, start, 0, not_before=time.time())
+        window = [r for r in between(self.records(), start, end) if r.get("agent") == agent]
+        sizes = self.item_sizes(update_keys(window))
+        tally = Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, agent), agents=[agent])
+        tally.log_bytes = self.timeline.log_bytes({agent}, start, end)
+        per = tally.divided(n)
+        return {
+            "calls": n,
+            "per_call": per.to_dict(self.prices),
+            "cost_per_million_calls_usd": {k: round(v * 1e6, 2) for k, v in per.cost(self.prices).items()},
+        }
+
+    def mcp_server_calls(self, n: int) -> dict[str, Any]:
+        """tools/call on the worker's /mcp (an MCP client's request, answered within it): a skill answered
+        by its handler, and `ask` (the model). Counted on the worker alone: it is the whole path."""
+        url = f"{self.stack.urls[WORKER]}/mcp"
+        token = self.peer_tokens.get(BENCH_PEER)
+        calls: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
+            "handler_skill": (HANDLER_SKILL["id"], lambda i: {"text": f"check the figures of report {i}"}),
+            "ask": ("ask", lambda i: {"message": f"check the figures of report {i}"}),
+        }
+        for tool, arguments in calls.values():
+            mcp_bench.call(self.http, url, token, tool, arguments(-1), 0)  # warm: the a2a function's first request
+        out: dict[str, Any] = {}
+        for label, (tool, arguments) in calls.items():
+            self.say(f"counting {n} MCP tools/call of {tool} on the worker's /mcp")
+            start = time.time()
+            client_ms = []
+            for i in range(n):
+                sent = time.monotonic()
+                mcp_bench.call(self.http, url, token, tool, arguments(i), i + 1)
+                client_ms.append((time.monotonic() - sent) * 1000)
+            out[label] = {
+                "tool": tool,
+                **self._counted_window(WORKER, start, n),
+                "client_ms": {k: round(v, 1) for k, v in summary(client_ms).items()},
+            }
+        return out
+
+    def mcp_client_turns(self, n: int) -> dict[str, Any]:
+        """Turns on the delegator whose model calls one tool of an MCP server on loopback, beside turns with no
+        tool at all: the requests the call adds, and its time (the call itself, and the whole turn's)."""
+        tool = f"{mcp_bench.SERVER}__{mcp_bench.TOOL}"
+
+        def turns(content: Callable[[int], str]) -> tuple[dict[str, Any], list[float], list[str]]:
+            start = time.time()
+            trips = [self.round_trip(content(i)) for i in range(n)]
+            return (
+                self._counted_window(DELEGATOR, start, n),
+                [(t[2] - t[1]) * 1000 for t in trips],
+                [t[0] for t in trips],
+            )
+
+        self.say(f"counting {n} turns with no tool, then {n} with one MCP tool call ({tool})")
+        before = self.mcp_server.calls
+        plain, plain_ms, _ = turns(lambda i: f"say that report {i} is fine")
+        with_call, call_ms, sessions = turns(lambda i: f"!{tool} report {i}")
+        if self.mcp_server.calls - before != n:
+            raise BenchError(f"{n} turns made {self.mcp_server.calls - before} MCP calls")
+        # The client's own time for each call, as the agent logs it ("benchmcp__lookup answered in N ms").
+        tool_ms = [
+            float(str(r.get("message", "")).rsplit(" in ", 1)[-1].split()[0])
+            for sid in sessions
+            for r in self.timeline.find(DELEGATOR, timeline="mcp_tool_result", session_id=sid)
+            if " answered in " in str(r.get("message", ""))
+        ]
+        return {
+            "tool": tool,
+            "plain": plain,
+            "with_call": with_call,
+            "added_aws_requests": round(
+                with_call["per_call"]["aws_requests_total"] - plain["per_call"]["aws_requests_total"], 3
+            ),
+            "call_ms": {k: round(v, 1) for k, v in summary(tool_ms).items()} if tool_ms else None,
+            "client_round_trip_ms": {
+                "plain": {k: round(v, 1) for k, v in summary(plain_ms).items()},
+                "with_call": {k: round(v, 1) for k, v in summary(call_ms).items()},
+            },
+        }
 
     def conversation(self) -> dict[str, Any]:
         """One session on the delegator, one user message at a time (each sent once the session is idle again).
@@ -1083,6 +1184,10 @@ def run(
                 lambda i: f'@{WORKER}:{STRUCTURED_SKILL["id"]} {{"text": "check the figures of report {i}"}}',
                 "1 structured call",
             )
+            # MCP (issues 26 and 28): a client's tools/call on an agent's /mcp, and a turn calling an MCP server's tool.
+            mcp_n = max(2, opts.iterations // 3)
+            mcp_server = bench.mcp_server_calls(mcp_n)
+            mcp_client = bench.mcp_client_turns(mcp_n)
             # The timeout turns run while the fan-out turns' deadline timers are pending (one timer
             # message per turn, on another agent): it saves a wait and perturbs little.
             timeouts: dict[str, Any] = {}
@@ -1104,6 +1209,8 @@ def run(
             "round_trip_one": _round_trip_report(one, prices, 1, opts),
             "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out, opts),
             "round_trip_structured": _round_trip_report(structured, prices, 1, opts),
+            "mcp_server_calls": mcp_server,
+            "mcp_client_turn": mcp_client,
             "latency_one_delegation_ms": latency,
             "latency_fan_out_ms": {
                 "total_logged": fan_latency.get("total_logged"),

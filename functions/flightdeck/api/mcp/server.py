@@ -21,6 +21,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -65,8 +67,11 @@ from flightdeck.wiring import deps
 # What a tools/call waits for inside one request, at most, and what it leaves the function to answer.
 ANSWER_MARGIN_MS = 3_000
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-# Every request is its own: no protocol session is minted, none is echoed.
 _ALLOW = "POST"
+# 2025-11-25: initialize mints an Mcp-Session-Id that nothing stores. It only scopes the client's request ids
+# (unique within a session), so that notifications/cancelled can name the session a tools/call started.
+HEADER_SESSION = "mcp-session-id"
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 def _headers(event: dict[str, Any]) -> dict[str, str]:
@@ -153,6 +158,7 @@ class Request:
     def __init__(self, request_id: Any, method: str, params: dict[str, Any], version: str, has_id: bool):
         self.id, self.method, self.params, self.version, self.has_id = request_id, method, params, version, has_id
         self.budget_ms = 0  # tools/call: how long it may wait for its answer in this request
+        self.mcp_session = ""  # 2025-11-25: the Mcp-Session-Id sent (minted by initialize)
 
     @property
     def modern(self) -> bool:
@@ -218,7 +224,14 @@ def _check(body: dict[str, Any], request_id: Any, headers: dict[str, str]) -> Re
         )
     if header == MODERN and has_id:
         _check_modern(method, params, meta, headers)
-    return Request(request_id, method, params, header, has_id)
+    request = Request(request_id, method, params, header, has_id)
+    if header == LEGACY and HEADER_SESSION in headers:
+        if not _SESSION_ID.fullmatch(headers[HEADER_SESSION]):
+            raise McpError(
+                INVALID_REQUEST, "Bad Request: Mcp-Session-Id must be 1 to 128 visible ASCII characters", None, 400
+            )
+        request.mcp_session = headers[HEADER_SESSION]
+    return request
 
 
 def _check_modern(method: str, params: dict[str, Any], meta: dict[str, Any], headers: dict[str, str]) -> None:
@@ -328,7 +341,8 @@ def _progress_token(params: dict[str, Any]) -> Any:
 def _call(d: Deps, request: Request) -> Iterator[tools.Waiting | dict[str, Any]]:
     params = _validated(CallParams, request.params)
     note(operation=f"mcp:tools/call:{params.name[:64]}")
-    return tools.call_tool(d, params.name, params.arguments or {}, current_peer(), request.budget_ms)
+    key = tools.request_key(request.mcp_session, request.id) if request.mcp_session else ""
+    return tools.call_tool(d, params.name, params.arguments or {}, current_peer(), request.budget_ms, key)
 
 
 def _run_call(request: Request, steps: Iterator[tools.Waiting | dict[str, Any]]) -> dict[str, Any]:
@@ -369,9 +383,19 @@ def _sse(request: Request, steps: Iterator[tools.Waiting | dict[str, Any]], toke
 
 
 def _notification(request: Request) -> dict[str, Any]:
-    # notifications/initialized, notifications/cancelled and any other: accepted, nothing to answer. A
-    # cancellation names a request id that only its client knows the session of: the `cancel` tool (by
-    # session id) is how a call is stopped (docs/MCP.md, "Cancellation").
+    """202, nothing to answer. notifications/cancelled (2025-11-25, in an Mcp-Session-Id) cancels the session
+    its tools/call started, found by derivation (no state); a malformed one, or one naming no such call, is
+    ignored as the spec asks (docs/MCP.md, "Cancellation")."""
+    request_id = request.params.get("requestId")
+    if (
+        request.method == "notifications/cancelled"
+        and request.mcp_session
+        and isinstance(request_id, (str, int))
+        and not isinstance(request_id, bool)
+        and len(str(request_id)) <= 256
+    ):
+        if tools.cancel_request(deps(), current_peer(), tools.request_key(request.mcp_session, request_id)):
+            count("McpCancellations")
     return _body(None, 202)
 
 
@@ -424,7 +448,9 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
                 None,
                 404 if request.modern else 200,
             )
-        return _body({"jsonrpc": "2.0", "id": request.id, "result": _complete(request, implementation(d, request))})
+        result = _complete(request, implementation(d, request))
+        minted = {"Mcp-Session-Id": uuid.uuid4().hex} if request.method == "initialize" else None
+        return _body({"jsonrpc": "2.0", "id": request.id, "result": result}, 200, minted)
     except McpError as exc:
         return _error(request_id, exc)
     except ItemTooLargeError as exc:

@@ -23,7 +23,7 @@ from typing import Any
 
 from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
-from flightdeck.domain.chat import ingest_chat, read_session
+from flightdeck.domain.chat import derived_session_id, ingest_chat, read_session
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import InboxFullError, Session, SessionBusyError, SessionNotFoundError
 from flightdeck.domain.session_cancel import cancel_session
@@ -264,18 +264,30 @@ def _not_found(session_id: str) -> InvalidArguments:
 
 
 def call_tool(
-    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int
+    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int, request_key: str = ""
 ) -> Iterator[Waiting | dict[str, Any]]:
     """Run one tools/call: Waiting steps while it runs, its CallToolResult last. Raises McpError -32602 for
-    an unknown tool; arguments that do not match its input schema are a tool execution error (nothing stored)."""
+    an unknown tool; arguments that do not match its input schema are a tool execution error (nothing stored).
+    request_key: the request's identity (request_key()); a call that starts a session then starts the one
+    request_session() names, so that a notifications/cancelled for the request can find it."""
     try:
-        yield from _call(d, name, arguments, caller, budget_ms)
+        yield from _call(d, name, arguments, caller, budget_ms, request_key)
     except InvalidArguments as exc:
         yield _invalid(exc)
 
 
+def request_key(mcp_session: str, request_id: str | int) -> str:
+    """A request's identity among its client's: JSON-RPC ids are unique within one MCP session only."""
+    return f"mcp:{mcp_session}:{type(request_id).__name__}:{request_id}"
+
+
+def request_session(caller: str | None, key: str) -> str:
+    """The session a tools/call of this identity started (derived, as a chat message id's is: no state)."""
+    return derived_session_id(caller, key)
+
+
 def _call(
-    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int
+    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int, key: str = ""
 ) -> Iterator[Waiting | dict[str, Any]]:
     skill = next((s for s in skill_tools(d.settings.agent.skills) if s.id == name), None)
     session_id: str | None
@@ -312,7 +324,12 @@ def _call(
     else:
         raise McpError(INVALID_PARAMS, f"Invalid params: unknown tool {name[:128]!r}")
     try:
-        accepted = ingest_chat(d, text, session_id, caller=caller, queue=False, contract=contract)
+        # A new session is named by the request (a repeat of it is the same call, not a second one); one
+        # continued (ask with session_id) is the client's to cancel with the cancel tool.
+        message_id = key if key and session_id is None else None
+        accepted = ingest_chat(
+            d, text, session_id, caller=caller, message_id=message_id, queue=False, id_kind="mcp", contract=contract
+        )
     except SessionNotFoundError:
         raise _not_found(session_id or "") from None
     except (SessionBusyError, InboxFullError):
@@ -327,3 +344,12 @@ def _call(
     assert final is not None
     state = _state(final)
     yield _skill_result(skill, state) if skill is not None else _state_result(state)
+
+
+def cancel_request(d: Deps, caller: str | None, key: str) -> bool:
+    """notifications/cancelled: cancel the session the request started, if it did and still works (its
+    delegations are told to stop); anything else (unknown, another client's, finished) changes nothing."""
+    try:
+        return cancel_session(d, request_session(caller, key), caller).canceled
+    except SessionNotFoundError:
+        return False
