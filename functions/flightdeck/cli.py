@@ -148,6 +148,11 @@ def local_demo(args: argparse.Namespace) -> int:
     deployment = _load(args.config, args.local_model)
     if deployment is None:
         return EXIT_USAGE
+    try:
+        config_file.check_demo(deployment, args.config)
+    except config_file.ConfigFileError as exc:
+        _complain("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
+        return EXIT_USAGE
     # The agents' full logs: where asked (kept), else a scratch directory removed unless the demo fails.
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="flightdeck-demo-logs-"))
     succeeded = False

@@ -469,6 +469,8 @@ def _explain(err: ErrorDetails, example: str = "") -> tuple[str, str]:
         return f"{should}{got}", "change it to match that pattern"
     if kind == "missing":
         return "is required", "add it"
+    if kind == "value_error" and "at least 32 characters" in msg:
+        return msg, f"use 32 or more random characters, e.g. {_random_secret_hint()}"
     if kind == "value_error" and "MCP credential" in msg:
         return (
             msg,
@@ -574,9 +576,35 @@ def parse(raw: dict[str, Any], path: str | Path = "<deployment>") -> DeploymentF
                     f"remove it (the name is the section's: [agents.{name}])",
                 )
             )
+        problems.extend(_secret_problems(name, spec))
     if problems:
         raise ConfigFileError.of(path, _once(problems))
     return deployment
+
+
+# The callback tokens' HMAC key: shorter, and the agents refuse to start (flightdeck.settings).
+CALLBACK_SECRET_MIN_CHARS = 32
+
+
+def _random_secret_hint() -> str:
+    return "the output of python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def _secret_problems(name: str, spec: AgentSpec) -> list[Problem]:
+    """A LOCAL ONLY callback_secret too short to be the HMAC key (the agents would not start, naming
+    TOOL_CALLBACK_SECRET rather than this key)."""
+    secret = spec.callback_secret
+    if not secret or len(secret) >= CALLBACK_SECRET_MIN_CHARS:
+        return []
+    return [
+        Problem(
+            toml_key(("agents", name, "callback_secret")),
+            f"is {len(secret)} characters: the callback tokens' HMAC key needs at least {CALLBACK_SECRET_MIN_CHARS}, "
+            "or the agents do not start",
+            f"make it {CALLBACK_SECRET_MIN_CHARS} or more random characters ({_random_secret_hint()}), or remove "
+            "it: `flightdeck local` then makes one (on AWS it is generated in Secrets Manager)",
+        )
+    ]
 
 
 def _once(problems: Sequence[Problem]) -> list[Problem]:
@@ -662,7 +690,8 @@ def check(
             target = delegate.peer_service
             target_key = _delegate_key(name, index, "service" if delegate.service else "agent")
             if delegate.protocol == "a2a":
-                continue  # an A2A peer is found by its card_url, checked against ALLOWED_HOST_MAPPING at run time
+                problems.extend(_card_url_problems(deployment, name, index, runtime))
+                continue
             outside = target in spec.allowed_hosts or (runtime == "aws" and target in spec.deploy.peer_urls)
             if target not in agents and not outside:
                 nearest = _nearest(target, [n for n in names if n != name])
@@ -720,13 +749,20 @@ def check(
         model_key = toml_key(("agents", name, "model"))
         if spec.model.provider != "bedrock":
             continue
-        if not spec.model.model_id:
+        if not spec.model.model_id.strip():
             problems.append(
                 Problem(
                     f"{model_key}.model_id",
                     'is required with provider = "bedrock"',
-                    'add model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0" (a model id, '
-                    "an inference profile id or an ARN)",
+                    f"add model_id = {json.dumps(EXAMPLE_MODEL_ID)} (a model id, an inference profile id or an ARN)",
+                )
+            )
+        elif not is_bedrock_model_id(spec.model.model_id):
+            problems.append(
+                Problem(
+                    f"{model_key}.model_id",
+                    f"{json.dumps(spec.model.model_id)} is not a Bedrock model id",
+                    MODEL_ID_FIX,
                 )
             )
         if runtime == "local" and local_model:
@@ -750,6 +786,54 @@ def check(
     for name in fallback:
         variant.agents[name].model = ModelConfig(provider="local")
     return variant
+
+
+# Bedrock's model ids, offline: "<vendor>.<model>" (anthropic.claude-3-5-haiku-20241022-v1:0), a cross-region
+# inference profile "<geography>.<vendor>.<model>" (us., eu., apac., global. ...), or an ARN of a foundation
+# model, an inference profile (system or application), a provisioned, custom or imported model. Whether the
+# model exists in the region and is enabled for the account only Bedrock can say (`flightdeck check --aws`).
+EXAMPLE_MODEL_ID = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+_MODEL_ID = re.compile(r"^(?:[a-z]{2,8}(?:-[a-z]{2,8})?\.)?[a-z][a-z0-9-]{1,31}\.[a-z0-9][A-Za-z0-9._:-]{0,127}$")
+_MODEL_ARN = re.compile(
+    r"^arn:aws(?:-[a-z]+)*:bedrock:[a-z]{2}(?:-[a-z]+)+-\d:(?:\d{12})?:"
+    r"(?:foundation-model|inference-profile|application-inference-profile|provisioned-model|custom-model"
+    r"|imported-model|custom-model-deployment)/[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"
+)
+MODEL_ID_FIX = (
+    f'write a model id "<vendor>.<model>" (e.g. "anthropic.claude-3-5-haiku-20241022-v1:0"), an inference '
+    f'profile id "<region>.<vendor>.<model>" (e.g. "{EXAMPLE_MODEL_ID}") or a model or inference profile ARN; '
+    "`aws bedrock list-foundation-models` and `aws bedrock list-inference-profiles` list them"
+)
+
+
+def is_bedrock_model_id(model_id: str) -> bool:
+    """Whether model_id has one of the shapes Bedrock's Converse takes (not whether the model exists)."""
+    return bool(_MODEL_ID.match(model_id) or _MODEL_ARN.match(model_id))
+
+
+def _card_url_problems(deployment: DeploymentFile, name: str, index: int, runtime: Runtime) -> list[Problem]:
+    """An A2A delegate's card_url under a base URL the agent may call (ALLOWED_HOST_MAPPING): its allowed_hosts,
+    on AWS also the deploy.peer_urls of the names it allows. A delegate that is an agent of this file, allowed,
+    is left to run time: its local URL is known only once it listens."""
+    spec = deployment.agents[name]
+    delegate = spec.delegates[index]
+    if delegate.peer_service in deployment.agents and delegate.peer_service in spec.allow:
+        return []
+    hosts = {k: v.rstrip("/") for k, v in spec.allowed_hosts.items()}
+    if runtime == "aws":
+        hosts.update({k: v.rstrip("/") for k, v in spec.deploy.peer_urls.items() if k in spec.allow and k not in hosts})
+    if Allowlist(hosts).allows_url(delegate.card_url):
+        return []
+    service = delegate.peer_service
+    return [
+        Problem(
+            _delegate_key(name, index, "card_url"),
+            f"{delegate.card_url} is not under any base URL of [agents.{name}].allowed_hosts: the agent would refuse "
+            "to fetch the card, and every delegation to it would fail",
+            f'add its base URL: allowed_hosts = {{ {service} = "{_base_of(delegate.card_url)}" }} under '
+            f"[agents.{name}] (or correct card_url)",
+        )
+    ]
 
 
 def _mcp_problems(deployment: DeploymentFile, runtime: Runtime) -> list[Problem]:
@@ -834,6 +918,43 @@ def _token_problems(deployment: DeploymentFile, caller: str, target: str, index:
             )
         ]
     return []
+
+
+def check_demo(deployment: DeploymentFile, path: str | Path) -> None:
+    """What `flightdeck local demo` needs of the file beyond `check`: an agent that delegates to another of the
+    file, and a `user` peer on it (the demo calls it as that peer), unless its INBOUND_AUTH is off.
+    ConfigFileError naming the key and the fix; before anything starts."""
+    from flightdeck.local.demo import DEMO_PEER, delegates_in_file
+
+    delegator = next((name for name in deployment.agents if delegates_in_file(deployment, name)), None)
+    if delegator is None:
+        raise ConfigFileError.of(
+            path,
+            [
+                Problem(
+                    "[agents]",
+                    "no agent delegates to another agent of this file: the demo has nothing to show",
+                    'give one agent a [[agents.NAME.delegates]] section with agent = "<another agent of the file>" '
+                    "(see examples/two-agents.toml)",
+                )
+            ],
+        )
+    spec = deployment.agents[delegator]
+    if DEMO_PEER in spec.peers or deployment.environment(delegator).get("INBOUND_AUTH", "required") == "off":
+        return
+    peers_key = toml_key(("agents", delegator, "peers"))
+    raise ConfigFileError.of(
+        path,
+        [
+            Problem(
+                f"{peers_key}.{DEMO_PEER}",
+                f'is missing: the demo sends its task to {delegator} as the peer "{DEMO_PEER}", which {delegator} '
+                "would refuse (401)",
+                f'add {DEMO_PEER} = "{new_token(DEMO_PEER)}" under {peers_key} (LOCAL ONLY; any '
+                f"fdp_{DEMO_PEER}_<32+ characters>)",
+            )
+        ],
+    )
 
 
 def load_checked(

@@ -248,11 +248,39 @@ class SessionChat:
 
     # --- HTTP -------------------------------------------------------------------------------
 
+    def _not_an_agent(self) -> Problem | None:
+        """After an answer no agent of ours gives: GET /health (public) tells whether this is one at all.
+        A Problem saying what answered instead (the moto URL, another web server), or None: it is an agent."""
+        try:
+            response = send(self.http, "GET", f"{self.url}/health", token=None)
+        except Problem:
+            return None  # unreachable now: the answer that led here says enough
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        healthy = response.status_code == 200 and isinstance(body, dict) and body.get("status") == "ok"
+        error = body.get("error") if isinstance(body, dict) else None
+        ours = isinstance(error, dict) and isinstance(error.get("code"), str) and "message" in error
+        if healthy or ours:  # an agent; or one of ours under a wrong path (its own 404 says so)
+            return None
+        said = server_message(response) if response.content else "an empty body"
+        return Problem(
+            f"this is not a Flightdeck agent: {self.url} answered {response.status_code} to GET /health ({said}). "
+            "Give an agent's base URL: the one `flightdeck local up` prints for it (not moto's), or its stage URL "
+            "on AWS (the ApiUrl output); for another A2A agent use --a2a CARD_URL",
+            code=EXIT_USAGE,
+        )
+
     def _refused(self, response: requests.Response) -> Problem:
         problem = auth_problem(response, self.url, self.token)
         if problem is not None:
             return problem
         said, status = server_message(response), response.status_code
+        if status == 404 or status >= 500:
+            stranger = self._not_an_agent()
+            if stranger is not None:
+                return stranger
         if status == 404:
             if "session_not_found" in said and self.session_id:
                 return Problem(
@@ -273,7 +301,7 @@ class SessionChat:
         try:
             return response.json()
         except ValueError:
-            raise Problem(
+            raise self._not_an_agent() or Problem(
                 f"{self.url} did not answer JSON (HTTP {response.status_code}): is it a Flightdeck agent's base URL?"
             ) from None
 
@@ -290,6 +318,10 @@ class SessionChat:
         response = send(self.http, "GET", f"{self.url}/api/sessions?limit=1", token=self.token)
         if response.status_code in (401, 403):
             raise self._refused(response)
+        if response.status_code != 200:
+            stranger = self._not_an_agent()
+            if stranger is not None:
+                raise stranger
 
     def _get(self) -> SessionView:
         response = send(self.http, "GET", self._session_path, token=self.token)
