@@ -465,3 +465,6 @@ def add_peers_command(commands: Any) -> None:
     from flightdeck.peer_discovery import add_discover_command
 
     add_discover_command(actions)  # flightdeck peers discover URL: read and check a card before adding its peer
+    from flightdeck.peers_sync import add_sync_command
+
+    add_sync_command(actions)  # flightdeck peers sync --config FILE: every token the file implies
