@@ -417,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flightdeck.chat_client.command import add_chat_command
 
     add_chat_command(commands)  # flightdeck chat
+    from flightdeck.chat_client.browse import add_sessions_command
+
+    add_sessions_command(commands)  # flightdeck sessions
     return parser
 
 

@@ -146,7 +146,7 @@ def test_tool_results_say_who_answered_failed_or_timed_out():
         "status": "error",
         "content": [{"text": json.dumps({"status": "input_required", "question": "which year?"})}],
     }
-    assert describe_result("worker", asks) == "worker: input_required: which year?"
+    assert describe_result("worker", asks) == "worker asks: which year?"  # a question, not JSON
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,7 @@ from flightdeck.domain.records import (
     Session,
     SessionBusyError,
     SessionNotFoundError,
+    Stamp,
     TaskNotOpenError,
     ToolResult,
     TurnAggregation,
@@ -229,10 +230,14 @@ def stored_items(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, 
     return sorted(out, key=lambda t: (t[0], t[1]))
 
 
-def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[str, Any]]:
+def _conversation(
+    items: list[dict[str, Any]], current_turn: int, created_at: int = 0
+) -> tuple[list[dict[str, Any]], list[Stamp]]:
     """The Converse messages, rebuilt from what is stored once: the message items in key order,
     and after an assistant message that called tools in a turn that has completed, the user
-    message of their results, built from the turn's result items in call order."""
+    message of their results, built from the turn's result items in call order. With each, its
+    Stamp: the times its items carry anyway (created_at: the session's, the first message's time
+    when its item has none)."""
     results: dict[int, dict[str, dict[str, Any]]] = {}
     # Iterations whose reply ended their turn although it called tools (it asked for input: the next
     # message answers its calls, flightdeck.domain.asking): they have no results to rebuild.
@@ -242,10 +247,13 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
             results.setdefault(int(i[SK].split("#")[1]), {})[i["tool_use_id"]] = i
         elif i[SK].startswith("ITER#") and i.get("ends_turn"):
             answered_by_message.add(int(i[SK].split("#")[1]))
-    stored = stored_messages(items)
+    stored = stored_items(items)
+    dispatched = {int(i[SK].split("#")[1]): int(i.get("created_at", 0)) for i in items if i[SK].startswith("TURN#")}
     messages: list[dict[str, Any]] = []
-    for index, (turn, _slot, message) in enumerate(stored):
+    stamps: list[Stamp] = []
+    for index, (turn, _slot, message, item) in enumerate(stored):
         messages.append(message)
+        stamps.append(_stamp(item, dispatched.get(turn, 0), created_at if index == 0 else 0))
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         if message.get("role") != "assistant" or not uses or turn >= current_turn or turn in answered_by_message:
             continue
@@ -256,7 +264,24 @@ def _conversation(items: list[dict[str, Any]], current_turn: int) -> list[dict[s
         messages.append(
             {"role": "user", "content": [_result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]}
         )
-    return messages
+        recorded = {k: int(v.get("recorded_at", 0)) for k, v in got.items()}
+        stamps.append(Stamp(at=max(recorded.values(), default=0), results=recorded))
+    return messages, stamps
+
+
+def _stamp(item: dict[str, Any], dispatched: int, fallback: int) -> Stamp:
+    """A stored message's times: a reply's think (stored in its ITER item's reply), a message's arrival."""
+    if item[SK].startswith("ITER#"):
+        reply = json.loads(item["reply"])
+        think, usage = reply.get("think") or {}, reply.get("usage") or {}
+        return Stamp(
+            at=int(think.get("ended_ms", 0)),
+            started=int(think.get("started_ms", 0)),
+            tokens_in=int(usage.get("inputTokens", 0)),
+            tokens_out=int(usage.get("outputTokens", 0)),
+            dispatched=dispatched,
+        )
+    return Stamp(at=int(item.get("at") or item.get("accepted_at") or fallback))
 
 
 def _this_life(items: list[dict[str, Any]], base_turn: int, created_at: int) -> list[dict[str, Any]]:
@@ -334,7 +359,13 @@ def _result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
         return ToolResult(
             tool_use_id, "error", json.dumps({"status": "error", "reason": "missing"}), ResultSource.TIMEOUT
         )
-    return ToolResult(item["tool_use_id"], item["result_status"], item["text"], ResultSource(item["source"]))
+    return ToolResult(
+        item["tool_use_id"],
+        item["result_status"],
+        item["text"],
+        ResultSource(item["source"]),
+        int(item.get("recorded_at", 0)),
+    )
 
 
 def _live_fields(by_sk: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -455,6 +486,7 @@ class StateStore:
         if "base_turn" in meta:  # put over an expired session: what is left of that one is not this one's
             items = _this_life(items, int(meta["base_turn"]), int(meta.get("created_at", 0)))
         turn = int(meta["turn"])
+        messages, stamps = _conversation(items, turn, int(meta.get("created_at", 0)))
         by_sk = {i[SK]: i for i in items}
         iteration = by_sk.get(_iter_sk(turn))
         route = self._route_of(meta) if ROUTE_ATTR in meta else by_sk.get(ROUTE)
@@ -464,7 +496,7 @@ class StateStore:
             session_id=session_id,
             status=meta["status"],
             turn=turn,
-            messages=_conversation(items, turn),
+            messages=messages,
             created_at=int(meta.get("created_at", 0)),
             updated_at=int(meta.get("updated_at", 0)),
             parent=json.loads(meta.get("parent", "{}")),
@@ -479,6 +511,7 @@ class StateStore:
             inbox_accepted=int(meta.get(INBOX_COUNT, 0)),
             inbox_consumed=int(meta.get(INBOX_CONSUMED, 0)),
             input=next((q for q in inbox if q.turn == turn), None),
+            stamps=tuple(stamps),
             holds_load=HOLDS_LOAD in meta,
         )
 
@@ -991,7 +1024,15 @@ class StateStore:
             "Put": {
                 "TableName": self.table,
                 "Item": _item(
-                    **{PK: pk, SK: _msg_sk(turn, slot), "content": _dumps(message), "turn": turn, TTL: expires}
+                    # `at`: the timeline's time for it (an attribute of the put, no request more).
+                    **{
+                        PK: pk,
+                        SK: _msg_sk(turn, slot),
+                        "content": _dumps(message),
+                        "turn": turn,
+                        "at": self.now_ms(),
+                        TTL: expires,
+                    }
                 ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
                 "ExpressionAttributeNames": {"#pk": PK},

@@ -31,6 +31,7 @@ from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, 
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.domain.session_events import TEXT_DELTA, open_session, session_events
 from flightdeck.domain.streaming import Note, Pace
+from flightdeck.domain.timeline import DATA_SCHEMA as TIMELINE_DATA_SCHEMA
 from flightdeck.domain.timeline import KINDS as TIMELINE_KINDS
 from flightdeck.domain.timeline import TimelineEvent
 from flightdeck.observability import count, logger
@@ -58,6 +59,12 @@ def _frames(session_id: str, events: Iterator[TimelineEvent | Note]) -> Iterator
             {"kind": "error", "code": "stream_failed", "message": "the stream could not go on; reconnect"},
             event="error",
         )
+
+
+def _with_data(schema: dict[str, Any]) -> dict[str, Any]:
+    """The event's schema with its data line's fields (JSON Schema contentSchema of that JSON string)."""
+    schema["properties"]["data"]["contentSchema"] = TIMELINE_DATA_SCHEMA
+    return schema
 
 
 def _not_found(session_id: str) -> ApiError:
@@ -94,12 +101,16 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
             "Replayed from the start, then live until the session is idle; comments keep it open. Live "
             "only: text_delta {iteration, attempt, offset, text}, the text of the think under way as the "
             "model produces it (offset 0 again: it starts over); an iteration's deltas joined are its "
-            "text, the answer event's text for the think that answered",
+            "text, the answer event's text for the think that answered. Each event has `at` (ISO 8601 "
+            "UTC, ms); a think its duration and tokens, a delegation the delegate's session and the trace id, "
+            "a result its latency from the dispatch (the data schema)",
             "content": {
                 EVENT_STREAM: {
-                    "schema": event_schema(
-                        "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)",
-                        [*TIMELINE_KINDS, TEXT_DELTA],
+                    "schema": _with_data(
+                        event_schema(
+                            "a timeline event: data is {id, kind, session_id, ...} (flightdeck.domain.timeline)",
+                            [*TIMELINE_KINDS, TEXT_DELTA],
+                        )
                     )
                 }
             },

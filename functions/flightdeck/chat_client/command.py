@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -15,7 +16,11 @@ if TYPE_CHECKING:
 
 # The client (requests, pydantic) is imported when the command runs: `flightdeck --help` stays fast.
 
-HELP = "/card prints the agent card, /help this line; Ctrl-C stops waiting for an answer ({ctrl_c}); Ctrl-D exits"
+HELP = (
+    "/card prints the agent card, /raw the last raw JSON answer, /cancel cancels the session's work, /help this "
+    "line; a line starting // sends it with one /; Ctrl-C stops waiting for an answer ({ctrl_c}); Ctrl-D exits"
+)
+COMMANDS = ("/card", "/raw", "/cancel", "/help")
 
 
 class Conversation(Protocol):
@@ -66,14 +71,31 @@ def repl(conversation: Conversation, console: Console, read: Callable[[], str], 
                 conversation.print_card()
             elif text in ("/help", "/?"):
                 console.note(HELP.format(ctrl_c=ctrl_c))
+            elif text == "/raw":
+                raw = getattr(conversation, "last_raw", None)
+                console.answer(json.dumps(raw, indent=2, ensure_ascii=False) if raw is not None else "(nothing yet)")
+            elif text == "/cancel":
+                cancel = getattr(conversation, "cancel", None)
+                if cancel is None:
+                    console.note("this conversation cannot cancel from here (Ctrl-C during a task cancels it)")
+                else:
+                    cancel()
+            elif _is_command(text):  # a typo of a command would otherwise go to the model
+                console.error(f"unknown command {text.split()[0]}: the commands are {', '.join(COMMANDS)}")
             else:
-                conversation.say(text)
+                conversation.say(text[1:] if text.startswith("//") else text)
         except KeyboardInterrupt:  # outside a task's own handling (printing an answer, /card)
             console.note("\n(interrupted; Ctrl-D exits)")
         except Problem as problem:
             console.error(problem.message)
             if problem.fatal:
                 return problem.code
+
+
+def _is_command(text: str) -> bool:
+    """A line that looks like a command (/word): not a path such as /etc/hosts, nor //escaped."""
+    head = text.split()[0]
+    return head.startswith("/") and not head.startswith("//") and "/" not in head[1:]
 
 
 def run(args: argparse.Namespace) -> int:

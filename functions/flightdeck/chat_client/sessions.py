@@ -115,12 +115,14 @@ def delegate_of(tool_name: str) -> str:
 def describe_result(who: str, result: dict[str, Any]) -> str:
     """One timeline line for a toolResult block: answered, timed out, failed (and why)."""
     text = _text(_blocks(result))
-    if result.get("status") == "success":
-        return f"{who} answered: {preview(text)}"
     try:
         body = json.loads(text)
     except ValueError:
         body = None
+    if isinstance(body, dict) and body.get("status") == "input_required":  # the delegate asks: a question, not JSON
+        return f"{who} asks: {preview(str(body.get('question', '')))}"
+    if result.get("status") == "success":
+        return f"{who} answered: {preview(text)}"
     if not isinstance(body, dict):
         return f"{who} failed: {preview(text)}"
     reason, detail = body.get("reason"), body.get("detail") or body.get("question") or body.get("message")
@@ -245,6 +247,7 @@ class SessionChat:
         self.drawn: set[str] = set()  # the timeline's event ids drawn so far
         self.idle = True  # as far as this client knows: it waits for a busy session before sending
         self.streams = True  # whether the agent streams the session's events (until it says otherwise)
+        self.last_raw: Any = None  # the last JSON the agent answered (a body, or an event's data): /raw
 
     # --- HTTP -------------------------------------------------------------------------------
 
@@ -299,7 +302,8 @@ class SessionChat:
 
     def _json(self, response: requests.Response) -> Any:
         try:
-            return response.json()
+            self.last_raw = response.json()
+            return self.last_raw
         except ValueError:
             raise self._not_an_agent() or Problem(
                 f"{self.url} did not answer JSON (HTTP {response.status_code}): is it a Flightdeck agent's base URL?"
@@ -597,6 +601,7 @@ class SessionChat:
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
             self.console.aside(f"skipped an event this client cannot read: {preview(data, 80)}", 1)
             return None
+        self.last_raw = event
         kind = event["kind"]
         if kind == "error":  # the server could not go on (it says: reconnect)
             self.console.aside(
@@ -637,6 +642,21 @@ class SessionChat:
                 return
             self._check_deadline(watch, status)
             self.polling.pause(changed)
+
+    def cancel(self) -> None:
+        """/cancel: POST /api/sessions/{id}/cancel (the session stops; its delegations are told to stop)."""
+        if self.session_id is None:
+            self.console.note("no session yet: nothing to cancel")
+            return
+        response = send(self.http, "POST", f"{self._session_path}/cancel", token=self.token, body={})
+        if response.status_code == 409:
+            self.console.note(f"session {self.session_id} is idle: nothing to cancel")
+            return
+        if response.status_code != 200:
+            raise self._refused(response)
+        self._json(response)
+        self.idle = False  # it closes (idle again) once its think or the cancel's own close runs
+        self.console.note(f"session {self.session_id} canceled")
 
     def print_card(self) -> None:
         response = send(self.http, "GET", f"{self.url}/.well-known/agent-card.json", token=None)

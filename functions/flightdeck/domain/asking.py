@@ -18,9 +18,8 @@ import json
 from typing import Any
 
 from flightdeck.domain.agent import DelegateTool
-from flightdeck.domain.dispatch import peer_session_id
 from flightdeck.domain.model import Message, ModelReply, ToolSpec
-from flightdeck.domain.records import Session
+from flightdeck.domain.records import Session, peer_session_id
 
 ASK_USER = "ask_user"
 INPUT_REQUIRED = "input_required"

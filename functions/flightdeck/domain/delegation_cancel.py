@@ -25,10 +25,10 @@ from flightdeck.domain.dispatch import (
     DispatchOutcome,
     DispatchStatus,
     backoff_s,
-    peer_session_id,
 )
 from flightdeck.domain.model import ModelReply
 from flightdeck.domain.ports import Deps, audit_post, bearer
+from flightdeck.domain.records import peer_session_id
 from flightdeck.observability import count, logger, timeline
 
 CANCEL_KIND: Final = "cancel"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import random
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +18,12 @@ from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.ports import Deps, audit_post, bearer
-from flightdeck.domain.records import ResultSource, error_result
+from flightdeck.domain.records import ResultSource, error_result, peer_session_id
 from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.domain.tokens import CallbackClaims, mint
 from flightdeck.observability import count, logger, timeline
 
 # Peer sub-sessions get a stable id, so a re-sent dispatch lands on the same session.
-_PEER_SESSION_NS = uuid.UUID("6f1c7c1e-3f0e-4c52-9d0a-2a7f4bb0f001")
 RETRYABLE_STATUSES = frozenset({0, 408, 425, 429}) | frozenset(range(500, 600))
 
 
@@ -75,10 +73,6 @@ class DispatchOutcome:
 def backoff_s(attempt: int, base_s: float = 1.0, cap_s: float = 60.0) -> int:
     """Exponential backoff with full jitter, at least one second."""
     return max(1, int(random.uniform(0, min(cap_s, base_s * 2**attempt))))
-
-
-def peer_session_id(agent: str, session_id: str, tool_use_id: str) -> str:
-    return str(uuid.uuid5(_PEER_SESSION_NS, f"{agent}/{session_id}/{tool_use_id}"))
 
 
 def dispatch_delegation(

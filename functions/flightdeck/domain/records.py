@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import enum
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 # A session whose caller stopped waiting (flightdeck.domain.session_cancel): it stores no further reply,
 # and is closed (idle again) at once, or by its next think.
 SESSION_CANCELED = "canceled"
+
+
+_PEER_SESSION_NS = uuid.UUID("6f1c7c1e-3f0e-4c52-9d0a-2a7f4bb0f001")
+
+
+def peer_session_id(agent: str, session_id: str, tool_use_id: str) -> str:
+    """The session one of our agents runs a delegated call in (derived: the delegator can name it to read it)."""
+    return str(uuid.uuid5(_PEER_SESSION_NS, f"{agent}/{session_id}/{tool_use_id}"))
 
 
 class SessionBusyError(Exception):
@@ -81,6 +90,7 @@ class ToolResult:
     status: str  # "success" | "error"
     text: str
     source: ResultSource
+    recorded_ms: int = field(default=0, compare=False)  # when it was stored (read back: the timeline's time)
 
     def as_block(self) -> dict[str, Any]:
         return {"toolResult": {"toolUseId": self.tool_use_id, "content": [{"text": self.text}], "status": self.status}}
@@ -167,6 +177,21 @@ class Session:
     input: QueuedMessage | None = None
     # It holds a slot of the agent's load (max_concurrent_tasks): given back when it goes idle.
     holds_load: bool = False
+    # When each of `messages` happened, aligned with them (the timeline's timestamps): read from the
+    # times its items carry anyway. Not compared: a store may not keep them (the tests' fake).
+    stamps: tuple[Stamp, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When one stored message happened, epoch ms (0: not stored, an item older than these fields)."""
+
+    at: int = 0  # a message: its arrival; a reply: its think's end; a results message: its latest result
+    started: int = 0  # a reply: its think's start
+    tokens_in: int = 0  # a reply: the model's token use
+    tokens_out: int = 0
+    dispatched: int = 0  # a reply that called tools: when they were handed out (its TURN item's created_at)
+    results: dict[str, int] = field(default_factory=dict)  # a results message: each result's recorded time
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,14 @@ turn it waits on, in order:
   question           the model ended its turn asking for input (ask_user): the question
   idle               the session is idle again (the last event of a stream)
 
+Every event has `at`, when it happened (ISO 8601 UTC, ms), from the times the session's items carry
+anyway (records.Stamp; absent for an item stored before they were): a message's arrival, a think's
+start (`thinking`, with `duration_ms`, `tokens_in`, `tokens_out` once its reply is stored: a replay has
+them, a live stream sends the event as the think starts), a call's dispatch (`delegating`, with the
+delegate's `peer_session_id` for one of our agents, its `context_id` when continued, and the session's
+`trace_id`), a result's record (with `latency_ms` from the dispatch), a reply's storing (`answer`,
+`question`), the session's last update (`idle`).
+
 Each event has an id that stays the same however often (and however late) the timeline is
 derived: a result has the same id while its turn waits (read from the result items) and
 after (read from the conversation). A stream sends each id once; a client that reconnects
@@ -31,11 +39,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.asking import asks, pending_question
-from flightdeck.domain.records import Session, ToolResult
+from flightdeck.domain.records import Session, Stamp, ToolResult, peer_session_id
 
 PREVIEW_CHARS = 1_000
 KINDS = [
@@ -83,6 +92,21 @@ class TimelineEvent:
         return {"id": self.id, "kind": self.kind, "session_id": session_id, **self.data}
 
 
+def iso_ms(ms: int) -> str:
+    """Epoch ms as ISO 8601 UTC with milliseconds (2025-01-31T12:00:00.123Z)."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _at(ms: int) -> dict[str, Any]:
+    return {"at": iso_ms(ms)} if ms > 0 else {}
+
+
+def _trace_id(parent: dict[str, Any]) -> str:
+    """The trace id of the session's W3C traceparent (version-traceid-parentid-flags), "" without one."""
+    parts = str(parent.get("traceparent", "")).split("-")
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else ""
+
+
 def _preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
@@ -105,8 +129,11 @@ def _result_kind(status: str, text: str, delegated: bool) -> str:
 
 
 class _Builder:
-    def __init__(self, agent: AgentDefinition):
+    def __init__(self, agent: AgentDefinition, session_id: str = "", trace_id: str = ""):
         self.agent = agent
+        self.session_id, self.trace_id = session_id, trace_id
+        self.dispatched: dict[str, int] = {}  # toolUseId -> when the call was handed out (epoch ms)
+        self.last_ms = 0  # the latest time seen: when a think under way became due
         self.events: list[TimelineEvent] = []
         self.seen: set[str] = set()
         self.calls: dict[str, dict[str, Any]] = {}  # toolUseId -> the toolUse block
@@ -119,39 +146,53 @@ class _Builder:
             self.seen.add(event.id)
             self.events.append(event)
 
-    def user(self, message: dict[str, Any]) -> None:
+    def user(self, message: dict[str, Any], stamp: Stamp = Stamp()) -> None:
+        self.last_ms = max(self.last_ms, stamp.at)
         results = [b["toolResult"] for b in message.get("content", []) if "toolResult" in b]
         for result in results:
             text = "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
-            self.result(str(result.get("toolUseId", "")), str(result.get("status", "success")), text)
+            tool_use_id = str(result.get("toolUseId", ""))
+            status = str(result.get("status", "success"))
+            self.result(tool_use_id, status, text, stamp.results.get(tool_use_id, stamp.at))
         if results:
-            self.progress(len(results), len(results))  # the turn complete: all of them
+            self.progress(len(results), len(results), stamp.at)  # the turn complete: all of them
         if not results:
             self.inputs += 1
-            self.add(TimelineEvent(f"input.{self.inputs}", "message", {"text": _preview(_texts(message))}))
+            data = {"text": _preview(_texts(message)), **_at(stamp.at)}
+            self.add(TimelineEvent(f"input.{self.inputs}", "message", data))
 
-    def assistant(self, message: dict[str, Any]) -> None:
+    def assistant(self, message: dict[str, Any], stamp: Stamp = Stamp()) -> None:
         self.thinks += 1
-        self.add(TimelineEvent(f"think.{self.thinks}", "thinking", {"think": self.thinks}))
+        think: dict[str, Any] = {"think": self.thinks, **_at(stamp.started)}
+        if stamp.started and stamp.at:
+            think.update(duration_ms=stamp.at - stamp.started, tokens_in=stamp.tokens_in, tokens_out=stamp.tokens_out)
+        self.add(TimelineEvent(f"think.{self.thinks}", "thinking", think))
+        self.last_ms = max(self.last_ms, stamp.at)
         if asks(message):
             self.add(
                 TimelineEvent(
                     f"question.{self.thinks}",
                     "question",
-                    {"think": self.thinks, "text": pending_question([message]) or ""},
+                    {"think": self.thinks, "text": pending_question([message]) or "", **_at(stamp.at)},
                 )
             )
             return
         uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         if uses:
             self.uses = uses
+        sent = stamp.dispatched or stamp.at
         for use in uses:
             tool_use_id = str(use.get("toolUseId", ""))
             self.calls[tool_use_id] = use
+            self.dispatched[tool_use_id] = sent
             name = str(use.get("name", ""))
             args = use.get("input") or {}
             delegate = self.agent.delegate_for_tool(name)
             if delegate is not None:
+                context = args["context_id"] if isinstance(args.get("context_id"), str) else None
+                # One of our agents runs the task in the session this call names, or one derived from it
+                # (flightdeck.domain.dispatch): readable there with our token.
+                peer = context or peer_session_id(self.agent.name, self.session_id, tool_use_id)
                 self.add(
                     TimelineEvent(
                         f"tool.{tool_use_id}",
@@ -160,18 +201,24 @@ class _Builder:
                             "tool_use_id": tool_use_id,
                             "tool": name,
                             "agent": delegate.agent,
+                            "protocol": delegate.protocol,
                             "task": _preview(str(args.get("task", ""))),
                             # A delegation that continues the delegate's session (answering its question).
-                            **({"context_id": args["context_id"]} if isinstance(args.get("context_id"), str) else {}),
+                            **({"context_id": context} if context else {}),
+                            **({"peer_session_id": peer} if delegate.protocol == "flightdeck" else {}),
+                            **({"trace_id": self.trace_id} if self.trace_id else {}),
+                            **_at(sent),
                         },
                     )
                 )
             else:
-                self.add(TimelineEvent(f"tool.{tool_use_id}", "tool_call", {"tool_use_id": tool_use_id, "tool": name}))
+                data = {"tool_use_id": tool_use_id, "tool": name, **_at(sent)}
+                self.add(TimelineEvent(f"tool.{tool_use_id}", "tool_call", data))
         if not uses:
-            self.add(TimelineEvent(f"answer.{self.thinks}", "answer", {"think": self.thinks, "text": _texts(message)}))
+            data = {"think": self.thinks, "text": _texts(message), **_at(stamp.at)}
+            self.add(TimelineEvent(f"answer.{self.thinks}", "answer", data))
 
-    def progress(self, answered: int, total: int) -> None:
+    def progress(self, answered: int, total: int, at_ms: int = 0) -> None:
         """How many of the latest think's calls are answered, when it delegated and made several calls."""
         delegations = sum(1 for u in self.uses if self.agent.delegate_for_tool(str(u.get("name", ""))) is not None)
         if total < PROGRESS_MIN_CALLS or not delegations or answered < 1:
@@ -186,48 +233,68 @@ class _Builder:
                     "answered": answered,
                     "total": total,
                     "text": f"{answered} of {total} {what} answered",
+                    **_at(at_ms),
                 },
             )
         )
 
-    def result(self, tool_use_id: str, status: str, text: str) -> None:
+    def result(self, tool_use_id: str, status: str, text: str, at_ms: int = 0) -> None:
         use = self.calls.get(tool_use_id, {})
         name = str(use.get("name", ""))
         delegate = self.agent.delegate_for_tool(name)
         data: dict[str, Any] = {"tool_use_id": tool_use_id, "tool": name, "status": status, "text": _preview(text)}
+        self.last_ms = max(self.last_ms, at_ms)
+        data.update(_at(at_ms))
+        sent = self.dispatched.get(tool_use_id, 0)
+        if at_ms and sent:
+            data["latency_ms"] = max(0, at_ms - sent)
         if delegate is not None:
             data["agent"] = delegate.agent
+            data.update(_asked(text))
         self.add(TimelineEvent(f"result.{tool_use_id}", _result_kind(status, text, delegate is not None), data))
+
+
+def _asked(text: str) -> dict[str, Any]:
+    """A delegate's question (its result is {status: input_required, question, context_id, task_id?}): those
+    fields, so a reader shows a question, not JSON; {} for any other result."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(body, dict) or body.get("status") != "input_required":
+        return {}
+    keep = ("question", "context_id", "task_id")
+    return {k: str(body[k]) for k in keep if isinstance(body.get(k), str)}
 
 
 def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) -> list[TimelineEvent]:
     """The session's timeline. pending: the results recorded so far for the turn it waits on
     (TurnsPort.get_results of its current turn), in the order of the calls that asked for them."""
-    build = _Builder(agent)
-    for message in session.messages:
+    build = _Builder(agent, session.session_id, _trace_id(session.parent))
+    stamps = session.stamps
+    for index, message in enumerate(session.messages):
+        stamp = stamps[index] if index < len(stamps) else Stamp()
         if message.get("role") == "assistant":
-            build.assistant(message)
+            build.assistant(message, stamp)
         else:
-            build.user(message)
+            build.user(message, stamp)
     last = session.messages[-1] if session.messages else {}
     waiting = last.get("role") == "assistant" and any("toolUse" in b for b in last.get("content", []))
     if session.status == "busy" and waiting:
         order = [b["toolUse"].get("toolUseId") for b in last.get("content", []) if "toolUse" in b]
         for result in sorted(pending, key=lambda r: order.index(r.tool_use_id) if r.tool_use_id in order else 0):
-            build.result(result.tool_use_id, result.status, result.text)
+            build.result(result.tool_use_id, result.status, result.text, result.recorded_ms)
         agg = session.aggregation
         if agg is not None and agg.turn == session.turn and agg.status == "waiting":
             # The turn's own count (its TURN item, read with the session): no read or write more.
-            build.progress(agg.received, agg.total)
+            build.progress(agg.received, agg.total, max((r.recorded_ms for r in pending), default=0))
     elif session.status == "busy" and last.get("role") != "assistant":
-        # A message or the results are in and the next think is under way (or owed).
-        build.add(TimelineEvent(f"think.{build.thinks + 1}", "thinking", {"think": build.thinks + 1}))
+        # A message or the results are in and the next think is under way (or owed): due since the last of them.
+        data = {"think": build.thinks + 1, **_at(build.last_ms)}
+        build.add(TimelineEvent(f"think.{build.thinks + 1}", "thinking", data))
     if session.status == "idle":
-        build.add(
-            TimelineEvent(
-                f"idle.{session.user_messages}", "idle", {"turn": session.user_messages, "iteration": session.turn}
-            )
-        )
+        data = {"turn": session.user_messages, "iteration": session.turn, **_at(session.updated_at)}
+        build.add(TimelineEvent(f"idle.{session.user_messages}", "idle", data))
     return build.events
 
 
@@ -256,3 +323,54 @@ def describe(event: TimelineEvent) -> str:
         "tool_result": f"{agent} finished" + (" with an error" if d.get("status") == "error" else ""),
         "progress": str(d.get("text", "")),
     }.get(event.kind, event.kind)
+
+
+def _field(kind: str, description: str, **more: Any) -> dict[str, Any]:
+    return {"type": kind, "description": description, **more}
+
+
+# The JSON of one event's data line (the OpenAPI document's contentSchema of the events route): the fields
+# each kind may carry. Times are ISO 8601 UTC with milliseconds; durations and latencies in ms.
+DATA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "kind", "session_id"],
+    "properties": {
+        "id": _field("string", "stable: the same however often the timeline is derived"),
+        "kind": _field("string", "the event's kind, as its `event` field"),
+        "session_id": _field("string", "the session"),
+        "at": _field(
+            "string",
+            "when it happened (ISO 8601 UTC, ms): a message's arrival, a think's start, a call's dispatch, a "
+            "result's record, a reply's storing, the session's last update (idle); absent for what was stored "
+            "before times were kept, and on text_delta",
+            format="date-time",
+        ),
+        "think": _field("integer", "thinking, answer, question, progress: the think's number in the session"),
+        "duration_ms": _field("integer", "thinking, once its reply is stored: how long the think took"),
+        "tokens_in": _field("integer", "thinking, once its reply is stored: the model's input tokens"),
+        "tokens_out": _field("integer", "thinking, once its reply is stored: the model's output tokens"),
+        "tool_use_id": _field("string", "delegating, tool_call and results: the call"),
+        "tool": _field("string", "delegating, tool_call and results: the tool's name"),
+        "agent": _field("string", "delegating and its results: the delegate"),
+        "protocol": _field("string", "delegating: how the delegate is reached", enum=["flightdeck", "a2a"]),
+        "task": _field("string", "delegating: the task given (first 1,000 characters)"),
+        "peer_session_id": _field(
+            "string", "delegating to one of our agents: the delegate's session for this call (readable there)"
+        ),
+        "context_id": _field(
+            "string", "delegating: the delegate's session or context it continues; a result: the one its question is in"
+        ),
+        "task_id": _field("string", "a result asking a question: the A2A delegate's task"),
+        "trace_id": _field("string", "delegating: the session's W3C trace id"),
+        "status": _field("string", "results: success or error"),
+        "text": _field("string", "message, answer, question, results (first 1,000 characters), progress"),
+        "question": _field("string", "a delegate's result asking for input: its question"),
+        "latency_ms": _field("integer", "results (callback_accepted, timeout, ...): from the call's dispatch"),
+        "answered": _field("integer", "progress: calls answered"),
+        "total": _field("integer", "progress: calls made"),
+        "turn": _field("integer", "idle: the session's user messages"),
+        "iteration": _field("integer", "idle: the latest think iteration; text_delta: its think"),
+        "attempt": _field("integer", "text_delta: the model attempt"),
+        "offset": _field("integer", "text_delta: where `text` goes in the think's text"),
+    },
+}

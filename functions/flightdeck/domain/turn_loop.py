@@ -115,6 +115,7 @@ def run_turn(
         )
         contract = turn_contract(session.messages)
         handler = _handler_of(deps, contract)
+        started_ms = deps.clock.now_ms()
         if handler:
             # A structured call to a skill bound to a handler: answered without the model.
             assert contract is not None and contract.arguments is not None
@@ -138,7 +139,8 @@ def run_turn(
             iteration = deps.iterations.save_iteration(
                 session_id,
                 turn,
-                reply.model_dump(),
+                # The think's times go in the reply's item, in the write that stores it (the timeline's).
+                {**reply.model_dump(), "think": {"started_ms": started_ms, "ended_ms": deps.clock.now_ms()}},
                 s.session_retention_ms,
                 seed=seed,
                 ends_turn=not calls,

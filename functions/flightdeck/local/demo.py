@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
 from flightdeck.domain.asking import parse_input_required
-from flightdeck.domain.dispatch import peer_session_id
+from flightdeck.domain.records import peer_session_id
 from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
 
