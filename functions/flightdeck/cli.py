@@ -149,7 +149,7 @@ def local_demo(args: argparse.Namespace) -> int:
     if deployment is None:
         return EXIT_USAGE
     try:
-        config_file.check_demo(deployment, args.config)
+        demo.check_demo(deployment, args.config)
     except config_file.ConfigFileError as exc:
         _complain("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         return EXIT_USAGE
@@ -413,7 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(commands)  # flightdeck bench
     from flightdeck.peers_admin import add_peers_command
 
-    add_peers_command(commands)  # flightdeck peers
+    peers = add_peers_command(commands)  # flightdeck peers
+    from flightdeck.peer_discovery import add_discover_command
+    from flightdeck.peers_sync import add_sync_command
+
+    add_discover_command(peers)  # flightdeck peers discover URL: read and check a card before adding its peer
+    add_sync_command(peers)  # flightdeck peers sync --config FILE: every token the file implies
     from flightdeck.chat_client.command import add_chat_command
 
     add_chat_command(commands)  # flightdeck chat

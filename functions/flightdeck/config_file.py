@@ -920,43 +920,6 @@ def _token_problems(deployment: DeploymentFile, caller: str, target: str, index:
     return []
 
 
-def check_demo(deployment: DeploymentFile, path: str | Path) -> None:
-    """What `flightdeck local demo` needs of the file beyond `check`: an agent that delegates to another of the
-    file, and a `user` peer on it (the demo calls it as that peer), unless its INBOUND_AUTH is off.
-    ConfigFileError naming the key and the fix; before anything starts."""
-    from flightdeck.local.demo import DEMO_PEER, delegates_in_file
-
-    delegator = next((name for name in deployment.agents if delegates_in_file(deployment, name)), None)
-    if delegator is None:
-        raise ConfigFileError.of(
-            path,
-            [
-                Problem(
-                    "[agents]",
-                    "no agent delegates to another agent of this file: the demo has nothing to show",
-                    'give one agent a [[agents.NAME.delegates]] section with agent = "<another agent of the file>" '
-                    "(see examples/two-agents.toml)",
-                )
-            ],
-        )
-    spec = deployment.agents[delegator]
-    if DEMO_PEER in spec.peers or deployment.environment(delegator).get("INBOUND_AUTH", "required") == "off":
-        return
-    peers_key = toml_key(("agents", delegator, "peers"))
-    raise ConfigFileError.of(
-        path,
-        [
-            Problem(
-                f"{peers_key}.{DEMO_PEER}",
-                f'is missing: the demo sends its task to {delegator} as the peer "{DEMO_PEER}", which {delegator} '
-                "would refuse (401)",
-                f'add {DEMO_PEER} = "{new_token(DEMO_PEER)}" under {peers_key} (LOCAL ONLY; any '
-                f"fdp_{DEMO_PEER}_<32+ characters>)",
-            )
-        ],
-    )
-
-
 def load_checked(
     path: str | Path,
     runtime: Runtime,

@@ -390,7 +390,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
 
 
-def add_peers_command(commands: Any) -> None:
+def add_peers_command(commands: Any) -> Any:
+    """The `flightdeck peers` parser; returns its subcommands, for the commands of other modules (discover, sync)."""
     peers = commands.add_parser(
         "peers",
         help="add, rotate, revoke or list the peers that may call an agent (no redeploy)",
@@ -462,9 +463,4 @@ def add_peers_command(commands: Any) -> None:
     for action, sub in (("add", add), ("rotate", rotate), ("revoke", revoke), ("list", listing)):
         common(sub)
         sub.set_defaults(run=run, action=action)
-    from flightdeck.peer_discovery import add_discover_command
-
-    add_discover_command(actions)  # flightdeck peers discover URL: read and check a card before adding its peer
-    from flightdeck.peers_sync import add_sync_command
-
-    add_sync_command(actions)  # flightdeck peers sync --config FILE: every token the file implies
+    return actions

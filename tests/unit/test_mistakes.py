@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flightdeck import cli, config_file
+from flightdeck.local.demo import check_demo as demo_check
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = REPO / "docs" / "MISTAKES.md"
@@ -187,11 +188,11 @@ def test_an_a2a_card_url_under_allowed_hosts_passes_locally_and_on_aws_also_unde
 
 def test_the_demo_check_passes_the_examples_and_an_open_delegator(tmp_path):
     for example in (config_file.DEFAULT_CONFIG, REPO / "examples" / "three-agents.toml"):
-        config_file.check_demo(config_file.load(example), example)
+        demo_check(config_file.load(example), example)
     path = _file(
         tmp_path,
         'user = "fdp_user_LOCAL-ONLY-demo-user-token-0123456789abcdef"',
         "",
     )
     path.write_text(path.read_text().replace("[defaults]\n", '[defaults]\nINBOUND_AUTH = "off"\n'))
-    config_file.check_demo(config_file.load(path), path)
+    demo_check(config_file.load(path), path)

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from flightdeck import config_file
 from flightdeck.config_file import DeploymentFile
 from flightdeck.domain.asking import parse_input_required
+from flightdeck.domain.peers import new_token as new_peer_token
 from flightdeck.domain.records import peer_session_id
 from flightdeck.domain.timeline import TimelineEvent, describe
 from flightdeck.local.net import direct_opener
@@ -79,6 +80,41 @@ def delegates_in_file(deployment: DeploymentFile, agent: str) -> tuple[str, ...]
     spec = deployment.agents[agent]
     found = [d.agent for d in spec.delegates if d.protocol == "flightdeck" and d.peer_service in deployment.agents]
     return tuple(dict.fromkeys(found))
+
+
+def check_demo(deployment: DeploymentFile, path: str | Path) -> None:
+    """What `flightdeck local demo` needs of the file beyond `check`: an agent that delegates to another of the
+    file, and a `user` peer on it (the demo calls it as that peer), unless its INBOUND_AUTH is off.
+    ConfigFileError naming the key and the fix; before anything starts."""
+    delegator = next((name for name in deployment.agents if delegates_in_file(deployment, name)), None)
+    if delegator is None:
+        raise config_file.ConfigFileError.of(
+            path,
+            [
+                config_file.Problem(
+                    "[agents]",
+                    "no agent delegates to another agent of this file: the demo has nothing to show",
+                    'give one agent a [[agents.NAME.delegates]] section with agent = "<another agent of the file>" '
+                    "(see examples/two-agents.toml)",
+                )
+            ],
+        )
+    spec = deployment.agents[delegator]
+    if DEMO_PEER in spec.peers or deployment.environment(delegator).get("INBOUND_AUTH", "required") == "off":
+        return
+    peers_key = config_file.toml_key(("agents", delegator, "peers"))
+    raise config_file.ConfigFileError.of(
+        path,
+        [
+            config_file.Problem(
+                f"{peers_key}.{DEMO_PEER}",
+                f'is missing: the demo sends its task to {delegator} as the peer "{DEMO_PEER}", which {delegator} '
+                "would refuse (401)",
+                f'add {DEMO_PEER} = "{new_peer_token(DEMO_PEER)}" under {peers_key} (LOCAL ONLY; any '
+                f"fdp_{DEMO_PEER}_<32+ characters>)",
+            )
+        ],
+    )
 
 
 def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) -> Plan:
