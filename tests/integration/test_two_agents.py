@@ -25,7 +25,11 @@ pytestmark = pytest.mark.slow
 TIMEOUT_MS = 6000
 # The sleeper delegate's own timeout_ms (per-delegation timeouts): shorter than the orchestrator's default.
 SLEEPER_TIMEOUT_MS = 4000
-DOWN_FOR_S = float(__import__("os").environ.get("FLIGHTDECK_TEST_DOWN_FOR_S", "60"))
+# How long the callback endpoint stays down: long enough for the delivery worker to retry several times
+# (its backoff delays are drawn up to 2, 4, 8, 16 s ...). What ends retrying is time (REPLY_RETRY_MAX_MS,
+# 180 s here) or the delivery queue's maxReceiveCount (20): 15 s reaches neither, as 60 s did not.
+# FLIGHTDECK_TEST_DOWN_FOR_S=60 (or more) for a longer outage.
+DOWN_FOR_S = float(__import__("os").environ.get("FLIGHTDECK_TEST_DOWN_FOR_S", "15"))
 # LOCAL ONLY test tokens: who may call whom (each agent's [peers]; the caller's own token for an agent
 # of this file is taken from there).
 USER_TOKEN = "fdp_user_test-only-user-token-0123456789abcdef"
