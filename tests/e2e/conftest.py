@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.once import once_per_run
+
 REPO = Path(__file__).resolve().parents[2]
 for entry in (REPO / "functions", REPO):
     if str(entry) not in sys.path:
@@ -24,15 +26,19 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bundleDeps=false: the asset holds the package alone (the functions run in this process,
     where the dependencies are installed); everything else is the app as deployed.
     """
+    outdir, _ = once_per_run(tmp_path_factory, "cdk.out.e2e", _synth)  # once, whichever xdist worker asks first
+    return outdir
+
+
+def _synth(outdir: Path) -> dict:
     import aws_cdk as cdk
 
     from infra.deployment import build
 
-    outdir = tmp_path_factory.mktemp("cdk.out.e2e")
     app = cdk.App(outdir=str(outdir), context={"config": str(EXAMPLE), "bundleDeps": False, "nag": False})
     build(app)
     app.synth()
-    return outdir
+    return {}
 
 
 @pytest.fixture

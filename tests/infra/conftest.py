@@ -1,4 +1,5 @@
-"""Synthesizes the CDK app once per session (jsii start-up is slow) and shares the result.
+"""Synthesizes the CDK app once per test run (jsii start-up is slow) and shares the result: with
+pytest-xdist, the first worker to need it synthesizes and the other reads its cdk.out (tests.support.once).
 
 - `synth`: every agent of examples/two-agents.toml through infra.deployment.build
   (the same path as app.py, cdk-nag on) and the account stack it adds
@@ -30,6 +31,8 @@ for entry in (REPO / "functions", REPO):
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import pytest  # noqa: E402
+
+from tests.support.once import once_per_run  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "two-agents.toml"
 
@@ -126,6 +129,11 @@ def _collect(outdir: Path, stacks: list[str], error: str | None, deps: bool) -> 
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    outdir, made = once_per_run(tmp_path_factory, "cdk.out", _synth_example_and_planner)
+    return _collect(outdir, made["stacks"], made["error"], made["deps"])
+
+
+def _synth_example_and_planner(outdir: Path) -> dict[str, Any]:
     import aws_cdk as cdk
 
     from flightdeck import config_file
@@ -133,8 +141,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     from infra.deployment import build
     from infra.stack import FlightdeckStack
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    planner_file = tmp_path_factory.mktemp("config") / "planner.toml"
+    planner_file = outdir.with_name(f"{outdir.name}.planner.toml")
     planner_file.write_text(PLANNER_TOML)
 
     app = cdk.App(outdir=str(outdir), context={"config": str(EXAMPLE)})
@@ -159,17 +166,21 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         app.synth()
     except Exception as exc:  # noqa: BLE001 - reported by test_infra_nag
         error = str(exc)
-    return _collect(outdir, stacks, error, bundle.deps)
+    return {"stacks": stacks, "error": error, "deps": bundle.deps}
 
 
 @pytest.fixture(scope="session")
 def host_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    outdir, made = once_per_run(tmp_path_factory, "cdk.out.host", _synth_worker_for_this_host)
+    return _collect(outdir, made["stacks"], None, made["deps"])
+
+
+def _synth_worker_for_this_host(outdir: Path) -> dict[str, Any]:
     import aws_cdk as cdk
 
     from infra.bundling import BundleSettings
     from infra.deployment import build
 
-    outdir = tmp_path_factory.mktemp("cdk.out.host")
     app = cdk.App(
         outdir=str(outdir),
         context={"config": str(EXAMPLE), "agents": "worker", "bundlePlatform": "host", "nag": False},
@@ -177,7 +188,7 @@ def host_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     stacks = [s.stack_name for s in build(app)]
     deps = BundleSettings.from_context(app.node).deps
     app.synth()
-    return _collect(outdir, stacks, None, deps)
+    return {"stacks": stacks, "deps": deps}
 
 
 @pytest.fixture(scope="session")
