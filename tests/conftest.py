@@ -97,6 +97,60 @@ def pytest_collection_modifyitems(items):
     shared = sorted(nodeid for nodeid, n in ids.items() if n > 1)
     if shared:
         raise pytest.UsageError(f"test ids shared by several tests (pytest-xdist would run one): {shared[:5]}")
+    longest_first(items)
+
+
+# The modules that take longest (--durations, on the 2-core CI machine), longest first. `./dev.sh test` runs
+# -n 2 --dist loadfile: a worker takes the next module when it is nearly done with its own, in the order
+# of the collection. Started first, these do not leave one worker running a long module at the end
+# while the other has finished (xdist's own order, most tests first, started the bench's 100-150 s
+# module, a single test of 30-40 s or two CDK modules late). The other modules follow, most tests first.
+LONGEST_FIRST = (
+    "integration/test_bench_quick.py",
+    "infra/test_infra_app.py",
+    "integration/test_two_agents.py",
+    "integration/test_crash_points.py",
+    "integration/test_chat_client.py",
+    "infra/test_infra_asset.py",
+    "integration/test_turn_state_machine.py",
+    "integration/test_local_demo_run.py",
+    "integration/test_crash_points_a2a.py",
+    "integration/test_a2a_server.py",
+    "integration/test_peers_admin.py",
+    "e2e/test_e2e_deploy.py",
+    "contract/test_state_differential.py",
+    "integration/test_pipeline_workers.py",
+    "integration/test_skills_a2a.py",
+    "e2e/test_e2e_faults.py",
+    "integration/test_input_required.py",
+    "integration/test_mcp_server.py",
+    "integration/test_local_runtime.py",
+    "integration/test_hostile_bodies.py",
+    "integration/test_a2a_client.py",
+    "integration/test_usage_plans_local.py",
+    "integration/test_a2a_streaming.py",
+    "integration/test_streaming_local_stack.py",
+)
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorders whole modules (a module's own tests keep their order): LONGEST_FIRST, then most tests first."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0].removeprefix("tests/")
+
+    sizes = collections.Counter(module(item) for item in items)
+    position = {id(item): i for i, item in enumerate(items)}
+    items.sort(
+        key=lambda item: (rank.get(module(item), len(rank)), -sizes[module(item)], module(item), position[id(item)])
+    )
+
+
+def pytest_configure(config):
+    # Keep the collection's order (longest_first above): xdist would otherwise sort modules by their number of tests.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_terminal_summary(terminalreporter):
