@@ -1,7 +1,8 @@
 """The a2a-sdk 1.x in a venv of its own (.venv-a2a1): the project's dev extra pins the 0.3 SDK for the v0.3
 interop tests, and both cannot share one environment. Made on first use (python -m venv, pip install of the
 pinned SDK), under a file lock so parallel test workers make it once; `./dev.sh test` and `.ci/run` need
-nothing else."""
+nothing else. dev.sh makes it while it installs the dev venv (`python -m tests.support.a2a1`), so the tests
+find it made."""
 
 from __future__ import annotations
 
@@ -30,3 +31,7 @@ def python() -> str:
             )
             STAMP.touch()
     return str(VENV / "bin" / "python")
+
+
+if __name__ == "__main__":
+    print(python())
