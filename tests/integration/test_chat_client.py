@@ -59,8 +59,27 @@ def chat(*args: str) -> int:
     return cli.main(["chat", *args])
 
 
+class Typed(io.StringIO):
+    """Lines typed at a terminal (piped stdin is one message: the REPL reads a terminal)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _typed_line(prompt: str = "") -> str:
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
+def at_terminal(monkeypatch, stdin: io.StringIO) -> None:
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr("builtins.input", _typed_line)  # no prompt on stdout, as a test reads it
+
+
 def feed(monkeypatch, *lines: str) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    at_terminal(monkeypatch, Typed("".join(f"{line}\n" for line in lines)))
 
 
 class CtrlCWhen(io.StringIO):
@@ -364,8 +383,8 @@ def test_a_message_the_busy_session_queues_is_answered_after_the_turn_before_it(
     assert out.getvalue().endswith(texts(view["messages"][-1]) + "\n")
 
 
-class Stdin(io.StringIO):
-    """Piped lines; the user presses Ctrl-C at the prompt first."""
+class Stdin(Typed):
+    """Typed lines; the user presses Ctrl-C at the prompt first."""
 
     def __init__(self, *lines: str):
         super().__init__("".join(f"{line}\n" for line in lines))
@@ -379,7 +398,7 @@ class Stdin(io.StringIO):
 
 
 def test_ctrl_c_stops_watching_and_the_next_message_waits_for_the_session(orchestrator, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", Stdin("@worker something long", "and then this"))
+    at_terminal(monkeypatch, Stdin("@worker something long", "and then this"))
     stderr = CtrlCWhen("delegating to worker")
     monkeypatch.setattr(sys, "stderr", stderr)
     assert chat(orchestrator, "--token", USER_TOKEN) == 0
@@ -788,12 +807,20 @@ def test_an_unknown_session_a_wrong_url_and_no_agent_say_so(orchestrator, capsys
     assert "give one starting with http:// or https://" in capsys.readouterr().err
 
 
-def test_a2a_mode_talks_to_our_agent_too(orchestrator, capsys):
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+def test_a2a_mode_talks_to_our_agent_too(orchestrator, capsys, monkeypatch, version):
+    if version == "0.3":  # as to a card without the 1.0 interface
+        from flightdeck.domain.a2a import wire_v1
+
+        monkeypatch.setattr(wire_v1, "offers_v1", lambda card: None)
     assert chat("--a2a", orchestrator, "--token", USER_TOKEN, "@worker over a2a") == 0
     out, err = capsys.readouterr()
-    assert "orchestrator (A2A 0.3.0)" in err and "message/stream" in err  # our card says it streams
+    said = "orchestrator (A2A 1.0)" if version == "1.0" else "orchestrator (A2A 0.3.0)"
+    assert said in err and "message/stream" in err  # our card says it streams
     assert "working" in err and "completed" in err
     assert out.startswith("1 of 1 delegation answered.") and '[worker] Task: "over a2a"' in out
+    if version == "0.3":
+        return
     # Without the token: the card says which scheme /a2a wants.
     assert chat("--a2a", orchestrator, "hi") == 1
     assert "requires peerToken" in capsys.readouterr().err

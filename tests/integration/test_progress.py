@@ -54,7 +54,8 @@ def answer(agent, sid, tool_use_id, text):
 
 
 def progress_of(events) -> list[tuple[str, str]]:
-    return [(event_id, data["text"]) for event_id, kind, data in events if kind == "progress"]
+    # The event's own id (its SSE id is the stream's position: flightdeck.domain.resume).
+    return [(data["id"], data["text"]) for _, kind, data in events if kind == "progress"]
 
 
 def test_the_events_route_tells_how_many_delegations_are_answered(served):
@@ -105,7 +106,7 @@ def test_a2a_status_updates_carry_the_progress(served):
         ticks = iter(range(10_000))
         pace = Pace(poll_s=0, max_s=2, keepalive_s=100, monotonic=lambda: next(ticks), sleep=lambda s: None)
         events = follow(deps(), sid, key, pace, "working", since_task_message=True)
-        return [e for e in events if not isinstance(e, Note) and e["kind"] == "status-update"]
+        return [m.event for m in events if not isinstance(m, Note) and m.event["kind"] == "status-update"]
 
     answer(agent, sid, ids[0], "the bay, charted")
     answer(agent, sid, ids[2], "full moon on the 11th")

@@ -5,7 +5,8 @@ authentication and the size and type checks here first (flightdeck.api.resolver.
 `stream` hook). The body is parsed once (a2a_routes.validate_rpc):
 
 - a refused request, or any other method: its JSON-RPC response, as the route would give it;
-- message/stream, tasks/resubscribe: `text/event-stream`, each `data:` line a JSON-RPC
+- message/stream, tasks/resubscribe: `text/event-stream`, each event's `id:` the stream's position after it
+  (Last-Event-ID resumes there: flightdeck.domain.resume), each `data:` line a JSON-RPC
   response with the request's id whose result is an A2A event (flightdeck.domain.a2a.stream),
   as a2a-sdk's client reads them. A refusal of the method itself (a task of another peer,
   bad parts, a busy context) is the one event of its stream: a JSON-RPC error response.
@@ -22,7 +23,8 @@ from typing import Any
 
 from flightdeck.api.a2a_routes import STREAM_METHODS, V10, RpcCall, rpc_error, run_rpc, validate_rpc, version_asked
 from flightdeck.api.auth import current_peer
-from flightdeck.api.sse import StreamReply, comment, frame
+from flightdeck.api.sse import StreamReply, comment, frame, last_event_id
+from flightdeck.domain import resume
 from flightdeck.domain.a2a import stream as a2a_stream
 from flightdeck.domain.a2a.wire import INTERNAL_ERROR, INVALID_PARAMS, A2AError
 from flightdeck.domain.a2a.wire_v1 import event_to_wire
@@ -57,12 +59,12 @@ def _remaining_ms(context: Any) -> int | None:
 
 def _frames(request_id: Any, events: Iterator[Any], version: str) -> Iterator[bytes]:
     try:
-        for event in events:
-            if isinstance(event, Note):
-                yield comment(event.text)
+        for item in events:
+            if isinstance(item, Note):
+                yield comment(item.text)
             else:
-                result = event_to_wire(event) if version == V10 else event
-                yield frame({"jsonrpc": "2.0", "id": request_id, "result": result})
+                result = event_to_wire(item.event) if version == V10 else item.event
+                yield frame({"jsonrpc": "2.0", "id": request_id, "result": result}, event_id=item.id)
     except Exception:  # a read failed mid-stream: say so in the stream's own terms, then end it
         logger.exception("A2A stream failed")
         yield frame(
@@ -93,17 +95,17 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
         return _json(call)
     if call.method not in STREAM_METHODS:
         return _json(run_rpc(d, call, remaining_ms, current_peer()))
-    return _stream(d, call, remaining_ms)
+    return _stream(d, call, remaining_ms, resume.decode(last_event_id(event.get("headers"))))
 
 
-def _stream(d: Any, call: RpcCall, remaining_ms: int | None) -> StreamReply:
+def _stream(d: Any, call: RpcCall, remaining_ms: int | None, cursor: resume.Cursor | None = None) -> StreamReply:
     pace = Pace.of(d.settings, remaining_ms)
     caller = current_peer()
     try:
         if call.method in ("message/stream", "SendStreamingMessage"):
-            events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller)
+            events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller, cursor)
         else:
-            events = a2a_stream.resubscribe(d, call.params, pace, caller)
+            events = a2a_stream.resubscribe(d, call.params, pace, caller, cursor)
     except A2AError as exc:
         return _one(rpc_error(call.id, exc.code, exc.message, exc.data, version=call.version))
     except ItemTooLargeError as exc:

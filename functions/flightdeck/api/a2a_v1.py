@@ -44,7 +44,11 @@ class Method:
 
 
 def _send_to_core(p: v1.SendMessageRequest) -> MessageSendParams:
-    return MessageSendParams.model_validate(v1.send_params_to_core(p))
+    params = v1.send_params_to_core(p)
+    push = params["configuration"].get("pushNotificationConfig")
+    if push is not None:
+        push["a2aVersion"] = v1.PROTOCOL_VERSION  # a config made in v1.0 gets v1.0's pushes, as Create's does
+    return MessageSendParams.model_validate(params)
 
 
 def _create_push_to_core(p: v1.CreatePushConfigRequest) -> TaskPushNotificationConfig:

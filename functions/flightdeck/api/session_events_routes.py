@@ -27,8 +27,10 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseCon
 from flightdeck.api.auth import current_peer
 from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError, proxy_error
-from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame
+from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS, StreamReply, comment, event_schema, frame, last_event_id
+from flightdeck.domain import resume
 from flightdeck.domain.records import SessionNotFoundError
+from flightdeck.domain.resume import Marked
 from flightdeck.domain.session_events import TEXT_DELTA, open_session, session_events
 from flightdeck.domain.streaming import Note, Pace
 from flightdeck.domain.timeline import DATA_SCHEMA as TIMELINE_DATA_SCHEMA
@@ -46,13 +48,14 @@ _ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentMode
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
-def _frames(session_id: str, events: Iterator[TimelineEvent | Note]) -> Iterator[bytes]:
+def _frames(session_id: str, events: Iterator[Marked[TimelineEvent] | Note]) -> Iterator[bytes]:
     try:
-        for event in events:
-            if isinstance(event, Note):
-                yield comment(event.text)
+        for item in events:
+            if isinstance(item, Note):
+                yield comment(item.text)
             else:
-                yield frame(event.as_dict(session_id), event=event.kind, event_id=event.id)
+                event = item.event
+                yield frame(event.as_dict(session_id), event=event.kind, event_id=item.id)
     except Exception:  # a read failed mid-stream: say so, then end it (the client may reconnect)
         logger.exception("session event stream failed", extra={"session_id": session_id})
         yield frame(
@@ -86,7 +89,8 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     pace = Pace.of(d.settings, int(remaining()) if callable(remaining) else None)
     count("SessionStreamsOpened")
-    return StreamReply(_frames(session_id, session_events(d, session, pace, follow=follow == "true")))
+    cursor = resume.decode(last_event_id(event.get("headers")))
+    return StreamReply(_frames(session_id, session_events(d, session, pace, follow=follow == "true", cursor=cursor)))
 
 
 @router.get(

@@ -66,3 +66,11 @@ def frame(data: Any, event: str | None = None, event_id: str | None = None) -> b
 
 def comment(text: str) -> bytes:
     return f": {' '.join(text.splitlines())}\n\n".encode()
+
+
+def last_event_id(headers: Any) -> str | None:
+    """The request's Last-Event-ID (what a reconnecting EventSource sends; names are case-insensitive)."""
+    for name, value in (headers or {}).items():
+        if name.lower() == "last-event-id" and isinstance(value, str):
+            return value
+    return None

@@ -1,5 +1,15 @@
-"""Chat with any A2A v0.3 agent over JSON-RPC: its card, then message/stream (when the card says it
+"""Chat with any A2A agent over JSON-RPC: its card, then message/stream (when the card says it
 streams) or message/send (non-blocking) followed by tasks/get; Ctrl-C during a task is tasks/cancel.
+
+A card that lists a JSONRPC interface with protocolVersion 1.x (`supportedInterfaces`) is spoken to in
+v1.0: `A2A-Version: 1.0`, the v1.0 names (SendStreamingMessage, SendMessage with returnImmediately,
+GetTask, CancelTask, SubscribeToTask) and shapes, converted at the edge (flightdeck.domain.a2a.wire_v1)
+so the rest of this module reads the v0.3 shapes either way. Other cards: v0.3. The names below are v0.3's.
+
+A stream that breaks is resumed: tasks/resubscribe (SubscribeToTask) with Last-Event-ID, the id of the
+last event read, so nothing is lost or drawn twice (a server without event ids, or one that refuses: the
+task is followed with tasks/get). `--task ID` without a message reattaches to a task: its history, then
+its events to its end.
 
 A conversation is the card's agent and one contextId: every message after the first carries it, and
 the taskId too while that task waits on us (input-required, auth-required). A task that ended is not
@@ -32,6 +42,7 @@ from flightdeck.chat_client.transport import (
     send,
     server_message,
 )
+from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.wire import (
     INTERNAL_ERROR,
     INTERRUPTED_STATES,
@@ -51,6 +62,8 @@ CARD_PATH = "/.well-known/agent-card.json"
 # A stream may be quiet for a long time while the agent works (servers send keep-alive comments, a2a-sdk
 # every 15 s); past this without a byte the client follows the task with tasks/get instead.
 STREAM_READ_TIMEOUT_S = 120.0
+# A broken stream is resumed this many times in a row (Last-Event-ID) before the client polls instead.
+STREAM_RESUMES = 5
 # Codes with which a server says it does not stream: then message/send is used (nothing was accepted).
 _NO_STREAMING = (UNSUPPORTED_OPERATION, METHOD_NOT_FOUND)
 
@@ -131,9 +144,25 @@ def card_url(url: str) -> str:
 def sse_data(response: requests.Response) -> Iterator[str]:
     """The data of each server-sent event as it arrives (A2A's events are data lines only; comments, the
     servers' keep-alives, are skipped)."""
+    for item in sse_events(response):
+        yield item.data
+
+
+def sse_events(response: requests.Response) -> Iterator[ServerEvent]:
     for item in read_events(response.iter_content(chunk_size=None)):  # None: each chunk as it arrives
         if isinstance(item, ServerEvent):
-            yield item.data
+            yield item
+
+
+def _params_v1(params: dict[str, Any]) -> dict[str, Any]:
+    """v0.3 params as v1.0's: the message through wire_v1; blocking false is returnImmediately."""
+    if "message" not in params:
+        return params  # {"id"}: GetTask, CancelTask, SubscribeToTask alike
+    out: dict[str, Any] = {"message": v1.message_to_wire(params["message"])}
+    config = params.get("configuration")
+    if config is not None:
+        out["configuration"] = {"returnImmediately": not config.get("blocking", False)}
+    return out
 
 
 def _part_text(part: Any) -> str:
@@ -171,6 +200,7 @@ class A2AChat:
         self.card: AgentCard | None = None
         self.raw_card: dict[str, Any] = {}
         self.rpc_url = ""
+        self.version = "0.3"  # "1.0" when the card offers JSONRPC 1.x
         self.streaming = False
         self.context_id = context_id
         self.continue_task = task_id  # the task the next message continues (it waits for input)
@@ -184,6 +214,7 @@ class A2AChat:
         self.printed: dict[str, str] = {}
         self.direct_answer: str | None = None  # the agent answered with a Message, no task
         self.last_agent_message = ""
+        self.last_event_id: str | None = None  # of the stream followed (Last-Event-ID when it breaks)
 
     # --- the card -----------------------------------------------------------------------------
 
@@ -203,7 +234,10 @@ class A2AChat:
         except (ValueError, ValidationError) as exc:
             raise Problem(f"{self.card_url} is not an A2A agent card: {preview(str(exc), 300)}") from None
         card = self.card
-        rpc = card.url if card.preferredTransport.upper() == "JSONRPC" else ""
+        rpc = v1.offers_v1(self.raw_card) or ""
+        if rpc:
+            self.version = v1.PROTOCOL_VERSION
+        rpc = rpc or (card.url if card.preferredTransport.upper() == "JSONRPC" else "")
         rpc = rpc or next((i.url for i in card.additionalInterfaces if i.transport.upper() == "JSONRPC"), "")
         if not rpc:
             offered = ", ".join([card.preferredTransport] + [i.transport for i in card.additionalInterfaces])
@@ -215,6 +249,8 @@ class A2AChat:
         self.streaming = card.capabilities.streaming is True
         how = "streams its answers (message/stream)" if self.streaming else "message/send, then tasks/get"
         version = f"A2A {card.protocolVersion}" if card.protocolVersion else "A2A"
+        if self.version == v1.PROTOCOL_VERSION:
+            version = "A2A 1.0"
         self.console.note(f"{card.name or 'agent'} ({version}) at {self.rpc_url}: {how}")
 
     def print_card(self) -> None:
@@ -236,7 +272,13 @@ class A2AChat:
     # --- JSON-RPC -----------------------------------------------------------------------------
 
     def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.version == v1.PROTOCOL_VERSION:
+            method, params = v1.METHOD_NAMES[method], _params_v1(params)
         return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+
+    @property
+    def _version_header(self) -> dict[str, str]:
+        return {"A2A-Version": v1.PROTOCOL_VERSION} if self.version == v1.PROTOCOL_VERSION else {}
 
     def _refused(self, response: requests.Response, method: str) -> Problem:
         problem = auth_problem(response, self.rpc_url, self.token)
@@ -261,10 +303,22 @@ class A2AChat:
             raise RpcError(envelope.error)
         if not isinstance(body, dict) or "result" not in body:
             raise Problem(f"{self.rpc_url} answered {method} with neither a result nor an error", fatal=False)
+        if self.version == v1.PROTOCOL_VERSION:
+            # GetTask and CancelTask answer the Task itself; the others a StreamResponse-like wrapper.
+            if method in ("tasks/get", "tasks/cancel"):
+                return v1.task_from_wire(envelope.result)
+            return v1.event_from_wire(envelope.result)
         return envelope.result
 
     def rpc(self, method: str, params: dict[str, Any]) -> Any:
-        response = send(self.http, "POST", self.rpc_url, token=self.token, body=self._request(method, params))
+        response = send(
+            self.http,
+            "POST",
+            self.rpc_url,
+            token=self.token,
+            body=self._request(method, params),
+            headers=self._version_header or None,
+        )
         if response.status_code != 200:
             raise self._refused(response, method)
         try:
@@ -396,58 +450,119 @@ class A2AChat:
         return self._finish()
 
     def _stream(self, params: dict[str, Any]) -> None:
-        method = "message/stream"
+        """message/stream; when it breaks, tasks/resubscribe from the last event read, a few times."""
+        method, body = "message/stream", self._request("message/stream", params)
+        resumes = 0
+        while True:
+            read_before = self.last_event_id
+            if self._stream_once(method, body, first=method == "message/stream") or self.task_id is None:
+                return
+            if self.last_event_id != read_before:
+                resumes = 0  # it went on: a new run of attempts
+            if not self.waiting or self.last_event_id is None or resumes >= STREAM_RESUMES:
+                if self.waiting:
+                    self.console.event("following the task with tasks/get")
+                return
+            resumes += 1
+            self.console.event("resuming the stream after its last event (tasks/resubscribe, Last-Event-ID)")
+            method, body = "tasks/resubscribe", self._request("tasks/resubscribe", {"id": self.task_id})
+
+    def _stream_once(self, method: str, body: dict[str, Any], first: bool) -> bool:
+        """One stream: True when it is over (its final event, or the task no longer owes us anything), False
+        when it broke or ended early. first: its first event answers the message (it may refuse streaming)."""
+        headers = {"Accept": "text/event-stream", **self._version_header}
+        if self.last_event_id is not None and not first:
+            headers["Last-Event-ID"] = self.last_event_id
         response = send(
             self.http,
             "POST",
             self.rpc_url,
             token=self.token,
-            body=self._request(method, params),
+            body=body,
             stream=True,
             read_timeout_s=STREAM_READ_TIMEOUT_S,
-            headers={"Accept": "text/event-stream"},
+            headers=headers,
         )
         with closing(response):
             if response.status_code != 200:
+                if not first:
+                    self.console.event(f"tasks/resubscribe answered HTTP {response.status_code}")
+                    return False
                 raise self._refused(response, method)
             if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
                 try:
-                    body = response.json()
+                    answer = response.json()
                 except ValueError:
                     raise Problem(
                         f"{self.rpc_url} answered {method} with neither a stream nor JSON", fatal=False
                     ) from None
-                self._first_streamed(body, method)
-                return
-            first = True
+                if first:
+                    self._first_streamed(answer, method)
+                    return True
+                return False  # not a stream: the task is followed with tasks/get
             try:
-                for data in sse_data(response):
+                for event in sse_events(response):
                     try:
-                        body = json.loads(data)
+                        data = json.loads(event.data)
                     except ValueError:
                         raise Problem(
-                            f"the stream carried an event that is not JSON: {preview(data)}", fatal=False
+                            f"the stream carried an event that is not JSON: {preview(event.data)}", fatal=False
                         ) from None
                     if first:
-                        self._first_streamed(body, method)
+                        result = self._first_streamed(data, method)
                         first = False
                     else:
-                        self.on(self._event(self._unwrap(body, method)))
+                        try:
+                            result = self._unwrap(data, method)
+                        except RpcError as exc:
+                            if method == "message/stream":
+                                raise
+                            self.console.event(f"{method} refused ({exc.code}: {exc.message})")
+                            return False
+                        self.on(self._event(result))
+                    self.last_event_id = event.id
                     self._stream_answer()
-                    final = isinstance(body.get("result"), dict) and body["result"].get("final") is True
+                    final = isinstance(result, dict) and result.get("final") is True
                     if final or not self.waiting:
-                        return
+                        return True
             except (requests.exceptions.RequestException, StreamError) as exc:
                 if self.task_id is None:
                     raise Problem(
                         f"the stream broke before the agent said anything: {preview(str(exc))}", fatal=False
                     ) from None
-                self.console.event(f"the stream broke ({preview(str(exc), 80)}): following the task with tasks/get")
-                return
+                self.console.event(f"the stream broke ({preview(str(exc), 80)})")
+                return False
         if self.waiting and self.task_id is not None:
-            self.console.event("the stream ended before the task did: following it with tasks/get")
+            self.console.event("the stream ended before the task did")
+        return not self.waiting
 
-    def _first_streamed(self, body: Any, method: str) -> None:
+    def attach(self) -> int:
+        """Reattach to the task given (--task ID, no message): its history, then its events to its end (or its
+        question); the exit code of a one-shot chat."""
+        task_id = self.continue_task or ""
+        self.console.start()
+        self._reset()
+        try:
+            task = self._task(self.rpc("tasks/get", {"id": task_id}))
+            for message in task.history or []:
+                who = "you" if message.role == "user" else "agent"
+                self.console.note(f"{who}: {parts_text(message.parts)}")
+            self.on(task)
+            if self.waiting and self.streaming:
+                body = self._request("tasks/resubscribe", {"id": task_id})
+                resumes = 0
+                while not self._stream_once("tasks/resubscribe", body, first=False) and self.waiting:
+                    resumes += 1
+                    if self.last_event_id is None or resumes > STREAM_RESUMES:
+                        break
+            self._follow()
+        except KeyboardInterrupt:
+            return self._interrupted()
+        except RpcError as exc:
+            raise Problem(f"the agent answered an error ({exc.code}: {exc.message})", fatal=True) from None
+        return self._finish()
+
+    def _first_streamed(self, body: Any, method: str) -> Any:
         try:
             result = self._unwrap(body, method)
         except RpcError as exc:
@@ -456,6 +571,7 @@ class A2AChat:
                 raise StreamingRefused(f"{exc.code}: {exc.message}") from None
             raise
         self.on(self._event(result))
+        return result
 
     def _follow(self) -> None:
         """Poll tasks/get until the task ends or waits on us."""

@@ -121,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.context or args.task:
         console.error("--context and --task are for A2A agents (--a2a CARD_URL); for ours, use --session ID")
         return EXIT_USAGE
+    if message is None and not sys.stdin.isatty():
+        # Piped in, the whole input is one message (a file, a heredoc), not a message per line.
+        message = sys.stdin.read().strip() or None
+        if message is None and not (args.a2a and args.task):
+            console.error("nothing on stdin: give a MESSAGE, or pipe one in")
+            return EXIT_USAGE
     http = requests.Session()
     try:
         conversation: Any
@@ -140,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         if message is not None:
             status: int = conversation.say(message)
             return status
+        if args.a2a and args.task:
+            # Reattach to the task: its history, then its events; then the conversation goes on (a terminal).
+            status = conversation.attach()
+            if not sys.stdin.isatty():
+                return status
         return repl(conversation, console, line_reader(), ctrl_c)
     except Problem as problem:
         console.error(problem.message)
@@ -171,16 +182,18 @@ class _IntermixedParser(argparse.ArgumentParser):
 def add_chat_command(commands: Any) -> None:
     sub = commands.add_parser(
         "chat",
-        help="talk to an agent: one of ours (URL), or any A2A v0.3 agent (--a2a CARD_URL)",
+        help="talk to an agent: one of ours (URL), or any A2A agent, v1.0 or v0.3 (--a2a CARD_URL)",
         description="Send MESSAGE and print the answer; without MESSAGE, a conversation (REPL): each line is a\n"
-        "message in the same session, /card prints the agent card, Ctrl-D exits.\n\n"
+        "message in the same session, /card prints the agent card, Ctrl-D exits. Piped in (not a terminal),\n"
+        "stdin is one message.\n\n"
         "To one of our agents (its base URL, as `flightdeck local up` prints it): POST /api/chat, then the\n"
         "delegation timeline as it happens from the session's event stream, GET /api/sessions/{id}/events\n"
         "(on a terminal the answer is printed as it is written), or by polling GET /api/sessions/{id} where\n"
         "the agent does not stream. Ctrl-C stops following; the session keeps working.\n"
-        "To any A2A v0.3 agent (--a2a CARD_URL): its card, then message/stream when the card says it\n"
-        "streams, else message/send and tasks/get; follow-ups continue the contextId. Ctrl-C cancels the\n"
-        "task (tasks/cancel).\n\n"
+        "To any A2A agent (--a2a CARD_URL): its card (v1.0 when it lists JSONRPC 1.0, else v0.3), then\n"
+        "message/stream when the card says it streams (resumed with Last-Event-ID if it breaks), else\n"
+        "message/send and tasks/get; follow-ups continue the contextId. Ctrl-C cancels the task\n"
+        "(tasks/cancel). --task ID alone reattaches to a task: its history, then its events.\n\n"
         "Answers go to stdout; the timeline and notes to stderr.",
         epilog="examples:\n"
         '  flightdeck chat http://127.0.0.1:8080 "@worker count these words"\n'
@@ -205,7 +218,12 @@ def add_chat_command(commands: Any) -> None:
     )
     sub.add_argument("--session", metavar="ID", help="continue this session of one of our agents")
     sub.add_argument("--context", metavar="ID", help="A2A: continue this contextId")
-    sub.add_argument("--task", metavar="ID", help="A2A: continue this task (one waiting for input)")
+    sub.add_argument(
+        "--task",
+        metavar="ID",
+        help="A2A: this task; without a MESSAGE, reattach to it (its history, then its events to its end); "
+        "with one, continue it (a task waiting for input)",
+    )
     sub.add_argument(
         "--wait",
         type=float,

@@ -16,6 +16,10 @@ delta, before the event that ends the think (`answer`, `delegating`...): the del
 iteration joined are then its text, the `answer` event's text for the think that answered.
 A think that started before the mark, or ended within one poll interval, sends no delta: its
 text is in its `answer` event, as ever.
+
+Each event's SSE id is the stream's position after it (flightdeck.domain.resume): opened again with
+Last-Event-ID, the stream sends the events after that one, none twice (the replay from the start is
+skipped up to there; a delta goes on from its offset).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from flightdeck.domain.live import TextFollower, keep_watching, live_text, store
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
+from flightdeck.domain.resume import Cursor, Marked, handled_ids, mark
 from flightdeck.domain.streaming import Note, Pace, Step, paced
 from flightdeck.domain.timeline import TimelineEvent, derive, waits_on_results
 
@@ -48,12 +53,31 @@ def read_timeline(deps: Deps, session: Session) -> list[TimelineEvent]:
     return derive(session, pending, deps.settings.agent)
 
 
-def session_events(deps: Deps, session: Session, pace: Pace, follow: bool = True) -> Iterator[TimelineEvent | Note]:
-    """The timeline of an opened session (open_session), each event once, to its idle event."""
+def resume_text(relayed: TextFollower, session: Session, position: tuple[int, int, int]) -> None:
+    """Set `relayed` to what a client had of a think's text: the live text's (or the stored reply's) first
+    `offset` characters; when neither is that think's any more, a text nothing starts with (the next delta
+    starts over at offset 0, the stored text wins)."""
+    iteration, attempt, offset = position
+    live = live_text(session)
+    if live is not None and (live.turn, live.attempt) == (iteration, attempt) and len(live.text) >= offset:
+        text = live.text[:offset]
+    else:
+        stored = stored_text(session, iteration)
+        text = stored[:offset] if stored is not None and len(stored) >= offset else "\0"
+    relayed.key, relayed.sent = (iteration, attempt), text
+
+
+def session_events(
+    deps: Deps, session: Session, pace: Pace, follow: bool = True, cursor: Cursor | None = None
+) -> Iterator[Marked[TimelineEvent] | Note]:
+    """The timeline of an opened session (open_session), each event once, to its idle event; after `cursor`
+    (a Last-Event-ID) when given."""
     sent: set[str] = set()
     current = [session]  # the first poll uses the read that opened the stream
     relayed = TextFollower()
     finished: set[int] = set()  # the iterations whose stored text was sent whole
+    resumed = [cursor]
+    position: list[tuple[int, int, int] | None] = [cursor.t if cursor else None]
 
     def deltas(found: Session) -> list[TimelineEvent]:
         out = []
@@ -70,15 +94,32 @@ def session_events(deps: Deps, session: Session, pace: Pace, follow: bool = True
             out.append(_delta((live.turn, live.attempt), piece[1], piece[0]))
         return out
 
-    def step() -> Step[TimelineEvent]:
+    def step() -> Step[Marked[TimelineEvent]]:
         found = current.pop() if current else deps.sessions.get_session(session.session_id)
         if found is None:  # expired meanwhile (retention): nothing more will happen
             return Step([], done=True)
         if follow:
             keep_watching(deps, found)
-        new = [e for e in read_timeline(deps, found) if e.id not in sent]
-        sent.update(e.id for e in new)
-        return Step(_placed(new, deltas(found)), done=found.status == "idle" or not follow)
+        timeline = read_timeline(deps, found)
+        resume = resumed.pop() if resumed else None
+        if resume is not None:
+            sent.update(handled_ids(timeline, resume))
+            if resume.t is not None:
+                resume_text(relayed, found, resume.t)
+        new = [e for e in timeline if e.id not in sent]
+        marked = []
+        for event in _placed(new, deltas(found)):
+            if event.kind == TEXT_DELTA:
+                d = event.data
+                position[0] = (d["iteration"], d["attempt"], d["offset"] + len(d["text"]))
+            else:
+                sent.add(event.id)
+            anchor, extra = mark(timeline, lambda e: e.id in sent)
+            cursor_now = Cursor(a=anchor, x=extra, t=position[0])
+            # Where the event's own id says it all (everything up to it sent, no text under way): that id.
+            plain = anchor == event.id and not extra and position[0] is None
+            marked.append(Marked(event, event.id if plain else cursor_now.encode()))
+        return Step(marked, done=found.status == "idle" or not follow)
 
     return paced(pace, step)
 

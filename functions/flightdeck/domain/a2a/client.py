@@ -1,4 +1,9 @@
-"""A delegating tool whose peer is any A2A v0.3 agent, found by its card URL.
+"""A delegating tool whose peer is any A2A agent (v1.0 or v0.3), found by its card URL.
+
+The card decides the version: a JSONRPC interface with protocolVersion 1.x in `supportedInterfaces` is
+spoken in v1.0 (`A2A-Version: 1.0`, SendMessage/GetTask/CancelTask, v1.0 shapes through
+flightdeck.domain.a2a.wire_v1's converters), else v0.3 at the card's `url`. The task's record keeps the
+version (RemoteTask.extra) so its polls and its cancel speak it too. Below, the v0.3 names.
 
 Dispatch sends a non-blocking `message/send`. When the peer's card says it
 pushes, the request carries a pushNotificationConfig pointing at our
@@ -22,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.constants import POLL_KIND
 from flightdeck.domain.a2a.contracts import answer_text
 from flightdeck.domain.a2a.ports import RemoteTask, ports
@@ -69,6 +75,7 @@ class PeerCard:
     name: str
     rpc_url: str
     push: bool
+    version: str = "0.3"  # "1.0" when the card offers JSONRPC 1.x
 
 
 class CardProblem(Exception):
@@ -90,7 +97,8 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
             raise CardProblem(detail, answer.status in RETRYABLE_STATUSES)
         card = answer.body
     transport = card.get("preferredTransport") or "JSONRPC"
-    rpc_url = card.get("url") if transport == "JSONRPC" else None
+    v1_url = v1.offers_v1(card)
+    rpc_url = v1_url or (card.get("url") if transport == "JSONRPC" else None)
     if rpc_url is None:
         rpc_url = next(
             (
@@ -109,7 +117,12 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
     capabilities = card.get("capabilities")
     if not isinstance(capabilities, dict):
         capabilities = {}
-    peer = PeerCard(name=str(card.get("name", "")), rpc_url=rpc_url, push=capabilities.get("pushNotifications") is True)
+    peer = PeerCard(
+        name=str(card.get("name", "")),
+        rpc_url=rpc_url,
+        push=capabilities.get("pushNotifications") is True,
+        version=v1.PROTOCOL_VERSION if v1_url else "0.3",
+    )
     _cards[card_url] = (time.monotonic() + CARD_CACHE_TTL_S, peer)
     return peer
 
@@ -200,13 +213,19 @@ def _rpc(
     service: str,
     *,
     timeout_s: float | None = None,
+    version: str = "0.3",
     **ids: Any,
 ) -> tuple[int, Any, str]:
     """(HTTP status, result or None, problem). problem "" on a JSON-RPC result.
 
     service: the delegate's service name, whose peer token (if we have one) goes along as a bearer token.
     timeout_s: shorter than PEER_TIMEOUT_MS for this call (a best-effort cancel).
+    version: "1.0": `method` (a v0.3 name) goes by its v1.0 name, with the A2A-Version header; the params
+    are the caller's (already v1.0's); the result is v1.0's.
     """
+    if version == v1.PROTOCOL_VERSION:
+        method = v1.METHOD_NAMES[method]
+        headers = {**headers, "A2A-Version": v1.PROTOCOL_VERSION}
     body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
     answer = deps.peers.post_json(url, body, {**headers, **bearer(deps.token_for(service))}, timeout_s=timeout_s)
     audit_post(f"a2a:{method}", service, answer, **ids)
@@ -269,31 +288,31 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
     if push_url:
         configuration["pushNotificationConfig"] = {"url": push_url, "token": token}
     headers = {"traceparent": msg.traceparent} if msg.traceparent else {}
-    status, result, problem = _rpc(
-        deps,
-        card.rpc_url,
-        "message/send",
-        {"message": message, "configuration": configuration},
-        headers,
-        delegate.peer_service,
-        **ids,
-    )
+
+    def send() -> tuple[int, Any, str]:
+        params = {"message": message, "configuration": configuration}
+        return _rpc(
+            deps,
+            card.rpc_url,
+            "message/send",
+            _send_params(params) if card.version == v1.PROTOCOL_VERSION else params,
+            headers,
+            delegate.peer_service,
+            version=card.version,
+            **ids,
+        )
+
+    status, result, problem = send()
     if problem and push_url and isinstance(result, dict) and result.get("code") == PUSH_NOT_SUPPORTED:
         # The card said it pushes, the peer says it does not: poll instead.
         push_url = None
         configuration.pop("pushNotificationConfig")
-        status, result, problem = _rpc(
-            deps,
-            card.rpc_url,
-            "message/send",
-            {"message": message, "configuration": configuration},
-            headers,
-            delegate.peer_service,
-            **ids,
-        )
+        status, result, problem = send()
     if problem:
         detail = f"{delegate.agent} (A2A message/send): {problem}"
         return retry_or_fail(detail, result is None and status in RETRYABLE_STATUSES)
+    if card.version == v1.PROTOCOL_VERSION:
+        result = v1.event_from_wire(result)
     kind = result.get("kind") if isinstance(result, dict) else None
     if kind == "message":
         # A direct answer, no task: the result is in.
@@ -320,7 +339,15 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
     mode = "push" if push_url else "poll"
     ports(deps).store.put_remote(
         RemoteTask(
-            msg.session_id, msg.turn, msg.tool_use_id, delegate.agent, card.rpc_url, task.id, mode, msg.deadline_ms
+            msg.session_id,
+            msg.turn,
+            msg.tool_use_id,
+            delegate.agent,
+            card.rpc_url,
+            task.id,
+            mode,
+            msg.deadline_ms,
+            {"a2a": card.version} if card.version != "0.3" else {},
         ),
         s.session_retention_ms,
     )
@@ -337,6 +364,29 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         **ids,
     )
     return DispatchOutcome(DispatchStatus.SENT)
+
+
+def _send_params(params: dict[str, Any]) -> dict[str, Any]:
+    """message/send's params (the core's v0.3 shape) as SendMessage's: the message through wire_v1, blocking
+    false as returnImmediately, the push config flat."""
+    config = params["configuration"]
+    out: dict[str, Any] = {
+        "acceptedOutputModes": config["acceptedOutputModes"],
+        "returnImmediately": not config.get("blocking", False),
+    }
+    push = config.get("pushNotificationConfig")
+    if push:
+        out["taskPushNotificationConfig"] = {"url": push["url"], "token": push["token"]}
+    return {"message": v1.message_to_wire(params["message"]), "configuration": out}
+
+
+def _version(remote: RemoteTask) -> str:
+    return str(remote.extra.get("a2a") or "0.3")
+
+
+def _remote_task(remote: RemoteTask, result: Any) -> Any:
+    """A GetTask / tasks/get result as the core's Task JSON (a v1.0 Task is the result itself, not wrapped)."""
+    return v1.task_from_wire(result) if _version(remote) == v1.PROTOCOL_VERSION else result
 
 
 # --- polling (the timers queue) -------------------------------------------------------------
@@ -385,7 +435,9 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
         return _poll_failed(deps, poll, "peer_not_allowed", f"{remote.rpc_url} is no longer under ALLOWED_HOST_MAPPING")
     delegate = deps.settings.agent.delegate_for_agent(remote.agent)
     service = delegate.peer_service if delegate else remote.agent
-    status, result, problem = _rpc(deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service, **ids)
+    status, result, problem = _rpc(
+        deps, rpc_url, "tasks/get", {"id": remote.remote_task_id}, {}, service, version=_version(remote), **ids
+    )
     if problem:
         if result is None and status in RETRYABLE_STATUSES:
             logger.warning("A2A poll failed; polling on", extra={**ids, "detail": problem})
@@ -393,7 +445,7 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
             return "pending"
         return _poll_failed(deps, poll, "poll_failed", f"{remote.agent} (A2A tasks/get): {problem}"[:1000])
     try:
-        task = Task.model_validate(result)
+        task = Task.model_validate(_remote_task(remote, result))
     except ValidationError:
         return _poll_failed(deps, poll, "poll_failed", f"{remote.agent} (A2A tasks/get): the result is not a Task")
     if _finished(task):
@@ -452,6 +504,10 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     if claims is None:
         return PushOutcome(PushStatus.UNAUTHORIZED)
     peer = claims.name
+    if isinstance(body, dict) and "kind" not in body and body.keys() & _V1_EVENTS:
+        body = _v1_push(deps, claims.session_id, claims.turn, claims.tool_use_id, body)
+        if body is None:
+            return PushOutcome(PushStatus.IN_PROGRESS, peer=peer)
     try:
         task = Task.model_validate(body)
     except ValidationError as exc:
@@ -479,6 +535,44 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     return PushOutcome(status, advance.completed, peer=peer)
 
 
+_V1_EVENTS = frozenset({"task", "statusUpdate", "artifactUpdate", "message"})
+
+
+def _v1_push(deps: Deps, session_id: str, turn: int, tool_use_id: str, body: dict[str, Any]) -> Any:
+    """A v1.0 push (a StreamResponse: a2a-sdk 1.x pushes every event) as the core's Task JSON, or None for an
+    event that ends nothing. A status update that ends the task carries no artifacts: the task is read."""
+    if "task" in body:
+        return v1.task_from_wire(body["task"])
+    event = v1.event_from_wire(body)
+    if not (isinstance(event, dict) and event.get("kind") == "status-update" and event.get("final")):
+        return None
+    remote = ports(deps).store.get_remote(session_id, turn, tool_use_id)
+    rpc_url = deps.settings.allowed_host_mapping.check_url(remote.rpc_url) if remote else None
+    if remote is not None and rpc_url is not None:
+        delegate = deps.settings.agent.delegate_for_agent(remote.agent)
+        _, result, problem = _rpc(
+            deps,
+            rpc_url,
+            "tasks/get",
+            {"id": remote.remote_task_id},
+            {},
+            delegate.peer_service if delegate else remote.agent,
+            version=_version(remote),
+            session_id=session_id,
+            turn=turn,
+            tool_use_id=tool_use_id,
+        )
+        if not problem:
+            return _remote_task(remote, result)
+    # The task cannot be read: its status is what we know (its message, if any, is the answer).
+    return {
+        "kind": "task",
+        "id": event.get("taskId", ""),
+        "contextId": event.get("contextId", ""),
+        "status": event["status"],
+    }
+
+
 # tasks/cancel answered with these (task not found, not cancelable): nothing left to stop there.
 _SETTLED_CODES = frozenset({-32001, -32002})
 
@@ -499,6 +593,7 @@ def cancel_a2a(deps: Deps, message: CancelMessage, service: str) -> tuple[int, b
         {},
         service,
         timeout_s=CANCEL_TIMEOUT_S,
+        version=_version(remote),
         session_id=message.session_id,
         turn=message.turn,
         tool_use_id=message.tool_use_id,

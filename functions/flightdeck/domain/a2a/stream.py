@@ -24,6 +24,14 @@ one SSE `data:` line each):
 
 The status timestamps of a stream never go back (_Stamps).
 
+Every event has an SSE id, the stream's position after it (flightdeck.domain.resume): a client that
+reconnects with Last-Event-ID (tasks/resubscribe or SubscribeToTask again, or message/stream with the same
+messageId, which is the same message) gets the events after that one and none twice: no Task first, the
+steps after it, the live text on from its offset, the answer's chunks on from theirs, the final status if it
+was not sent. For the ids, the Task of a running task goes out with the first poll's events (that poll reads
+the timeline, which says where the stream starts); a task that ended needs no timeline: every step of it
+is before the Task.
+
 Each poll reads the task (A2AStatePort.get_task: one GetItem) and the session's timeline
 and live text (SessionsPort.get_session: one Query, and get_results while its turn waits: one
 more): at most three requests per poll interval, the last poll included (the steps since the
@@ -53,12 +61,15 @@ from flightdeck.domain.a2a.wire import TERMINAL_STATES, MessageSendParams, TaskI
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.session_events import read_timeline
+from flightdeck.domain.resume import ALL, Cursor, Marked, handled_ids, mark
+from flightdeck.domain.session_events import read_timeline, resume_text
 from flightdeck.domain.streaming import Note, Pace, Step, paced
 from flightdeck.domain.timeline import PROGRESS_KINDS, TimelineEvent, describe
 
 # A stream ends in these states: the terminal ones, and those that wait for the client.
 STREAM_END_STATES = TERMINAL_STATES | {"input-required", "auth-required"}
+# Cursor.e once the answer's last chunk went out (or the Task that carries the answer whole).
+ANSWERED = -1
 # A long answer goes out in at most this many pieces (words grouped), not one event per word.
 MAX_ANSWER_CHUNKS = 200
 
@@ -135,14 +146,29 @@ def artifact_updates(rec: TaskRecord, rest: str | None = None) -> list[Event]:
 def ending(rec: TaskRecord, relayed: TextFollower | None = None, status: dict[str, Any] | None = None) -> list[Event]:
     """The events that close a task's stream: its answer (if it completed; after what `relayed` sent of it
     already), then the final status (`status`: as the stream stamped it)."""
-    events = artifact_updates(rec, relayed.rest(rec.answer) if relayed else None) if rec.state == "completed" else []
+    return [m.event for m in marked_ending(rec, Cursor(a=ALL, s=rec.state), relayed, status)]
+
+
+def marked_ending(
+    rec: TaskRecord, at: Cursor, relayed: TextFollower | None = None, status: dict[str, Any] | None = None
+) -> list[Marked[Event]]:
+    """ending(), each event with its id: the chunks with the answer's offset they reach (ANSWERED after the
+    last), the final status. A stream at ANSWERED sends the final status only."""
+    rest = relayed.rest(rec.answer) if relayed else None
+    events = artifact_updates(rec, rest) if rec.state == "completed" and at.e != ANSWERED else []
     data = [p for p in answer_parts(rec.answer, rec.contract) if p["kind"] == "data"] if events else []
     if data:
         # Held to a schema: the last chunk also carries the answer as data (or its mismatch, marked), so the
         # artifact a client assembles is the one tasks/get shows: the text, and the data part.
         events[-1]["artifact"]["parts"].extend(data)
-    events.append(status_update(rec, status or status_of(rec), final=True))
-    return events
+    marked = []
+    offset = len(rec.answer) - len(rest) if rest is not None else 0
+    for event in events:
+        offset += sum(len(p.get("text", "")) for p in event["artifact"]["parts"] if p.get("kind") == "text")
+        marked.append(Marked(event, at.with_(t=None, e=ANSWERED if event["lastChunk"] else offset).encode()))
+    final = status_update(rec, status or status_of(rec), final=True)
+    marked.append(Marked(final, at.with_(t=None, s=rec.state, e=None, f=True).encode()))
+    return marked
 
 
 def _progress(rec: TaskRecord, step: TimelineEvent, timestamp: str) -> Event:
@@ -157,60 +183,97 @@ def _progress(rec: TaskRecord, step: TimelineEvent, timestamp: str) -> Event:
 
 
 def follow(
-    deps: Deps, session_id: str, key: str, pace: Pace, state: str, *, since_task_message: bool
-) -> Iterator[Event | Note]:
-    """The task's events after the first one, to its final status-update.
+    deps: Deps,
+    session_id: str,
+    key: str,
+    pace: Pace,
+    state: str,
+    *,
+    since_task_message: bool,
+    first: Event | None = None,
+    cursor: Cursor | None = None,
+) -> Iterator[Marked[Event] | Note]:
+    """The task's events after the first one, to its final status-update, each with its id.
 
     since_task_message: report the steps after the task's own message (message/stream: the task
     just started on an idle session, so its message is the session's latest); otherwise only the
     steps from now on (tasks/resubscribe: the Task sent first says what happened before).
+    first: the Task, sent with the first poll's events (its id says where the timeline stood).
+    cursor: a Last-Event-ID: the events after it (and no Task first).
     """
     a2a = ports(deps).store
-    sent: set[str] = set()
-    last: dict[str, Any] = {"state": state, "baseline": None}
+    handled: set[str] = set()
+    at = [cursor or Cursor(s=state)]
     relayed = TextFollower()
     stamps = _Stamps(deps)
+    started = [False]
 
-    def step() -> Step[Event]:
+    def step() -> Step[Marked[Event]]:
         rec = a2a.get_task(session_id, key)
         if rec is None:  # expired (retention): nothing more will happen
             return Step([], done=True)
         over = rec.state in STREAM_END_STATES
-        events: list[Event] = []
-        if rec.state != last["state"] and not over:
-            last["state"] = rec.state
-            events.append(status_update(rec, stamps.status(rec), final=False))
+        if at[0].f and rec.state == at[0].s:
+            return Step([], done=True)  # the client had the final event, and the task has not moved since
+        out: list[Marked[Event]] = []
         # Also once when it is over: the steps since the last poll (the last answer, the last think) first.
         session = deps.sessions.get_session(session_id)
         if session is not None and not over:
             keep_watching(deps, session)
         timeline = read_timeline(deps, session) if session is not None else []
-        if last["baseline"] is None:
-            if since_task_message:
+
+        def here(**changes: Any) -> str:
+            anchor, extra = mark(timeline, lambda e: e.kind not in PROGRESS_KINDS or e.id in handled)
+            at[0] = at[0].with_(a=anchor, x=extra, **changes)
+            return at[0].encode()
+
+        if not started[0]:
+            started[0] = True
+            if cursor is not None:
+                handled.update(handled_ids(timeline, cursor))
+                if cursor.f:  # the task moved on since its last final event (input-required, answered)
+                    at[0] = at[0].with_(f=False, e=None)
+                elif cursor.e is not None and cursor.e != ANSWERED:
+                    relayed.key, relayed.sent = (0, 0), rec.answer[: cursor.e]
+                elif cursor.t is not None and session is not None:
+                    resume_text(relayed, session, cursor.t)
+            elif since_task_message:
                 mine = max((i for i, e in enumerate(timeline) if e.kind == "message"), default=-1)
-                last["baseline"] = {e.id for e in timeline[: mine + 1]}
+                handled.update(e.id for e in timeline[: mine + 1])
             else:
-                last["baseline"] = {e.id for e in timeline}
+                handled.update(e.id for e in timeline)
+            if first is not None:
+                out.append(Marked(first, here()))
+        if rec.state != at[0].s and not over:
+            out.append(Marked(status_update(rec, stamps.status(rec), final=False), here(s=rec.state)))
         for event in timeline:
-            if event.kind in PROGRESS_KINDS and event.id not in sent and event.id not in last["baseline"]:
-                sent.add(event.id)
-                events.append(_progress(rec, event, stamps.step(rec, over)))
+            if event.kind in PROGRESS_KINDS and event.id not in handled:
+                handled.add(event.id)
+                out.append(Marked(_progress(rec, event, stamps.step(rec, over)), here()))
         if over:
-            return Step(events + ending(rec, relayed, stamps.status(rec)), done=True)
+            here()
+            return Step(out + marked_ending(rec, at[0], relayed, stamps.status(rec)), done=True)
         live = live_text(session) if session is not None else None
         piece = relayed.next_piece(live) if live is not None else None
-        if piece is not None:
+        if live is not None and piece is not None:
             text, offset = piece
-            events.append(artifact_chunk(rec, text, append=offset > 0, last=False))
-        return Step(events)
+            chunk = artifact_chunk(rec, text, append=offset > 0, last=False)
+            out.append(Marked(chunk, here(t=(live.turn, live.attempt, offset + len(text)))))
+        return Step(out)
 
     return paced(pace, step)
 
 
 def message_stream(
-    deps: Deps, params: MessageSendParams, pace: Pace, remaining_ms: int | None = None, caller: str | None = None
-) -> Iterator[Event | Note]:
-    """Start the task as message/send does (its A2AError raised here, before any event), then its events."""
+    deps: Deps,
+    params: MessageSendParams,
+    pace: Pace,
+    remaining_ms: int | None = None,
+    caller: str | None = None,
+    cursor: Cursor | None = None,
+) -> Iterator[Marked[Event] | Note]:
+    """Start the task as message/send does (its A2AError raised here, before any event), then its events;
+    with `cursor` (the same message again, with Last-Event-ID), the events after it."""
     config = params.configuration
     if config is not None and config.blocking:
         # The stream is the wait: the first event goes out as soon as the task exists.
@@ -219,29 +282,45 @@ def message_stream(
     session_id, key = parse_task_id(task["id"]) or ("", "")
     state = task["status"]["state"]
 
-    def events() -> Iterator[Event | Note]:
-        yield task
-        if state in STREAM_END_STATES:
+    def events() -> Iterator[Marked[Event] | Note]:
+        if state in STREAM_END_STATES and cursor is None:
+            yield Marked(task, Cursor(a=ALL, s=state).encode())
             rec = ports(deps).store.get_task(session_id, key)
             if rec is not None:
-                yield from ending(rec)
+                yield from marked_ending(rec, Cursor(a=ALL, s=state))
             return
         # A message that continues a working task reports the steps from now on (those before it were
         # the task's own, already followed); a new task's, those after its message.
-        yield from follow(deps, session_id, key, pace, state, since_task_message=not params.message.taskId)
+        yield from follow(
+            deps,
+            session_id,
+            key,
+            pace,
+            state,
+            since_task_message=not params.message.taskId,
+            first=None if cursor is not None else task,
+            cursor=cursor,
+        )
 
     return events()
 
 
-def resubscribe(deps: Deps, params: TaskIdParams, pace: Pace, caller: str | None = None) -> Iterator[Event | Note]:
-    """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events."""
+def resubscribe(
+    deps: Deps, params: TaskIdParams, pace: Pace, caller: str | None = None, cursor: Cursor | None = None
+) -> Iterator[Marked[Event] | Note]:
+    """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events;
+    with `cursor` (Last-Event-ID), only the events after it."""
     rec = visible_task(deps, params.id, caller)
 
-    def events() -> Iterator[Event | Note]:
-        yield render_task(deps, rec)
-        if rec.state in STREAM_END_STATES:
-            yield status_update(rec, status_of(rec), final=True)
+    def events() -> Iterator[Marked[Event] | Note]:
+        if cursor is None and rec.state in STREAM_END_STATES:
+            yield Marked(render_task(deps, rec), Cursor(a=ALL, s=rec.state, e=ANSWERED).encode())
+            final = status_update(rec, status_of(rec), final=True)
+            yield Marked(final, Cursor(a=ALL, s=rec.state, f=True).encode())
             return
-        yield from follow(deps, rec.session_id, rec.key, pace, rec.state, since_task_message=False)
+        first = render_task(deps, rec) if cursor is None else None
+        yield from follow(
+            deps, rec.session_id, rec.key, pace, rec.state, since_task_message=False, first=first, cursor=cursor
+        )
 
     return events()

@@ -396,3 +396,105 @@ def error_details(code: int, data: Any) -> list[dict[str, Any]]:
     if violations:
         details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": violations})
     return details
+
+
+# --- from the wire (a v1.0 peer's answers, read by our client side) --------------------------------
+# Lenient: each converter gives the core's v0.3 shape, which the caller validates with the core's models
+# (a Task, a Message): what a peer sends is checked once, there.
+
+METHOD_NAMES = {
+    "message/send": "SendMessage",
+    "message/stream": "SendStreamingMessage",
+    "tasks/get": "GetTask",
+    "tasks/cancel": "CancelTask",
+    "tasks/resubscribe": "SubscribeToTask",
+}
+
+
+def offers_v1(card: dict[str, Any]) -> str | None:
+    """The URL of the card's JSON-RPC interface for v1.0 (protocolVersion 1.x), if it lists one."""
+    for interface in card.get("supportedInterfaces") or []:
+        if not isinstance(interface, dict) or str(interface.get("protocolBinding", "")).upper() != "JSONRPC":
+            continue
+        version = str(interface.get("protocolVersion", ""))
+        if version.split(".")[0] == "1" and isinstance(interface.get("url"), str) and interface["url"]:
+            return str(interface["url"])
+    return None
+
+
+def part_from_wire(part: Any) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        return {"kind": "text", "text": ""}
+    extra = {"metadata": part["metadata"]} if isinstance(part.get("metadata"), dict) else {}
+    if "text" in part:
+        return {"kind": "text", "text": part["text"], **extra}
+    if "data" in part:
+        data = part["data"]
+        if isinstance(data, dict):
+            return {"kind": "data", "data": data, **extra}
+        return {"kind": "text", "text": json.dumps(data, ensure_ascii=False), **extra}
+    file: dict[str, Any] = {"bytes": part["raw"]} if "raw" in part else {"uri": part.get("url", "")}
+    if part.get("mediaType"):
+        file["mimeType"] = part["mediaType"]
+    if part.get("filename"):
+        file["name"] = part["filename"]
+    return {"kind": "file", "file": file, **extra}
+
+
+def message_from_wire(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    out = {k: v for k, v in message.items() if k not in ("role", "parts")}
+    out.update(
+        kind="message",
+        role=ROLE_TO_CORE.get(str(message.get("role")), message.get("role")),
+        parts=[part_from_wire(p) for p in message.get("parts") or []],
+    )
+    return out
+
+
+def status_from_wire(status: Any) -> Any:
+    if not isinstance(status, dict):
+        return status
+    out = {**status, "state": STATE_TO_CORE.get(str(status.get("state")), status.get("state"))}
+    if "message" in status:
+        out["message"] = message_from_wire(status["message"])
+    return out
+
+
+def artifact_from_wire(artifact: Any) -> Any:
+    if not isinstance(artifact, dict):
+        return artifact
+    return {**artifact, "parts": [part_from_wire(p) for p in artifact.get("parts") or []]}
+
+
+def task_from_wire(task: Any) -> Any:
+    if not isinstance(task, dict):
+        return task
+    out = {**task, "kind": "task", "status": status_from_wire(task.get("status"))}
+    if task.get("artifacts") is not None:
+        out["artifacts"] = [artifact_from_wire(a) for a in task["artifacts"] or []]
+    if task.get("history") is not None:
+        out["history"] = [message_from_wire(m) for m in task["history"] or []]
+    return out
+
+
+def event_from_wire(event: Any) -> Any:
+    """A v1.0 StreamResponse or SendMessage answer ({task} | {message} | {statusUpdate} | {artifactUpdate}) in the
+    core's v0.3 shape; a status update is `final` when its state ends a stream (v1.0 has no flag)."""
+    if not isinstance(event, dict):
+        return event
+    if "task" in event:
+        return task_from_wire(event["task"])
+    if "message" in event:
+        return message_from_wire(event["message"])
+    if isinstance(event.get("statusUpdate"), dict):
+        update = event["statusUpdate"]
+        status = status_from_wire(update.get("status"))
+        state = status.get("state") if isinstance(status, dict) else None
+        ends = state in STATE_TO_WIRE and state not in ("submitted", "working")
+        return {**update, "kind": "status-update", "status": status, "final": ends}
+    if isinstance(event.get("artifactUpdate"), dict):
+        update = event["artifactUpdate"]
+        return {**update, "kind": "artifact-update", "artifact": artifact_from_wire(update.get("artifact"))}
+    return event

@@ -1,0 +1,183 @@
+"""Streams resume without loss (issue 27): every event of an A2A stream (v0.3 and v1.0) and of GET
+/api/sessions/{id}/events has an SSE id; a client that drops the connection at a random point and reconnects
+with Last-Event-ID (the events route again; tasks/resubscribe, SubscribeToTask, or the same message sent
+again) gets every event after it and none twice. The drop points come from fixed seeds; each connection reads
+one to three events, then closes. One process: our handlers behind the local gateway, moto, the local model.
+
+What is checked, over all the connections of one run: no SSE id twice; each timeline event (each step) once,
+and all of them; the answer assembled from the chunks (append false replaces) is the stored answer; one final
+status-update, the last event.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from typing import Any
+
+import pytest
+import requests
+
+from flightdeck.chat_client.sse import ServerEvent, read_events
+from flightdeck.domain.a2a import wire_v1
+from tests.support.harness import make_agent, new_session_id
+from tests.support.inprocess import gateway, pumping
+
+STREAMING = {"STREAMING": "on", "STREAM_POLL_INTERVAL_MS": "100", "STREAM_KEEPALIVE_MS": "1000"}
+SEEDS = (1, 5)  # 1-8 pass; two keep the suite fast
+
+
+@pytest.fixture
+def served(aws, monkeypatch):
+    with gateway("orchestrator") as url:
+        yield make_agent(monkeypatch, extra_env=STREAMING), url
+
+
+def _answer(url: str, token: str) -> None:
+    """The worker's answer (it is never reached): on the callback route, with the delegation's token."""
+    answered = requests.post(
+        f"{url}/api/tools/response", json={"result": "Nile, Rhine"}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert answered.status_code == 202, answered.text
+
+
+def _read(response: requests.Response, budget: int, pause=lambda event: False) -> tuple[list[ServerEvent], bool]:
+    """Up to `budget` events, then the connection is dropped (also right after an event `pause` picks: the
+    test acts on it before it reconnects); (events, whether the stream ended by itself)."""
+    got: list[ServerEvent] = []
+    with response:
+        for item in read_events(response.iter_content(chunk_size=None)):
+            if isinstance(item, ServerEvent):
+                got.append(item)
+                if len(got) >= budget or pause(item):
+                    return got, False
+    return got, True
+
+
+def _connections(open_stream, rng: random.Random, ended, delegated) -> list[ServerEvent]:
+    """Open, read a few events, drop; again with Last-Event-ID, until the stream ends by itself. `delegated`:
+    the delegation an event shows, (session, tool use) or None: the worker's answer goes in before the
+    next connection."""
+    seen: list[ServerEvent] = []
+    answered = False
+    for attempt in range(200):
+        last = seen[-1].id if seen else None
+        got, over = _read(open_stream(attempt, last), rng.randint(1, 3), lambda e: delegated(e) is not None)
+        seen.extend(got)
+        for use in filter(None, map(delegated, got)):
+            if not answered:
+                answered = True
+                _answer(*use)
+        if over or (got and ended(got[-1])):
+            # The last event was the end: a reconnect from it gets nothing more.
+            assert _read(open_stream(attempt + 1, seen[-1].id), 5)[0] == []
+            return seen
+    raise AssertionError("the stream never ended")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_events_route_resumes_after_random_drops(served, seed):
+    agent, url = served
+    sid = new_session_id()
+    headers = {**agent.auth_headers(), "Accept": "text/event-stream"}
+
+    def open_stream(attempt: int, last: str | None) -> requests.Response:
+        extra = {"Last-Event-ID": last} if last else {}
+        return requests.get(f"{url}/api/sessions/{sid}/events", headers={**headers, **extra}, stream=True, timeout=30)
+
+    def delegated(event: ServerEvent):
+        use = json.loads(event.data).get("tool_use_id") if event.event == "delegating" else None
+        return (url, agent.token(sid, 1, use)) if use else None
+
+    assert agent.api("chat_post", body={"session_id": sid, "content": "@worker name two rivers"})[0] == 202
+    with pumping(agent, "turns"):
+        seen = _connections(open_stream, random.Random(seed), lambda e: e.event == "idle", delegated)
+    ids = [e.id for e in seen]
+    assert len(set(ids)) == len(ids)
+    timeline = [json.loads(e.data) for e in seen if e.event != "text_delta"]
+    replay = requests.get(f"{url}/api/sessions/{sid}/events?follow=false", headers=headers, timeout=30).text
+    expected = [json.loads(e.data)["id"] for e in read_events([replay.encode()]) if isinstance(e, ServerEvent)]
+    assert sorted(d["id"] for d in timeline) == sorted(expected)  # each step once, all of them
+    texts: dict[int, str] = {}
+    for delta in (json.loads(e.data) for e in seen if e.event == "text_delta"):
+        texts[delta["iteration"]] = texts.get(delta["iteration"], "")[: delta["offset"]] + delta["text"]
+    answer = next(d for d in timeline if d["kind"] == "answer")
+    if answer["think"] in texts:
+        assert texts[answer["think"]] == answer["text"]
+
+
+def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+
+
+@pytest.mark.parametrize("version", ["0.3", "1.0"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a2a_streams_resume_after_random_drops(served, version, seed):
+    agent, url = served
+    v1 = version == "1.0"
+    headers = {**agent.auth_headers(), "Accept": "text/event-stream", **({"A2A-Version": "1.0"} if v1 else {})}
+    message_id = str(uuid.uuid4())
+    if v1:
+        message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "@worker name two rivers"}]}
+    else:
+        message = {
+            "kind": "message",
+            "messageId": message_id,
+            "role": "user",
+            "parts": [{"kind": "text", "text": "@worker name two rivers"}],
+        }
+    task_id: list[str] = []
+
+    def open_stream(attempt: int, last: str | None) -> requests.Response:
+        extra = {"Last-Event-ID": last} if last else {}
+        if not task_id or attempt % 3 == 1:  # the first, and now and then the same message again
+            body = _rpc("SendStreamingMessage" if v1 else "message/stream", {"message": message})
+        else:
+            body = _rpc("SubscribeToTask" if v1 else "tasks/resubscribe", {"id": task_id[0]})
+        return requests.post(f"{url}/a2a", json=body, headers={**headers, **extra}, stream=True, timeout=30)
+
+    def result(event: ServerEvent) -> dict[str, Any]:
+        body = json.loads(event.data)
+        assert "result" in body, body
+        found = wire_v1.event_from_wire(body["result"]) if v1 else body["result"]
+        if found.get("kind") == "task" and not task_id:
+            task_id.append(found["id"])
+        return found
+
+    def ended(event: ServerEvent) -> bool:
+        found = result(event)
+        return found.get("kind") == "status-update" and found.get("final") is True
+
+    def delegated(event: ServerEvent):
+        found = result(event)
+        step = (found.get("metadata") or {}).get("flightdeck") or {}
+        if step.get("kind") != "delegating":
+            return None
+        return url, agent.token(found["contextId"], 1, step["tool_use_id"])
+
+    with pumping(agent, "turns"):
+        seen = _connections(open_stream, random.Random(seed), ended, delegated)
+    ids = [e.id for e in seen]
+    events = [result(e) for e in seen]
+    assert all(ids) and len(set(ids)) == len(ids)
+    assert events[0]["kind"] == "task" and [e["kind"] for e in events[1:]].count("task") == 0
+    finals = [e for e in events if e.get("kind") == "status-update" and e.get("final")]
+    assert finals == [events[-1]] and finals[0]["status"]["state"] == "completed"
+    steps = [e["metadata"]["flightdeck"]["id"] for e in events if (e.get("metadata") or {}).get("flightdeck")]
+    assert len(steps) == len(set(steps))
+    kinds = [e["metadata"]["flightdeck"]["kind"] for e in events if (e.get("metadata") or {}).get("flightdeck")]
+    assert "delegating" in kinds
+    text = ""
+    for e in events:
+        if e.get("kind") == "artifact-update":
+            piece = "".join(p.get("text", "") for p in e["artifact"]["parts"])
+            text = text + piece if e.get("append") else piece
+    get = _rpc("GetTask" if v1 else "tasks/get", {"id": task_id[0]})
+    stored = requests.post(
+        f"{url}/a2a", json=get, headers=agent.auth_headers() | ({"A2A-Version": "1.0"} if v1 else {})
+    )
+    task = stored.json()["result"]
+    task = wire_v1.task_from_wire(task) if v1 else task
+    answer = "".join(p.get("text", "") for a in task["artifacts"] for p in a["parts"])
+    assert text == answer and "Nile, Rhine" in answer

@@ -1,0 +1,69 @@
+"""A strict a2a-sdk 1.x agent (v1.0 only: no v0.3 compatibility on its endpoint), as a delegate of ours: run by
+tests/integration/test_a2a_v1_client.py in the 1.x SDK's own venv (tests/support/a2a1.py), as
+`python a2a1_server.py PUSH` (PUSH: 1 or 0, the card's pushNotifications). It prints its base URL on one
+line, then serves until killed. It answers every message with an artifact "echo: <text>" after a short
+pause; it imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+
+import httpx
+import uvicorn
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore, InMemoryTaskStore
+from a2a.server.tasks.task_updater import TaskUpdater
+from a2a.types import a2a_pb2 as pb
+from starlette.applications import Starlette
+
+
+class Echo(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        await asyncio.sleep(0.3)
+        await updater.add_artifact([pb.Part(text=f"echo: {context.get_user_input()}")], name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+def main() -> None:
+    push = sys.argv[1] == "1"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    card = pb.AgentCard(
+        name="echo1",
+        description="a strict a2a-sdk 1.x echo agent",
+        version="1.0.0",
+        supported_interfaces=[pb.AgentInterface(url=url + "/a2a", protocol_binding="JSONRPC", protocol_version="1.0")],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=push),
+        skills=[pb.AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
+    )
+    extra = {}
+    if push:
+        store = InMemoryPushNotificationConfigStore()
+        extra = {"push_config_store": store, "push_sender": BasePushNotificationSender(httpx.AsyncClient(), store)}
+    handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card, **extra)
+    app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/a2a"))
+    print(url, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off")).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
