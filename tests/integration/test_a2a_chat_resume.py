@@ -1,15 +1,18 @@
 """`flightdeck chat --a2a` (issue 27): `--task ID` reattaches to a running task (its history, then its events
 over SubscribeToTask to its end), a stream that breaks is resumed with Last-Event-ID, and piped stdin is one
-message. In one process: our agent behind the local gateway (moto, the local model, streaming on); the chat
+message (and a tmux pane, the reattach at a real terminal). In one process: our agent behind the local gateway (moto, the local model, streaming on); the chat
 client speaks v1.0 to it (the card lists JSONRPC 1.0)."""
 
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -110,3 +113,28 @@ def test_piped_stdin_is_one_message(served, capsys, monkeypatch):
     assert code == 0, err
     assert err.count("task ") == 1  # one task, not one a line
     assert "first line" in out and "second line" in out
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_chat_reattaches_at_a_terminal_in_tmux(served, tmp_path):
+    """The same reattach at a real terminal: `flightdeck chat --a2a URL --task ID` in a tmux pane."""
+    agent, url = served
+    task_id, sid, use = _running_task(agent, url)
+    session = f"fd-{uuid.uuid4().hex[:8]}"
+    cli_path = Path(sys.executable).parent / "flightdeck"
+    command = f"{cli_path} chat --a2a {url} --token {agent.peer_token} --task {task_id}; sleep 30"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", command], check=True)
+    try:
+        helper = _answer_later(agent, url, sid, use, 1.0)
+        screen = ""
+        with pumping(agent, "turns"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "Nile, Rhine" not in screen:
+                time.sleep(0.3)
+                screen = subprocess.run(
+                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
+        helper.join(5)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+    assert "you: @worker two rivers" in screen and "Nile, Rhine" in screen, screen
