@@ -122,7 +122,16 @@ def test_a_delegation_s_timeline_keeps_its_ids_from_waiting_to_answered():
         ("tool.t2", "delegating"),
         ("result.t2", "callback_accepted"),
     ]
-    assert waiting[2].data == {"tool_use_id": "t1", "tool": ASK, "agent": "worker", "task": "list owls"}
+    assert waiting[2].data == {
+        "tool_use_id": "t1",
+        "tool": ASK,
+        "agent": "worker",
+        "task": "list owls",
+        "protocol": "flightdeck",
+        # where the delegation runs at the delegate (issue 29: a lane per agent)
+        "peer_session_id": waiting[2].data["peer_session_id"],
+    }
+    assert waiting[2].data["peer_session_id"] != waiting[3].data["peer_session_id"]
     assert waits_on_results(_session("busy", asked))
     timeout = error_result("t1", "timeout", ResultSource.TIMEOUT)
     done = asked + [
