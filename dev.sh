@@ -17,9 +17,10 @@ ensure() {  # ensure EXTRA: install the project with that extra unless already d
   local extra=$1 stamp="$VENV/.installed-$1"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "dev.sh: first run of '$extra': setting up $VENV (about 90 s; later runs start at once)" >&2
-    local a2a1=""
+    local a2a1="" a2a1_log
+    a2a1_log=$(mktemp)
     if [ "$extra" = dev ]; then  # the tests' a2a-sdk 1.x venv (tests/support/a2a1.py), made alongside, not mid-test
-      "$PYTHON" -m tests.support.a2a1 >/dev/null &
+      "$PYTHON" -m tests.support.a2a1 >"$a2a1_log" 2>&1 &
       a2a1=$!
     fi
     [ -x "$VENV/bin/python" ] || { echo "dev.sh: [1/3] creating $VENV" >&2; "$PYTHON" -m venv "$VENV"; }
@@ -27,7 +28,11 @@ ensure() {  # ensure EXTRA: install the project with that extra unless already d
     "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
     echo "dev.sh: [3/3] installing flightdeck and its '$extra' dependencies" >&2
     "$VENV/bin/python" -m pip install --quiet -e ".[$extra]" >&2
-    [ -z "$a2a1" ] || wait "$a2a1" || echo "dev.sh: .venv-a2a1 (a2a-sdk 1.x) not made; the tests that need it try again" >&2
+    if [ -n "$a2a1" ] && ! wait "$a2a1"; then
+      cat "$a2a1_log" >&2
+      echo "dev.sh: .venv-a2a1 (a2a-sdk 1.x) not made; the tests that need it try again" >&2
+    fi
+    rm -f "$a2a1_log"
     touch "$stamp"
     echo "dev.sh: $VENV ready" >&2
   fi
