@@ -21,7 +21,7 @@ from tests.support.explorer.steps import WATCH as STEP_WATCH  # noqa: E402
 
 STEP_WATCH.install()
 # In-process moto answers one request at a time, as the loopback moto server does (tests.support.atomic_moto).
-from tests.support import atomic_moto  # noqa: E402
+from tests.support import atomic_moto, bench_run  # noqa: E402
 
 atomic_moto.install()
 # moto's Lambda without Docker: an asynchronous invoke is answered 202 and runs nothing (the tests run it).
@@ -106,7 +106,6 @@ def pytest_collection_modifyitems(items):
 # while the other has finished (xdist's own order, most tests first, started the bench's 100-150 s
 # module, a single test of 30-40 s or two CDK modules late). The other modules follow, most tests first.
 LONGEST_FIRST = (
-    "integration/test_bench_quick.py",
     "infra/test_infra_app.py",
     "integration/test_two_agents.py",
     "integration/test_crash_points.py",
@@ -133,9 +132,16 @@ LONGEST_FIRST = (
 )
 
 
+# Last: the bench runs in the background from the collection on (tests.support.bench_run); its module
+# reads what it wrote.
+RUN_LAST = ("integration/test_bench_quick.py",)
+
+
 def longest_first(items: list[pytest.Item]) -> None:
-    """Reorders whole modules (a module's own tests keep their order): LONGEST_FIRST, then most tests first."""
+    """Reorders whole modules (a module's own tests keep their order): LONGEST_FIRST, then most tests
+    first, then RUN_LAST."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    rank.update({name: len(LONGEST_FIRST) + 1 + i for i, name in enumerate(RUN_LAST)})
 
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::", 1)[0].removeprefix("tests/")
@@ -143,8 +149,22 @@ def longest_first(items: list[pytest.Item]) -> None:
     sizes = collections.Counter(module(item) for item in items)
     position = {id(item): i for i, item in enumerate(items)}
     items.sort(
-        key=lambda item: (rank.get(module(item), len(rank)), -sizes[module(item)], module(item), position[id(item)])
+        key=lambda item: (
+            rank.get(module(item), len(LONGEST_FIRST)),
+            -sizes[module(item)],
+            module(item),
+            position[id(item)],
+        )
     )
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly:
+        bench_run.start(session)  # the quick bench, in the background (tests.support.bench_run)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    bench_run.stop(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
 def pytest_configure(config):

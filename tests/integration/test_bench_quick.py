@@ -10,13 +10,12 @@ whose delegations add up).
 
 from __future__ import annotations
 
-import json
 import math
 import platform
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import bench_run
 
 pytestmark = pytest.mark.slow
 
@@ -26,18 +25,9 @@ def finite_positive(value) -> bool:
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "flightdeck.cli", "bench", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads(out.read_text())
-    data["_stdout"] = done.stdout
-    return data
+def result(request):
+    # `flightdeck bench --quick --json FILE`, started in the background at collection (tests.support.bench_run).
+    return bench_run.result(request.config)
 
 
 def test_prints_one_markdown_table_with_every_measure(result):
