@@ -72,7 +72,16 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 _CACHE_SCHEME = 1
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 # Parts of the package that Lambda never runs: kept out of the asset (paths relative to the package).
-TOOLS = ("local", "bench", "cli.py", "peers_admin.py", "peer_discovery.py", "chat_client")
+TOOLS = (
+    "local",
+    "bench",
+    "cli.py",
+    "peers_admin.py",
+    "peer_discovery.py",
+    "peers_sync.py",
+    "config_reference.py",
+    "chat_client",
+)
 
 
 def is_tool(rel: Path) -> bool:
