@@ -12,14 +12,12 @@ partition of the index (as flightdeck.adapters.session_index's cursor), so it ne
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from flightdeck import topology
+from flightdeck.adapters.session_index import encode_cursor, typed_key, utf8
 from flightdeck.domain.a2a.ports import TASK_ID_SEPARATOR
 
 PK, SK = topology.PARTITION_KEY, topology.SORT_KEY
@@ -34,24 +32,13 @@ class InvalidPageToken(ValueError):
     """A page token this listing did not hand out to this caller."""
 
 
-def encode_token(key: dict[str, Any]) -> str:
-    raw = json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+# The page token is the session listing's cursor codec (flightdeck.adapters.session_index), over this index's key.
+encode_token = encode_cursor
 
 
 def decode_token(token: str, owner: str) -> dict[str, Any]:
-    try:
-        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, binascii.Error):
-        raise InvalidPageToken("pageToken is not one this listing handed out") from None
-    if (
-        not isinstance(key, dict)
-        or set(key) != set(_TOKEN_TYPES)
-        or any(
-            not isinstance(key[k], dict) or set(key[k]) != {t} or not isinstance(key[k][t], str)
-            for k, t in _TOKEN_TYPES.items()
-        )
-    ):
+    key = typed_key(token, _TOKEN_TYPES)
+    if key is None:
         raise InvalidPageToken("pageToken is not one this listing handed out")
     if (
         key[OWNER]["S"] != owner
@@ -59,17 +46,9 @@ def decode_token(token: str, owner: str) -> dict[str, Any]:
         or not key[PK]["S"].startswith(SESSION_PREFIX)
     ):
         raise InvalidPageToken("pageToken is not one of this caller's listing")
-    if not _DIGITS.fullmatch(key[UPDATED]["N"]) or not all(_utf8(key[k]["S"]) for k in (PK, SK)):
+    if not _DIGITS.fullmatch(key[UPDATED]["N"]) or not all(utf8(key[k]["S"]) for k in (PK, SK)):
         raise InvalidPageToken("pageToken is not one this listing handed out")
     return key
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class TaskIndex:

@@ -41,31 +41,40 @@ def encode_cursor(key: dict[str, Any]) -> str:
     )
 
 
-def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
-    """The ExclusiveStartKey a cursor stands for; InvalidCursorError unless it is one of owner's listing."""
+def typed_key(text: str, types: dict[str, str]) -> dict[str, Any] | None:
+    """The DynamoDB key a page cursor encodes (encode_cursor), when it has exactly these attributes, each of
+    its type holding a string; None for anything else (the caller refuses it in its own words)."""
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        key = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except (ValueError, binascii.Error):
-        raise InvalidCursorError("the cursor is not one this listing handed out") from None
+        return None
     if (
         not isinstance(key, dict)
-        or set(key) != set(_CURSOR_TYPES)
+        or set(key) != set(types)
         or any(
             not isinstance(key[k], dict) or set(key[k]) != {t} or not isinstance(key[k][t], str)
-            for k, t in _CURSOR_TYPES.items()
+            for k, t in types.items()
         )
     ):
+        return None
+    return key
+
+
+def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
+    """The ExclusiveStartKey a cursor stands for; InvalidCursorError unless it is one of owner's listing."""
+    key = typed_key(cursor, _CURSOR_TYPES)
+    if key is None:
         raise InvalidCursorError("the cursor is not one this listing handed out")
     if key[OWNER]["S"] != owner or key[SK]["S"] != META or not key[PK]["S"].startswith(SESSION_PREFIX):
         raise InvalidCursorError("the cursor is not one of this caller's listing")
     # A number DynamoDB takes (ASCII digits: str.isdigit() also admits "²" and other scripts' digits, which
     # it refuses as a 5xx) and keys it can send (a lone surrogate has no UTF-8): a forged cursor is a 400.
-    if not _CREATED_DIGITS.fullmatch(key[CREATED]["N"]) or not _utf8(key[PK]["S"]):
+    if not _CREATED_DIGITS.fullmatch(key[CREATED]["N"]) or not utf8(key[PK]["S"]):
         raise InvalidCursorError("the cursor is not one this listing handed out")
     return key
 
 
-def _utf8(text: str) -> bool:
+def utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
