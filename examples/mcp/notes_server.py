@@ -1,7 +1,8 @@
 """A small MCP server for the examples: notes, kept in memory, over Streamable HTTP on loopback.
 
 Written with the `mcp` SDK (a dev and local dependency: the agents' own MCP client is flightdeck.adapters.mcp_http).
-`flightdeck local up` starts it for a file whose [local.mcp_servers] names it (examples/mcp-tools.toml); by hand:
+`flightdeck local up` starts it for a file whose [local.mcp_servers] names it (examples/mcp-tools.toml), on a free
+port it binds itself and hands over (--listen-fd); by hand (it prints its URL; --port 0, the default: a free port):
 
     NOTES_TOKEN=secret .venv/bin/python examples/mcp/notes_server.py --port 8931
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+import sys
 from typing import Any
 
 NOTES = [
@@ -69,13 +72,19 @@ def bearer_gate(app: Any, token: str | None) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8931)
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--listen-fd", type=int, help="serve on this inherited listening socket instead")
     parser.add_argument("--token-env", default="NOTES_TOKEN")
     args = parser.parse_args()
     import uvicorn
 
-    app = build_server().streamable_http_app(json_response=True)
-    uvicorn.run(bearer_gate(app, os.environ.get(args.token_env)), host=args.host, port=args.port, log_level="warning")
+    if args.listen_fd is not None:
+        sock = socket.socket(fileno=args.listen_fd)
+    else:
+        sock = socket.create_server((args.host, args.port))
+        print(f"notes MCP server on http://{args.host}:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    app = bearer_gate(build_server().streamable_http_app(json_response=True), os.environ.get(args.token_env))
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -254,11 +254,19 @@ class LocalMcpServer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # A Python script serving MCP on --port (relative paths: from the repository's root).
+    # A Python script serving MCP on the listening socket --listen-fd hands it (relative paths: from the repository's
+    # root).
     script: str = Field(
-        min_length=1, description="A Python script serving MCP on --port (relative: from the repository's root)."
+        min_length=1,
+        description="A Python script serving MCP on the socket --listen-fd passes (relative: from the repository's root).",
     )
-    port: int = Field(gt=0, lt=65536, description="The loopback port it listens on.")
+    # Not the port it is served on: that is a free one chosen at start (parallel stacks never collide), and the
+    # agents' URLs naming this address are pointed there (flightdeck.local.mcp_servers).
+    port: int = Field(
+        gt=0,
+        lt=65536,
+        description="The port the agents' URLs name it by (http://127.0.0.1:PORT); served on a free port, and those URLs pointed there.",
+    )
     # The environment variable holding the token it takes (set to a fresh one when unset); agents' credentials
     # "env:<token_env>" read the same one.
     token_env: str = Field(

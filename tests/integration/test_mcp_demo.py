@@ -1,34 +1,73 @@
 """`flightdeck local demo --scenario tools` (issue 28): the stack starts the example MCP server of
-examples/mcp-tools.toml on loopback, the orchestrator's model lists its tools, calls notes__search and answers
-with its result, and the timeline shows the call."""
+examples/mcp-tools.toml on a free loopback port, points the orchestrator's URLs at it, the orchestrator's model
+lists its tools, calls notes__search and answers with its result, and the timeline shows the call."""
 
 from __future__ import annotations
 
 import io
 import socket
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from flightdeck import config_file
 from flightdeck.local import demo
+from flightdeck.local.mcp_servers import McpServers
+from flightdeck.local.net import listen
 
 pytestmark = pytest.mark.slow
 
 
-def _port_free(port: int) -> bool:
+def _answers(port: int) -> bool:
     with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_the_tools_scenario_calls_the_example_servers_tool_and_answers_with_its_result():
     deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
-    port = deployment.local.mcp_servers["notes"].port
-    if not _port_free(port):
-        pytest.skip(f"port {port} is taken")
-    out = io.StringIO()
-    answer = demo.run(deployment, "tools", out=out, logs=None)
+    declared = deployment.local.mcp_servers["notes"].port
+    # The address the file names is held by someone else (as by a parallel run): the demo does not need it.
+    try:
+        squatter = listen("127.0.0.1", declared, "this test")
+    except OSError:
+        squatter = None  # already taken by another process: the point stands
+    try:
+        out = io.StringIO()
+        answer = demo.run(deployment, "tools", out=out, logs=None)
+    finally:
+        if squatter is not None:
+            squatter.close()
     assert answer.startswith("1 of 1 MCP tool call succeeded.")
     assert '!notes__search {"query": "owl"} → {"query": "owl", "matches": [{"id": 1, "title": "Owls"}]}' in answer
     shown = out.getvalue()
     assert "running notes__search" in shown and "notes__search finished" in shown
-    assert _port_free(port)  # the example server stopped with the stack
+
+
+def test_each_server_is_served_on_a_free_port_and_the_agents_urls_point_there(monkeypatch):
+    monkeypatch.delenv("NOTES_TOKEN", raising=False)
+    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    first, second = McpServers(), McpServers()
+    try:
+        first.start(deployment, {})
+        second.start(deployment, {})
+        ports = {urlsplit(s.urls["notes"]).port for s in (first, second)}
+        assert len(ports) == 2 and all(_answers(p) for p in ports if p)
+        moved = second.with_served_urls(deployment).agents["orchestrator"]
+        assert moved.mcp_servers[0].url == second.urls["notes"] + "/mcp"
+        assert moved.allowed_hosts["notes"] == second.urls["notes"]
+        # Each takes only its own token (a fresh one: none in this environment), which the agents get too.
+        token = second.env["NOTES_TOKEN"]
+        assert httpx.post(second.urls["notes"] + "/mcp", json={}).status_code == 401
+        assert (
+            httpx.post(second.urls["notes"] + "/mcp", json={}, headers={"Authorization": f"Bearer {token}"}).status_code
+            != 401
+        )
+        # Anything not naming a local server's address is left as it is.
+        assert moved.delegates == deployment.agents["orchestrator"].delegates
+        assert second.with_served_urls(deployment).agents["worker"] == deployment.agents["worker"]
+    finally:
+        stopped = [urlsplit(s.urls["notes"]).port for s in (first, second) if "notes" in s.urls]
+        first.stop()
+        second.stop()
+    assert stopped and not any(_answers(p) for p in stopped if p)

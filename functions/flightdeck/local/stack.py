@@ -36,6 +36,7 @@ from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
 from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
+from flightdeck.local.mcp_servers import McpServers
 from flightdeck.local.net import PortInUseError, StackError, answers_http, base_url, listen
 from flightdeck.local.resources import (
     LOCAL_CREDENTIALS,
@@ -155,9 +156,8 @@ class LocalStack:
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.log_level = log_level
         self.extra_env = dict(extra_env or {})
-        # [local.mcp_servers]: their processes, and the tokens they take (in the agents' environment too).
-        self._mcp_processes: list[subprocess.Popen[bytes]] = []
-        self._mcp_env: dict[str, str] = {}
+        # [local.mcp_servers]: their processes, the tokens they take (in the agents' environment too), their URLs.
+        self._mcp = McpServers()
         self._previous_secrets: dict[str, str] = {}
         self.handlers_package = handlers_package
         # The module each agent host process runs (python -m): a tool that wraps the host (the
@@ -193,6 +193,11 @@ class LocalStack:
         return {name: base_url(self.host, port) for name, port in self._ports.items()}
 
     @property
+    def mcp_server_urls(self) -> dict[str, str]:
+        """[local.mcp_servers] name -> the base URL it is served at (once started)."""
+        return dict(self._mcp.urls)
+
+    @property
     def moto_endpoint(self) -> str:
         return self._moto_endpoint
 
@@ -219,7 +224,7 @@ class LocalStack:
             **({"POWERTOOLS_LOG_LEVEL": self.log_level} if self.log_level else {}),
             # §4 settings from the file; everything after them is fixed by the stack.
             **self.deployment.environment(agent),
-            **self._mcp_env,
+            **self._mcp.env,
             **self.extra_env,
             setting_variable("agent_name"): agent,
             setting_variable("agent_description"): spec.description,
@@ -340,14 +345,7 @@ class LocalStack:
             self._stopped = True
             agents = [c for n, c in self._children.items() if n != MOTO]
             self._terminate(agents)  # agents first: they talk to moto
-            for server in self._mcp_processes:
-                server.terminate()
-            for server in self._mcp_processes:
-                try:
-                    server.wait(5)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-            self._mcp_processes.clear()
+            self._mcp.stop()
             if MOTO in self._children:
                 self._terminate([self._children[MOTO]])
             self._children.clear()
@@ -356,32 +354,10 @@ class LocalStack:
     # --- start-up steps -------------------------------------------------------------------
 
     def _start_mcp_servers(self) -> None:
-        """LOCAL ONLY: the example MCP servers of [local.mcp_servers], each on its loopback port, with its token
-        (the one in the environment variable it names, else a fresh one the agents get too)."""
-        root = config_file.DEFAULT_CONFIG.parents[1]
-        for name, server in self.deployment.local.mcp_servers.items():
-            env = _child_base_environment()
-            if server.token_env:
-                token = (
-                    os.environ.get(server.token_env) or self._mcp_env.get(server.token_env) or secrets.token_urlsafe(24)
-                )
-                self._mcp_env[server.token_env] = env[server.token_env] = token
-            script = Path(server.script) if Path(server.script).is_absolute() else root / server.script
-            args = [sys.executable, str(script), "--port", str(server.port)]
-            if server.token_env:
-                args += ["--token-env", server.token_env]
-            self._mcp_processes.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL))
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", server.port), 0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or self._mcp_processes[-1].poll() is not None:
-                        raise StackError(
-                            f"the MCP server {name!r} ({script}) did not start on port {server.port}"
-                        ) from None
-                    time.sleep(0.1)
+        """LOCAL ONLY: the example MCP servers of [local.mcp_servers], each on a free port, which the agents'
+        URLs are then pointed at (flightdeck.local.mcp_servers)."""
+        self._mcp.start(self.deployment, _child_base_environment())
+        self.deployment = self._mcp.with_served_urls(self.deployment)
 
     def _bind_agent_ports(self) -> dict[str, tuple[socket.socket, socket.socket]]:
         """agent -> (its gateway's socket, its Lambda Invoke API's loopback socket)."""
