@@ -206,6 +206,11 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/sessions/{session_id}/cancel", "chat_ingest", PEER_AUTH, audit="session_cancel"),
     # The session's timeline as Server-Sent Events: its own function, which reads and never writes.
     Route("GET", "/api/sessions/{session_id}/events", "session_events", PEER_AUTH, stream=True),
+    # What the web console reads (flightdeck.api.console_routes): a delegate's timeline of the caller's
+    # delegation, and an allowlisted A2A agent's card and JSON-RPC endpoint relayed for the inspector.
+    Route("GET", "/api/sessions/{session_id}/delegations/{tool_use_id}/events", "chat_ingest", PEER_AUTH),
+    Route("GET", "/api/inspector/card", "chat_ingest", PEER_AUTH),
+    Route("POST", "/api/inspector/rpc", "chat_ingest", PEER_AUTH, audit="inspector"),
     Route(
         "POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response", token_header="authorization"
     ),

@@ -82,7 +82,18 @@ def test_the_caller_lists_its_own_sessions_newest_first_in_pages_of_two_requests
     assert [s["session_id"] for s in seen] == list(reversed(mine))
     assert pages == 3
     first = seen[0]
-    assert set(first) == {"session_id", "status", "created_at", "updated_at"}
+    assert set(first) == {
+        "session_id",
+        "status",
+        "created_at",
+        "updated_at",
+        "agent",
+        "first_message",
+        "turns",
+        "delegations",
+    }
+    # What the console's list shows, from the META items the page reads anyway.
+    assert (first["agent"], first["first_message"], first["turns"]) == ("orchestrator", "task 4", 1)
     assert first["status"] == "busy" and first["created_at"] <= first["updated_at"]
     assert [s["created_at"] for s in seen] == sorted((s["created_at"] for s in seen), reverse=True)
 

@@ -57,6 +57,7 @@ from flightdeck.domain.records import (
     TurnEnd,
     TurnSeed,
 )
+from flightdeck.domain.session_list import first_message_of
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -901,6 +902,8 @@ class StateStore:
                                 "msg_count": 1,
                                 "created_at": now,
                                 "updated_at": now,
+                                # The listing's preview (GET /api/sessions): a few bytes on a write made anyway.
+                                "first_message": first_message_of(message) or None,
                                 TTL: expires,
                                 "parent": json.dumps(parent or {}),
                                 "owner": owner,
@@ -1486,6 +1489,12 @@ class StateStore:
                 return Iteration(session_id, turn, reply, fresh=True, next_input=started)
         else:
             think_op = self._think_started_op(pk, turn)
+            if seed is not None:  # the listing's count of delegations, in the META update made anyway
+                update = think_op["Update"]
+                update["UpdateExpression"] = update["UpdateExpression"].replace(
+                    "SET updated_at = :now", "SET updated_at = :now, calls = if_not_exists(calls, :zero) + :calls", 1
+                )
+                update["ExpressionAttributeValues"].update(_vals(zero=0, calls=len(seed.tool_use_ids)))
             if retires_route:
                 think_op = _with_route(think_op, *self._route_retire(turn, now))
             ops = [iteration_put, think_op, *seed_ops]

@@ -2,8 +2,8 @@
 
 The index (flightdeck.topology.SESSIONS_INDEX) holds the keys of every session's META item by
 owner and creation time, nothing else; a page is therefore two requests: one Query on the index
-(up to `limit` keys, newest first) and one BatchGetItem of those META items for their status and
-dates (a retry only for keys DynamoDB leaves unprocessed). Expired sessions are filtered out, as
+(up to `limit` keys, newest first) and one BatchGetItem of those META items for their status,
+dates, first message and counts (a retry only for keys DynamoDB leaves unprocessed). Expired sessions are filtered out, as
 every read of the state filters on the TTL attribute (moto, like AWS, deletes them lazily).
 
 The cursor is the index's LastEvaluatedKey as base64url JSON: it positions a page inside the
@@ -29,6 +29,8 @@ PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
 OWNER, CREATED = topology.SESSION_OWNER_ATTRIBUTE, topology.SESSION_CREATED_AT_ATTRIBUTE
 SESSION_PREFIX = "S#"  # a session's partition key (flightdeck.adapters.dynamo_state)
 META = "META"
+# META's listing attributes (flightdeck.adapters.dynamo_state puts them in writes it makes anyway).
+FIRST, CALLS = "first_message", "calls"
 _CURSOR_TYPES = {PK: "S", SK: "S", OWNER: "S", CREATED: "N"}
 # Epoch milliseconds: 13 digits until the year 2286; DynamoDB takes up to 38.
 _CREATED_DIGITS = re.compile(r"[0-9]{1,20}")
@@ -137,6 +139,9 @@ class SessionIndex:
                     status=str(meta.get("status", "")),
                     created_at=int(meta.get(CREATED, 0)),
                     updated_at=int(meta.get("updated_at", 0)),
+                    first_message=str(meta.get(FIRST, "")),
+                    turns=int(meta.get("msg_count", 0)),
+                    delegations=int(meta.get(CALLS, 0)),
                 )
             )
         last = found.get("LastEvaluatedKey")
@@ -151,7 +156,7 @@ class SessionIndex:
             self.table: {
                 "Keys": keys,
                 "ConsistentRead": True,
-                "ProjectionExpression": "#pk, #status, #owner, #created, updated_at, #ttl",
+                "ProjectionExpression": f"#pk, #status, #owner, #created, updated_at, #ttl, msg_count, {FIRST}, {CALLS}",
                 "ExpressionAttributeNames": {
                     "#pk": PK,
                     "#status": "status",

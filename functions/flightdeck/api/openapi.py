@@ -23,6 +23,7 @@ def document() -> dict[str, Any]:
         callback_routes,
         card_routes,
         chat_routes,
+        console_routes,
         mcp_routes,
         service_routes,
         session_events_routes,
@@ -33,6 +34,7 @@ def document() -> dict[str, Any]:
     app = build_resolver(
         chat_routes.router,
         session_routes.router,
+        console_routes.router,
         session_events_routes.router,
         callback_routes.router,
         card_routes.router,

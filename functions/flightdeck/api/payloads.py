@@ -239,6 +239,10 @@ class SessionSummary(BaseModel):
     status: Literal["idle", "busy", "canceled"]
     created_at: int = Field(description="Epoch milliseconds")
     updated_at: int = Field(description="Epoch milliseconds")
+    agent: str = Field(description="The agent that holds the session (this one)")
+    first_message: str = Field(description='The start of its first message (200 characters at most; "" if older)')
+    turns: int = Field(description="The user messages it has taken")
+    delegations: int = Field(description="The calls its turns waited on (delegations)")
 
 
 class SessionCanceled(BaseModel):

@@ -48,13 +48,24 @@ def get_sessions(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="sessions per page")] = DEFAULT_PAGE_SIZE,
     cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
 ) -> SessionList:
+    settings = deps().settings
+    agent = settings.agent_name
     try:
-        page = list_sessions(session_index(), deps().settings.inbound_auth, current_peer(), limit, cursor)
+        page = list_sessions(session_index(), settings.inbound_auth, current_peer(), limit, cursor)
     except InvalidCursorError as exc:
         raise ApiError(400, "invalid_cursor", str(exc)) from None
     return SessionList(
         sessions=[
-            SessionSummary(session_id=s.session_id, status=s.status, created_at=s.created_at, updated_at=s.updated_at)
+            SessionSummary(
+                session_id=s.session_id,
+                status=s.status,
+                created_at=s.created_at,
+                updated_at=s.updated_at,
+                agent=agent,
+                first_message=s.first_message,
+                turns=s.turns,
+                delegations=s.delegations,
+            )
             for s in page.sessions
         ],
         next_cursor=page.cursor,

@@ -8,6 +8,8 @@ from typing import Protocol
 from flightdeck.domain.peers import require_caller
 
 DEFAULT_PAGE_SIZE = 20
+# How much of a session's first message its META item keeps for the listing.
+FIRST_MESSAGE_CHARS = 200
 MAX_PAGE_SIZE = 100
 
 
@@ -21,6 +23,12 @@ class SessionSummary:
     status: str  # "idle" | "busy"
     created_at: int
     updated_at: int
+    # What the console's list shows, from the META item the page reads anyway (no request more): the
+    # session's first message (its start, FIRST_MESSAGE_CHARS at most), its user messages, and the calls
+    # its turns waited on (delegations). Sessions stored before these were kept show "" and 0 delegations.
+    first_message: str = ""
+    turns: int = 0
+    delegations: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,3 +58,12 @@ def list_sessions(
     if caller is None:
         return SessionPage()
     return sessions.list_owned(caller, limit, cursor)
+
+
+def first_message_of(message: dict[str, object]) -> str:
+    """The start of a Converse user message's text, as the listing keeps it."""
+    content = message.get("content")
+    texts = (
+        [str(b["text"]) for b in content if isinstance(b, dict) and "text" in b] if isinstance(content, list) else []
+    )
+    return " ".join(texts)[:FIRST_MESSAGE_CHARS]
