@@ -478,6 +478,14 @@ def test_a_dispatch_is_claimed_until_it_is_settled(state, sid):
     assert state.claim_dispatch(sid, 1, "b", RETENTION_MS)
 
 
+def test_a_claim_under_another_status_is_final_at_once(state, sid):
+    # A deferred MCP call's claim (flightdeck.domain.mcp_tools): the call is made by whoever took it, once.
+    assert state.claim_dispatch(sid, 1, "c", RETENTION_MS, status="calling")
+    assert not state.claim_dispatch(sid, 1, "c", RETENTION_MS, status="calling")
+    assert not state.claim_dispatch(sid, 1, "c", RETENTION_MS)
+    assert state.claim_dispatch(sid, 2, "c", RETENTION_MS, status="calling")  # another turn's call is its own
+
+
 def test_what_is_stored_reads_back_as_it_was_given(state, sid):
     text = "naïve 🚀 " + json.dumps({"nested": [1, 2]})
     state.take_message(sid, user(text), RETENTION_MS, parent={"traceparent": "00-abc"})

@@ -790,11 +790,13 @@ class MemoryState:
         return True
 
     # --- DispatchPort ----------------------------------------------------------------------------
-    def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:
+    def claim_dispatch(
+        self, session_id: str, turn: int, tool_use_id: str, retention_ms: int, status: str = "sending"
+    ) -> bool:
         claims = self._part(session_id).dispatches
         if claims.get((turn, tool_use_id), "sending") != "sending":
             return False
-        claims[(turn, tool_use_id)] = "sending"
+        claims[(turn, tool_use_id)] = status
         return True
 
     def finish_dispatch(self, session_id: str, turn: int, tool_use_id: str, status: str) -> None:

@@ -17,7 +17,8 @@ from flightdeck.adapters.mcp_http import LEGACY, MODERN, McpHttp
 from flightdeck.adapters.secrets import mcp_credential
 from flightdeck.domain import mcp_tools
 from flightdeck.domain.agent import AgentDefinition, McpServer
-from flightdeck.domain.aggregation import expire_due
+from flightdeck.domain.aggregation import expire_due, record_and_advance
+from flightdeck.domain.records import RecordOutcome, ResultSource, error_result
 from flightdeck.domain.time_budget import TimeBudget
 from tests.fakes.model import answer, call, calls
 from tests.fakes.world import World, world
@@ -286,3 +287,47 @@ def test_both_protocol_versions(server, legacy_server, legacy):
     # Through the turn loop too.
     w = _world(target.base, target.url)
     assert _run_one_call(w, "notes__get_note", id=3)[0] == "success"
+
+
+def test_a_deferred_call_redelivered_after_the_call_is_not_made_again(server):
+    # The worker claimed the call and made it, then died before recording its result (or timed out mid-call):
+    # the redelivered message finds the claim and calls nothing; the timer's timeout result stands in.
+    w = _world(server.base, server.url, tools=[{"name": "slow", "timeout_ms": 15_000}])
+    w.model.says(calls(call("notes__slow", "tu-1", seconds=0.1)), answer("done"))
+    sid = w.message("go").session_id
+    w.think(sid, 1)
+    [message] = w.queues.dispatches
+    deferred = mcp_tools.DeferredCall.of(message)
+    real_call = mcp_tools.call
+
+    def call_then_die(*args: Any, **kwargs: Any) -> Any:
+        real_call(*args, **kwargs)
+        raise RuntimeError("the worker died after the call, before recording it")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mcp_tools, "call", call_then_die)
+        with pytest.raises(RuntimeError):
+            mcp_tools.run_deferred(w.deps, deferred, None)
+    made = server.calls.count("slow")
+    assert w.state.get_results(sid, 1) == []
+    assert mcp_tools.run_deferred(w.deps, deferred, None) == "skipped"
+    assert server.calls.count("slow") == made
+    w.clock.advance(15_000 + mcp_tools.DEFERRED_SLACK_MS)
+    assert expire_due(w.deps, sid, 1, by="timer").won
+    status, text = _result(w, sid)
+    assert status == "error" and json.loads(text)["reason"] == "timeout"
+
+
+def test_a_second_answer_to_a_deferred_call_is_dropped(server):
+    # Two runs that both got past the claim (a store that lost the claim; not possible on DynamoDB's conditional
+    # write, but the record is conditional too): the first result stands, the second changes nothing.
+    w = _world(server.base, server.url, tools=[{"name": "slow", "timeout_ms": 15_000}])
+    w.model.says(calls(call("notes__slow", "tu-1", seconds=0.1)), answer("done"))
+    sid = w.message("go").session_id
+    w.think(sid, 1)
+    [message] = w.queues.dispatches
+    assert mcp_tools.run_deferred(w.deps, mcp_tools.DeferredCall.of(message), None) == "recorded"
+    first = _result(w, sid)
+    second = error_result("tu-1", "tool_error", ResultSource.LOCAL, "a second answer")
+    advance = record_and_advance(w.deps, sid, 1, second, by="mcp", total=1)
+    assert advance.outcome is RecordOutcome.DUPLICATE and _result(w, sid) == first

@@ -1979,8 +1979,11 @@ class StateStore:
         return held
 
     # --- dispatch claims (A side) ----------------------------------------------------------
-    def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool:
-        """True if this delegation still needs sending (new, or a previous attempt did not finish)."""
+    def claim_dispatch(
+        self, session_id: str, turn: int, tool_use_id: str, retention_ms: int, status: str = "sending"
+    ) -> bool:
+        """True if this delegation still needs sending (new, or a previous attempt did not finish); a claim under
+        another status than "sending" is final at once."""
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -1988,7 +1991,7 @@ class StateStore:
                     **{
                         PK: _pk(session_id),
                         SK: _dispatch_sk(turn, tool_use_id),
-                        "status": "sending",
+                        "status": status,
                         "updated_at": self.now_ms(),
                         TTL: self._expiry(retention_ms),
                     }

@@ -39,6 +39,8 @@ DEFERRED_SLACK_MS = 5_000
 MAX_TOOL_NAME = 64
 MAX_SCHEMA_BYTES = 16_000
 DEFERRED_KIND = "mcp_call"
+# A deferred call's claim (DispatchPort): final at once, unlike a delegation's "sending", so no retry calls again.
+CALL_CLAIMED = "calling"
 
 
 @dataclass(frozen=True)
@@ -356,8 +358,13 @@ class DeferredCall:
 
 
 def run_deferred(deps: Deps, msg: DeferredCall, budget: TimeBudget | None) -> str:
-    """The dispatch worker's run of a deferred call: the call once (a tool may not be idempotent: a redelivered
-    message whose turn has its result, or is complete, is skipped), its result recorded like a callback's."""
+    """The dispatch worker's run of a deferred call: the call at most once, its result recorded like a callback's.
+
+    A tool may not be idempotent, and MCP gives a call no idempotency key (its `idempotentHint` is a hint of an
+    untrusted server), so the call is claimed in a final state before it is made: a redelivered message (the
+    worker died or timed out after the claim, perhaps after the call) finds the claim and calls nothing; the
+    timer's timeout result at the deadline stands in for an answer that was lost. The result itself is recorded
+    on condition that the call has none yet (record_result), so a late second answer is dropped."""
     ids = {"session_id": msg.session_id, "turn": msg.turn, "tool_use_id": msg.tool_use_id}
     if deps.clock.now_ms() >= msg.deadline_ms:
         return "skipped"  # the timer's timeout result stands in for it
@@ -365,6 +372,12 @@ def run_deferred(deps: Deps, msg: DeferredCall, budget: TimeBudget | None) -> st
     if agg is not None and agg.status == "complete":
         return "skipped"
     if any(r.tool_use_id == msg.tool_use_id for r in deps.turns.get_results(msg.session_id, msg.turn)):
+        return "skipped"
+    if not deps.dispatches.claim_dispatch(
+        msg.session_id, msg.turn, msg.tool_use_id, deps.settings.session_retention_ms, status=CALL_CLAIMED
+    ):
+        count("McpCallsNotRepeated")
+        timeline("mcp_call_not_repeated", f"{msg.tool_name}: already called once; not called again", **ids)
         return "skipped"
     result = call(deps, msg.tool_use_id, msg.tool_name, msg.arguments, budget, ids)
     record_and_advance(deps, msg.session_id, msg.turn, result, by="mcp", total=msg.total_tools)

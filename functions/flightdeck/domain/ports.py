@@ -157,9 +157,13 @@ class LivenessPort(Protocol):
 
 
 class DispatchPort(Protocol):
-    """Dispatch claims (A side): a delegation to a peer that may not deduplicate is sent once."""
+    """Dispatch claims (A side): a delegation to a peer that may not deduplicate is sent once; a deferred MCP call
+    is made once. A claim under "sending" may be taken again until it is settled (finish_dispatch); one under any
+    other status is final at once (nothing claims it again)."""
 
-    def claim_dispatch(self, session_id: str, turn: int, tool_use_id: str, retention_ms: int) -> bool: ...
+    def claim_dispatch(
+        self, session_id: str, turn: int, tool_use_id: str, retention_ms: int, status: str = "sending"
+    ) -> bool: ...
     def finish_dispatch(self, session_id: str, turn: int, tool_use_id: str, status: str) -> None: ...
 
 

@@ -151,6 +151,14 @@ def mcp_deferred_call(w: World) -> None:
     w.settle()
 
 
+def mcp_deferred_call_delivered_twice(w: World) -> None:
+    """The slow MCP tool's message delivered twice at once (SQS standard queues deliver at least once): the tool
+    is called once, whichever delivery runs first and wherever it dies."""
+    w.delivered_twice.add("dispatch")
+    w.chat("s-mcp-twice", '!notes__slow {"seconds": 12}', "m-1")
+    w.settle()
+
+
 # --- A2A ------------------------------------------------------------------------------------------
 
 
@@ -199,6 +207,7 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("streamed-think", streamed_think),
     Scenario("mcp-inline-call", mcp_inline_call),
     Scenario("mcp-deferred-call", mcp_deferred_call),
+    Scenario("mcp-deferred-call-delivered-twice", mcp_deferred_call_delivered_twice),
     Scenario("a2a-send", a2a_send),
     Scenario("a2a-continue", a2a_continue),
     Scenario("a2a-cancel", a2a_cancel),

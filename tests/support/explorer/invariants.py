@@ -148,6 +148,19 @@ def model_asked_twice(world: World, items: list[dict[str, Any]], views: Views) -
     ]
 
 
+def mcp_called_twice(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No deferred MCP call made twice: the dispatch worker calls a slow tool at most once, whatever it died
+    after (flightdeck.domain.mcp_tools.run_deferred). An inline call is the think's: a think that died before
+    storing its reply is run again, tools and all (docs/MCP.md)."""
+    made: dict[tuple[str, str], int] = defaultdict(int)
+    for function, tool, arguments in world.mcp_calls:
+        if function.startswith("dispatch"):
+            made[(tool, arguments)] += 1
+    return [
+        f"the deferred call {tool} {arguments} was made {n} times" for (tool, arguments), n in made.items() if n > 1
+    ]
+
+
 INVARIANTS: dict[str, Callable[[World, list[dict[str, Any]], Views], list[str]]] = {
     "no session busy past its bound": busy_past_bound,
     "no inbox message left unturned": inbox_unturned,
@@ -155,6 +168,7 @@ INVARIANTS: dict[str, Callable[[World, list[dict[str, Any]], Views], list[str]]]
     "every delegation settled exactly once": delegations_settled,
     "no answer delivered twice": answered_twice,
     "no model asked twice for one think": model_asked_twice,
+    "no deferred MCP call made twice": mcp_called_twice,
 }
 
 

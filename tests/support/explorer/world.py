@@ -93,8 +93,11 @@ class World:
     deliveries: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
     delegations: dict[str, Delegation] = field(default_factory=dict)
     asks: list[Ask] = field(default_factory=list)
-    mcp_calls: list[str] = field(default_factory=list)
+    mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (function, tool, arguments' JSON)
     auto_answer: bool = False
+    # Queues (by key) whose messages are each delivered twice at once, as a standard SQS queue may.
+    delivered_twice: set[str] = field(default_factory=set)
+    _twice_seen: set[str] = field(default_factory=set)
     scanned: list[dict[str, Any]] | None = None  # the session items the invariants read (raw)
     running: str | None = None
     dead: bool = False
@@ -230,7 +233,7 @@ class World:
         """A tool call: the server's effect is committed once it answers (a crash after it loses the answer)."""
         if self.running is not None and self.dead:
             raise Crash(f"{self.running} is dead: the MCP call {tool} not sent")
-        self.mcp_calls.append(tool)
+        self.mcp_calls.append((self.running or "", tool, json.dumps(arguments, sort_keys=True)))
         if self.running is not None:
             self._step(f"http:POST mcp {tool}")
         return McpExchange("ok", {"content": [{"type": "text", "text": f"{tool}: {json.dumps(arguments)}"}]})
@@ -271,6 +274,11 @@ class World:
                     sent = self._send_due.get((url, m["Body"]))
                     due = self._redeliver_at.pop(m["MessageId"], None) or (sent.pop(0) if sent else self.clock.now)
                     self._held.append(Held(key, m, due))
+                    if key in self.delivered_twice and m["MessageId"] not in self._twice_seen:
+                        self._twice_seen.add(m["MessageId"])
+                        # To another consumer, a moment later: its own invocation, while the first may be
+                        # anywhere in its run (here: finished, or dead after any of its steps).
+                        self._held.append(Held(key, dict(m), due + 1))
 
     def _due_work(self) -> list[Any]:
         now = self.clock.now
@@ -340,6 +348,8 @@ class World:
         url = self.agent.queue_urls[key]
         for m in messages:
             if m["MessageId"] not in failed:
+                if any(h.message["MessageId"] == m["MessageId"] for h in self._held):
+                    continue  # its other delivery is still to run: SQS deletes the message once
                 self.agent.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
             elif m["MessageId"] not in self._redeliver_at:
                 # Back after the visibility timeout, as SQS does; moto's copy becomes receivable now.
