@@ -28,6 +28,8 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
     "io.modelcontextprotocol/clientCapabilities": {},
 }
+TASKS = "io.modelcontextprotocol/tasks"
+META_TASKS = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
 
 
 def _peers(stack: LocalStack, *args: str) -> str:
@@ -151,11 +153,13 @@ def test_ask_without_delegation_answers_within_the_request(url, key):
 
 def test_discover_and_the_legacy_handshake(url, key):
     found = post(url, rpc("server/discover"), key).json()["result"]
-    assert found["supportedVersions"] == [MODERN, LEGACY] and found["capabilities"] == {"tools": {"listChanged": False}}
+    assert found["supportedVersions"] == [MODERN, LEGACY]
+    assert found["capabilities"] == {"tools": {"listChanged": False}, "extensions": {TASKS: {}}}
     assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "flightdeck-assistant"
     init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = post(url, rpc("initialize", init, meta=False), key, version=None)
     # A session id is minted (it scopes request ids for notifications/cancelled) and stored nowhere.
+    assert response.json()["result"]["capabilities"]["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
     assert response.json()["result"]["protocolVersion"] == LEGACY and len(response.headers["mcp-session-id"]) == 32
     assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key, LEGACY).status_code == 202
     assert post(url, rpc("ping", meta=False), key, LEGACY).json()["result"] == {}
@@ -306,6 +310,204 @@ def test_notifications_cancelled_cancels_the_call_its_request_started(url, key, 
     assert state["status"] == "completed"  # closed by the cancellation, its delegation told to stop
     bad = post(url, rpc("tools/list", meta=False), key, LEGACY, {"Mcp-Session-Id": "a b"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == -32600
+
+
+def test_progress_is_streamed_as_sse_when_the_client_accepts_it_and_gave_a_token(url, key):
+    body = rpc("tools/call", {"name": "ask", "arguments": {"message": "@worker two owls, slowly"}})
+    body["params"]["_meta"] = {**META, "progressToken": "p-1"}
+    response = post(url, body, key)
+    assert response.headers["Content-Type"].startswith("text/event-stream"), response.headers
+    events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    progress, last = events[:-1], events[-1]
+    assert progress and all(e["method"] == "notifications/progress" for e in progress)
+    assert [e["params"]["progress"] for e in progress] == list(range(1, len(progress) + 1))  # increasing
+    assert all(e["params"]["progressToken"] == "p-1" for e in progress)
+    assert last["id"] == 1 and last["result"]["resultType"] == "complete"  # the response ends the stream
+    # Without a token (or without SSE in Accept), the same call is answered as JSON.
+    plain = call(url, key, "ask", {"message": "hello"})
+    assert plain.headers["Content-Type"].startswith("application/json")
+
+
+# --- tasks: 2026-07-28's extension and 2025-11-25's experimental tasks ------------------------------------
+
+
+def task_rpc(url, token, method, params, meta=META_TASKS, name=None):
+    """A 2026-07-28 tasks-surface request (Mcp-Name: the taskId, or the tool's name for tools/call)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    header = name if name is not None else params.get("taskId", params.get("name"))
+    return post(url, body, token, headers={"Mcp-Name": header})
+
+
+def until_settled(url, token, task_id, statuses=("completed", "cancelled", "failed")):
+    deadline = time.monotonic() + 30
+    while True:
+        task = task_rpc(url, token, "tasks/get", {"taskId": task_id}).json()["result"]
+        if task["status"] in statuses or time.monotonic() > deadline:
+            return task
+        time.sleep(0.3)
+
+
+def test_a_tasks_client_gets_a_task_for_ask_and_its_result_inlined_later(url, key):
+    created = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": {"message": "@worker name two owls"}})
+    result = created.json()["result"]
+    assert result["resultType"] == "task" and result["status"] == "working", result
+    assert "task" not in result and "result" not in result and "ttl" not in result and "pollInterval" not in result
+    assert isinstance(result["ttlMs"], int) and result["ttlMs"] > 0 and result["pollIntervalMs"] == 1000
+    assert result["createdAt"].endswith("Z") and result["lastUpdatedAt"].endswith("Z")
+    task_id = result["taskId"]
+    # Durable at once: the first poll resolves, and says working while the worker thinks.
+    first = task_rpc(url, key, "tasks/get", {"taskId": task_id}).json()["result"]
+    assert first["resultType"] == "complete" and first["taskId"] == task_id and first["status"] == "working"
+    assert "result" not in first
+    done = until_settled(url, key, task_id)
+    assert done["status"] == "completed", done
+    inlined = done["result"]
+    assert inlined["isError"] is False and "worker" in inlined["content"][0]["text"]
+    assert inlined["structuredContent"]["status"] == "completed"
+    assert "io.modelcontextprotocol/related-task" not in inlined.get("_meta", {})
+
+
+def test_a_skill_called_as_a_task_completes_with_its_structured_answer(url, key):
+    created = task_rpc(url, key, "tools/call", {"name": "count_words", "arguments": {"text": "one two three"}})
+    task_id = created.json()["result"]["taskId"]
+    done = until_settled(url, key, task_id)
+    assert done["status"] == "completed" and done["result"]["structuredContent"] == {"words": 3}
+
+
+def test_without_the_extension_calls_are_answered_in_the_request_and_the_task_methods_refused(url, key):
+    plain = task_rpc(url, key, "tools/call", {"name": "count_words", "arguments": {"text": "a b"}}, meta=META)
+    assert plain.json()["result"]["resultType"] == "complete" and "taskId" not in plain.json()["result"]
+    # A 2025-11-25-style `task` hint does not make a task of a call in 2026-07-28 without the extension.
+    hinted = task_rpc(url, key, "tools/call", {"name": "count_words", "arguments": {"text": "a"}, "task": {}}, META)
+    assert hinted.json()["result"]["resultType"] == "complete"
+    for method, params in (
+        ("tasks/get", {"taskId": "x"}),
+        ("tasks/update", {"taskId": "x", "inputResponses": {}}),
+        ("tasks/cancel", {"taskId": "x"}),
+    ):
+        error = task_rpc(url, key, method, params, meta=META).json()["error"]
+        assert error["code"] == -32021 and error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+    # get_result and cancel answer at once: never a task.
+    quick = task_rpc(url, key, "tools/call", {"name": "get_result", "arguments": {"session_id": "nope"}})
+    assert quick.json()["result"]["resultType"] == "complete"
+
+
+def test_task_methods_check_their_header_their_params_and_whose_task_it_is(url, key, other_key):
+    created = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": {"message": "hello"}})
+    task_id = created.json()["result"]["taskId"]
+    mismatch = task_rpc(url, key, "tasks/get", {"taskId": task_id}, name="another")
+    assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
+    for bad in ("nope", task_id.rsplit(":", 2)[0] + ":99:ask", task_id.replace(":ask", ":get_result"), "x" * 400):
+        error = task_rpc(url, key, "tasks/get", {"taskId": bad}).json()["error"]
+        assert error["code"] == -32602 and "no task" in error["message"], bad
+    # Another client's task does not exist for it, and its cancel changes nothing.
+    assert task_rpc(url, other_key, "tasks/get", {"taskId": task_id}).json()["error"]["code"] == -32602
+    assert task_rpc(url, other_key, "tasks/cancel", {"taskId": task_id}).json()["error"]["code"] == -32602
+    wrong_type = task_rpc(url, key, "tasks/get", {"taskId": 7}, name="7").json()["error"]
+    assert wrong_type["code"] == -32020  # a header is text: it cannot mirror a number
+    legacy_type = post(url, rpc("tasks/get", {"taskId": 7}, meta=False), key, LEGACY).json()["error"]
+    assert legacy_type["code"] == -32602 and "taskId" in legacy_type["message"]
+    not_an_object = task_rpc(url, key, "tasks/update", {"taskId": task_id, "inputResponses": []}).json()["error"]
+    assert not_an_object["code"] == -32602 and "inputResponses" in not_an_object["message"]
+    for removed in ("tasks/result", "tasks/list"):  # removed by the extension: the result is on tasks/get
+        response = task_rpc(url, key, removed, {"taskId": task_id})
+        assert response.status_code == 404 and response.json()["error"]["code"] == -32601
+
+
+def test_the_agents_question_is_an_input_request_answered_with_tasks_update(url, key):
+    created = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": {"message": "?ask which colour?"}})
+    task_id = created.json()["result"]["taskId"]
+    asked = until_settled(url, key, task_id, ("input_required", "completed"))
+    assert asked["status"] == "input_required" and asked["statusMessage"] == "which colour?", asked
+    ((request_key, request),) = asked["inputRequests"].items()
+    assert request["method"] == "elicitation/create" and request["params"]["message"] == "which colour?"
+    assert request["params"]["requestedSchema"]["required"] == ["answer"]
+    # A key never issued is ignored (acked, nothing changes); a malformed answer is -32602, nothing changes.
+    ack = task_rpc(url, key, "tasks/update", {"taskId": task_id, "inputResponses": {"other": {"action": "accept"}}})
+    assert ack.json()["result"] == {"resultType": "complete", "_meta": ack.json()["result"]["_meta"]}
+    malformed = {request_key: {"action": "accept", "content": {"answer": 3}}}
+    assert (
+        task_rpc(url, key, "tasks/update", {"taskId": task_id, "inputResponses": malformed}).json()["error"]["code"]
+        == -32602
+    )
+    assert task_rpc(url, key, "tasks/get", {"taskId": task_id}).json()["result"]["status"] == "input_required"
+    answer = {request_key: {"action": "accept", "content": {"answer": "teal"}}}
+    for _ in range(2):  # a repeat of the update is the same answer, not a second one
+        acked = task_rpc(url, key, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+        assert acked.json()["result"]["resultType"] == "complete"
+    done = until_settled(url, key, task_id)
+    assert done["status"] == "completed" and "teal" in done["result"]["content"][0]["text"], done
+    assert "inputRequests" not in done
+
+
+def test_tasks_cancel_acks_and_the_task_settles_cancelled(url, key):
+    created = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": {"message": "@worker a long one"}})
+    task_id = created.json()["result"]["taskId"]
+    ack = task_rpc(url, key, "tasks/cancel", {"taskId": task_id}).json()["result"]
+    assert ack["resultType"] == "complete" and not {"taskId", "status", "result", "error"} & set(ack)
+    done = until_settled(url, key, task_id)
+    assert done["status"] == "cancelled" and "result" not in done
+    again = task_rpc(url, key, "tasks/cancel", {"taskId": task_id}).json()["result"]
+    assert again["resultType"] == "complete"  # idempotent on a terminal task
+
+
+def test_a_follow_up_is_a_task_of_its_own_and_the_first_keeps_its_answer(url, key):
+    first = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": {"message": "alpha beta"}}).json()["result"]
+    done = until_settled(url, key, first["taskId"])
+    sid = done["result"]["structuredContent"]["session_id"]
+    arguments = {"message": "gamma delta epsilon", "session_id": sid}
+    second = task_rpc(url, key, "tools/call", {"name": "ask", "arguments": arguments}).json()["result"]
+    assert second["taskId"] != first["taskId"]
+    later = until_settled(url, key, second["taskId"])
+    assert "gamma" in later["result"]["content"][0]["text"]
+    again = task_rpc(url, key, "tasks/get", {"taskId": first["taskId"]}).json()["result"]
+    assert again["result"]["content"][0]["text"] == done["result"]["content"][0]["text"]
+
+
+def test_legacy_tasks_are_created_polled_collected_and_cancelled(url, key):
+    from mcp_types._v2025_11_25 import CallToolResult, CreateTaskResult, GetTaskResult, ListToolsResult
+
+    listed = ListToolsResult.model_validate(post(url, rpc("tools/list", meta=False), key, LEGACY).json()["result"])
+    support = {t.name: t.execution.task_support if t.execution else None for t in listed.tools}
+    assert support == {
+        "count_words": "optional",
+        "summarise": "optional",
+        "ask": "optional",
+        "get_result": None,
+        "cancel": None,
+    }
+    body = rpc("tools/call", {"name": "ask", "arguments": {"message": "@worker name an owl"}, "task": {"ttl": 60000}})
+    created = CreateTaskResult.model_validate(
+        post(url, {**body, "params": {**body["params"], "_meta": {}}}, key, LEGACY).json()["result"]
+    )
+    task_id = created.task.task_id
+    assert created.task.status == "working" and created.task.poll_interval == 1000
+    got = GetTaskResult.model_validate(
+        post(url, rpc("tasks/get", {"taskId": task_id}, meta=False), key, LEGACY).json()["result"]
+    )
+    assert got.task_id == task_id and got.status in ("working", "completed")
+    # tasks/result waits within the request's budget (3 s here; the worker thinks 5 s): past it, -32000 and
+    # the client asks again.
+    answers = []
+    while not answers or "error" in answers[-1]:
+        answers.append(post(url, rpc("tasks/result", {"taskId": task_id}, meta=False), key, LEGACY).json())
+        assert len(answers) < 10, answers
+    assert answers[0]["error"]["code"] == -32000 and answers[0]["error"]["data"]["status"] == "working"
+    collected = answers[-1]["result"]
+    assert collected["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    assert "worker" in CallToolResult.model_validate(collected).content[0].text
+    finished = post(url, rpc("tasks/cancel", {"taskId": task_id}, meta=False), key, LEGACY).json()["error"]
+    assert finished["code"] == -32602 and "finished" in finished["message"]
+    # A long one cancelled: the answer is the cancelled task, and tasks/result gives the cancelled call.
+    long = rpc("tools/call", {"name": "ask", "arguments": {"message": "@worker a long one"}, "task": {}}, meta=False)
+    long_id = post(url, long, key, LEGACY).json()["result"]["task"]["taskId"]
+    cancelled = post(url, rpc("tasks/cancel", {"taskId": long_id}, meta=False), key, LEGACY).json()["result"]
+    assert GetTaskResult.model_validate(cancelled).status == "cancelled"
+    after = post(url, rpc("tasks/result", {"taskId": long_id}, meta=False), key, LEGACY).json()["result"]
+    assert after["isError"] is True and after["structuredContent"]["status"] == "canceled"
+    # A task asked of a tool that answers at once is -32601, as that era asks.
+    quick = rpc("tools/call", {"name": "get_result", "arguments": {"session_id": "x"}, "task": {}}, meta=False)
+    assert post(url, quick, key, LEGACY).json()["error"]["code"] == -32601
 
 
 # --- hostile bodies: 4xx, never 5xx ------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from flightdeck import __version__
 from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
-from flightdeck.api.mcp import tools
+from flightdeck.api.mcp import tasks, tools
 from flightdeck.api.mcp.wire import (
     HEADER_METHOD,
     HEADER_MISMATCH,
@@ -138,9 +138,12 @@ def _server_info() -> dict[str, Any]:
     return {"name": f"flightdeck-{get_settings().agent_name}", "version": __version__}
 
 
-def _capabilities() -> dict[str, Any]:
-    # Only what is implemented: tools (a fixed list: no list_changed notifications).
-    return {"tools": {"listChanged": False}}
+def _capabilities(version: str) -> dict[str, Any]:
+    # Only what is implemented: tools (a fixed list: no list_changed notifications), and each era's tasks
+    # for tools/call (flightdeck.api.mcp.tasks; 2025-11-25 without tasks/list: a client's tasks are its sessions').
+    if version == MODERN:
+        return {"tools": {"listChanged": False}, "extensions": {tasks.EXTENSION: {}}}
+    return {"tools": {"listChanged": False}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
 
 
 def _instructions(d: Deps) -> str:
@@ -255,10 +258,11 @@ def _check_modern(method: str, params: dict[str, Any], meta: dict[str, Any], hea
     if method_header != method:
         what = "is missing" if method_header is None else f"{method_header[:64]!r} is not the body's {method[:64]!r}"
         raise McpError(HEADER_MISMATCH, f"Header mismatch: Mcp-Method {what}", None, 400)
-    if method == "tools/call":
+    named = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+    if method in named:
         name_header = headers.get(HEADER_NAME)
-        if name_header is None or _decoded(name_header) != params.get("name"):
-            what = "is missing" if name_header is None else "does not match params.name"
+        if name_header is None or _decoded(name_header) != params.get(named[method]):
+            what = "is missing" if name_header is None else f"does not match params.{named[method]}"
             raise McpError(HEADER_MISMATCH, f"Header mismatch: Mcp-Name {what}", None, 400)
 
 
@@ -285,7 +289,7 @@ def _initialize(d: Deps, request: Request) -> dict[str, Any]:
     version = params.protocolVersion if params.protocolVersion in (LEGACY,) else LEGACY
     return {
         "protocolVersion": version,
-        "capabilities": _capabilities(),
+        "capabilities": _capabilities(LEGACY),
         "serverInfo": _server_info(),
         "instructions": _instructions(d),
     }
@@ -295,7 +299,7 @@ def _discover(d: Deps, request: Request) -> dict[str, Any]:
     _validated(AnyParams, request.params)
     return {
         "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": _capabilities(),
+        "capabilities": _capabilities(MODERN),
         "instructions": _instructions(d),
         "ttlMs": LIST_TTL_MS,
         "cacheScope": "private",
@@ -310,17 +314,59 @@ def _tools_list(d: Deps, request: Request) -> dict[str, Any]:
     params = _validated(ListParams, request.params)
     if params.cursor:
         raise McpError(INVALID_PARAMS, "Invalid params: cursor: this list has one page")
-    result: dict[str, Any] = {"tools": tools.list_tools(d)}
+    result: dict[str, Any] = {"tools": tools.list_tools(d, task_support=not request.modern)}
     if request.modern:
         result.update(ttlMs=LIST_TTL_MS, cacheScope="private")
     return result
 
 
-# The methods each era serves (2026-07-28 removed ping and the handshake, added server/discover).
+def _negotiated(request: Request) -> None:
+    # 2026-07-28: the tasks methods serve only a request that declares the extension (-32021 otherwise).
+    if request.modern and not tasks.negotiated(request.params):
+        raise tasks.missing_capability(request.method)
+
+
+def _task_get(d: Deps, request: Request) -> dict[str, Any]:
+    _negotiated(request)
+    _, task = tasks.find(d, tasks.task_id_param(request.params), current_peer())
+    return tasks.modern_task(d, task) if request.modern else tasks.legacy_task(d, task)
+
+
+def _task_update(d: Deps, request: Request) -> dict[str, Any]:
+    _negotiated(request)
+    tasks.update(d, tasks.task_id_param(request.params), request.params.get("inputResponses"), current_peer())
+    return {}
+
+
+def _task_cancel(d: Deps, request: Request) -> dict[str, Any]:
+    _negotiated(request)
+    answer = tasks.cancel(d, tasks.task_id_param(request.params), current_peer(), request.modern)
+    return answer or {}
+
+
+def _task_result(d: Deps, request: Request) -> dict[str, Any]:
+    return tasks.result(d, tasks.task_id_param(request.params), current_peer(), request.budget_ms)
+
+
+# The methods each era serves (2026-07-28 removed ping and the handshake, added server/discover; its tasks
+# extension has no tasks/result or tasks/list, and adds tasks/update).
 _Method = Callable[[Deps, Request], dict[str, Any]]
 METHODS: dict[str, dict[str, _Method]] = {
-    MODERN: {"server/discover": _discover, "tools/list": _tools_list},
-    LEGACY: {"initialize": _initialize, "ping": _ping, "tools/list": _tools_list},
+    MODERN: {
+        "server/discover": _discover,
+        "tools/list": _tools_list,
+        "tasks/get": _task_get,
+        "tasks/update": _task_update,
+        "tasks/cancel": _task_cancel,
+    },
+    LEGACY: {
+        "initialize": _initialize,
+        "ping": _ping,
+        "tools/list": _tools_list,
+        "tasks/get": _task_get,
+        "tasks/result": _task_result,
+        "tasks/cancel": _task_cancel,
+    },
 }
 CALL = "tools/call"
 
@@ -338,22 +384,48 @@ def _progress_token(params: dict[str, Any]) -> Any:
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
-def _call(d: Deps, request: Request) -> Iterator[tools.Waiting | dict[str, Any]]:
+def _as_task(d: Deps, request: Request, name: str) -> bool:
+    """Whether this call is taken as a task. 2026-07-28: the server decides, for a client that declared the
+    extension on this request: a call that starts work is a task (a `task` param, 2025-11-25's, is ignored).
+    2025-11-25: the client asks with a `task` param, for a tool whose taskSupport is optional (else -32601)."""
+    if request.modern:
+        return tasks.negotiated(request.params) and tools.starts_work(d, name)
+    if "task" not in request.params:
+        return False
+    if not isinstance(request.params["task"], dict):
+        raise McpError(INVALID_PARAMS, 'Invalid params: task: an object ({} or {"ttl": ms}) is required')
+    if not tools.starts_work(d, name):
+        raise McpError(METHOD_NOT_FOUND, f"Method not found: tool {name[:128]!r} is not called as a task")
+    return True
+
+
+def _call(d: Deps, request: Request) -> tuple[bool, Iterator[tools.Waiting | tools.TaskStarted | dict[str, Any]]]:
     params = _validated(CallParams, request.params)
     note(operation=f"mcp:tools/call:{params.name[:64]}")
     key = tools.request_key(request.mcp_session, request.id) if request.mcp_session else ""
-    return tools.call_tool(d, params.name, params.arguments or {}, current_peer(), request.budget_ms, key)
+    as_task = _as_task(d, request, params.name)
+    steps = tools.call_tool(d, params.name, params.arguments or {}, current_peer(), request.budget_ms, key, as_task)
+    return as_task, steps
 
 
-def _run_call(request: Request, steps: Iterator[tools.Waiting | dict[str, Any]]) -> dict[str, Any]:
+def _run_call(
+    d: Deps, request: Request, steps: Iterator[tools.Waiting | tools.TaskStarted | dict[str, Any]]
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for step in steps:
+        if isinstance(step, tools.TaskStarted):
+            created = tasks.created(d, step, request.modern)
+            if request.modern:
+                created.setdefault("_meta", {})[META_SERVER_INFO] = _server_info()
+            return created
         if isinstance(step, dict):
             result = step
-    return result
+    return _complete(request, result)
 
 
-def _sse(request: Request, steps: Iterator[tools.Waiting | dict[str, Any]], token: Any) -> Iterator[bytes]:
+def _sse(
+    request: Request, steps: Iterator[tools.Waiting | tools.TaskStarted | dict[str, Any]], token: Any
+) -> Iterator[bytes]:
     """The call as SSE: a progress notification per wait step, then the response (which ends the stream)."""
     progress = 0
     try:
@@ -371,7 +443,7 @@ def _sse(request: Request, steps: Iterator[tools.Waiting | dict[str, Any]], toke
                         },
                     }
                 )
-            else:
+            elif isinstance(step, dict):
                 yield frame({"jsonrpc": "2.0", "id": request.id, "result": _complete(request, step)})
     except McpError as exc:
         yield frame({"jsonrpc": "2.0", "id": request.id, "error": {"code": exc.code, "message": exc.message}})
@@ -429,16 +501,16 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
         if not request.has_id:
             return _notification(request)
         d = deps()
+        getter = getattr(context, "get_remaining_time_in_millis", None)
+        request.budget_ms = _budget_ms(d, int(getter()) if callable(getter) else None)
         if request.method == CALL:
-            getter = getattr(context, "get_remaining_time_in_millis", None)
-            request.budget_ms = _budget_ms(d, int(getter()) if callable(getter) else None)
-            steps = _call(d, request)
+            as_task, steps = _call(d, request)
             token = _progress_token(request.params)
             accepts_sse = "text/event-stream" in headers.get("accept", "")
-            if token is not None and accepts_sse and get_settings().streaming == "on":
+            if token is not None and accepts_sse and not as_task and get_settings().streaming == "on":
                 first = next(steps)  # refusals (-32602) come before anything is stored, as JSON
                 return StreamReply(_sse(request, _chain(first, steps), token), headers=dict(SSE_HEADERS))
-            return _body({"jsonrpc": "2.0", "id": request.id, "result": _complete(request, _run_call(request, steps))})
+            return _body({"jsonrpc": "2.0", "id": request.id, "result": _run_call(d, request, steps)})
         table = METHODS[request.version]
         implementation = table.get(request.method)
         if implementation is None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
-from flightdeck.domain.chat import derived_session_id, ingest_chat, read_session
+from flightdeck.domain.chat import derived_session_id, ingest_chat, read_session, user_turn
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import InboxFullError, Session, SessionBusyError, SessionNotFoundError
 from flightdeck.domain.session_cancel import cancel_session
@@ -123,8 +123,15 @@ def skill_tools(skills: list[Skill]) -> list[Skill]:
     return [s for s in skills if s.exposed_to(CHANNEL) and s.id not in BUILTIN]
 
 
-def list_tools(d: Deps) -> list[dict[str, Any]]:
-    """Every tool, in a fixed order (the skills in the file's order, then the built-in ones)."""
+def starts_work(d: Deps, name: str) -> bool:
+    """A tool whose call is work for the agent (a session's turn), which may be taken as a task: `ask` and
+    the skills; get_result and cancel answer at once."""
+    return name == ASK or any(s.id == name for s in skill_tools(d.settings.agent.skills))
+
+
+def list_tools(d: Deps, task_support: bool = False) -> list[dict[str, Any]]:
+    """Every tool, in a fixed order (the skills in the file's order, then the built-in ones).
+    task_support: say which may be called as a task (2025-11-25's execution.taskSupport)."""
     tools: list[dict[str, Any]] = []
     for skill in skill_tools(d.settings.agent.skills):
         tool: dict[str, Any] = {
@@ -137,7 +144,21 @@ def list_tools(d: Deps) -> list[dict[str, Any]]:
         if output is not None:
             tool["outputSchema"] = output
         tools.append(tool)
-    return tools + _builtin_tools()
+    tools += _builtin_tools()
+    if task_support:
+        for tool in tools:
+            if tool["name"] not in (GET_RESULT, CANCEL):
+                tool["execution"] = {"taskSupport": "optional"}
+    return tools
+
+
+@dataclass(frozen=True)
+class TaskStarted:
+    """A call taken as a task: its session and the number of its message among the session's user messages."""
+
+    session_id: str
+    number: int
+    tool: str
 
 
 @dataclass(frozen=True)
@@ -159,8 +180,8 @@ def _result(structured: dict[str, Any] | None, text: str, is_error: bool = False
     return result
 
 
-def _last_answer(session: Session) -> str:
-    for message in reversed(session.messages):
+def last_answer(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
         if message.get("role") == "assistant":
             return "".join(b.get("text", "") for b in message.get("content", []) if isinstance(b, dict))
     return ""
@@ -168,16 +189,21 @@ def _last_answer(session: Session) -> str:
 
 def _state(session: Session) -> dict[str, Any]:
     """What a client learns of its session: get_result's and ask's structured answer."""
-    out: dict[str, Any] = {"session_id": session.session_id}
-    if session.status != "idle":
+    return state_of(session.session_id, session.status != "idle", session.messages)
+
+
+def state_of(session_id: str, working: bool, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The structured answer of a conversation (a session's, or one task's messages in it)."""
+    out: dict[str, Any] = {"session_id": session_id}
+    if working:
         out.update(status="working", answer=None)
         return out
-    question = pending_question(session.messages)
+    question = pending_question(messages)
     if question is not None:
         out.update(status="input_required", answer=question)
         return out
-    out.update(status="completed", answer=_last_answer(session))
-    marked = checked_result(session.messages)
+    out.update(status="completed", answer=last_answer(messages))
+    marked = checked_result(messages)
     if marked is not None:
         if marked.get("schema_mismatch"):
             out.update(schema_mismatch=True, errors=marked.get("errors", []))
@@ -186,7 +212,7 @@ def _state(session: Session) -> dict[str, Any]:
     return out
 
 
-def _state_result(state: dict[str, Any]) -> dict[str, Any]:
+def state_result(state: dict[str, Any]) -> dict[str, Any]:
     if state["status"] == "working":
         text = (
             f"still working: call {GET_RESULT} with session_id {state['session_id']!r} for the answer "
@@ -197,7 +223,13 @@ def _state_result(state: dict[str, Any]) -> dict[str, Any]:
     return _result(state, text)
 
 
-def _skill_result(skill: Skill, state: dict[str, Any]) -> dict[str, Any]:
+def cancelled_result(skill: Skill | None, session_id: str, text: str) -> dict[str, Any]:
+    """A call whose session was canceled: `ask` says so in its status; a skill has no data to give."""
+    structured = None if skill is not None else {"session_id": session_id, "status": "canceled", "answer": text}
+    return {**_result(structured, text, True), "_meta": {"flightdeck/session_id": session_id}}
+
+
+def skill_result(skill: Skill, state: dict[str, Any]) -> dict[str, Any]:
     """A finished skill call, as its tool answers it: the data, held to the skill's output schema."""
     sid = state["session_id"]
     if state["status"] == "working":
@@ -264,14 +296,21 @@ def _not_found(session_id: str) -> InvalidArguments:
 
 
 def call_tool(
-    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int, request_key: str = ""
-) -> Iterator[Waiting | dict[str, Any]]:
+    d: Deps,
+    name: str,
+    arguments: dict[str, Any],
+    caller: str | None,
+    budget_ms: int,
+    request_key: str = "",
+    as_task: bool = False,
+) -> Iterator[Waiting | TaskStarted | dict[str, Any]]:
     """Run one tools/call: Waiting steps while it runs, its CallToolResult last. Raises McpError -32602 for
     an unknown tool; arguments that do not match its input schema are a tool execution error (nothing stored).
     request_key: the request's identity (request_key()); a call that starts a session then starts the one
-    request_session() names, so that a notifications/cancelled for the request can find it."""
+    request_session() names, so that a notifications/cancelled for the request can find it.
+    as_task: a call that starts work answers TaskStarted as soon as it is stored, instead of waiting."""
     try:
-        yield from _call(d, name, arguments, caller, budget_ms, request_key)
+        yield from _call(d, name, arguments, caller, budget_ms, request_key, as_task)
     except InvalidArguments as exc:
         yield _invalid(exc)
 
@@ -287,8 +326,14 @@ def request_session(caller: str | None, key: str) -> str:
 
 
 def _call(
-    d: Deps, name: str, arguments: dict[str, Any], caller: str | None, budget_ms: int, key: str = ""
-) -> Iterator[Waiting | dict[str, Any]]:
+    d: Deps,
+    name: str,
+    arguments: dict[str, Any],
+    caller: str | None,
+    budget_ms: int,
+    key: str = "",
+    as_task: bool = False,
+) -> Iterator[Waiting | TaskStarted | dict[str, Any]]:
     skill = next((s for s in skill_tools(d.settings.agent.skills) if s.id == name), None)
     session_id: str | None
     if name in (GET_RESULT, CANCEL):
@@ -301,7 +346,7 @@ def _call(
                 text = "canceled" if outcome.canceled else "nothing to cancel: the session is idle"
                 yield _result({"session_id": handle, "canceled": outcome.canceled}, text)
                 return
-            yield _state_result(_state(read_session(d, handle, caller)))
+            yield state_result(_state(read_session(d, handle, caller)))
         except SessionNotFoundError:
             raise _not_found(handle) from None
         return
@@ -335,6 +380,10 @@ def _call(
     except (SessionBusyError, InboxFullError):
         yield _result(None, f"session {session_id!r} is working on an earlier message: call {GET_RESULT} first", True)
         return
+    if as_task:
+        # Stored (a tasks/get of it resolves from now on): the client polls instead of this request waiting.
+        yield TaskStarted(accepted.session_id, user_turn(d, accepted), name)
+        return
     final: Session | None = None
     for step in _wait(d, accepted.session_id, caller, budget_ms):
         if isinstance(step, Waiting):
@@ -343,7 +392,7 @@ def _call(
             final = step
     assert final is not None
     state = _state(final)
-    yield _skill_result(skill, state) if skill is not None else _state_result(state)
+    yield skill_result(skill, state) if skill is not None else state_result(state)
 
 
 def cancel_request(d: Deps, caller: str | None, key: str) -> bool:
