@@ -55,6 +55,21 @@ model_id = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 [[agents.planner.delegates]]
 agent = "helper"
 
+# MCP servers whose tokens are secrets: by name, and by ARN (tests/infra/test_infra_mcp.py); one without a token.
+[[agents.planner.mcp_servers]]
+name = "notes"
+url = "https://audit.example.com/base/notes/mcp"
+credential = "secret:planner/notes-token"
+
+[[agents.planner.mcp_servers]]
+name = "search"
+url = "https://audit.example.com/base/search/mcp"
+credential = "secret:arn:aws:secretsmanager:eu-west-1:123456789012:secret:search-token-AbCdEf"
+
+[[agents.planner.mcp_servers]]
+name = "open"
+url = "https://audit.example.com/base/open/mcp"
+
 [agents.planner.peers]
 user = "fdp_user_LOCAL-ONLY-must-not-reach-aws-0123456789abcdef"
 
