@@ -118,6 +118,9 @@ def local_up(args: argparse.Namespace) -> int:
         stack.start()
         ready = True
         print("READY " + json.dumps(stack.urls), flush=True)
+        # Its own line after READY, so READY stays one JSON object a script parses (docs/CONSOLE.md).
+        print(f"CONSOLE {stack.console_url}", flush=True)
+        print(f"flightdeck: the web console on {stack.console_url} (the user's token opens it)", file=sys.stderr)
         for name, url in stack.urls.items():
             print(f"flightdeck: {name} on {url}", file=sys.stderr)
         if args.log_dir is not None:
@@ -350,8 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = local_commands.add_parser(
         "up",
         help="start every agent and serve until Ctrl-C",
-        description="Start moto and every agent of the deployment file. Prints one line to stdout, "
-        'READY {"agent": "http://host:port", ...}, when all agents answer. On stderr, one line per step of '
+        description="Start moto and every agent of the deployment file. Prints to stdout "
+        'READY {"agent": "http://host:port", ...} when all agents answer, then CONSOLE <the web console\'s URL>. '
+        "On stderr, one line per step of "
         "each delegation and per problem; --json-logs for the agents' full JSON logs instead, --log-dir for "
         "them in a file per agent.",
     )

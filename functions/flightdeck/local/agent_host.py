@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ import boto3
 
 from flightdeck import topology
 from flightdeck.adapters.usage_plans import CachedKeyLookup, UsagePlans
+from flightdeck.local.console_files import ConsoleFiles
 from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
 from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
 from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer, async_configs
@@ -125,6 +127,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="no authorizer or usage plans in front of the peer routes (the functions still "
         "check tokens); on by default unless INBOUND_AUTH is off",
     )
+    parser.add_argument(
+        "--console-agents",
+        metavar="JSON",
+        help="serve the web console under /console/, listing these agents ({name: base URL}) in its agents.json",
+    )
     return parser.parse_args(argv)
 
 
@@ -164,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_ttl_s=args.authorizer_cache_s,
             region=region,
         )
-    gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate)
+    console = ConsoleFiles(agents=json.loads(args.console_agents)) if args.console_agents is not None else None
+    gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate, console=console)
     # Lambda's Invoke API: the functions start thinks with asynchronous invokes (AWS_ENDPOINT_URL_LAMBDA).
     if args.lambda_listen_fd is not None:
         lambda_socket = socket.socket(fileno=args.lambda_listen_fd)

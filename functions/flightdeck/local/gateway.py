@@ -46,6 +46,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from flightdeck import topology
 from flightdeck.api.sse import StreamReply
+from flightdeck.local.console_files import ConsoleFiles
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, Function, FunctionRegistry, error_type, log_failure
 from flightdeck.local.peer_gate import PeerGate
 
@@ -331,8 +332,11 @@ class ApiGateway:
         routes: Iterable[topology.Route] = topology.ROUTES,
         identity: GatewayIdentity | None = None,
         peer_gate: PeerGate | None = None,
+        console: ConsoleFiles | None = None,
     ):
         self.functions = functions
+        # The console's static files under /console/ (the deployed stack's S3 route); None: not served.
+        self.console = console
         self.router = Router(routes)
         self.identity = identity or GatewayIdentity()
         # The authorizer and usage plans in front of PEER_AUTH routes (None: straight to the function).
@@ -350,6 +354,8 @@ class ApiGateway:
     ) -> HttpResponse | StreamingHttpResponse:
         parts = urlsplit(target)
         path = parts.path or "/"
+        if self.console is not None and self.console.handles(path):
+            return HttpResponse(*self.console.answer(method, path))
         try:
             match = self.router.match(method, path)
         except NoRoute:

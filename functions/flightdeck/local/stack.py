@@ -198,6 +198,11 @@ class LocalStack:
         return dict(self._mcp.urls)
 
     @property
+    def console_url(self) -> str:
+        """The web console, served by the first agent of the file (each agent serves it under /console/)."""
+        return self.urls[self.agents[0]] + "/console/"
+
+    @property
     def moto_endpoint(self) -> str:
         return self._moto_endpoint
 
@@ -421,6 +426,9 @@ class LocalStack:
             "--lambda-listen-fd",
             str(lambda_sock.fileno()),
             *(["--sandboxes", str(self.sandboxes)] if self.sandboxes is not None else []),
+            # The web console under /console/, listing every agent of the file (docs/CONSOLE.md).
+            "--console-agents",
+            json.dumps(self.urls),
         ]
         self._spawn(name, args, sock, env, extra_sockets=(lambda_sock,))
 

@@ -1,0 +1,102 @@
+// Sessions: the caller's sessions at this agent (GET /api/sessions: 3 DynamoDB requests a page), newest
+// first, a page at a time, refreshed live; a filter over the page; a new message starts a session.
+
+import { call } from "./api.js";
+import { clock, h, isoOf, say } from "./dom.js";
+
+const PAGE = 20;
+const REFRESH_MS = 2000;
+
+export function renderSessions(main, context) {
+  const cursors = [null]; // the cursor of each page seen so far (null: the first)
+  let page = 0, rows = [], next = null, timer = null;
+
+  const filter = h("input", { type: "search", id: "filter", placeholder: "text, id or agent" });
+  const status = h("select", { id: "status-filter" },
+    h("option", { value: "" }, "any"), h("option", { value: "busy" }, "busy"),
+    h("option", { value: "idle" }, "idle"), h("option", { value: "canceled" }, "canceled"));
+  const body = h("tbody");
+  const prev = h("button", { type: "button", class: "secondary", id: "prev-page", onclick: () => go(page - 1) }, "Previous page");
+  const more = h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => go(page + 1) }, "Next page");
+  const where = h("span", { class: "muted", id: "page-label" });
+  const message = h("textarea", { id: "new-message", rows: 2, placeholder: "@worker list three owls" });
+
+  const form = h("form", { class: "row actions", onsubmit: send },
+    h("label", { for: "new-message" }, "New message"), message, h("button", { type: "submit" }, "Send"));
+  main.replaceChildren(
+    h("h2", {}, `Sessions at ${context.agent}`),
+    form,
+    h("div", { class: "row" },
+      h("label", { for: "filter" }, "Filter"), filter,
+      h("label", { for: "status-filter" }, "Status"), status,
+      prev, more, where),
+    h("table", { id: "sessions" },
+      h("caption", { class: "muted" }, "Newest first; refreshed every 2 s"),
+      h("thead", {}, h("tr", {},
+        ...["First message", "Status", "Agent", "Started", "Last update", "Turns", "Delegations"].map((t) => h("th", { scope: "col" }, t)))),
+      body));
+  filter.addEventListener("input", draw);
+  status.addEventListener("change", draw);
+  message.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit();
+  });
+
+  async function send(event) {
+    event.preventDefault();
+    const content = message.value.trim();
+    if (!content) return;
+    try {
+      const started = await call("POST", "/api/chat", { content });
+      location.hash = `#/session/${encodeURIComponent(started.session_id)}`;
+    } catch (error) {
+      say(`Not sent: ${error.message}`, true);
+    }
+  }
+
+  async function load() {
+    const cursor = cursors[page];
+    const query = `limit=${PAGE}` + (cursor ? `&cursor=${encodeURIComponent(cursor)}` : "");
+    try {
+      const listing = await call("GET", `/api/sessions?${query}`);
+      rows = listing.sessions;
+      next = listing.next_cursor;
+      cursors[page + 1] = next;
+      draw();
+    } catch (error) {
+      say(`Sessions: ${error.message}`, true);
+    }
+  }
+
+  function draw() {
+    const text = filter.value.trim().toLowerCase();
+    const shown = rows.filter((s) =>
+      (!status.value || s.status === status.value) &&
+      (!text || [s.first_message, s.session_id, s.agent].some((v) => String(v).toLowerCase().includes(text))));
+    body.replaceChildren(...shown.map((s) => h("tr", { dataset: { session: s.session_id } },
+      h("td", {}, h("a", { href: `#/session/${encodeURIComponent(s.session_id)}` }, s.first_message || s.session_id)),
+      h("td", {}, h("span", { class: `badge ${s.status}` }, s.status)),
+      h("td", {}, s.agent),
+      h("td", { class: "mono" }, when(s.created_at)),
+      h("td", { class: "mono" }, when(s.updated_at)),
+      h("td", { class: "num" }, s.turns),
+      h("td", { class: "num" }, s.delegations))));
+    if (!shown.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, rows.length ? "Nothing matches the filter" : "No sessions yet")));
+    prev.disabled = page === 0;
+    more.disabled = !next;
+    where.textContent = `page ${page + 1}`;
+  }
+
+  function go(to) {
+    page = Math.max(0, to);
+    load();
+  }
+
+  load();
+  timer = setInterval(() => { if (!document.hidden) load(); }, REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+function when(epochMs) {
+  const iso = isoOf(epochMs);
+  return iso ? `${iso.slice(0, 10)} ${clock(iso)}` : "-";
+}
