@@ -60,7 +60,7 @@ def other_key(stack):
     return _peers(stack, "add", "cursor", "--channel", "mcp")
 
 
-def post(url, body, token, version=MODERN, headers=None, raw=None):
+def post(url, body, token, version=MODERN, headers=None, raw=None, stream=False):
     sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if token:
         sent["Authorization"] = f"Bearer {token}"
@@ -73,7 +73,7 @@ def post(url, body, token, version=MODERN, headers=None, raw=None):
                 sent["Mcp-Name"] = name
     sent.update(headers or {})
     data = raw if raw is not None else json.dumps(body)
-    return requests.post(url, data=data, headers=sent, timeout=60)
+    return requests.post(url, data=data, headers=sent, timeout=60, stream=stream)
 
 
 def rpc(method, params=None, request_id=1, meta=True):
@@ -326,6 +326,34 @@ def test_progress_is_streamed_as_sse_when_the_client_accepts_it_and_gave_a_token
     # Without a token (or without SSE in Accept), the same call is answered as JSON.
     plain = call(url, key, "ask", {"message": "hello"})
     assert plain.headers["Content-Type"].startswith("application/json")
+
+
+def test_closing_the_sse_stream_cancels_the_call_in_2026_07_28_and_not_in_2025_11_25(url, key):
+    def stream_then_close(version):
+        body = rpc("tools/call", {"name": "ask", "arguments": {"message": "@worker a long one"}})
+        if version == MODERN:
+            body["params"]["_meta"] = {**META, "progressToken": "p"}
+        else:
+            body["params"]["_meta"] = {"progressToken": "p"}
+        with post(url, body, key, version=version, stream=True) as response:
+            for line in response.iter_lines():
+                if line.startswith(b"data:"):
+                    first = json.loads(line[5:])
+                    break
+        return first["params"]["message"].rsplit("session ", 1)[1].rstrip(")")
+
+    def settled(sid):
+        deadline = time.monotonic() + 30
+        while True:
+            state = call(url, key, "get_result", {"session_id": sid}).json()["result"]["structuredContent"]
+            if state["status"] != "working" or time.monotonic() > deadline:
+                return state
+            time.sleep(0.3)
+
+    closed = settled(stream_then_close(MODERN))
+    assert closed["status"] == "completed" and "canceled" in closed["answer"], closed  # the closing line
+    kept = settled(stream_then_close(LEGACY))
+    assert kept["status"] == "completed" and "worker" in kept["answer"], kept  # it went on: the answer is kept
 
 
 # --- tasks: 2026-07-28's extension and 2025-11-25's experimental tasks ------------------------------------

@@ -424,14 +424,25 @@ def _run_call(
 
 
 def _sse(
-    request: Request, steps: Iterator[tools.Waiting | tools.TaskStarted | dict[str, Any]], token: Any
+    request: Request,
+    steps: Iterator[tools.Waiting | tools.TaskStarted | dict[str, Any]],
+    token: Any,
+    caller: str | None,
 ) -> Iterator[bytes]:
-    """The call as SSE: a progress notification per wait step, then the response (which ends the stream)."""
+    """The call as SSE: a progress notification per wait step, then the response (which ends the stream).
+
+    2026-07-28 makes closing this stream the request's cancellation (Streamable HTTP: "the server MUST treat
+    a client disconnect as cancellation"): a stream closed before its response cancels the session the call
+    started, as the cancel tool does. 2025-11-25 has notifications/cancelled for that: a disconnect there
+    cancels nothing, and get_result finds the answer."""
     progress = 0
+    session_id = ""
+    answered = False
     try:
         for step in steps:
             if isinstance(step, tools.Waiting):
                 progress += 1
+                session_id = step.session_id
                 yield frame(
                     {
                         "jsonrpc": "2.0",
@@ -444,7 +455,12 @@ def _sse(
                     }
                 )
             elif isinstance(step, dict):
+                answered = True
                 yield frame({"jsonrpc": "2.0", "id": request.id, "result": _complete(request, step)})
+    except GeneratorExit:
+        if request.modern and session_id and not answered:
+            _cancel_on_close(session_id, caller)
+        raise
     except McpError as exc:
         yield frame({"jsonrpc": "2.0", "id": request.id, "error": {"code": exc.code, "message": exc.message}})
     except Exception:
@@ -452,6 +468,14 @@ def _sse(
         yield frame(
             {"jsonrpc": "2.0", "id": request.id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
         )
+
+
+def _cancel_on_close(session_id: str, caller: str | None) -> None:
+    try:
+        if tools.cancel_stream_call(deps(), session_id, caller):
+            count("McpCancellations")
+    except Exception:  # noqa: BLE001 - a cancel that fails leaves the call running: its answer is kept
+        logger.exception("the closed stream's call was not canceled", extra={"session_id": session_id})
 
 
 def _notification(request: Request) -> dict[str, Any]:
@@ -509,7 +533,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
             accepts_sse = "text/event-stream" in headers.get("accept", "")
             if token is not None and accepts_sse and not as_task and get_settings().streaming == "on":
                 first = next(steps)  # refusals (-32602) come before anything is stored, as JSON
-                return StreamReply(_sse(request, _chain(first, steps), token), headers=dict(SSE_HEADERS))
+                stream = _sse(request, _chain(first, steps), token, current_peer())
+                return StreamReply(stream, headers=dict(SSE_HEADERS))
             return _body({"jsonrpc": "2.0", "id": request.id, "result": _run_call(d, request, steps)})
         table = METHODS[request.version]
         implementation = table.get(request.method)

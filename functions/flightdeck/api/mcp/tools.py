@@ -395,6 +395,14 @@ def _call(
     yield skill_result(skill, state) if skill is not None else state_result(state)
 
 
+def cancel_stream_call(d: Deps, session_id: str, caller: str | None) -> bool:
+    """2026-07-28: the SSE stream of a call was closed before its answer: cancel the session it works in."""
+    try:
+        return cancel_session(d, session_id, caller).canceled
+    except SessionNotFoundError:
+        return False
+
+
 def cancel_request(d: Deps, caller: str | None, key: str) -> bool:
     """notifications/cancelled: cancel the session the request started, if it did and still works (its
     delegations are told to stop); anything else (unknown, another client's, finished) changes nothing."""
