@@ -157,3 +157,39 @@ def test_delegate_to_our_own_agent_in_both_versions(aws, monkeypatch, relays, ve
     result = _result(orchestrator, sid)
     assert result["status"] == "success" and result["content"][0]["text"], result
     assert orchestrator.item(f"S#{sid}", "TURN#000001")["completed_by"] == "callback"  # the push receiver
+
+
+def test_a_canceled_session_cancels_its_delegation_at_a_strict_a2a_sdk_1x_agent(aws, monkeypatch, sdk1_python):
+    """Our CancelTask reaches the 1.x delegate: the session is canceled while the delegate works, and the
+    delegate's own task ends TASK_STATE_CANCELED (read back from it with its v1.0 GetTask)."""
+    import httpx
+
+    from flightdeck.domain.a2a.client import clear_card_cache
+
+    clear_card_cache()
+    with sdk1_agent(sdk1_python, False) as peer_url, gateway("orchestrator") as gateway_url:
+        agent = _orchestrator(
+            monkeypatch,
+            "echo",
+            f"{peer_url}/.well-known/agent-card.json",
+            f"echo:{peer_url},orchestrator:{gateway_url}",
+        )
+        sid = new_session_id()
+        assert agent.api("chat_post", body={"session_id": sid, "content": "@echo a slow job"})[0] == 202
+        agent.run_queue("turns")
+        assert agent.run_queue("dispatch") == {"batchItemFailures": []}
+        [remote] = [i for i in agent.table_items() if i["sk"]["S"].startswith("A2A#REMOTE#")]
+        task_id = remote["remote_task_id"]["S"]
+
+        def peer_state() -> str:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+            answer = httpx.post(f"{peer_url}/a2a", json=body, headers={"A2A-Version": "1.0"}, timeout=10).json()
+            return str(answer["result"]["status"]["state"])
+
+        assert peer_state() == "TASK_STATE_WORKING"
+        assert agent.api("session_cancel", SESSION_ID=sid)[0] == 200
+        agent.run_queue("dispatch")  # a cancel not made inline is retried from the dispatch queue
+        assert _wait_for(lambda: peer_state() == "TASK_STATE_CANCELED")
+    session = agent.api("session_get", SESSION_ID=sid)[2]
+    result = session["messages"][2]["content"][0]["toolResult"]
+    assert session["status"] == "idle" and json.loads(result["content"][0]["text"])["reason"] == "canceled"

@@ -2,7 +2,8 @@
 tests/integration/test_a2a_v1_client.py in the 1.x SDK's own venv (tests/support/a2a1.py), as
 `python a2a1_server.py PUSH` (PUSH: 1 or 0, the card's pushNotifications). It prints its base URL on one
 line, then serves until killed. It answers every message with an artifact "echo: <text>" after a short
-pause; it imports nothing of ours.
+pause (a message with "slow" in it: after a minute, so that it can be canceled while working); it imports
+nothing of ours.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Echo(AgentExecutor):
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(60 if "slow" in context.get_user_input() else 0.3)
         await updater.add_artifact([pb.Part(text=f"echo: {context.get_user_input()}")], name="answer")
         await updater.complete()
 
