@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -146,6 +148,18 @@ def test_ask_without_delegation_answers_within_the_request(url, key):
     result = response.json()["result"]
     assert result["resultType"] == "complete" and result["structuredContent"]["status"] == "completed"
     assert result["structuredContent"]["answer"]
+
+
+def test_the_readmes_curl_check_lists_the_tools(stack, key):
+    """The README's one-line check, run as written (README.md, "Using an agent from an MCP client")."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Using an agent from an MCP client", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"```bash\n(curl .*?)\n```", section, re.DOTALL).group(1)
+    env = {"API": stack.urls["assistant"].rstrip("/"), "TOKEN": key, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=30, check=True)
+    assert [t["name"] for t in json.loads(out.stdout)["result"]["tools"]][-3:] == ["ask", "get_result", "cancel"]
 
 
 # --- versions, headers, methods ----------------------------------------------------------------------
