@@ -7,7 +7,7 @@ Python version), then copies the cached dependencies and the package into the
 asset directory. A second synthesis with the same requirements reinstalls nothing.
 
 Only what Lambda runs goes in: the package without its tools (TOOLS: the local
-runtime, the bench, the CLI and the peers admin), which no production module
+runtime, the bench, the CLI, the peers admin and the ops commands), which no production module
 imports (tests/infra/test_infra_asset.py checks both).
 
 The asset hash covers the package files that go in, the bundle settings and the
@@ -81,6 +81,7 @@ TOOLS = (
     "peers_sync.py",
     "config_reference.py",
     "chat_client",
+    "ops",
 )
 
 

@@ -37,11 +37,8 @@ from .queues import Queues, construct_id
 API_TIMEOUT_S = 25
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
-# The AWS Lambda Web Adapter layer (published by AWS in account 753240598075 of each commercial region;
-# https://github.com/awslabs/aws-lambda-web-adapter, v1.0), for the functions' architecture (infra/bundling.py).
-WEB_ADAPTER_ACCOUNT = "753240598075"
-WEB_ADAPTER_LAYER = {"arm64": "LambdaAdapterLayerArm64", "x86_64": "LambdaAdapterLayerX86"}
-WEB_ADAPTER_VERSION = 26
+# The AWS Lambda Web Adapter layer (flightdeck.topology: `flightdeck deploy` checks it is in the region).
+WEB_ADAPTER_VERSION = topology.WEB_ADAPTER_VERSION
 # The streaming functions' handler: the script the adapter runs (in the asset, executable).
 WEB_HANDLER = "flightdeck/handlers/web.sh"
 WEB_PORT = 8080
@@ -89,10 +86,7 @@ def explicit_name(prefix: str, handler: str) -> str | None:
 
 
 def web_adapter_layer_arn(architecture: lambda_.Architecture) -> str:
-    return (
-        f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{WEB_ADAPTER_ACCOUNT}:layer:"
-        f"{WEB_ADAPTER_LAYER[architecture.name]}:{WEB_ADAPTER_VERSION}"
-    )
+    return topology.web_adapter_layer_arn(Aws.REGION, architecture.name, Aws.PARTITION)
 
 
 class Functions(Construct):

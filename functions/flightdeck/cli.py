@@ -320,7 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
             "  flightdeck local demo --scenario skills     # a structured call, a response schema, a mismatch marked\n"
             "  flightdeck local demo --scenario tools      # an MCP server's tool (examples/mcp-tools.toml)\n"
             "  flightdeck bench --quick --json bench.json  # what a delegation costs; see docs/PERFORMANCE.md\n"
-            "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)"
+            "  flightdeck chat http://127.0.0.1:PORT       # talk to an agent (--a2a CARD_URL: any A2A agent)\n"
+            "  flightdeck deploy --config my.toml          # check Node, credentials, bootstrap...; then deploy\n"
+            "  flightdeck status --config my.toml          # URLs, health, alarms, queue depths of each agent\n"
+            "  flightdeck logs --follow --session ID       # the deployed agents' timeline from CloudWatch Logs"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -429,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flightdeck.chat_client.browse import add_sessions_command
 
     add_sessions_command(commands)  # flightdeck sessions
+    from flightdeck.ops.commands import add_commands as add_ops_commands
+
+    add_ops_commands(commands)  # flightdeck deploy, status, logs, check: a deployment on AWS
     return parser
 
 

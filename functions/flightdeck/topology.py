@@ -245,6 +245,22 @@ def route_for(method: str | None, path: str | None) -> Route | None:
 # 15 minutes); every other API function answers within API Gateway's 29 s.
 STREAMING_HANDLERS = frozenset(r.handler for r in ROUTES if r.stream)
 STREAM_TIMEOUT_S = 900
+# They run the AWS Lambda Web Adapter, a layer AWS publishes in account 753240598075 of each commercial region
+# (https://github.com/awslabs/aws-lambda-web-adapter, v1.0): infra/functions.py attaches it, and
+# `flightdeck deploy` checks it is in the target region first.
+WEB_ADAPTER_ACCOUNT = "753240598075"
+WEB_ADAPTER_LAYER = {"arm64": "LambdaAdapterLayerArm64", "x86_64": "LambdaAdapterLayerX86"}
+WEB_ADAPTER_VERSION = 26
+# The functions' architecture (infra/bundling.py ARCHITECTURE builds the asset for it).
+LAMBDA_ARCHITECTURE = "arm64"
+
+
+def web_adapter_layer_arn(region: str, architecture: str = LAMBDA_ARCHITECTURE, partition: str = "aws") -> str:
+    return (
+        f"arn:{partition}:lambda:{region}:{WEB_ADAPTER_ACCOUNT}:layer:"
+        f"{WEB_ADAPTER_LAYER[architecture]}:{WEB_ADAPTER_VERSION}"
+    )
+
 
 # The EventBridge-scheduled backstop sweep.
 SWEEPER_HANDLER = "sweeper"

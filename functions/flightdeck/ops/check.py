@@ -1,0 +1,82 @@
+"""`flightdeck check --config FILE [--aws]`: the deployment file's checks, without running anything.
+
+Offline, the file is checked whole as the CDK app checks it before synthesis (or, with --local, as
+`flightdeck local` checks it): every problem once, with its TOML key and fix (docs/MISTAKES.md). A Bedrock
+model_id is checked for its shape only. With --aws, Bedrock is asked, with this machine's credentials, whether
+each Bedrock model id of the file exists in the agent's region and is enabled for the account
+(flightdeck.ops.bedrock_access); without credentials it says so and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from flightdeck import config_file
+from flightdeck.ops.aws import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OpsError, add_aws_options, failure, say, session
+
+
+def run(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    import flightdeck.ops.bedrock_access as bedrock_access
+
+    runtime: config_file.Runtime = "local" if args.local else "aws"
+    try:
+        # Locally a Bedrock agent needs credentials at run time: that is --aws's question, not the file's.
+        deployment = config_file.load_checked(args.config, runtime, local_model=runtime == "local")
+    except config_file.ConfigFileError as exc:
+        say("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
+        return EXIT_USAGE
+    raw = config_file.load(args.config)
+    bedrock = {name: spec for name, spec in raw.agents.items() if spec.model.provider == "bedrock"}
+    print(
+        f"{args.config}: ok ({len(deployment.agents)} agents, checked as for {'flightdeck local' if args.local else 'AWS'})"
+    )
+    if not args.aws:
+        if bedrock:
+            say(
+                f"{len(bedrock)} Bedrock model id(s) checked for shape only; --aws asks Bedrock whether each is enabled"
+            )
+        return EXIT_OK
+    if not bedrock:
+        print("no agent uses Bedrock: nothing to ask it")
+        return EXIT_OK
+    try:
+        aws = session(args)
+    except OpsError as exc:
+        say(f"--aws asks Bedrock, which needs AWS credentials and a region: {exc}")
+        return exc.code
+    failed = 0
+    for name, spec in bedrock.items():
+        region = spec.deploy.region or str(aws.region_name)
+        key = f"{config_file.toml_key(('agents', name, 'model'))}.model_id"
+        try:
+            verdict = bedrock_access.BedrockAccess(bedrock_access.client(aws, region)).check(spec.model.model_id)
+        except (BotoCoreError, ClientError) as exc:
+            problem = failure(exc)
+            say(str(problem))
+            return problem.code
+        if verdict.ok:
+            print(f"{args.config}: {key}: {verdict.detail}")
+        else:
+            failed += 1
+            print(f"{args.config}: {key}: {verdict.detail}. Fix: {verdict.fix}", file=sys.stderr)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def add_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "check",
+        help="check a deployment file (--aws: ask Bedrock whether its models are enabled)",
+        description="Check the deployment file whole, as `cdk synth` would (--local: as `flightdeck local` "
+        "would), and print every problem with its TOML key and fix. --aws also asks Bedrock, with your AWS "
+        "credentials, whether each Bedrock model id exists in the agent's region and is enabled for the account.",
+    )
+    sub.add_argument("--config", type=Path, required=True, metavar="FILE", help="the deployment file")
+    sub.add_argument("--aws", action="store_true", help="ask Bedrock about each model id (needs AWS credentials)")
+    sub.add_argument("--local", action="store_true", help="check it as `flightdeck local` runs it")
+    add_aws_options(sub)
+    sub.set_defaults(run=run)
