@@ -181,3 +181,47 @@ def test_a2a_streams_resume_after_random_drops(served, version, seed):
     task = wire_v1.task_from_wire(task) if v1 else task
     answer = "".join(p.get("text", "") for a in task["artifacts"] for p in a["parts"])
     assert text == answer and "Nile, Rhine" in answer
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_buffered_events_route_resumes_from_last_event_id(aws, monkeypatch, seed):
+    """With STREAMING off the events route answers the timeline so far in one response: a client polling it with
+    the last id it read (its reads cut short at random, as a dropped response is) gets each event once."""
+    rng = random.Random(seed)
+    with gateway("orchestrator") as url:
+        agent = make_agent(monkeypatch, extra_env={"STREAMING": "off"})
+        sid = new_session_id()
+        headers = agent.auth_headers()
+        seen: list[ServerEvent] = []
+
+        def poll() -> None:
+            extra = {"Last-Event-ID": seen[-1].id} if seen else {}
+            resp = requests.get(f"{url}/api/sessions/{sid}/events", headers={**headers, **extra}, timeout=30)
+            assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+            got = [e for e in read_events([resp.content]) if isinstance(e, ServerEvent)]
+            seen.extend(got[: rng.randint(1, 3)])  # the rest of the response was lost: asked again next time
+
+        assert agent.api("chat_post", body={"session_id": sid, "content": "@worker name two rivers"})[0] == 202
+        agent.run_queue("turns")
+        for _ in range(3):
+            poll()
+        use = next(json.loads(e.data)["tool_use_id"] for e in seen if e.event == "delegating")
+        _answer(url, agent.token(sid, 1, use))
+        agent.run_queue("turns")
+        for _ in range(50):
+            if seen and seen[-1].event == "idle":
+                break
+            poll()
+        full = requests.get(f"{url}/api/sessions/{sid}/events", headers=headers, timeout=30).content
+        # Past the last event: nothing more (a text/event-stream of no events).
+        after_all = requests.get(
+            f"{url}/api/sessions/{sid}/events", headers={**headers, "Last-Event-ID": seen[-1].id}, timeout=30
+        )
+        # An id this server did not hand out names no position: the timeline from the start, as when streaming.
+        unknown = requests.get(
+            f"{url}/api/sessions/{sid}/events", headers={**headers, "Last-Event-ID": "c1.not-ours"}, timeout=30
+        )
+    expected = [e.id for e in read_events([full]) if isinstance(e, ServerEvent)]
+    assert [e.id for e in seen] == expected and seen[-1].event == "idle"
+    assert after_all.status_code == 200 and after_all.text == ""
+    assert unknown.status_code == 200 and unknown.content == full

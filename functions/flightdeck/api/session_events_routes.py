@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
@@ -133,15 +133,25 @@ def get_session_events(
     follow: Annotated[
         Literal["true", "false"], Query(description="false: the timeline as it stands, then the end")
     ] = "true",
+    last_event: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            description="The id of the last event the client has: only the events after it are sent (one this "
+            "server did not hand out: from the start)",
+        ),
+    ] = None,
 ) -> Response[str]:
     # Reached when streaming is off (or with a malformed request, refused by validation before this
-    # runs): one response holds the timeline so far.
+    # runs): one response holds the timeline so far, after Last-Event-ID, so a client polling it with the
+    # last id it read gets each event once (flightdeck.domain.resume), as a streaming client does.
     d = deps()
     try:
         session = open_session(d, session_id, current_peer())
     except SessionNotFoundError:
         raise _not_found(session_id) from None
-    body = b"".join(_frames(session_id, session_events(d, session, Pace.of(d.settings), follow=False)))
+    events = session_events(d, session, Pace.of(d.settings), follow=False, cursor=resume.decode(last_event))
+    body = b"".join(_frames(session_id, events))
     return Response(
         status_code=200,
         content_type=SSE_HEADERS["Content-Type"],
