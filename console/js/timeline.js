@@ -156,9 +156,11 @@ export function renderTimeline(main, context, sessionId) {
     badge.textContent = "busy";
     badge.className = "badge busy";
     try {
-      for await (const frame of events(`/api/sessions/${encodeURIComponent(sessionId)}/events`, controller.signal)) {
-        onEvent(frame.data);
-      }
+      const path = `/api/sessions/${encodeURIComponent(sessionId)}/events`;
+      for await (const frame of events(path, controller.signal)) onEvent(frame.data);
+      // Live, a think is drawn as it starts; its duration and tokens come with the replay, read once the
+      // stream ends (the session idle): the steps that changed are redrawn in place.
+      if (!controller.signal.aborted) for (const frame of await snapshot(`${path}?follow=false`)) onEvent(frame.data);
     } catch (error) {
       if (!controller.signal.aborted) say(`Timeline: ${error.message}`, true);
     }
