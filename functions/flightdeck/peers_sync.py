@@ -6,7 +6,12 @@ What the file implies (grants()):
   peer: a token registered in the delegate's peer registry (its SHA-256) and a usage key in its default plan, the
   token itself put in the delegator's peer tokens secret (PEER_TOKENS_SECRET_ARN's: the JSON object service ->
   token) under the delegate's service name;
-- each delegator takes a `user` peer: you, with `flightdeck chat` or curl. Its token is printed on stdout, once.
+- each delegator takes a `user` peer: you, with `flightdeck chat` or curl. Its token is printed on stdout, once;
+- each `[[agents.X.mcp_servers]]` entry that is another agent Y of the file (its url under X's
+  `allowed_hosts.Y`) takes an MCP client key: the peer `X-mcp` at Y, scoped to the mcp channel (as
+  `flightdeck peers add --channel mcp`), the key itself put as the whole value of the secret its
+  `credential = "secret:NAME"` names (created if missing), which X's functions read. Such an entry without a
+  secret credential is named on stderr: there is nowhere to put its key.
 
 Each secret is read, merged and put back: the entries of other services stay (`put-secret-value` replaces the
 whole value; a hand-put token for a peer outside the file is kept). A rerun issues nothing new: a token in a
@@ -19,7 +24,7 @@ PeerTokensSecretArn), found before anything changes. With --endpoint-url (a moto
 the table <agent>-state, the plan flightdeck-<agent>-peers and the secret flightdeck-<agent>-peer-tokens
 (created if missing). `flightdeck local up` needs none of this: it registers the file's LOCAL ONLY tokens itself.
 
-MCP clients' keys are not implied by a file (it names no MCP clients): `flightdeck peers add --channel mcp`.
+MCP clients outside the file (Claude Desktop, an IDE) are not implied by it: `flightdeck peers add --channel mcp`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from flightdeck import config_file, topology
+from flightdeck.domain.allowlist import Allowlist
 from flightdeck.peers_admin import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -48,6 +54,11 @@ SECRET_OUTPUT = "PeerTokensSecretArn"
 # With --endpoint-url: the peer tokens secret of an agent (on AWS the stack names it).
 LOCAL_SECRET_NAME = "flightdeck-{agent}-peer-tokens"
 USER_PEER = "user"
+# The peer id of agent X's MCP client key at another agent of the file: its own peer, apart from X's delegation
+# token (each is rotated or revoked alone; each has its own usage key).
+MCP_PEER = "{client}-mcp"
+MCP_CHANNEL = "mcp"
+SECRET_CREDENTIAL = "secret:"
 _DEPLOY_FIRST = "--endpoint-url for a moto server, or deploy the stack first (cdk deploy)"
 
 
@@ -59,6 +70,25 @@ class Grant:
     peer: str  # the caller's peer id (the token is fdp_<peer>_...)
     holder: str = ""  # the agent whose secret holds the token ("": the user's, printed)
     service: str = ""  # its key in the holder's secret: the agent's name in the holder's ALLOWED_HOST_MAPPING
+    secret: str = ""  # an MCP client key: the secret that holds it whole (its credential's NAME); "": none
+
+
+def mcp_server_agent(deployment: config_file.DeploymentFile, client: str, url: str) -> str | None:
+    """The agent of the file an MCP server URL of `client` is: the one whose allowed_hosts base URL it lies under."""
+    for name, base in deployment.agents[client].allowed_hosts.items():
+        if name in deployment.agents and name != client and Allowlist({name: base.rstrip("/")}).allows_url(url):
+            return name
+    return None
+
+
+def mcp_without_secret(deployment: config_file.DeploymentFile) -> list[str]:
+    """MCP server entries that are agents of the file but name no secret to put a key in (the keys' TOML)."""
+    return [
+        f"{config_file.toml_key(('agents', name, 'mcp_servers', index))} credential"
+        for name, spec in deployment.agents.items()
+        for index, server in enumerate(spec.mcp_servers)
+        if mcp_server_agent(deployment, name, server.url) and not server.credential.startswith(SECRET_CREDENTIAL)
+    ]
 
 
 def grants(deployment: config_file.DeploymentFile) -> list[Grant]:
@@ -71,6 +101,11 @@ def grants(deployment: config_file.DeploymentFile) -> list[Grant]:
         if targets:
             found.append(Grant(name, USER_PEER))
         found.extend(Grant(target, name, name, target) for target in targets)
+        for server in spec.mcp_servers:
+            target = mcp_server_agent(deployment, name, server.url)
+            if target and server.credential.startswith(SECRET_CREDENTIAL):
+                secret = server.credential.removeprefix(SECRET_CREDENTIAL)
+                found.append(Grant(target, MCP_PEER.format(client=name), name, server.name, secret))
     return list(dict.fromkeys(found))
 
 
@@ -123,6 +158,29 @@ class _Where:
             return LOCAL_SECRET_NAME.format(agent=agent)
         return self._stack(agent).output(SECRET_OUTPUT, "peer tokens secret", _DEPLOY_FIRST)
 
+    def read_key(self, secret_id: str) -> str:
+        """An MCP client key: the secret's whole value ("" when the secret does not exist yet)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return str(self.secrets.get_secret_value(SecretId=secret_id).get("SecretString", ""))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            return ""
+
+    def put_key(self, secret_id: str, token: str) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.secrets.put_secret_value(SecretId=secret_id, SecretString=token)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            self.secrets.create_secret(
+                Name=secret_id, SecretString=token, Description="Flightdeck: an MCP client key (flightdeck peers sync)"
+            )
+
     def read_secret(self, agent: str, secret_id: str) -> dict[str, str]:
         from botocore.exceptions import ClientError
 
@@ -157,18 +215,29 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
 
     wanted = grants(deployment)
     callees = list(dict.fromkeys(g.agent for g in wanted))
-    holders = list(dict.fromkeys(g.holder for g in wanted if g.holder))
+    holders = list(dict.fromkeys(g.holder for g in wanted if g.holder and not g.secret))
     registries = {agent: PeerRegistry(where.table(agent), where.dynamodb) for agent in callees}
     plan_ids = {agent: where.plan_id(agent) for agent in callees}
     secret_ids = {agent: where.secret_id(agent) for agent in holders}
     held = {agent: where.read_secret(agent, secret_ids[agent]) for agent in holders}
+    keys = {g.secret: where.read_key(g.secret) for g in wanted if g.secret}
     outcome = Outcome()
     fresh: dict[str, dict[str, str]] = {agent: {} for agent in holders}
+    fresh_keys: dict[str, str] = {}
     for grant in wanted:
         registry = registries[grant.agent]
         record = registry.get_peer(grant.peer)
         active = record is not None and record.status == ACTIVE
-        if grant.holder:
+        if grant.secret:
+            current = keys[grant.secret]
+            ok = (
+                active
+                and record is not None
+                and MCP_CHANNEL in record.channels
+                and bool(current)
+                and token_sha256(current) == record.token_sha256
+            )
+        elif grant.holder:
             current = held[grant.holder].get(grant.service, "")
             ok = active and bool(current) and record is not None and token_sha256(current) == record.token_sha256
         else:
@@ -179,12 +248,17 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
             outcome.kept.append(grant)
             continue
         token = new_token(grant.peer)
-        if active:
+        if grant.secret:
+            # Scoped to MCP alone (replacing an active record of another scope, or a lost key's hash).
+            registry.add(grant.peer, token, replace=active, channels=(MCP_CHANNEL,))
+        elif active:
             registry.rotate(grant.peer, token)
         else:
             registry.add(grant.peer, token)
         outcome.issued.append(grant)
-        if grant.holder:
+        if grant.secret:
+            fresh_keys[grant.secret] = token
+        elif grant.holder:
             fresh[grant.holder][grant.service] = token
         else:
             outcome.user_tokens[grant.agent] = token
@@ -194,6 +268,8 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
         # Read again just before the put: an entry put meanwhile by hand is kept too.
         merged = {**where.read_secret(agent, secret_ids[agent]), **tokens}
         where.secrets.put_secret_value(SecretId=secret_ids[agent], SecretString=json.dumps(merged, sort_keys=True))
+    for secret_id, token in fresh_keys.items():
+        where.put_key(secret_id, token)
     return outcome
 
 
@@ -223,8 +299,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     for agent, token in outcome.user_tokens.items():
         print(f"{agent} {token}", flush=True)
+    for key in mcp_without_secret(deployment):
+        _say(f'not issued: {key} is not "secret:NAME": an agent of this file as MCP server needs its key in a secret')
     for grant in outcome.issued:
-        if grant.holder:
+        if grant.secret:
+            _say(f"issued: {grant.peer} -> {grant.agent} (an MCP client key, put in the secret {grant.secret!r})")
+        elif grant.holder:
             _say(
                 f"issued: {grant.peer} -> {grant.agent} (put in {grant.holder}'s peer tokens secret as {grant.service!r})"
             )
@@ -247,7 +327,9 @@ def add_sync_command(actions: Any) -> None:
         description="Issue every token the deployment file implies: each delegator's token at each agent it "
         "delegates to (registered there, with a usage key, and merged into the delegator's peer tokens secret "
         "without dropping its other entries), and a `user` token at each delegator, printed on stdout once as "
-        "'<agent> <token>'. Rerunning issues only what is missing (after adding an agent, or a lost entry).",
+        "'<agent> <token>', and an MCP client key for each MCP server entry that is an agent of the file, put in "
+        "the secret its credential names. Rerunning issues only what is missing (after adding an agent, or a lost "
+        "entry).",
         epilog="examples:\n"
         "  flightdeck peers sync --config examples/three-agents.toml            # against the deployed stacks\n"
         "  flightdeck peers sync --config my.toml --endpoint-url http://127.0.0.1:5000   # against moto",

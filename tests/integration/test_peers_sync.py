@@ -1,7 +1,8 @@
 """`flightdeck peers sync --config FILE` against a moto server (DynamoDB, API Gateway, Secrets Manager):
 with two, three and five agents, every token the file implies is registered where it is checked and put in the
-delegator's secret where it is presented; a rerun issues nothing; an added agent, a lost entry and a hand-put
-token of a peer outside the file are handled without losing a token from any secret."""
+delegator's secret where it is presented; each MCP server entry that is an agent of the file gets its client's
+MCP key, scoped to the mcp channel, in the secret its credential names; a rerun issues nothing; an added agent, a
+lost entry and a hand-put token of a peer outside the file are handled without losing a token from any secret."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from flightdeck import cli
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, default_plan_name, usage_key
-from flightdeck.domain.peers import AuthStatus, authenticate, peer_of
+from flightdeck.domain.peers import AuthStatus, authenticate, judge, peer_of, proof_of
 from flightdeck.local.resources import create_table
-from flightdeck.peers_sync import LOCAL_SECRET_NAME, Grant, grants
+from flightdeck.peers_sync import LOCAL_SECRET_NAME, Grant, grants, mcp_without_secret
 
 REGION = "us-east-1"
+
+
+def client_of(endpoint: str):
+    return client("secretsmanager", endpoint)
 
 
 def client(service: str, endpoint: str):
@@ -32,19 +37,27 @@ def client(service: str, endpoint: str):
 class Team:
     """A deployment file of agents `<prefix>-<name>`, each deployed (its table and default usage plan) on moto."""
 
-    def __init__(self, endpoint: str, tmp_path: Path, delegates: dict[str, list[str]]):
+    def __init__(
+        self, endpoint: str, tmp_path: Path, delegates: dict[str, list[str]], mcp: dict[str, list[str]] | None = None
+    ):
         self.endpoint, self.path = endpoint, tmp_path / "team.toml"
         self.prefix = f"t{uuid.uuid4().hex[:6]}"
         self.delegates: dict[str, list[str]] = {}
+        self.mcp: dict[str, list[str]] = {}
         self.deployed: set[str] = set()
-        self.write(delegates)
+        self.write(delegates, mcp)
 
     def name(self, short: str) -> str:
         return f"{self.prefix}-{short}"
 
-    def write(self, delegates: dict[str, list[str]]) -> None:
-        """The file: each agent delegating to the ones listed, every `allow` both ways; then each new agent deployed."""
-        self.delegates = delegates
+    def key_secret(self, client: str, server: str) -> str:
+        """The secret client's credential names for server's MCP key."""
+        return f"{self.prefix}/{client}/mcp-{server}"
+
+    def write(self, delegates: dict[str, list[str]], mcp: dict[str, list[str]] | None = None) -> None:
+        """The file: each agent delegating to the ones listed, every `allow` both ways, and using the MCP tools of
+        the agents `mcp` lists (their URLs under its allowed_hosts); then each new agent deployed."""
+        self.delegates, self.mcp = delegates, mcp or {}
         callers: dict[str, list[str]] = {a: [] for a in delegates}
         for caller, targets in delegates.items():
             for target in targets:
@@ -52,9 +65,20 @@ class Team:
         lines = []
         for agent, targets in delegates.items():
             allow = json.dumps([self.name(a) for a in dict.fromkeys([*targets, *callers[agent]])])
-            lines += [f"[agents.{self.name(agent)}]", f'description = "{agent}"', f"allow = {allow}", ""]
+            servers = self.mcp.get(agent, [])
+            hosts = ", ".join(f'{self.name(s)} = "https://{s}.example/prod"' for s in servers)
+            lines += [f"[agents.{self.name(agent)}]", f'description = "{agent}"', f"allow = {allow}"]
+            lines += [f"allowed_hosts = {{ {hosts} }}", ""]
             for target in targets:
                 lines += [f"[[agents.{self.name(agent)}.delegates]]", f'agent = "{self.name(target)}"', ""]
+            for server in servers:
+                lines += [
+                    f"[[agents.{self.name(agent)}.mcp_servers]]",
+                    f'name = "{server}-tools"',
+                    f'url = "https://{server}.example/prod/mcp"',
+                    f'credential = "secret:{self.key_secret(agent, server)}"',
+                    "",
+                ]
         self.path.write_text("\n".join(lines))
         plans = UsagePlans(client("apigateway", self.endpoint))
         for agent in delegates:
@@ -92,6 +116,13 @@ class Team:
     def secrets(self) -> dict[str, dict[str, str]]:
         return {a: self.secret(a) for a, targets in self.delegates.items() if targets}
 
+    def key(self, client: str, server: str) -> str:
+        secret_id = self.key_secret(client, server)
+        return str(client_of(self.endpoint).get_secret_value(SecretId=secret_id)["SecretString"])
+
+    def keys(self) -> dict[tuple[str, str], str]:
+        return {(c, server): self.key(c, server) for c, servers in self.mcp.items() for server in servers}
+
     def assert_every_token_works(self, users: dict[str, str]) -> None:
         """Each delegator's secret holds, for each agent it delegates to, a token that agent accepts, with a
         usage key in a plan; each delegator accepts its user's token."""
@@ -107,26 +138,44 @@ class Team:
             short = agent.removeprefix(self.prefix + "-")
             assert self.delegates[short], f"{agent} delegates to nobody: no user token"
             assert authenticate(self.registry(short), token, 0).status == AuthStatus.OK
+        for user_of_tools, servers in self.mcp.items():
+            for server in servers:
+                key = self.key(user_of_tools, server)
+                assert peer_of(key) == f"{self.name(user_of_tools)}-mcp"
+                record = self.registry(server).get_peer(peer_of(key))
+                assert judge(record, proof_of(key, 0, "mcp")).status == AuthStatus.OK
+                assert judge(record, proof_of(key, 0, "a2a")).status == AuthStatus.OUT_OF_SCOPE  # MCP alone
+                found = apigateway.lookup(usage_key(self.name(server), peer_of(key)))
+                assert found is not None and found.enabled and found.plan_id
 
 
 def test_two_agents_then_a_rerun_issues_nothing(moto_server, tmp_path, capsys):
-    team = Team(moto_server, tmp_path, {"orchestrator": ["worker"], "worker": []})
+    # The orchestrator delegates to the worker and uses the worker's skills as MCP tools too.
+    team = Team(moto_server, tmp_path, {"orchestrator": ["worker"], "worker": []}, mcp={"orchestrator": ["worker"]})
     users, err = team.sync(capsys)
     assert list(users) == [team.name("orchestrator")] and users[team.name("orchestrator")].startswith("fdp_user_")
-    assert "2 token(s) issued, 0 kept" in err
+    assert "3 token(s) issued, 0 kept" in err
+    assert f"(an MCP client key, put in the secret '{team.key_secret('orchestrator', 'worker')}')" in err
     team.assert_every_token_works(users)
-    before = team.secrets()
+    before, keys = team.secrets(), team.keys()
     hashes = {p.peer_id: p.token_sha256 for p in team.registry("worker").list_peers()}
+    assert set(hashes) == {team.name("orchestrator"), team.name("orchestrator") + "-mcp"}  # two keys, two peers
     again, err = team.sync(capsys)
-    assert again == {} and "0 token(s) issued, 2 kept" in err
+    assert again == {} and "0 token(s) issued, 3 kept" in err
     assert "already has a token (not shown again" in err
-    assert team.secrets() == before
+    assert team.secrets() == before and team.keys() == keys
     assert {p.peer_id: p.token_sha256 for p in team.registry("worker").list_peers()} == hashes
     team.assert_every_token_works(users)
 
 
 def test_three_agents_one_secret_holds_both_tokens_and_keeps_a_hand_put_one(moto_server, tmp_path, capsys):
-    team = Team(moto_server, tmp_path, {"orchestrator": ["researcher", "critic"], "researcher": [], "critic": []})
+    # The researcher delegates to nobody but uses the critic's MCP tools: a key, no user token.
+    team = Team(
+        moto_server,
+        tmp_path,
+        {"orchestrator": ["researcher", "critic"], "researcher": [], "critic": []},
+        mcp={"researcher": ["critic"]},
+    )
     outside = {"partner": "fdp_" + team.name("orchestrator") + "_handed-over-by-partner-0123456789abcdef"}
     client("secretsmanager", moto_server).create_secret(
         Name=LOCAL_SECRET_NAME.format(agent=team.name("orchestrator")), SecretString=json.dumps(outside)
@@ -135,39 +184,48 @@ def test_three_agents_one_secret_holds_both_tokens_and_keeps_a_hand_put_one(moto
     held = team.secret("orchestrator")
     assert set(held) == {"partner", team.name("researcher"), team.name("critic")}
     assert held["partner"] == outside["partner"]  # merged, not replaced
+    assert list(users) == [team.name("orchestrator")]
     team.assert_every_token_works(users)
 
 
 def test_five_agents_an_added_agent_and_a_lost_entry_lose_no_token(moto_server, tmp_path, capsys):
     four = {"lead": ["plan", "build"], "plan": ["check"], "build": ["check"], "check": []}
-    team = Team(moto_server, tmp_path, four)
+    team = Team(moto_server, tmp_path, four, mcp={"plan": ["build"]})
     users, err = team.sync(capsys)
     assert sorted(users) == sorted(team.name(a) for a in ("lead", "plan", "build"))
-    assert "7 token(s) issued" in err  # 4 delegations, 3 users
+    assert "8 token(s) issued" in err  # 4 delegations, 3 users, 1 MCP key
     team.assert_every_token_works(users)
-    before = team.secrets()
+    before, keys = team.secrets(), team.keys()
 
-    # A fifth agent: the lead and the checker delegate to it.
-    team.write({**four, "lead": ["plan", "build", "docs"], "check": ["docs"], "docs": []})
+    # A fifth agent: the lead and the checker delegate to it, the lead uses its MCP tools as well.
+    team.write(
+        {**four, "lead": ["plan", "build", "docs"], "check": ["docs"], "docs": []},
+        {"plan": ["build"], "lead": ["docs"]},
+    )
     added, err = team.sync(capsys)
     assert list(added) == [team.name("check")]  # the checker became a delegator: its user is new
-    assert "3 token(s) issued, 7 kept" in err
+    assert "4 token(s) issued, 8 kept" in err
     after = team.secrets()
     for agent, held in before.items():
         assert after[agent].items() >= held.items(), f"{agent}'s secret lost a token"
     assert set(after["lead"]) - set(before["lead"]) == {team.name("docs")}
+    assert team.keys().items() >= keys.items() and set(team.keys()) - set(keys) == {("lead", "docs")}
     team.assert_every_token_works({**users, **added})
 
-    # A token lost from a secret (put by hand without it): only it is issued again, the others stay.
+    # A token lost from a secret (put by hand without it) and an MCP key overwritten: only they are issued again.
     lost = dict(after["build"])
     del lost[team.name("check")]
     team.put_secret("build", lost)
+    old_key = team.key("plan", "build")
+    client_of(moto_server).put_secret_value(SecretId=team.key_secret("plan", "build"), SecretString="overwritten")
     again, err = team.sync(capsys)
-    assert again == {} and "1 token(s) issued" in err
+    assert again == {} and "2 token(s) issued" in err
     assert team.secret("build")[team.name("check")] != after["build"][team.name("check")]
     assert {a: s for a, s in team.secrets().items() if a != "build"} == {a: s for a, s in after.items() if a != "build"}
+    assert team.key("lead", "docs") != "overwritten" and team.key("plan", "build") not in ("overwritten", old_key)
     team.assert_every_token_works({**users, **added})
     assert authenticate(team.registry("check"), after["build"][team.name("check")], 0).status != AuthStatus.OK
+    assert authenticate(team.registry("build"), old_key, 0).status != AuthStatus.OK
 
 
 def test_what_a_file_implies():
@@ -179,6 +237,38 @@ def test_what_a_file_implies():
         Grant("researcher", "orchestrator", "orchestrator", "researcher"),
         Grant("critic", "orchestrator", "orchestrator", "critic"),
     ]
+
+
+def test_which_mcp_servers_imply_a_key(tmp_path):
+    from flightdeck import config_file
+
+    base = (Path(__file__).resolve().parents[2] / "examples" / "three-agents.toml").read_text()
+    servers = """
+[[agents.critic.mcp_servers]]
+name = "research"                      # an agent of the file: under allowed_hosts.researcher
+url = "https://r.example/prod/mcp"
+credential = "secret:critic/mcp-researcher"
+
+[[agents.critic.mcp_servers]]
+name = "notes"                         # a server outside the file: no key of ours
+url = "https://notes.example/mcp"
+credential = "secret:notes-token"
+
+[[agents.critic.mcp_servers]]
+name = "research-open"                 # an agent of the file, but no secret to put its key in
+url = "https://r.example/prod/mcp"
+"""
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        base.replace(
+            "[agents.critic]\n",
+            '[agents.critic]\nallowed_hosts = { researcher = "https://r.example/prod", notes = "https://notes.example" }\n',
+        )
+        + servers
+    )
+    deployment = config_file.load(path)
+    assert grants(deployment)[3:] == [Grant("researcher", "critic-mcp", "critic", "research", "critic/mcp-researcher")]
+    assert mcp_without_secret(deployment) == ["[[agents.critic.mcp_servers]] #3 credential"]
 
 
 def test_a_missing_plan_changes_nothing_and_says_so(moto_server, tmp_path, capsys):
