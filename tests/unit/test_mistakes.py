@@ -82,6 +82,50 @@ def _chat_at_moto(capsys) -> str:
     return err
 
 
+def _model_not_enabled(tmp_path: Path, capsys, monkeypatch) -> str:
+    """`flightdeck check --aws` on a model the account has not enabled. Bedrock's answers are stubbed (botocore's
+    Stubber, with the shapes of Bedrock's API): moto does not serve Bedrock's control plane."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from flightdeck.ops import bedrock_access
+
+    model = "amazon.nova-lite-v1:0"
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    bedrock = boto3.client("bedrock", region_name="us-east-1")
+    monkeypatch.setattr(bedrock_access, "client", lambda aws, region: bedrock)
+    path = _file(tmp_path, RESEARCHER_MODEL, RESEARCHER_MODEL.replace('"local"', f'"bedrock"\nmodel_id = "{model}"'))
+    with Stubber(bedrock) as stub:
+        stub.add_response(
+            "get_foundation_model",
+            {
+                "modelDetails": {
+                    "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/" + model,
+                    "modelId": model,
+                    "modelLifecycle": {"status": "ACTIVE"},
+                }
+            },
+        )
+        stub.add_response(
+            "get_foundation_model_availability",
+            {
+                "modelId": model,
+                "agreementAvailability": {"status": "NOT_AVAILABLE"},
+                "authorizationStatus": "NOT_AUTHORIZED",
+                "entitlementAvailability": "AVAILABLE",
+                "regionAvailability": "AVAILABLE",
+            },
+        )
+        assert cli.main(["check", "--config", str(path), "--aws"]) == cli.EXIT_FAILURE
+    _, err = capsys.readouterr()
+    return err
+
+
 MAKE: dict[int, Callable[[Path, pytest.CaptureFixture[str], pytest.MonkeyPatch], str]] = {
     1: lambda t, c, m: _up(t, c, "skills = [", "skils = ["),
     2: lambda t, c, m: _up(t, c, "[defaults]\n", "[defaults]\nASYNC_TOOL_TIMEOUT = 5000\n"),
@@ -109,6 +153,7 @@ MAKE: dict[int, Callable[[Path, pytest.CaptureFixture[str], pytest.MonkeyPatch],
         ),
     )[1],
     13: lambda t, c, m: _chat_at_moto(c),
+    14: _model_not_enabled,
 }
 
 
