@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:  # e.g. -c agents= naming an agent the file does not have
         print(f"app.py: {exc}", file=sys.stderr)
         return 2
-    print(f"app.py: {len(stacks)} stack(s) from {config_path(app)}", file=sys.stderr)
+    print(f"app.py: {len(stacks)} stack(s) from {config_path(app.node.try_get_context)}", file=sys.stderr)
     assembly = app.synth()
     if not run_by_cli:  # the CLI prints warnings itself
         print_messages(assembly)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import aws_cdk as cdk
 from aws_cdk import cx_api
@@ -30,22 +32,25 @@ from .account import ACCOUNT_STACK_NAME, ApiGatewayAccountStack
 from .bundling import BundleSettings, truthy
 from .stack import FlightdeckStack, stack_name
 
+# A context value by key, None when unset: app.node.try_get_context, or a dict's get (the tests' check of a context).
+Context = Callable[[str], Any]
 
-def config_path(app: cdk.App) -> Path:
-    value = app.node.try_get_context("config")
+
+def config_path(context: Context) -> Path:
+    value = context("config")
     return Path(value) if value else config_file.DEFAULT_CONFIG
 
 
 DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def deployment_name(app: cdk.App, path: Path) -> str:
+def deployment_name(context: Context, path: Path) -> str:
     """The deployment's name: context `deployment`, else the file's name without `.toml`.
 
     Its agents publish their URLs under /flightdeck/<name>/ (flightdeck.topology) and find each
     other there, so two files deployed into one account and region need different names.
     """
-    value = app.node.try_get_context("deployment")
+    value = context("deployment")
     name = str(value) if value else path.stem
     if not DEPLOYMENT_NAME.match(name):
         raise ValueError(
@@ -54,8 +59,8 @@ def deployment_name(app: cdk.App, path: Path) -> str:
     return name
 
 
-def selected_agents(app: cdk.App, deployment: config_file.DeploymentFile) -> list[str]:
-    value = app.node.try_get_context("agents")
+def selected_agents(context: Context, deployment: config_file.DeploymentFile) -> list[str]:
+    value = context("agents")
     if not value:
         return list(deployment.agents)
     names = [n.strip() for n in str(value).split(",") if n.strip()]
@@ -82,13 +87,35 @@ def stack_env(spec: config_file.AgentSpec) -> cdk.Environment | None:
     return cdk.Environment(account=account or None, region=region or None)
 
 
-def allow_open_agents(app: cdk.App) -> bool:
+def allow_open_agents(context: Context) -> bool:
     """Context `allow_open_agents`: whether an agent may be deployed with INBOUND_AUTH = "off"."""
-    value = app.node.try_get_context("allow_open_agents")
+    value = context("allow_open_agents")
     try:
         return value is not None and truthy(value)
     except ValueError as exc:
         raise ValueError(f"context allow_open_agents: {exc} (true or false)") from None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A synthesis's deployment file, checked, its deployment name and the agents to synthesize."""
+
+    path: Path
+    deployment: config_file.DeploymentFile
+    name: str
+    agents: list[str]
+
+
+def select(context: Context) -> Selection:
+    """Every refusal of a synthesis, made before any construct: ValueError names the problem (app.py: exit 2).
+
+    The one check of the whole file first (flightdeck.config_file: every problem named, ConfigFileError);
+    inbound authentication off on AWS is refused unless the context says a test rig is meant.
+    """
+    path = config_path(context)
+    deployment = config_file.load_checked(path, "aws", allow_open_agents=allow_open_agents(context))
+    name = deployment_name(context, path)
+    return Selection(path, deployment, name, selected_agents(context, deployment))
 
 
 def add_nag(app: cdk.App) -> None:
@@ -97,23 +124,20 @@ def add_nag(app: cdk.App) -> None:
 
 
 def build(app: cdk.App) -> list[FlightdeckStack]:
-    path = config_path(app)
-    # The one check of the whole file (flightdeck.config_file): a bad file stops here, every problem named.
-    # Inbound authentication off on AWS is refused unless the context says a test rig is meant.
-    deployment = config_file.load_checked(path, "aws", allow_open_agents=allow_open_agents(app))
-    name = deployment_name(app, path)
+    selection = select(app.node.try_get_context)
+    deployment = selection.deployment
     bundle = BundleSettings.from_context(app.node)
     cloudwatch_role = app.node.try_get_context("apigwCloudWatchRole")
     with_account_stack = True if cloudwatch_role is None else truthy(cloudwatch_role)
     account_stacks: dict[tuple[str, str], ApiGatewayAccountStack] = {}
     stacks = []
-    for agent in selected_agents(app, deployment):
+    for agent in selection.agents:
         env = stack_env(deployment.agents[agent])
         stack = FlightdeckStack(
             app,
             stack_name(agent),
             deployment=deployment,
-            deployment_name=name,
+            deployment_name=selection.name,
             agent=agent,
             bundle=bundle,
             env=env,
