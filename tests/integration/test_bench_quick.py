@@ -52,6 +52,8 @@ def test_prints_one_markdown_table_with_every_measure(result):
         "MCP server: tools/call on /mcp",
         "MCP client: a turn with 1 MCP tool call",
         "the MCP path in the a2a function",
+        "A2A v0.3 round trip on /a2a",
+        "A2A v1.0 round trip on /a2a",
     ):
         assert measure in text
 
@@ -66,6 +68,26 @@ def test_the_mcp_rows_are_counted_and_priced(result):
     # The MCP call is an HTTP request to the server, no AWS request; its result adds a think.
     assert turn["added_aws_requests"] > 0 and turn["call_ms"]["n"] == turn["with_call"]["calls"]
     assert finite_positive(result["cold_start"]["mcp_path"]["import_ms"])
+
+
+READS = ("GetItem", "Query")
+
+
+def test_the_a2a_rows_count_both_versions_alike(result):
+    runs = result["a2a_round_trips"]
+    for version in ("0.3", "1.0"):
+        run = runs[version]
+        # The key check, the task's writes, the think's invoke, the blocking wait's reads: never free.
+        assert run["per_call"]["aws_requests_total"] >= 3, run
+        assert finite_positive(sum(run["cost_per_million_calls_usd"].values()))
+        assert run["client_ms"]["n"] == run["calls"]
+    # v1.0 is the same core behind converters: the same writes (the blocking wait's reads, GetItem and Query
+    # per poll, follow the think's time, so they may differ by a poll).
+    writes = [
+        {op: n for op, n in runs[v]["per_call"]["aws_requests_by_operation"].items() if op.split(".")[-1] not in READS}
+        for v in ("0.3", "1.0")
+    ]
+    assert writes[0] == writes[1] and writes[0], writes
 
 
 def test_round_trips_are_counted_by_service_and_priced(result):

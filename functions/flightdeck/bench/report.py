@@ -288,6 +288,26 @@ def _mcp_rows(server: dict[str, Any] | None, client: dict[str, Any] | None) -> l
     return rows
 
 
+def _a2a_rows(a2a: dict[str, Any] | None) -> list[list[str]]:
+    """A blocking A2A send answered by the agent's model, in each version (flightdeck.bench.a2a_bench)."""
+    rows: list[list[str]] = []
+    for version, what in (("0.3", "message/send, blocking"), ("1.0", "SendMessage, A2A-Version: 1.0")):
+        run = (a2a or {}).get(version)
+        if run is None:
+            continue
+        per, cost = run["per_call"], run["cost_per_million_calls_usd"]
+        rows.append(
+            [
+                f"A2A v{version} round trip on /a2a ({what}): AWS requests per round trip",
+                f"{num(per['aws_requests_total'])}, {money(sum(cost.values()))} per 1M round trips",
+                ", ".join(f"{o} {num(c)}" for o, c in per["aws_requests_by_operation"].items())
+                + f"; {_costs(cost)}; counted, mean of {run['calls']} round trips; client p50 "
+                f"{num(run['client_ms']['p50'])} ms",
+            ]
+        )
+    return rows
+
+
 def table_rows(result: dict[str, Any]) -> list[list[str]]:
     one, fan = result["round_trip_one"], result["round_trip_fan_out"]
     rows: list[list[str]] = [["Measure", "Result", "Basis / breakdown"]]
@@ -297,6 +317,7 @@ def table_rows(result: dict[str, Any]) -> list[list[str]]:
     rows += _cost_rows(fan)
     rows += _structured_rows(one, result.get("round_trip_structured"))
     rows += _mcp_rows(result.get("mcp_server_calls"), result.get("mcp_client_turn"))
+    rows += _a2a_rows(result.get("a2a_round_trips"))
 
     cb = result["callback_throughput"]
     single, batch = cb["single"], cb["batch"]

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import requests
 
-from flightdeck.bench import durable, mcp_bench, stepfunctions
+from flightdeck.bench import a2a_bench, durable, mcp_bench, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -830,6 +830,29 @@ class StackRun:
             }
         return out
 
+    def a2a_round_trips(self, n: int) -> dict[str, Any]:
+        """Blocking sends to the worker's /a2a, n in v0.3 and n in v1.0 (flightdeck.bench.a2a_bench), each answered
+        by its model; counted on the worker alone: it is the whole path."""
+        url = f"{self.stack.urls[WORKER]}/a2a"
+        token = self.peer_tokens.get(BENCH_PEER)
+        out: dict[str, Any] = {}
+        for version in a2a_bench.VERSIONS:
+            a2a_bench.send(self.http, url, token, version, "say hello", f"bench-warm-{version}", 0)  # warm
+            self.say(f"counting {n} A2A v{version} round trips on the worker's /a2a")
+            start = time.time()
+            client_ms = []
+            for i in range(n):
+                sent = time.monotonic()
+                a2a_bench.send(
+                    self.http, url, token, version, f"say that report {i} is fine", f"bench-{version}-{i}", i + 1
+                )
+                client_ms.append((time.monotonic() - sent) * 1000)
+            out[version] = {
+                **self._counted_window(WORKER, start, n),
+                "client_ms": {k: round(v, 1) for k, v in summary(client_ms).items()},
+            }
+        return out
+
     def mcp_client_turns(self, n: int) -> dict[str, Any]:
         """Turns on the delegator whose model calls one tool of an MCP server on loopback, beside turns with no
         tool at all: the requests the call adds, and its time (the call itself, and the whole turn's)."""
@@ -1199,6 +1222,8 @@ def run(
             )
             conversation = bench.conversation()
             inbox = bench.inbox()
+            # A2A round trips (issue 27), last: v0.3 and v1.0 beside each other, nothing above perturbed.
+            a2a = bench.a2a_round_trips(max(2, opts.iterations // 3))
             startup_s = bench.startup_s
             latency = hop_latencies(bench.timeline, one["sessions"])
             latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(one["client_ms"]).items()}
@@ -1211,6 +1236,7 @@ def run(
             "round_trip_structured": _round_trip_report(structured, prices, 1, opts),
             "mcp_server_calls": mcp_server,
             "mcp_client_turn": mcp_client,
+            "a2a_round_trips": a2a,
             "latency_one_delegation_ms": latency,
             "latency_fan_out_ms": {
                 "total_logged": fan_latency.get("total_logged"),
