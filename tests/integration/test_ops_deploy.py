@@ -246,3 +246,8 @@ def test_the_layer_the_check_asks_for_is_the_one_the_stack_attaches():
     assert topology.web_adapter_layer_arn("eu-west-1") == (
         f"arn:aws:lambda:eu-west-1:753240598075:layer:LambdaAdapterLayerArm64:{topology.WEB_ADAPTER_VERSION}"
     )
+
+
+def test_the_deployment_page_names_the_pinned_cdk_cli():
+    page = (REPO / "docs" / "DEPLOYMENT.md").read_text()
+    assert f"npx --yes {deploy.CDK_CLI} --version" in page and f"(at least {deploy.MIN_NODE_MAJOR}," in page
