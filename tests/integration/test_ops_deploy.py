@@ -251,3 +251,44 @@ def test_the_layer_the_check_asks_for_is_the_one_the_stack_attaches():
 def test_the_deployment_page_names_the_pinned_cdk_cli():
     page = (REPO / "docs" / "DEPLOYMENT.md").read_text()
     assert f"npx --yes {deploy.CDK_CLI} --version" in page and f"(at least {deploy.MIN_NODE_MAJOR}," in page
+
+
+def test_a_bedrock_model_not_enabled_stops_the_deploy_with_its_key_and_fix(
+    account, tools, capsys, tmp_path, monkeypatch
+):
+    """Bedrock's answers stubbed (botocore's Stubber): moto does not serve Bedrock's control plane."""
+    from botocore.stub import Stubber
+
+    from flightdeck.ops import bedrock_access
+
+    bootstrap()
+    publish_layer()
+    model = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    config = tmp_path / "bedrock.toml"
+    local = 'provider = "local"       # deterministic, offline; "bedrock" with model_id on AWS'
+    assert local in EXAMPLE.read_text()
+    config.write_text(EXAMPLE.read_text().replace(local, f'provider = "bedrock"\nmodel_id = "{model}"'))
+    bedrock = boto3.client("bedrock", region_name=REGION)
+    monkeypatch.setattr(bedrock_access, "client", lambda aws, region: bedrock)
+    with Stubber(bedrock) as stub:
+        stub.add_response(
+            "get_foundation_model",
+            {"modelDetails": {"modelArn": f"arn:aws:bedrock:{REGION}::foundation-model/{model}", "modelId": model}},
+            {"modelIdentifier": model},
+        )
+        stub.add_response(
+            "get_foundation_model_availability",
+            {
+                "modelId": model,
+                "agreementAvailability": {"status": "PENDING"},
+                "authorizationStatus": "AUTHORIZED",
+                "entitlementAvailability": "AVAILABLE",
+                "regionAvailability": "AVAILABLE",
+            },
+            {"modelId": model},
+        )
+        code, _, err = run(capsys, config=config)
+    assert code == 1
+    assert f"FAIL Bedrock [agents.orchestrator.model].model_id: {model}: " in err
+    assert "(agreement PENDING)" in err and "fix: enable it for this account in the Bedrock console" in err
+    assert all("deploy --all" not in call for call in tools.npx_calls())
