@@ -271,7 +271,8 @@ class Api(Construct):
                 ),
             )
         )
-        validator = self.rest_api.add_request_validator(
+        # Every method's, the console's too (infra/console.py).
+        validator = self.request_validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
         for answer in _GATEWAY_RESPONSES:

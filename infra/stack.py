@@ -16,6 +16,7 @@ from .access import Permissions
 from .alarms import AlarmTopic
 from .api import Api
 from .bundling import BundleSettings, lambda_code
+from .console import WebConsole
 from .dashboard import OperationsDashboard, sessions_overdue_alarm
 from .environment import agent_environment
 from .functions import Functions
@@ -160,6 +161,14 @@ class FlightdeckStack(Stack):
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
         api_base_url.value = api.base_url
+        if spec.deploy.console:
+            WebConsole(self, "Console", rest_api=api.rest_api, request_validator=api.request_validator)
+            CfnOutput(
+                self,
+                "ConsoleUrl",
+                value=api.rest_api.url_for_path("/console"),
+                description=f"The web console of {agent} (docs/CONSOLE.md): open it, enter a user token",
+            )
         usage_plans = PeerUsagePlans(
             self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
         )

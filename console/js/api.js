@@ -2,8 +2,9 @@
 // sessionStorage only: it goes when the tab closes.
 
 const KEY = "flightdeck.user-token";
-// Deployed behind API Gateway the API lives under the stage (/prod/console/ -> /prod/api/...).
-export const BASE = location.pathname.slice(0, Math.max(0, location.pathname.indexOf("/console/")));
+// The API is beside the console's directory (the page's <base>): deployed, under the stage
+// (/prod/console/ -> /prod/api/...); locally at the root.
+export const BASE = new URL("..", document.baseURI).pathname.replace(/\/$/, "");
 
 export function token() {
   return sessionStorage.getItem(KEY) || "";

@@ -76,6 +76,11 @@ class DeploySection(BaseModel):
     retain_data: bool = Field(
         True, description="Keep the DynamoDB table and the log groups when the stack is destroyed."
     )
+    console: bool = Field(
+        False,
+        description="Serve the web console at /console/ of the agent's API (static files, public; its data comes from "
+        "the API with the user's token: docs/CONSOLE.md).",
+    )
     # E-mail addresses subscribed to the agent's alarm topic (each must confirm the subscription).
     alarm_emails: list[str] = Field(
         default_factory=list, description="E-mail addresses subscribed to the agent's alarm topic (each must confirm)."

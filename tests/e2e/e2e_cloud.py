@@ -29,6 +29,10 @@ service APIs from the template's own values, and nothing else is changed:
   - AWS::CloudWatch::Dashboard: supported, but its body names the alarms (Fn::GetAtt Arn), which
     moto's CloudFormation did not create, so it refuses the template: taken out of it and put
     after the alarms (PutDashboard, the body resolved);
+- an AWS::ApiGateway::Method with a MOCK integration (the web console's files, infra/console.py): moto's
+  CloudFormation wants an IntegrationHttpMethod and a Uri a MOCK has not, and drops integration responses;
+  taken out of the template and put after the stack (PutMethod, PutIntegration, PutMethodResponse,
+  PutIntegrationResponse), its templates as they are;
 - never created: AWS::ApiGateway::RequestValidator, ::GatewayResponse, ::Model (unsupported;
   request validation and API Gateway's own error answers are not emulated).
 
@@ -84,6 +88,13 @@ PSEUDO = {
     "AWS::URLSuffix": "amazonaws.com",
     "AWS::NoValue": None,
 }
+
+
+def _mock_method(resource: dict[str, Any]) -> bool:
+    return (
+        resource["Type"] == "AWS::ApiGateway::Method"
+        and resource["Properties"].get("Integration", {}).get("Type") == "MOCK"
+    )
 
 
 class Unresolvable(LookupError):
@@ -271,7 +282,9 @@ class MotoCloud:
             elif resource["Type"] in REF_IS_PROPERTY:
                 values.refs[lid] = resource["Properties"][REF_IS_PROPERTY[resource["Type"]]]
         deferred = {
-            lid: work["Resources"].pop(lid) for lid, r in list(work["Resources"].items()) if r["Type"] in DEFERRED
+            lid: work["Resources"].pop(lid)
+            for lid, r in list(work["Resources"].items())
+            if r["Type"] in DEFERRED or _mock_method(r)
         }
         work = resolve(work, Values(refs=dict(values.refs), attributes=dict(values.attributes)), partial=True)
         for resource in work["Resources"].values():
@@ -309,6 +322,9 @@ class MotoCloud:
                 if resource["Type"] == kind:
                     physical[lid] = self._create_after(stack, lid, resource, values)
                     values.refs[lid] = physical[lid]
+        for lid, resource in deferred.items():
+            if _mock_method(resource):
+                physical[lid] = self._put_mock_method(resolve(resource["Properties"], values, partial=True))
         outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in described.get("Outputs", [])}
         deployed = DeployedStack(stack, original, physical, outputs, skipped)
         self.stacks[stack] = deployed
@@ -393,6 +409,27 @@ class MotoCloud:
             values.refs[lid] = arn  # Ref of a secret is its ARN
             return arn
         raise AssertionError(resource["Type"])
+
+    def _put_mock_method(self, props: dict[str, Any]) -> str:
+        apigw = self.client("apigateway")
+        where = {"restApiId": props["RestApiId"], "resourceId": props["ResourceId"], "httpMethod": props["HttpMethod"]}
+        apigw.put_method(**where, authorizationType=props["AuthorizationType"])
+        integration = props["Integration"]
+        apigw.put_integration(**where, type="MOCK", requestTemplates=integration.get("RequestTemplates", {}))
+        for response in props.get("MethodResponses", []):
+            apigw.put_method_response(
+                **where,
+                statusCode=response["StatusCode"],
+                responseParameters=response.get("ResponseParameters", {}),
+            )
+        for response in integration.get("IntegrationResponses", []):
+            apigw.put_integration_response(
+                **where,
+                statusCode=response["StatusCode"],
+                responseParameters=response.get("ResponseParameters", {}),
+                responseTemplates=response.get("ResponseTemplates", {}),
+            )
+        return f"{props['ResourceId']}:{props['HttpMethod']}"
 
     def _create_after(self, stack: str, lid: str, resource: dict[str, Any], values: Values) -> str:
         kind, props = resource["Type"], resolve(resource.get("Properties", {}), values)

@@ -615,6 +615,8 @@ class Runtime:
         if resource is None or method not in (resource.get("resourceMethods") or {}):
             return 404, {}, json.dumps({"error": {"code": "not_found", "message": f"no route for {method} /{rest}"}})
         method_config = self._apigw.get_method(restApiId=api_id, resourceId=resource["id"], httpMethod=method)
+        if method_config["methodIntegration"]["type"] == "MOCK":
+            return self._mock(method_config["methodIntegration"], stage)
         text = body.decode() if isinstance(body, bytes) else body
         event = self._proxy_event(api_id, stage, method, path, resource["path"], params, query, headers, text)
         if method_config.get("authorizationType") == "CUSTOM":
@@ -631,6 +633,18 @@ class Runtime:
             self.failures.append(f"{self.functions[function_arn].agent}: {method} {path} answered {call.result}")
         result = call.result
         return int(result["statusCode"]), dict(result.get("headers") or {}), result.get("body") or ""
+
+    def _mock(self, integration: dict[str, Any], stage: str) -> tuple[int, dict[str, str], str]:
+        """A MOCK integration's 200 (the web console's files: infra/console.py), as API Gateway renders it."""
+        from tests.support.apigw_mock import render
+
+        answer = integration["integrationResponses"]["200"]
+        overrides, body = render(answer["responseTemplates"]["application/json"], stage)
+        static = {
+            k.removeprefix("method.response.header."): v.strip("'")
+            for k, v in (answer.get("responseParameters") or {}).items()
+        }
+        return 200, {**static, **overrides}, body
 
     def _match(self, api_id: str, path: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
         for resource in self._apigw.get_resources(restApiId=api_id, limit=500)["items"]:

@@ -24,6 +24,7 @@ template's own values instead (tests/e2e/e2e_cloud.py; the first test holds moto
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -31,6 +32,8 @@ import requests
 from e2e_agents import ACCOUNT_STACK, TASK, Chat, flightdeck, let_in, plan_id
 from e2e_cloud import CREATED_BEFORE, DEFERRED, REGION, UNSUPPORTED
 from e2e_lambda import Runtime
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 AGENTS = ("orchestrator", "worker")
@@ -90,6 +93,17 @@ def round_trip(assembly, tmp_path_factory):
             result["events"] = requests.get(
                 f"{orchestrator_url}api/sessions/{session_id}/events", headers=chat.headers, timeout=10
             )
+            # The web console (deploy.console): its page and a script, public; the data it reads, not without a token.
+            result["console"] = [
+                requests.get(f"{url}{path}", timeout=10)
+                for url, path in (
+                    (orchestrator_url, "console"),
+                    (orchestrator_url, "console/js/api.js"),
+                    (orchestrator_url, "api/sessions"),
+                    (orchestrator_url, f"api/sessions/{session_id}/events"),
+                    (worker_url, "console"),
+                )
+            ]
             # /mcp (docs/MCP.md): an MCP key's tools/list, and the user's A2A token there (scoped out).
             mcp_key = flightdeck(
                 "peers", "add", "--agent", "orchestrator", "mcp-client", "--channel", "mcp",
@@ -275,3 +289,15 @@ def test_the_dashboard_shows_what_the_functions_emit_and_names_what_exists(round
                 assert line[3] in queue_names, line
             if line[0] == "AWS/Lambda":
                 assert line[3] in lambda_names, line
+
+
+def test_the_deployed_console_serves_its_page_and_its_data_needs_the_users_token(round_trip) -> None:
+    page, script, listing, events, worker = round_trip["console"]
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert (
+        '<base href="/prod/console/">' in page.text and "default-src 'self'" in page.headers["Content-Security-Policy"]
+    )
+    assert script.status_code == 200 and script.headers["Content-Type"].startswith("text/javascript")
+    assert script.text == (REPO / "console" / "js" / "api.js").read_text()
+    assert [listing.status_code, events.status_code] == [401, 401]
+    assert worker.status_code == 404  # deploy.console is off for the worker
