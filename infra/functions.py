@@ -101,6 +101,7 @@ class Functions(Construct):
         environment: Mapping[str, str],
         memory_mb: int,
         log_removal_policy: RemovalPolicy,
+        think_memory_mb: int | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.functions: dict[str, lambda_.Function] = {}
@@ -134,7 +135,8 @@ class Functions(Construct):
                 architecture=ARCHITECTURE,
                 code=code,
                 handler=handler_string(handler),
-                memory_size=memory_mb,
+                # The think function waits on the model: its memory is its own choice (docs/PERFORMANCE.md).
+                memory_size=(think_memory_mb or memory_mb) if handler == topology.THINK_HANDLER else memory_mb,
                 timeout=Duration.seconds(timeout_s(handler)),
                 environment={**environment, **(WEB_ADAPTER_ENVIRONMENT if streams else {})},
                 layers=layers,

@@ -131,6 +131,7 @@ class FlightdeckStack(Stack):
             code=lambda_code(bundle),
             environment=env.variables,
             memory_mb=spec.deploy.memory_mb,
+            think_memory_mb=spec.deploy.think_memory_mb,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
         functions.consume(queues)

@@ -69,6 +69,14 @@ class DeploySection(BaseModel):
         description="Base URLs of peers deployed elsewhere (their stage URLs), by name: a URL here wins over the SSM lookup.",
     )
     memory_mb: int = Field(512, ge=128, le=10240, description="Memory of each of the agent's Lambda functions, in MB.")
+    think_memory_mb: int | None = Field(
+        None,
+        ge=128,
+        le=10240,
+        description="Memory of the think function (turn_worker), in MB (empty: memory_mb). It waits while the model "
+        "answers, and that wait is billed by GB-s: at any real model latency it is the largest cost of a delegation "
+        "(docs/PERFORMANCE.md, the model's wait).",
+    )
     throttle_rate: int = Field(
         50, gt=0, description="The API stage's throttle: requests per second, all callers together."
     )

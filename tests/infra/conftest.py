@@ -79,6 +79,7 @@ region = "eu-west-1"
 peer_urls = { helper = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/" }
 retain_data = false
 memory_mb = 1024
+think_memory_mb = 256
 throttle_rate = 7
 throttle_burst = 9
 

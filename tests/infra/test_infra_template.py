@@ -280,7 +280,10 @@ def test_one_code_asset_for_all_functions(orchestrator_tpl) -> None:
 
 
 def test_memory_from_deploy_section(planner_tpl) -> None:
-    assert {f["Properties"]["MemorySize"] for f in resources(planner_tpl, "AWS::Lambda::Function").values()} == {1024}
+    # The think function's own (think_memory_mb: it waits on the model); every other function's memory_mb.
+    assert function(planner_tpl, topology.THINK_HANDLER)["MemorySize"] == 256
+    others = {h: function(planner_tpl, h)["MemorySize"] for h in topology.HANDLERS if h != topology.THINK_HANDLER}
+    assert set(others.values()) == {1024}, others
 
 
 def test_no_managed_policies_on_function_roles(orchestrator_tpl) -> None:

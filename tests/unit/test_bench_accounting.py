@@ -397,3 +397,23 @@ def test_an_update_that_sets_or_removes_the_deadline_key_through_a_placeholder_i
     assert moved["in_index"] and not unrelated["in_index"] and not unrelated["leaves_index"]
     t = Tally.of([aws("UpdateItem", writes=[owed]), aws("UpdateItem", writes=[cleared])], sizes={})
     assert t.dynamodb["wru"] == 2 and t.dynamodb["gsi_wru"] == 2
+
+
+def test_the_model_wait_is_priced_per_think_at_each_stated_latency():
+    from flightdeck.bench.scenario import at_model_latency
+
+    table = prices.load()
+    per_turn = {
+        "lambda_invocations": {"delegator/turn_worker": 2.0, "worker/turn_worker": 1.0, "delegator/callback": 1.0}
+    }
+    out = at_model_latency(per_turn, 40.0, 1, table, {"delegator": 512, "worker": 128})
+    # 2 thinks at 0.5 GB and 1 at 0.125 GB: 1.125 GB-s per model-second per delegation.
+    per_second = round(1.125 * table.lambda_gb_second * 1e6, 2)
+    assert out["thinks_per_delegation"] == 3.0 and out["model_second_usd_per_million_delegations"] == per_second
+    assert out["total_usd_per_million_delegations"] == {
+        "1s": round(40.0 + per_second, 2),
+        "5s": round(40.0 + 5 * per_second, 2),
+    }
+    # Five delegations a turn share its thinks.
+    fan = at_model_latency(per_turn, 30.0, 5, table, {"delegator": 512, "worker": 128})
+    assert fan["thinks_per_delegation"] == 0.6

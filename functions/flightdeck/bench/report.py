@@ -126,8 +126,21 @@ def _cost_rows(rt: dict[str, Any]) -> list[list[str]]:
     sfn = rt["step_functions_variant"]
     sfn_costs = sfn["cost_per_million_delegations_usd"]
     transitions = sfn["state_transitions_per_turn"]
-    rows = [
-        [f"Cost per 1M delegations, {label}", money(ours["total"]), _costs(ours)],
+    rows = [[f"Cost per 1M delegations, {label}", money(ours["total"]), _costs(ours)]]
+    wait = rt.get("cost_at_model_latency")
+    if wait:
+        at = wait["total_usd_per_million_delegations"]
+        memory = ", ".join(f"{agent} {mb} MB" for agent, mb in wait["think_memory_mb"].items())
+        rows.append(
+            [
+                f"... same, with the model's latency: {' / '.join(at)} per think",
+                " / ".join(money(v) for v in at.values()),
+                f"{num(wait['thinks_per_delegation'])} thinks per delegation, each waiting on the model in its think "
+                f"function ({memory}): {money(wait['model_second_usd_per_million_delegations'])} per 1M delegations "
+                "per model-second, on top of the measured cost (the local model answers in 0 ms)",
+            ]
+        )
+    rows += [
         [
             "... same, Step Functions .waitForTaskToken, whole turn in the state machine (modelled)",
             money(sfn_costs["total"]),

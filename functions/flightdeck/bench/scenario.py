@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import requests
 
+from flightdeck import topology
 from flightdeck.bench import a2a_bench, durable, mcp_bench, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
@@ -96,6 +97,7 @@ class Role:
     skills: tuple[str, ...]
     env: dict[str, str]  # its settings ([defaults] and [env]) but those the bench manages
     memory_mb: int
+    think_memory_mb: int  # its think function's (turn_worker): deploy.think_memory_mb, else memory_mb
     tool_description: str = ""  # the delegator's: its delegating tool's description
 
 
@@ -121,6 +123,7 @@ def roles_from(deployment: DeploymentFile, config: str) -> Roles:
             skills=tuple(s.name or s.id for s in spec.skills),
             env=env,
             memory_mb=spec.deploy.memory_mb,
+            think_memory_mb=spec.deploy.think_memory_mb or spec.deploy.memory_mb,
             tool_description=tool_description,
         )
 
@@ -1257,6 +1260,41 @@ def memory_mb(opts: StackOptions, agent: str) -> int:
     return MEMORY_MB
 
 
+def think_memory_mb(opts: StackOptions, agent: str) -> int:
+    """The memory of an agent's think function (turn_worker): the file's deploy.think_memory_mb, else its functions'."""
+    roles = opts.roles
+    if roles is not None and agent in (DELEGATOR, WORKER):
+        return (roles.delegator if agent == DELEGATOR else roles.worker).think_memory_mb
+    return MEMORY_MB
+
+
+# The model latencies the cost headline is stated at (issue 31): a think's function waits while the model answers.
+MODEL_LATENCIES_S = (1, 5)
+
+
+def at_model_latency(
+    per_turn: dict[str, Any], total_per_million: float, delegations: int, prices: PriceTable, think_mb: dict[str, int]
+) -> dict[str, Any]:
+    """$ per 1M delegations when each think waits `latency` seconds on the model: the measured cost plus that wait's
+    Lambda duration (thinks per delegation x seconds x the think function's GB x the GB-s price). The local model
+    thinks in 0 ms, so the measured cost holds none of it."""
+    thinks = {
+        fn.split("/", 1)[0]: count
+        for fn, count in per_turn["lambda_invocations"].items()
+        if fn.endswith("/" + topology.THINK_HANDLER)
+    }
+    per_second = sum(count * think_mb.get(agent, MEMORY_MB) / 1024 for agent, count in thinks.items())
+    per_second_usd = per_second * prices.lambda_gb_second * 1e6 / delegations
+    return {
+        "thinks_per_delegation": round(sum(thinks.values()) / delegations, 3),
+        "think_memory_mb": think_mb,
+        "model_second_usd_per_million_delegations": round(per_second_usd, 2),
+        "total_usd_per_million_delegations": {
+            f"{s}s": round(total_per_million + s * per_second_usd, 2) for s in MODEL_LATENCIES_S
+        },
+    }
+
+
 def _round_trip_report(
     run_: dict[str, Any], prices: PriceTable, delegations: int, opts: StackOptions | None = None
 ) -> dict[str, Any]:
@@ -1281,12 +1319,16 @@ def _round_trip_report(
     lean = stepfunctions.lean_model(**common)
     durable_ = durable.model(**common, checkpoint_bytes=run_.get("conversation_bytes", 0.0))
     costs = per.cost(prices)
+    per_turn = per.to_dict(prices)
+    cost = {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()}
+    think_mb = {agent: think_memory_mb(opts, agent) for agent in (DELEGATOR, WORKER)}
     return {
         "round_trips": n,
         "delegations_per_turn": delegations,
         "turns_that_timed_out": run_["timed_out"],
-        "per_turn": per.to_dict(prices),
-        "cost_per_million_delegations_usd": {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()},
+        "per_turn": per_turn,
+        "cost_per_million_delegations_usd": cost,
+        "cost_at_model_latency": at_model_latency(per_turn, cost["total"], delegations, prices, think_mb),
         "step_functions_variant": sfn,
         "step_functions_lean_variant": lean,
         "durable_functions_variant": durable_,
