@@ -16,7 +16,7 @@ from flightdeck.domain.records import peer_session_id
 from flightdeck.local.stack import LocalStack
 from tests.integration.test_api_service_routes import Requests, _list
 from tests.integration.test_event_fields import CONFIG, timeline
-from tests.support.harness import make_agent, new_session_id
+from tests.support.harness import load_event, make_agent, new_session_id
 
 REPO = Path(__file__).resolve().parents[2]
 USER = {"Authorization": "Bearer fdp_user_LOCAL-ONLY-demo-user-token-0123456789abcdef"}
@@ -40,6 +40,21 @@ def test_the_listing_shows_first_message_agent_turns_and_delegations_in_the_same
     # The timeline view's reads: the token, the session's query, its waiting turn's results.
     timeline(agent, sid)
     assert counted.take() == ["GetItem", "Query", "Query"]
+    # A delegate's lane, this side: the token and the session's query (the owner's check), then the
+    # delegate's own read of its timeline (here nobody answers at the worker's URL: 502, nothing changed).
+    before = agent.table_items()
+    reply = json.loads(agent.item(f"S#{sid}", "ITER#000001")["reply"])
+    call = next(b["toolUse"]["toolUseId"] for b in reply["message"]["content"] if "toolUse" in b)
+    event = load_event("api/session_get.json", SESSION_ID=sid)
+    path = f"/api/sessions/{sid}/delegations/{call}/events"
+    event.update(resource="/api/sessions/{session_id}/delegations/{tool_use_id}/events", path=path)
+    event["pathParameters"] = {"session_id": sid, "tool_use_id": call}
+    event["queryStringParameters"] = {"agent": "maps"}
+    event["headers"].update(agent.auth_headers())
+    status, _, body = agent.call(event, "chat_ingest")
+    assert (status, body["error"]["code"]) == (502, "delegate_unreachable"), body
+    assert counted.take() == ["GetItem", "Query"]
+    assert agent.table_items() == before
 
 
 @pytest.fixture(scope="module")
