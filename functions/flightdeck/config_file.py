@@ -84,6 +84,19 @@ class DeploySection(BaseModel):
     retain_data: bool = Field(
         True, description="Keep the DynamoDB table and the log groups when the stack is destroyed."
     )
+    front_door: Literal["rest", "lean"] = Field(
+        "rest",
+        description='The agent\'s front door (docs/FRONT_DOORS.md): "rest", one REST API with the peer authorizer, '
+        'usage plans and request validator; "lean", Lambda function URLs for the peer routes that carry a round '
+        "trip and an HTTP API for the rest, cheaper, with the token checked in the functions only.",
+    )
+    url_function_concurrency: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description='front_door = "lean": the reserved concurrency of each function behind a function URL (chat, '
+        "callback, a2a), which bounds a flood no gateway throttles (0: none reserved, the account's pool).",
+    )
     console: bool = Field(
         False,
         description="Serve the web console at /console/ of the agent's API (static files, public; its data comes from "
@@ -417,6 +430,19 @@ def toml_key(loc: Sequence[object]) -> str:
     return f"[{_dotted(tables)}]" + (f".{_dotted(key)}" if key else "")
 
 
+def _door_problems(deployment: DeploymentFile) -> list[Problem]:
+    """The console is MOCK methods of the REST API (infra/console.py): the lean door's HTTP API has none."""
+    return [
+        Problem(
+            toml_key(("agents", name, "deploy", "console")),
+            'needs front_door = "rest": the console is served by the REST API, which the lean door has not',
+            'set console = false, or front_door = "rest"',
+        )
+        for name, spec in deployment.agents.items()
+        if spec.deploy.console and spec.deploy.front_door == "lean"
+    ]
+
+
 def _model_at(loc: Sequence[object]) -> type[BaseModel] | None:
     """The model class of the table a location points into (None: a table of plain values)."""
     cls: Any = DeploymentFile
@@ -703,6 +729,7 @@ def check(
     if runtime == "aws" and not allow_open_agents:
         problems.extend(_open_agent_problems(deployment))
     problems.extend(_mcp_problems(deployment, runtime))
+    problems.extend(_door_problems(deployment))
     agents = deployment.agents
     names = list(agents)
     for name, spec in agents.items():

@@ -154,6 +154,12 @@ MAKE: dict[int, Callable[[Path, pytest.CaptureFixture[str], pytest.MonkeyPatch],
     )[1],
     13: lambda t, c, m: _chat_at_moto(c),
     14: _model_not_enabled,
+    15: lambda t, c, m: _up(
+        t,
+        c,
+        "[agents.critic]\n",
+        '[agents.researcher.deploy]\nfront_door = "lean"\nconsole = true\n\n[agents.critic]\n',
+    ),
 }
 
 
