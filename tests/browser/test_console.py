@@ -210,6 +210,14 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     page.wait_for_selector(f"tr[data-session='{session}']")
     assert page.is_disabled("#next-page") and page.is_disabled("#prev-page")
     page.fill("#filter", "")
+    # Live: a session started elsewhere (here with curl's request) shows up without a reload.
+    started = requests.post(
+        f"{stack.urls['orchestrator']}/api/chat",
+        json={"content": "started elsewhere"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    ).json()["session_id"]
+    page.wait_for_selector(f"tr[data-session='{started}'] td:has-text('started elsewhere')", timeout=WAIT_MS)
     accessible(page)
     shot(page, "sessions")
 
