@@ -117,6 +117,7 @@ LONGEST_FIRST = (
     "integration/test_a2a_server.py",
     "integration/test_peers_admin.py",
     "e2e/test_e2e_deploy.py",
+    "browser/test_console.py",
     "contract/test_state_differential.py",
     "integration/test_pipeline_workers.py",
     "integration/test_skills_a2a.py",
