@@ -126,6 +126,16 @@ def test_round_trips_are_counted_by_service_and_priced(result):
             assert finite_positive(total["total"]) and all(math.isfinite(v) and v >= 0 for v in total.values())
         # What the lean variant drops is gone from its counts: no timer invocations on the delegator.
         assert not [f for f in lean["delegator_side"]["lambda_invocations"] if f.endswith("/deadline_timer")]
+        # The counting host's DynamoDB requests are the ones moto's own recorder saw arrive in the window.
+        check = rt["moto_recorder_check"]
+        assert check["differences_by_operation"] == {}, check
+        assert check["dynamodb_requests_counted"] == check["dynamodb_requests_recorded_by_moto"] > 0
+        # The model's wait: each think of the turn waits on the model in its 512 MB think function.
+        wait = rt["cost_at_model_latency"]
+        thinks = sum(n for fn, n in per["lambda_invocations"].items() if fn.endswith("/turn_worker"))
+        assert wait["thinks_per_delegation"] == round(thinks / k, 3)
+        one_s, five_s = wait["total_usd_per_million_delegations"].values()
+        assert costs["total"] < one_s < five_s
     # chat to the delegator, the task to the worker, the answer back: always three requests
     assert result["round_trip_one"]["per_turn"]["api_gateway_requests_total"] == 3
     # The peer tokens of both ingests are checked inside their transactions, not read before them:

@@ -140,6 +140,18 @@ def _cost_rows(rt: dict[str, Any]) -> list[list[str]]:
                 "per model-second, on top of the measured cost (the local model answers in 0 ms)",
             ]
         )
+    check = rt.get("moto_recorder_check")
+    if check:
+        differences = check["differences_by_operation"]
+        rows.append(
+            [
+                "... its DynamoDB requests, counted / recorded by moto",
+                f"{check['dynamodb_requests_counted']} / {check['dynamodb_requests_recorded_by_moto']}",
+                "every agent's DynamoDB requests in the window, as the counting host counted them inside the functions "
+                "and as moto's recorder saw them arrive (the bench's own reads left out): "
+                + ("they agree" if not differences else f"moto - counted, by operation: {differences}"),
+            ]
+        )
     rows += [
         [
             "... same, Step Functions .waitForTaskToken, whole turn in the state machine (modelled)",

@@ -20,6 +20,7 @@ import base64
 import http.server
 import json
 import math
+import os
 import tempfile
 import threading
 import time
@@ -33,7 +34,7 @@ from typing import Any, TextIO
 import requests
 
 from flightdeck import topology
-from flightdeck.bench import a2a_bench, durable, mcp_bench, stepfunctions
+from flightdeck.bench import a2a_bench, durable, mcp_bench, moto_recorder, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -441,10 +442,19 @@ class StackRun:
 
     def __enter__(self) -> StackRun:
         started = time.monotonic()
-        self.stack.start()
+        # moto's recorder writes here (read by moto_recorder.Recording): its process inherits this environment.
+        previous = os.environ.get(moto_recorder.FILE_VARIABLE)
+        os.environ[moto_recorder.FILE_VARIABLE] = str(self.counts_dir.parent / "moto-recording.jsonl")
+        try:
+            self.stack.start()
+        finally:
+            if previous is None:
+                os.environ.pop(moto_recorder.FILE_VARIABLE, None)
+            else:
+                os.environ[moto_recorder.FILE_VARIABLE] = previous
         from flightdeck.local.resources import local_client
 
-        self.dynamodb = local_client("dynamodb", self.stack.moto_endpoint)
+        self.dynamodb = moto_recorder.mark(local_client("dynamodb", self.stack.moto_endpoint))
         secrets = local_client("secretsmanager", self.stack.moto_endpoint)
         for name, spec in self.stack.deployment.agents.items():
             if "TOOL_CALLBACK_SECRET_ARN" in spec.env:
@@ -617,12 +627,21 @@ class StackRun:
     ) -> dict[str, Any]:
         """n turns on the delegator, one after the other; then (meanwhile: other agents' work) wait for their timers."""
         self.say(f"counting {n} round trip(s) with {label}")
+        recording = moto_recorder.Recording(self.stack.moto_endpoint, self.http)
+        recording.start()
         start = time.time()
         trips = [self.round_trip(content(i)) for i in range(n)]
         if meanwhile is not None:
             meanwhile()  # other agents: their records are not in this window's count
         last_deadline = trips[-1][1] + self.opts.delegator_timeout_ms / 1000
         end = self.settle({DELEGATOR, WORKER}, start, n, not_before=last_deadline + 0.5)
+        recorded = recording.stop()
+        # Every agent's DynamoDB requests in the window, whatever their category, as moto saw them all.
+        counted = Counter(
+            str(r["op"])
+            for r in between(self.records(), start, time.time())
+            if r.get("k") == "aws" and r.get("svc") == "dynamodb"
+        )
         window = [r for r in between(self.records(), start, end) if r.get("agent") in (DELEGATOR, WORKER)]
         sizes = self.item_sizes(update_keys(window))
         total = Tally.of(window, sizes=sizes, memory_mb=memory_mb(self.opts, DELEGATOR), agents=[DELEGATOR]).plus(
@@ -649,6 +668,7 @@ class StackRun:
             "sessions": [t[0] for t in trips],
             "client_ms": [(t[2] - t[1]) * 1000 for t in trips],
             "log_bytes_by_agent": {a: self.timeline.log_bytes({a}, start, end) for a in (DELEGATOR, WORKER)},
+            "moto_recorder_check": moto_recorder.compare(counted, recorded),
         }
 
     def post(self, url: str, timeout_s: float = HTTP_TIMEOUT_S, **kwargs: Any) -> requests.Response:
@@ -1329,6 +1349,7 @@ def _round_trip_report(
         "per_turn": per_turn,
         "cost_per_million_delegations_usd": cost,
         "cost_at_model_latency": at_model_latency(per_turn, cost["total"], delegations, prices, think_mb),
+        "moto_recorder_check": run_["moto_recorder_check"],
         "step_functions_variant": sfn,
         "step_functions_lean_variant": lean,
         "durable_functions_variant": durable_,
