@@ -229,6 +229,10 @@ def test_a_second_session_is_canceled_from_its_timeline(page, stack):
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('Canceled at think')", timeout=WAIT_MS)
     page.wait_for_selector("[data-lane='self'] li[data-kind='idle']", timeout=WAIT_MS)
+    # The delegation it waited on, canceled in turn; the delegate's lane drawn while it thought.
+    [canceled] = [s for s in steps(page, "self") if s["kind"] == "canceled"]
+    assert "slowpoke" in canceled["text"] and int(canceled["latency"]) >= 0
+    assert page.query_selector("[data-agent='slowpoke'] li[data-kind='message']") is not None
     answer = requests.get(
         f"{stack.urls['orchestrator']}/api/sessions/{session}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
     ).json()
