@@ -1,10 +1,10 @@
 // Sessions: the caller's sessions at this agent (GET /api/sessions: 3 DynamoDB requests a page), newest
-// first, a page at a time, refreshed live; a filter over the page; a new message starts a session.
+// first, a page at a time (5 to 100), refreshed live; a filter over the page; a new message starts a session.
 
 import { call } from "./api.js";
 import { clock, h, isoOf, say } from "./dom.js";
 
-const PAGE = 20;
+const SIZES = [5, 20, 50, 100];
 const REFRESH_MS = 2000;
 
 export function renderSessions(main, context) {
@@ -19,6 +19,7 @@ export function renderSessions(main, context) {
   const prev = h("button", { type: "button", class: "secondary", id: "prev-page", onclick: () => go(page - 1) }, "Previous page");
   const more = h("button", { type: "button", class: "secondary", id: "next-page", onclick: () => go(page + 1) }, "Next page");
   const where = h("span", { class: "muted", id: "page-label" });
+  const size = h("select", { id: "page-size" }, ...SIZES.map((n) => h("option", { value: n, selected: n === 20 }, n)));
   const message = h("textarea", { id: "new-message", rows: 2, placeholder: "@worker list three owls" });
 
   const form = h("form", { class: "row actions", onsubmit: send },
@@ -29,6 +30,7 @@ export function renderSessions(main, context) {
     h("div", { class: "row" },
       h("label", { for: "filter" }, "Filter"), filter,
       h("label", { for: "status-filter" }, "Status"), status,
+      h("label", { for: "page-size" }, "Per page"), size,
       prev, more, where),
     h("table", { id: "sessions" },
       h("caption", { class: "muted" }, "Newest first; refreshed every 2 s"),
@@ -36,6 +38,10 @@ export function renderSessions(main, context) {
         ...["First message", "Status", "Agent", "Started", "Last update", "Turns", "Delegations"].map((t) => h("th", { scope: "col" }, t)))),
       body));
   filter.addEventListener("input", draw);
+  size.addEventListener("change", () => {
+    cursors.length = 1; // a cursor belongs to its page size's listing: start over
+    go(0);
+  });
   status.addEventListener("change", draw);
   message.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit();
@@ -55,7 +61,7 @@ export function renderSessions(main, context) {
 
   async function load() {
     const cursor = cursors[page];
-    const query = `limit=${PAGE}` + (cursor ? `&cursor=${encodeURIComponent(cursor)}` : "");
+    const query = `limit=${size.value}` + (cursor ? `&cursor=${encodeURIComponent(cursor)}` : "");
     try {
       const listing = await call("GET", `/api/sessions?${query}`);
       rows = listing.sessions;

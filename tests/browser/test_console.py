@@ -1,7 +1,7 @@
 """The web console in a real headless browser (issue 29), against one local stack: every action by keyboard.
 
 A chat that delegates twice, its two delegate lanes filling while they work; times and latencies; a payload
-expanded; the sessions list and its filter; a second session canceled; a question answered; the inspector
+expanded; the sessions list, live, filtered and paged; a second session canceled; a question answered; the inspector
 opening a strict a2a-sdk 1.x agent and chatting with it; on each view a basic accessibility check (every
 control labelled, every text's contrast ratio computed in the page). Screenshots go to docs/img/ with
 FLIGHTDECK_SCREENSHOTS=docs/img, else under .pytest_cache/console-screenshots/.
@@ -253,6 +253,36 @@ def test_a_question_is_answered_from_the_page(page):
     done = page.wait_for_selector("[data-lane='self'] li[data-kind='answer']:has-text('told')", timeout=WAIT_MS)
     assert 'told "2024"' in done.inner_text()
     assert page.is_hidden("#question-form")
+
+
+def test_the_list_pages(page, stack):
+    # Six sessions by now (the tests above made four): five a page, then one.
+    for text in ("one more", "and another"):
+        answer = requests.post(
+            f"{stack.urls['orchestrator']}/api/chat",
+            json={"content": text},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
+        assert answer.status_code == 202, answer.text
+    page.focus("nav a[data-view='sessions']")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("tr[data-session] td:has-text('and another')")
+    page.focus("#page-size")
+    page.keyboard.press("ArrowUp")  # 20 -> 5
+    assert page.input_value("#page-size") == "5"
+    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 5")
+    first_page = page.eval_on_selector_all("tr[data-session]", "rows => rows.map(r => r.dataset.session)")
+    page.focus("#next-page")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#page-label:has-text('page 2')")
+    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 1")
+    [last] = page.eval_on_selector_all("tr[data-session]", "rows => rows.map(r => r.dataset.session)")
+    assert last not in first_page and page.is_disabled("#next-page")
+    page.focus("#prev-page")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#page-label:has-text('page 1')")
+    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 5")
 
 
 def test_the_inspector_opens_an_a2a_sdk_agent_and_chats_with_it(page, echo_agent):
