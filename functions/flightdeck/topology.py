@@ -22,7 +22,7 @@ DEADLINE_AT_ATTRIBUTE = "due_at"
 # Spreads open turns over a few index partitions so no single one runs hot.
 DEADLINE_SHARDS = 4
 # A peer's own sessions, newest first (GET /api/sessions): a session's META item carries its owner
-# and creation time (flightdeck.adapters.dynamo_state writes them; an item without an owner, made
+# and creation time (flightdeck.adapters.dynamo writes them; an item without an owner, made
 # while authentication was off, is not in it). Keys only: a session's later updates (status, turn,
 # messages) never write to it, so it costs one index write per new session.
 SESSIONS_INDEX = "owner-sessions-index"

@@ -14,7 +14,7 @@ import functools
 from typing import TYPE_CHECKING, Any, cast
 
 from flightdeck.adapters.a2a_http import A2AHttp
-from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.dynamo.store import StateStore
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.live_state import LiveStore

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.dynamo.store import StateStore
 from flightdeck.domain.records import Completion, MessageSlot, ResultSource, Session, ToolResult, TurnSeed
 from flightdeck.local.resources import create_table
 from tests.conftest import MOTO_CONFIG

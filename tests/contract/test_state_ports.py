@@ -16,8 +16,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from flightdeck.adapters import dynamo_state
-from flightdeck.adapters.dynamo_state import StateStore
+from flightdeck.adapters.dynamo import table as dynamo_table
+from flightdeck.adapters.dynamo.store import StateStore
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.domain.liveness import Overdue
 from flightdeck.domain.peers import ACTIVE, PeerRecord, PeerRefusedError, new_token, proof_of, token_sha256
@@ -109,7 +109,7 @@ def delegated(state, clock, sid, *ids, deadlines=None):
 
 
 def test_the_fake_owes_a_think_as_long_as_the_store_does():
-    assert fake_state.OWED_THINK_GRACE_MS == dynamo_state.OWED_THINK_GRACE_MS
+    assert fake_state.OWED_THINK_GRACE_MS == dynamo_table.OWED_THINK_GRACE_MS
 
 
 # --- sessions and the inbox ------------------------------------------------------------------------------

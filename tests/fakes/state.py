@@ -1,6 +1,6 @@
 """The agent's state in memory: every state port of flightdeck.domain.ports, as the DynamoDB store keeps them.
 
-MemoryState mirrors flightdeck.adapters.dynamo_state.StateStore condition for condition: each method
+MemoryState mirrors flightdeck.adapters.dynamo.store.StateStore condition for condition: each method
 checks what that store's write puts in its ConditionExpression (on the item as it is, expired or not,
 as DynamoDB does), then applies all of the write or none of it; reads drop what is past its TTL, as
 the store's reads do. Nothing runs concurrently here, so where the store retries after a lost race
@@ -49,7 +49,7 @@ from flightdeck.domain.records import (
     TurnSeed,
 )
 
-# As flightdeck.adapters.dynamo_state.OWED_THINK_GRACE_MS (tests/contract checks they agree).
+# As flightdeck.adapters.dynamo.table.OWED_THINK_GRACE_MS (tests/contract checks they agree).
 OWED_THINK_GRACE_MS = topology.WORKER_TIMEOUT_S * 1000 + 5_000
 # DynamoDB's item size limit: what would not fit in one item is refused, as the store refuses it.
 MAX_ITEM_BYTES = 400_000

@@ -18,7 +18,8 @@ import pytest
 from a2a import types as sdk
 
 from flightdeck.adapters.a2a_state import A2AStore
-from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS, StateStore
+from flightdeck.adapters.dynamo.store import StateStore
+from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
 from flightdeck.api import a2a_stream_routes
 from flightdeck.domain.a2a import tasks as a2a_tasks
 from flightdeck.domain.streaming import Pace

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from flightdeck import wiring
-from flightdeck.adapters.dynamo_state import HOLDS_LOAD, LOAD_PK, LOAD_SK
+from flightdeck.adapters.dynamo.keys import HOLDS_LOAD, LOAD_PK, LOAD_SK
 from tests.conftest import MOTO_CONFIG
 from tests.integration.test_a2a_server import err, message, ok, rpc
 from tests.support.harness import agent_config, make_agent, new_session_id

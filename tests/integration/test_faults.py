@@ -81,7 +81,7 @@ def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestra
 
 
 def test_lambda_outage_after_the_result_is_recorded_is_503_and_the_next_think_is_started_once(orchestrator):
-    from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS
+    from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
     from tests.integration.test_liveness import run_sweep, shift_clock
 
     sid, turn, [tid] = start_turn(orchestrator)

@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from flightdeck import wiring
-from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS
+from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
 from flightdeck.domain.model import ModelError, ModelReply
 from flightdeck.local.invocation import LocalLambdaContext
 from tests.integration.test_api_callbacks import post, start_turn

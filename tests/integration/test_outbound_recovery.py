@@ -43,10 +43,10 @@ def pair(aws, monkeypatch, relays):
 
 def clock_ahead(monkeypatch, seconds: float) -> None:
     """Both agents' state clocks move on (a retry happens after its backoff, not at once)."""
-    import flightdeck.adapters.dynamo_state as dynamo_state
+    import flightdeck.adapters.dynamo.table as dynamo_table
 
     real = time.time
-    monkeypatch.setattr(dynamo_state, "time", SimpleNamespace(time=lambda: real() + seconds, sleep=time.sleep))
+    monkeypatch.setattr(dynamo_table, "time", SimpleNamespace(time=lambda: real() + seconds, sleep=time.sleep))
 
 
 def visible_now(agent, key: str, message: dict) -> None:

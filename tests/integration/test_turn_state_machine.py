@@ -18,7 +18,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from moto import mock_aws
 
 from flightdeck import topology
-from flightdeck.adapters.dynamo_state import OWED_THINK_GRACE_MS, StateStore
+from flightdeck.adapters.dynamo.store import StateStore
+from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
 from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.aggregation import expire_turn, record_and_advance

@@ -204,3 +204,51 @@ def test_the_a2a_version_tables_import_each_other_one_way_only():
         ("flightdeck.api.a2a_v1", "flightdeck.api.a2a_routes")
     ]
     assert "flightdeck.api.a2a_v1" in import_graph()["flightdeck.api.a2a_routes"]
+
+
+# The DynamoDB state (flightdeck.adapters.dynamo): a store per port over shared layers. Each module may
+# import only the layers below its own (keys < codec < table < ops < the stores < store); a store imports
+# no other store (the sessions store its intake alone), so what stores share lives in ops, by name.
+# Outside the package only the shared layers and the composed StateStore are imported.
+_DYNAMO = "flightdeck.adapters.dynamo"
+_DYNAMO_LAYERS = {
+    "keys": set(),
+    "codec": {"keys"},
+    "table": {"keys", "codec"},
+    "ops": {"keys", "codec", "table"},
+    **{s: {"keys", "codec", "table", "ops"} for s in ("intake", "iterations", "turns", "liveness", "dispatch")},
+    "sessions": {"keys", "codec", "table", "ops", "intake"},
+    "store": {"sessions", "iterations", "turns", "liveness", "dispatch"},
+}
+_DYNAMO_PUBLIC = {"keys", "codec", "table", "store"}
+
+
+def dynamo_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    bad = []
+    for source, targets in sorted(graph.items()):
+        inside = source.startswith(_DYNAMO + ".")
+        for target in sorted(targets):
+            if not target.startswith(_DYNAMO + "."):
+                continue
+            name = target[len(_DYNAMO) + 1 :]
+            allowed = _DYNAMO_LAYERS.get(source[len(_DYNAMO) + 1 :], set()) if inside else _DYNAMO_PUBLIC
+            if name not in allowed:
+                bad.append((source, target))
+    return bad
+
+
+def test_the_dynamo_stores_import_only_the_layers_below_them():
+    graph = import_graph()
+    assert set(_DYNAMO_LAYERS) == {m[len(_DYNAMO) + 1 :] for m in graph if m.startswith(_DYNAMO + ".")}
+    assert dynamo_violations(graph) == []
+    assert dynamo_violations(
+        {
+            f"{_DYNAMO}.turns": {f"{_DYNAMO}.sessions", f"{_DYNAMO}.ops"},
+            f"{_DYNAMO}.keys": {f"{_DYNAMO}.codec"},
+            "flightdeck.adapters.a2a_state": {f"{_DYNAMO}.ops", f"{_DYNAMO}.table"},
+        }
+    ) == [
+        ("flightdeck.adapters.a2a_state", f"{_DYNAMO}.ops"),
+        (f"{_DYNAMO}.keys", f"{_DYNAMO}.codec"),
+        (f"{_DYNAMO}.turns", f"{_DYNAMO}.sessions"),
+    ]

@@ -1,6 +1,6 @@
 """DynamoDB adapter for A2A: tasks, push-notification configs, peer tasks (A side).
 
-Same table as flightdeck.adapters.dynamo_state, same partition as the session
+Same table as flightdeck.adapters.dynamo, same partition as the session
 (pk "S#<session_id>"), new sort-key prefixes:
 
   A2A#TASK#<key>                       one A2A task (task id "<session_id>~<key>"); `last_input_turn`:
@@ -21,27 +21,22 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-# The same item codec and key layout as the StateStore: one table.
-from flightdeck.adapters.dynamo_state import (
+# The same item codec and key layout as the state stores: one table.
+from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, queued_message, stored_items
+from flightdeck.adapters.dynamo.keys import (
     A2A_CURRENT,
     A2A_TASK,
     DUE,
     INBOX,
     META,
-    OWED_THINK_GRACE_MS,
     PK,
     SHARD,
     SK,
     TTL,
-    StateStore,
-    _item,
-    _pk,
-    _queued,
-    _vals,
     deadline_shard,
-    stored_items,
+    session_pk,
 )
-from flightdeck.adapters.dynamo_state import _is_condition_failure as _condition_failed
+from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS, Table, is_condition_failure
 from flightdeck.domain.a2a.ports import CurrentTask, RemoteTask, StoredMessage, TaskRecord
 
 CURRENT = A2A_CURRENT
@@ -64,9 +59,9 @@ def _remote_sk(turn: int, tool_use_id: str) -> str:
 
 
 class A2AStore:
-    """A2A records in the agent's table. Shares the StateStore's client, table and clock."""
+    """A2A records in the agent's table. Shares the state's table: client, clock, reads and transactions."""
 
-    def __init__(self, state: StateStore) -> None:
+    def __init__(self, state: Table) -> None:
         self._state = state
 
     @property
@@ -80,40 +75,40 @@ class A2AStore:
     def now_ms(self) -> int:
         return self._state.now_ms()
 
-    # Reads and transactions go through the StateStore: one place filters expired
+    # Reads and transactions go through the shared Table: one place filters expired
     # items and retries transaction conflicts.
     def _expiry(self, ttl_ms: int) -> int:
-        return self._state._expiry(ttl_ms)
+        return self._state.expiry(ttl_ms)
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        return self._state._get(pk, sk)
+        return self._state.read_item(pk, sk)
 
     def _query_prefix(self, pk: str, prefix: str) -> list[dict[str, Any]]:
-        return self._state._query_prefix(pk, prefix)
+        return self._state.query_prefix(pk, prefix)
 
     def _transact(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        return self._state._transact(ops)
+        return self._state.transact(ops)
 
     # --- tasks (server side) -------------------------------------------------------------
     def create_task(self, task: TaskRecord, push: dict[str, Any] | None, retention_ms: int) -> str:
         """Store a submitted task as its context's open task: "created", "exists" (a task with this key is
         stored already: the same message again), or "busy" (the context has another open task, or is busy)."""
-        pk = _pk(task.session_id)
+        pk = session_pk(task.session_id)
         now_s = self.now_ms() // 1000
         expires = self._expiry(retention_ms)
         # The context is new (or expired), or idle and, when the task has an owner, the owner's.
         meta_condition = "attribute_not_exists(#pk) OR #status = :idle OR #ttl < :nows"
         meta_names = {"#pk": PK, "#status": "status", "#ttl": TTL}
-        meta_values = _vals(idle="idle", nows=now_s)
+        meta_values = attr_values(idle="idle", nows=now_s)
         if task.owner:
             meta_condition = "attribute_not_exists(#pk) OR #ttl < :nows OR (#status = :idle AND #owner = :owner)"
             meta_names["#owner"] = "owner"
-            meta_values.update(_vals(owner=task.owner))
+            meta_values.update(attr_values(owner=task.owner))
         ops: list[dict[str, Any]] = [
             {
                 "ConditionCheck": {
                     "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: META}),
+                    "Key": ddb_item(**{PK: pk, SK: META}),
                     "ConditionExpression": meta_condition,
                     "ExpressionAttributeNames": meta_names,
                     "ExpressionAttributeValues": meta_values,
@@ -122,7 +117,7 @@ class A2AStore:
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": _item(
+                    "Item": ddb_item(
                         **{
                             PK: pk,
                             SK: _task_sk(task.key),
@@ -151,7 +146,7 @@ class A2AStore:
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": _item(
+                    "Item": ddb_item(
                         **{
                             PK: pk,
                             SK: CURRENT,
@@ -165,7 +160,7 @@ class A2AStore:
                     ),
                     "ConditionExpression": "attribute_not_exists(#pk) OR #open = :f OR #ttl < :nows",
                     "ExpressionAttributeNames": {"#pk": PK, "#open": "open", "#ttl": TTL},
-                    "ExpressionAttributeValues": _vals(f=False, nows=now_s),
+                    "ExpressionAttributeValues": attr_values(f=False, nows=now_s),
                 }
             },
         ]
@@ -179,17 +174,17 @@ class A2AStore:
 
     def start_task(self, session_id: str, key: str, start_turn: int) -> bool:
         """submitted -> working at the turn the session gave it; False if it already finished."""
-        pk = _pk(session_id)
+        pk = session_pk(session_id)
         ops = [
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "Key": ddb_item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :working, start_turn = :turn, updated_ms = :now "
                     "REMOVE #shard, #due",
                     "ConditionExpression": "#state = :submitted",
                     "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(
+                    "ExpressionAttributeValues": attr_values(
                         working="working", submitted="submitted", turn=start_turn, now=self.now_ms()
                     ),
                 }
@@ -197,18 +192,18 @@ class A2AStore:
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: CURRENT}),
+                    "Key": ddb_item(**{PK: pk, SK: CURRENT}),
                     "UpdateExpression": "SET start_turn = :turn, #state = :working",
                     "ConditionExpression": "#key = :key AND #open = :t",
                     "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                    "ExpressionAttributeValues": _vals(turn=start_turn, key=key, t=True, working="working"),
+                    "ExpressionAttributeValues": attr_values(turn=start_turn, key=key, t=True, working="working"),
                 }
             },
         ]
         return self._transact(ops) is None
 
     def get_task(self, session_id: str, key: str) -> TaskRecord | None:
-        item = self._get(_pk(session_id), _task_sk(key))
+        item = self._get(session_pk(session_id), _task_sk(key))
         if item is None:
             return None
         return TaskRecord(
@@ -248,20 +243,20 @@ class A2AStore:
         closed_turn: the turn its session stopped at, when that is known now (a task waiting for input).
         unless_continued: the end of turn `end_turn` ends the task only if no message continuing the task
         started a later turn (`last_input_turn`, written with that start): otherwise it goes on."""
-        pk = _pk(session_id)
+        pk = session_pk(session_id)
         condition = "#state = :from" if only_from else "#state IN (:submitted, :working, :input)"
         if unless_continued:
             condition += " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)"
-        values = _vals(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
+        values = attr_values(state=state, answer=answer, text=status_text, end=end_turn, now=self.now_ms(), f=False)
         values.update(
-            _vals(**{"from": only_from})
+            attr_values(**{"from": only_from})
             if only_from
-            else _vals(submitted="submitted", working="working", input="input-required")
+            else attr_values(submitted="submitted", working="working", input="input-required")
         )
         task_op = {
             "Update": {
                 "TableName": self.table,
-                "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                "Key": ddb_item(**{PK: pk, SK: _task_sk(key)}),
                 "UpdateExpression": "SET #state = :state, answer = :answer, status_text = :text, "
                 "end_turn = :end, updated_ms = :now, notified = :f REMOVE #shard, #due",
                 "ConditionExpression": condition,
@@ -272,12 +267,12 @@ class A2AStore:
         current_op = {
             "Update": {
                 "TableName": self.table,
-                "Key": _item(**{PK: pk, SK: CURRENT}),
+                "Key": ddb_item(**{PK: pk, SK: CURRENT}),
                 "UpdateExpression": "SET #open = :f, #state = :state"
                 + (", closed_turn = :closed" if closed_turn else ""),
                 "ConditionExpression": "#key = :key",
                 "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                "ExpressionAttributeValues": _vals(
+                "ExpressionAttributeValues": attr_values(
                     f=False, state=state, key=key, **({"closed": closed_turn} if closed_turn else {})
                 ),
             }
@@ -294,11 +289,11 @@ class A2AStore:
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": _item(**{PK: pk, SK: CURRENT}),
+                "Key": ddb_item(**{PK: pk, SK: CURRENT}),
                 "UpdateExpression": "SET #state = :state",
                 "ConditionExpression": "#key = :key AND #open = :t",
                 "ExpressionAttributeNames": {"#key": "key", "#open": "open", "#state": "state"},
-                "ExpressionAttributeValues": _vals(state=state, key=key, t=True),
+                "ExpressionAttributeValues": attr_values(state=state, key=key, t=True),
             }
         }
 
@@ -310,18 +305,18 @@ class A2AStore:
         Unless a message continuing the task started a later turn (`last_input_turn`, written with that
         start, as finish_task's unless_continued): that message is the question's answer, and the task
         goes on working into its turn (False)."""
-        pk = _pk(session_id)
+        pk = session_pk(session_id)
         ops = [
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "Key": ddb_item(**{PK: pk, SK: _task_sk(key)}),
                     "UpdateExpression": "SET #state = :input, status_text = :text, end_turn = :end, updated_ms = :now, "
                     "notified = :notified REMOVE #shard, #due",
                     "ConditionExpression": "#state IN (:submitted, :working, :input) AND end_turn <> :end"
                     " AND (attribute_not_exists(last_input_turn) OR last_input_turn <= :end)",
                     "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(
+                    "ExpressionAttributeValues": attr_values(
                         input="input-required",
                         submitted="submitted",
                         working="working",
@@ -338,12 +333,12 @@ class A2AStore:
 
     def resume_task(self, session_id: str, key: str) -> bool:
         """input-required -> working: the next message answers the question; True only for the winner."""
-        pk = _pk(session_id)
+        pk = session_pk(session_id)
         ops = [
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": _item(**{PK: pk, SK: _task_sk(key)}),
+                    "Key": ddb_item(**{PK: pk, SK: _task_sk(key)}),
                     # The question is kept (asked_text, asked_turn) and the task is due in the deadline index
                     # until the answer is handed to the session (take_message's task op clears it): should
                     # the function die in between, the sweep asks the question again (recover_task).
@@ -352,7 +347,7 @@ class A2AStore:
                     "#due = :due",
                     "ConditionExpression": "#state = :input",
                     "ExpressionAttributeNames": {"#state": "state", "#shard": SHARD, "#due": DUE},
-                    "ExpressionAttributeValues": _vals(
+                    "ExpressionAttributeValues": attr_values(
                         working="working",
                         input="input-required",
                         empty="",
@@ -371,13 +366,13 @@ class A2AStore:
     def mark_notified(self, session_id: str, key: str) -> None:
         self.client.update_item(
             TableName=self.table,
-            Key=_item(**{PK: _pk(session_id), SK: _task_sk(key)}),
+            Key=ddb_item(**{PK: session_pk(session_id), SK: _task_sk(key)}),
             UpdateExpression="SET notified = :t",
-            ExpressionAttributeValues=_vals(t=True),
+            ExpressionAttributeValues=attr_values(t=True),
         )
 
     def get_current(self, session_id: str) -> CurrentTask | None:
-        item = self._get(_pk(session_id), CURRENT)
+        item = self._get(session_pk(session_id), CURRENT)
         if item is None:
             return None
         return CurrentTask(
@@ -393,35 +388,35 @@ class A2AStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key=_item(**{PK: _pk(session_id), SK: CURRENT}),
+                Key=ddb_item(**{PK: session_pk(session_id), SK: CURRENT}),
                 UpdateExpression="SET closed_turn = :turn",
                 ConditionExpression="#key = :key AND (closed_turn = :zero OR closed_turn = :turn)",
                 ExpressionAttributeNames={"#key": "key"},
-                ExpressionAttributeValues=_vals(turn=turn, key=key, zero=0),
+                ExpressionAttributeValues=attr_values(turn=turn, key=key, zero=0),
             )
         except ClientError as exc:
-            if not _condition_failed(exc):
+            if not is_condition_failure(exc):
                 raise
 
     # --- push-notification configs ---------------------------------------------------------
     def _push_item(self, pk: str, key: str, config: dict[str, Any], expires: int) -> dict[str, Any]:
-        return _item(**{PK: pk, SK: _push_prefix(key) + config["id"], "config": json.dumps(config), TTL: expires})
+        return ddb_item(**{PK: pk, SK: _push_prefix(key) + config["id"], "config": json.dumps(config), TTL: expires})
 
     def put_push(self, session_id: str, key: str, config: dict[str, Any], retention_ms: int) -> None:
         self.client.put_item(
-            TableName=self.table, Item=self._push_item(_pk(session_id), key, config, self._expiry(retention_ms))
+            TableName=self.table, Item=self._push_item(session_pk(session_id), key, config, self._expiry(retention_ms))
         )
 
     def get_push(self, session_id: str, key: str, config_id: str) -> dict[str, Any] | None:
-        item = self._get(_pk(session_id), _push_prefix(key) + config_id)
+        item = self._get(session_pk(session_id), _push_prefix(key) + config_id)
         return json.loads(item["config"]) if item else None
 
     def list_push(self, session_id: str, key: str) -> list[dict[str, Any]]:
-        return [json.loads(i["config"]) for i in self._query_prefix(_pk(session_id), _push_prefix(key))]
+        return [json.loads(i["config"]) for i in self._query_prefix(session_pk(session_id), _push_prefix(key))]
 
     def delete_push(self, session_id: str, key: str, config_id: str) -> None:
         self.client.delete_item(
-            TableName=self.table, Key=_item(**{PK: _pk(session_id), SK: _push_prefix(key) + config_id})
+            TableName=self.table, Key=ddb_item(**{PK: session_pk(session_id), SK: _push_prefix(key) + config_id})
         )
 
     # --- the session's messages, with the turn each was stored at ---------------------------
@@ -430,7 +425,7 @@ class A2AStore:
     ) -> list[StoredMessage]:
         """The session's messages of turns start_turn..end_turn (0: to now), then the messages waiting in
         its inbox to continue task `task_key` (queued: True), in order of arrival."""
-        items = self._query_prefix(_pk(session_id), "")
+        items = self._query_prefix(session_pk(session_id), "")
         out = [
             StoredMessage(turn, message, item.get("message_id", "") if item[SK].startswith(INBOX) else "")
             for turn, _slot, message, item in stored_items(items)
@@ -439,7 +434,7 @@ class A2AStore:
         if task_key:
             waiting = sorted(
                 (
-                    _queued(i)
+                    queued_message(i)
                     for i in items
                     if i[SK].startswith(INBOX) and not int(i.get("turn", 0)) and i.get("task_key") == task_key
                 ),
@@ -452,9 +447,9 @@ class A2AStore:
     def put_remote(self, remote: RemoteTask, retention_ms: int) -> None:
         self.client.put_item(
             TableName=self.table,
-            Item=_item(
+            Item=ddb_item(
                 **{
-                    PK: _pk(remote.session_id),
+                    PK: session_pk(remote.session_id),
                     SK: _remote_sk(remote.turn, remote.tool_use_id),
                     "agent": remote.agent,
                     "rpc_url": remote.rpc_url,
@@ -468,7 +463,7 @@ class A2AStore:
         )
 
     def get_remote(self, session_id: str, turn: int, tool_use_id: str) -> RemoteTask | None:
-        item = self._get(_pk(session_id), _remote_sk(turn, tool_use_id))
+        item = self._get(session_pk(session_id), _remote_sk(turn, tool_use_id))
         if item is None:
             return None
         return RemoteTask(

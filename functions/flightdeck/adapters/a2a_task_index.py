@@ -23,7 +23,7 @@ from flightdeck.domain.a2a.ports import TASK_ID_SEPARATOR
 PK, SK = topology.PARTITION_KEY, topology.SORT_KEY
 OWNER, UPDATED = topology.TASK_OWNER_ATTRIBUTE, topology.TASK_UPDATED_AT_ATTRIBUTE
 SESSION_PREFIX = "S#"
-TASK_PREFIX = "A2A#TASK#"  # flightdeck.adapters.dynamo_state.A2A_TASK
+TASK_PREFIX = "A2A#TASK#"  # flightdeck.adapters.dynamo.keys.A2A_TASK
 _TOKEN_TYPES = {PK: "S", SK: "S", OWNER: "S", UPDATED: "N"}
 _DIGITS = re.compile(r"[0-9]{1,20}")
 

@@ -27,9 +27,9 @@ from flightdeck.domain.session_list import InvalidCursorError, SessionPage, Sess
 
 PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
 OWNER, CREATED = topology.SESSION_OWNER_ATTRIBUTE, topology.SESSION_CREATED_AT_ATTRIBUTE
-SESSION_PREFIX = "S#"  # a session's partition key (flightdeck.adapters.dynamo_state)
+SESSION_PREFIX = "S#"  # a session's partition key (flightdeck.adapters.dynamo.keys)
 META = "META"
-# META's listing attributes (flightdeck.adapters.dynamo_state puts them in writes it makes anyway).
+# META's listing attributes (flightdeck.adapters.dynamo puts them in writes it makes anyway).
 FIRST, CALLS = "first_message", "calls"
 _CURSOR_TYPES = {PK: "S", SK: "S", OWNER: "S", CREATED: "N"}
 # Epoch milliseconds: 13 digits until the year 2286; DynamoDB takes up to 38.

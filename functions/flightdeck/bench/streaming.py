@@ -106,7 +106,7 @@ def measure(
     from moto import mock_aws
 
     from flightdeck.adapters.a2a_state import A2AStore
-    from flightdeck.adapters.dynamo_state import StateStore
+    from flightdeck.adapters.dynamo.store import StateStore
     from flightdeck.adapters.http_peers import Peers
     from flightdeck.adapters.live_state import LiveStore
     from flightdeck.adapters.model_choice import build_model

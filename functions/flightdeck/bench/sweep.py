@@ -54,7 +54,7 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
     import boto3
     from moto import mock_aws
 
-    from flightdeck.adapters.dynamo_state import StateStore
+    from flightdeck.adapters.dynamo.store import StateStore
     from flightdeck.domain import deadlines
     from flightdeck.local.resources import create_table
     from flightdeck.observability import logger

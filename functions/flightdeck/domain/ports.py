@@ -40,8 +40,8 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
-# The agent's state, by aggregate. One DynamoDB table holds them all (flightdeck.adapters.dynamo_state
-# implements every one of them); a use case uses the ones it touches (Deps), and a test may fake each.
+# The agent's state, by aggregate. One DynamoDB table holds them all (flightdeck.adapters.dynamo
+# implements each, a store per port); a use case uses the ones it touches (Deps), and a test may fake each.
 # The conditions every implementation honours are the store's (its docstrings): invariants are
 # conditions of one write, never a read and then a write.
 
@@ -273,7 +273,7 @@ class Deps:
 
 
 class StatePorts(SessionsPort, IterationsPort, TurnsPort, LivenessPort, DispatchPort, Clock, Protocol):
-    """One store that serves every state port (flightdeck.adapters.dynamo_state.StateStore, the fakes)."""
+    """One store that serves every state port (flightdeck.adapters.dynamo.store.StateStore, the fakes)."""
 
 
 def state_ports(store: StatePorts, clock: Clock | None = None) -> dict[str, Any]:

@@ -1,0 +1,232 @@
+"""Items <-> records: DynamoDB's attribute values, and the domain's records rebuilt from stored items."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from flightdeck.adapters.dynamo.keys import DUE, INBOX, LIVE, SK, TTL, WATCH
+from flightdeck.domain.records import (
+    Iteration,
+    LiveText,
+    MessageSlot,
+    QueuedMessage,
+    ReplyRoute,
+    ResultSource,
+    Stamp,
+    ToolResult,
+    TurnAggregation,
+)
+
+SERIALIZER = TypeSerializer()
+DESERIALIZER = TypeDeserializer()
+
+
+def dumps(value: Any) -> str:
+    # Stored as UTF-8 without escaping: the stored size is the text's own size (an escaped
+    # non-ASCII character would take up to 6 bytes against DynamoDB's 400 KB item limit).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def queued_message(item: dict[str, Any]) -> QueuedMessage:
+    route = None
+    if item.get("reply_service"):
+        route = (item["reply_service"], item["reply_token"], int(item.get("reply_expires", 0)))
+    return QueuedMessage(
+        key=item[SK][len(INBOX) :],
+        seq=int(item.get("seq", 0)),
+        message=json.loads(item["content"]),
+        turn=int(item.get("turn", 0)),
+        route=route,
+        task_key=item.get("task_key", ""),
+        message_id=item.get("message_id", ""),
+    )
+
+
+def ddb_item(**attrs: Any) -> dict[str, Any]:
+    return {k: SERIALIZER.serialize(v) for k, v in attrs.items() if v is not None}
+
+
+def plain_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: DESERIALIZER.deserialize(v) for k, v in item.items()}
+
+
+def attr_values(**values: Any) -> dict[str, Any]:
+    return {f":{k}": SERIALIZER.serialize(v) for k, v in values.items()}
+
+
+def route_live(route: dict[str, Any] | None, now_ms: int) -> bool:
+    """Whether a stored route (META's map, or a ROUTE item) still waits for its answer."""
+    if not route:
+        return False
+    return route.get("status") == "active" and int(route.get(TTL, 0)) > now_ms // 1000
+
+
+def stored_messages(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(turn, slot, message) of every stored message, in conversation order: the message items, each
+    inbox item whose turn started as that turn's input, and each iteration's model reply as the
+    assistant message of its turn (stored once, never copied)."""
+    return [(turn, slot, message) for turn, slot, message, _ in stored_items(items)]
+
+
+def stored_items(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any], dict[str, Any]]]:
+    """stored_messages, each with the item it was read from."""
+    out = []
+    for i in items:
+        parts = i[SK].split("#")
+        if parts[0] == "ITER":
+            out.append((int(parts[1]), int(MessageSlot.REPLY), json.loads(i["reply"])["message"], i))
+        elif parts[0] == "MSG":
+            out.append((int(parts[1]), int(parts[2]), json.loads(i["content"]), i))
+        elif parts[0] == "INBOX" and int(i.get("turn", 0)):
+            out.append((int(i["turn"]), int(MessageSlot.INPUT), json.loads(i["content"]), i))
+    return sorted(out, key=lambda t: (t[0], t[1]))
+
+
+def conversation(
+    items: list[dict[str, Any]], current_turn: int, created_at: int = 0
+) -> tuple[list[dict[str, Any]], list[Stamp]]:
+    """The Converse messages, rebuilt from what is stored once: the message items in key order,
+    and after an assistant message that called tools in a turn that has completed, the user
+    message of their results, built from the turn's result items in call order. With each, its
+    Stamp: the times its items carry anyway (created_at: the session's, the first message's time
+    when its item has none)."""
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    # Iterations whose reply ended their turn although it called tools (it asked for input: the next
+    # message answers its calls, flightdeck.domain.asking): they have no results to rebuild.
+    answered_by_message: set[int] = set()
+    for i in items:
+        if i[SK].startswith("RESULT#"):
+            results.setdefault(int(i[SK].split("#")[1]), {})[i["tool_use_id"]] = i
+        elif i[SK].startswith("ITER#") and i.get("ends_turn"):
+            answered_by_message.add(int(i[SK].split("#")[1]))
+    stored = stored_items(items)
+    dispatched = {int(i[SK].split("#")[1]): int(i.get("created_at", 0)) for i in items if i[SK].startswith("TURN#")}
+    messages: list[dict[str, Any]] = []
+    stamps: list[Stamp] = []
+    for index, (turn, _slot, message, item) in enumerate(stored):
+        messages.append(message)
+        stamps.append(stamp_of(item, dispatched.get(turn, 0), created_at if index == 0 else 0))
+        uses = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
+        if message.get("role") != "assistant" or not uses or turn >= current_turn or turn in answered_by_message:
+            continue
+        following = stored[index + 1][2] if index + 1 < len(stored) else {}
+        if any("toolResult" in b for b in following.get("content", [])):
+            continue  # the results were stored with the message (a canceled turn's closing)
+        got = results.get(turn, {})
+        messages.append(
+            {"role": "user", "content": [result_of(got.get(u["toolUseId"]), u["toolUseId"]).as_block() for u in uses]}
+        )
+        recorded = {k: int(v.get("recorded_at", 0)) for k, v in got.items()}
+        stamps.append(Stamp(at=max(recorded.values(), default=0), results=recorded))
+    return messages, stamps
+
+
+def stamp_of(item: dict[str, Any], dispatched: int, fallback: int) -> Stamp:
+    """A stored message's times: a reply's think (stored in its ITER item's reply), a message's arrival."""
+    if item[SK].startswith("ITER#"):
+        reply = json.loads(item["reply"])
+        think, usage = reply.get("think") or {}, reply.get("usage") or {}
+        return Stamp(
+            at=int(think.get("ended_ms", 0)),
+            started=int(think.get("started_ms", 0)),
+            tokens_in=int(usage.get("inputTokens", 0)),
+            tokens_out=int(usage.get("outputTokens", 0)),
+            dispatched=dispatched,
+        )
+    return Stamp(at=int(item.get("at") or item.get("accepted_at") or fallback))
+
+
+def this_life(items: list[dict[str, Any]], base_turn: int, created_at: int) -> list[dict[str, Any]]:
+    """The items of a session put over an expired one (take_message): its turns count from base_turn,
+    so an item of an earlier turn, or a message queued before it began, is the old session's."""
+
+    def turn_of(item: dict[str, Any]) -> int | None:
+        head = item[SK].split("#")
+        if head[0] in ("ITER", "MSG", "TURN", "RESULT", "DISPATCH") and len(head) > 1 and head[1].isdecimal():
+            return int(head[1])
+        if head[0] == "INBOX":
+            return int(item["turn"]) if int(item.get("turn", 0)) else None
+        return None
+
+    kept = []
+    for item in items:
+        turn = turn_of(item)
+        if turn is not None and turn < base_turn:
+            continue
+        if item[SK].startswith(INBOX) and turn is None and int(item.get("accepted_at", 0)) < created_at:
+            continue
+        kept.append(item)
+    return kept
+
+
+def calls_tools(reply: dict[str, Any]) -> bool:
+    return any("toolUse" in b for b in (reply.get("message") or {}).get("content", []))
+
+
+def iteration_of(session_id: str, turn: int, item: dict[str, Any]) -> Iteration:
+    return Iteration(session_id, turn, json.loads(item["reply"]))
+
+
+def reply_route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
+    answered = None
+    if item.get("answered_service"):
+        answered = ReplyRoute(
+            session_id,
+            item["answered_service"],
+            item["answered_token"],
+            "retired",
+            int(item.get("answered_expires", 0)),
+            int(item.get("answered_turn", 0)),
+        )
+    return ReplyRoute(
+        session_id,
+        item["callback_service"],
+        item["bearer_token"],
+        item["status"],
+        int(item[TTL]),
+        int(item.get("retired_turn", 0)),
+        int(item.get("from_turn", 0)),
+        answered,
+    )
+
+
+def aggregation_of(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
+    return TurnAggregation(
+        session_id=session_id,
+        turn=turn,
+        expected=frozenset(item.get("expected", ())),
+        total=int(item["total_tools"]),
+        received=int(item["received"]),
+        status=item["status"],
+        deadline_ms=int(item["deadline_ms"]),
+        completed_by=item.get("completed_by", ""),
+        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()},
+        due_ms=int(item.get(DUE, 0)),
+    )
+
+
+def result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
+    if item is None:
+        # Every completion writes a result for each expected id: this is an id past the hard limit.
+        return ToolResult(
+            tool_use_id, "error", json.dumps({"status": "error", "reason": "missing"}), ResultSource.TIMEOUT
+        )
+    return ToolResult(
+        item["tool_use_id"],
+        item["result_status"],
+        item["text"],
+        ResultSource(item["source"]),
+        int(item.get("recorded_at", 0)),
+    )
+
+
+def live_fields(by_sk: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The live relay's Session fields (flightdeck.adapters.live_state writes the items)."""
+    watch, live = by_sk.get(WATCH), by_sk.get(LIVE)
+    return {
+        "watched_until_ms": int(watch["until"]) if watch else 0,
+        "live": LiveText(int(live["turn"]), int(live["attempt"]), str(live["text"])) if live else None,
+    }

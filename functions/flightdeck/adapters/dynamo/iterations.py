@@ -1,0 +1,108 @@
+"""IterationsPort: a think's model reply, stored once with the state change it makes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flightdeck.adapters.dynamo.codec import attr_values, calls_tools, ddb_item, dumps, iteration_of, plain_item
+from flightdeck.adapters.dynamo.keys import PK, SK, TTL, iter_sk, session_pk
+from flightdeck.adapters.dynamo.ops import StateOps, with_route
+from flightdeck.domain.records import Iteration, Session, TurnSeed
+
+
+class IterationStore(StateOps):
+    """The iterations port."""
+
+    def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
+        item = self.read_item(session_pk(session_id), iter_sk(turn))
+        return iteration_of(session_id, turn, item) if item is not None else None
+
+    def save_iteration(
+        self,
+        session_id: str,
+        turn: int,
+        reply: dict[str, Any],
+        retention_ms: int,
+        *,
+        seed: TurnSeed | None = None,
+        ends_turn: bool = False,
+        retires_route: bool = False,
+        session: Session | None = None,
+    ) -> Iteration:
+        """Store a model reply once (it is also the conversation's assistant message: no second copy)
+        with the state change it makes, in one transaction; a second writer gets the first one back,
+        from the failed condition, without a read.
+
+        Always: the session's owed-think mark goes (the think has happened). seed: the reply calls
+        tools, and their turn's aggregation record is created. ends_turn: the turn is over: the session
+        goes idle, or, when a message waits in its inbox, the same write starts the next turn with it
+        (Iteration.next_input; its think is owed from this write on). retires_route: the reply answers
+        the session's reply route, which retires at this turn (a redelivery of this think re-sends the
+        answer, which its caller deduplicates). session: the session as read for this think (its inbox
+        and route).
+        Raises LookupError when the session is no longer busy at this turn (a stale think).
+        """
+        pk = session_pk(session_id)
+        now = self.now_ms()
+        iteration_put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": ddb_item(
+                    **{
+                        PK: pk,
+                        SK: iter_sk(turn),
+                        "reply": dumps(reply),
+                        "turn": turn,
+                        # Only where it tells something: a reply that called tools, yet ended its turn.
+                        "ends_turn": True if ends_turn and calls_tools(reply) else None,
+                        TTL: self.expiry(retention_ms),
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": PK},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        seed_ops = (
+            []
+            if seed is None
+            else [
+                self._seed_op(
+                    session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now, seed.deadlines
+                )
+            ]
+        )
+        if ends_turn:
+            reasons, started = self._end_turn(
+                session_id,
+                turn,
+                [iteration_put],
+                session,
+                retire=retires_route,
+                retention_ms=retention_ms,
+                extra=seed_ops,
+            )
+            if reasons is None:
+                return Iteration(session_id, turn, reply, fresh=True, next_input=started)
+        else:
+            think_op = self._think_started_op(pk, turn)
+            if seed is not None:  # the listing's count of delegations, in the META update made anyway
+                update = think_op["Update"]
+                update["UpdateExpression"] = update["UpdateExpression"].replace(
+                    "SET updated_at = :now", "SET updated_at = :now, calls = if_not_exists(calls, :zero) + :calls", 1
+                )
+                update["ExpressionAttributeValues"].update(attr_values(zero=0, calls=len(seed.tool_use_ids)))
+            if retires_route:
+                think_op = with_route(think_op, *self._route_retire(turn, now))
+            ops = [iteration_put, think_op, *seed_ops]
+            reasons = self.transact(ops)
+            if reasons is None:
+                return Iteration(session_id, turn, reply, fresh=True)
+        first = reasons[0] if reasons else {}
+        if first.get("Code") == "ConditionalCheckFailed":
+            if first.get("Item"):
+                return iteration_of(session_id, turn, plain_item(first["Item"]))
+            stored = self.get_iteration(session_id, turn)
+            assert stored is not None
+            return stored
+        raise LookupError(f"session {session_id} is not at turn {turn}")
