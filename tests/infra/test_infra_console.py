@@ -51,5 +51,10 @@ def test_no_function_bucket_or_custom_resource_serves_it_and_the_worker_has_none
     orchestrator = synth.templates["Flightdeck-orchestrator"]
     assert not resources(orchestrator, "AWS::S3::Bucket")
     assert not [lid for lid, r in orchestrator["Resources"].items() if r["Type"].startswith("Custom::")]
+    # Nothing of it in the Lambda asset (the static files are the API's templates).
+    ours = {f.read_bytes() for f in console_files().values()}
+    assets = [p for p in synth.outdir.glob("asset.*") if p.is_dir()]
+    static = [f for a in assets for f in a.rglob("*") if f.suffix in (".html", ".css", ".js")]
+    assert assets and not [f for f in static if f.read_bytes() in ours]
     # The same functions as the worker's (the console adds none).
     assert len(resources(orchestrator, "AWS::Lambda::Function")) == len(resources(worker, "AWS::Lambda::Function"))
