@@ -8,6 +8,7 @@ No AWS imports here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # --- DynamoDB: one table per agent, single-table layout -----------------------------
@@ -240,6 +241,20 @@ def route_for(method: str | None, path: str | None) -> Route | None:
     return _ROUTES_BY_KEY.get((method or "", path or ""))
 
 
+_ROUTE_PATTERNS = tuple(
+    (re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(r.path)) + "$"), r) for r in ROUTES
+)
+
+
+def route_at(method: str | None, path: str | None) -> Route | None:
+    """The route of a request path as sent ("/api/sessions/s-1"), or None: a function URL's event names
+    no resource template (its routeKey is "$default")."""
+    for pattern, route in _ROUTE_PATTERNS:
+        if route.method == (method or "") and pattern.match(path or ""):
+            return route
+    return None
+
+
 # The handlers whose functions stream their answers. A stream lasts up to STREAM_MAX_MS
 # (flightdeck.settings), so they get Lambda's longest timeout (API Gateway streams for up to
 # 15 minutes); every other API function answers within API Gateway's 29 s.
@@ -260,6 +275,13 @@ def web_adapter_layer_arn(region: str, architecture: str = LAMBDA_ARCHITECTURE, 
         f"arn:{partition}:lambda:{region}:{WEB_ADAPTER_ACCOUNT}:layer:"
         f"{WEB_ADAPTER_LAYER[architecture]}:{WEB_ADAPTER_VERSION}"
     )
+
+
+# The lean front door (deploy.front_door = "lean", docs/FRONT_DOORS.md): these handlers' functions each have
+# a Lambda function URL (AuthType NONE: the in-function token check is the only gate), which serves the
+# peer routes that carry a round trip; every other route, and these functions' buffered ones for the user,
+# goes through an HTTP API. A function URL passes any path to its function.
+URL_HANDLERS = ("chat_ingest", "callback", "a2a", "session_events")
 
 
 # The EventBridge-scheduled backstop sweep.

@@ -60,10 +60,19 @@ def _json_response(status: int, code: str, message: str, headers: dict[str, str]
     }
 
 
-def begin(event: dict[str, Any]) -> topology.Route | None:
-    """Start a request: forget the previous one's caller; the event's route (None: no such route)."""
+def begin(event: dict[str, Any], handlers: frozenset[str] = frozenset()) -> topology.Route | None:
+    """Start a request: forget the previous one's caller; the event's route (None: no such route).
+
+    A payload 2.0 event (a Lambda function URL's, on the lean front door) names no resource: its route is
+    found from the path as sent, and only among `handlers`' routes, since a function URL takes any path and
+    a route this function does not serve must be its 404, not a token check against a registry it may not read.
+    """
     global _request
     _request = _Request()
+    if event.get("version") == "2.0":
+        http = (event.get("requestContext") or {}).get("http") or {}
+        route = topology.route_at(http.get("method"), event.get("rawPath"))
+        return route if route is not None and route.handler in handlers else None
     return topology.route_for(event.get("httpMethod"), event.get("resource"))
 
 

@@ -12,8 +12,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler import (
+    APIGatewayRestResolver,
+    LambdaFunctionUrlResolver,
+    Response,
+    content_types,
+)
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from botocore.exceptions import BotoCoreError, ClientError
@@ -115,9 +120,11 @@ _REFUSED_JSON_CODES = {
 }
 
 
-def build_resolver(*routers: Router) -> APIGatewayRestResolver:
+def build_resolver(*routers: Router, kind: type[ApiGatewayResolver] = APIGatewayRestResolver) -> ApiGatewayResolver:
+    """A resolver of `kind`: the REST proxy event's (the REST door, and the lean door's HTTP API, whose payload
+    1.0 is the same event), or LambdaFunctionUrlResolver (the lean door's function URLs, payload 2.0)."""
     # Every JSON body is parsed by strict_json: bounded depth, finite numbers (a 400, never a 500).
-    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json.loads)
+    app = kind(enable_validation=True, json_body_deserializer=strict_json.loads)
     for router in routers:
         app.include_router(router)
 
@@ -149,7 +156,8 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
     def _not_found(exc: NotFoundError) -> Response[Any]:
         path = app.current_event.path
         allowed = _allowed_methods(path)
-        if allowed:
+        # A method another function serves (a function URL takes any path) is not this one's to allow.
+        if allowed and app.current_event.http_method not in allowed:
             return error_response(
                 405,
                 "method_not_allowed",
@@ -183,6 +191,17 @@ def build_resolver(*routers: Router) -> APIGatewayRestResolver:
         return error_response(500, "internal_error", "the request could not be processed; it may be retried")
 
     return app
+
+
+def _served_handlers(app: ApiGatewayResolver) -> frozenset[str]:
+    """The topology handlers whose routes this resolver serves (a route's path with each {param} filled)."""
+    served = set()
+    for route in topology.ROUTES:
+        sample = re.sub(r"\{[^/]+?\}", "x", route.path)
+        for candidate in (*app._static_routes, *app._dynamic_routes):
+            if route.method == candidate.method and candidate.rule.match(sample):
+                served.add(route.handler)
+    return frozenset(served)
 
 
 # A streaming route's answer ahead of the resolver: a StreamReply, a proxy response, or None (the
@@ -224,18 +243,31 @@ def http_handler(
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
     app = build_resolver(*routers)
+    served = _served_handlers(app)
+    url_app: list[ApiGatewayResolver] = []  # built on the first function URL event: the REST door never needs it
     render = refuse or proxy_error
+
+    def resolve(event: dict[str, Any], context: LambdaContext) -> Any:
+        chosen = app
+        if event.get("version") == "2.0":
+            if not url_app:
+                url_app.append(build_resolver(*routers, kind=LambdaFunctionUrlResolver))
+            chosen = url_app[0]
+        for router in routers:
+            # A router reads current_event through the last resolver that included it: point it at this one.
+            router.api_resolver = chosen
+        return chosen.resolve(event, context)
 
     @lambda_entry
     def handler(event: dict[str, Any], context: LambdaContext) -> Any:
-        route = auth.begin(event)
+        route = auth.begin(event, served)
         response: Any = {"statusCode": 500}
         try:
             response = auth.authenticate(event, route) or _too_large(event, render) or _not_json(event, render)
             if response is None and stream is not None:
                 response = _streamed(stream, event, context)
             if response is None:
-                response = app.resolve(event, context)
+                response = resolve(event, context)
             response = auth.settle(response)
             return response
         finally:

@@ -128,6 +128,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "check tokens); on by default unless INBOUND_AUTH is off",
     )
     parser.add_argument(
+        "--front-door",
+        choices=("rest", "lean"),
+        default="rest",
+        help="the deployment file's deploy.front_door: lean delivers function URL events (payload 2.0) to the "
+        "functions that have a URL on AWS, with no authorizer or usage plans in front (docs/FRONT_DOORS.md)",
+    )
+    parser.add_argument(
         "--console-agents",
         metavar="JSON",
         help="serve the web console under /console/, listing these agents ({name: base URL}) in its agents.json",
@@ -163,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A stable, API Gateway-looking id per agent.
     identity = GatewayIdentity(api_id=hashlib.sha256(agent.encode()).hexdigest()[:10])
     peer_gate = None
-    if settings.inbound_auth == "required" and not args.no_peer_gate:
+    if settings.inbound_auth == "required" and not args.no_peer_gate and args.front_door == "rest":
         # API Gateway's authorizer and per-peer usage plans (keys and plans in moto's API Gateway).
         peer_gate = PeerGate(
             functions.function(topology.PEER_AUTHORIZER_HANDLER),
@@ -172,7 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             region=region,
         )
     console = ConsoleFiles(agents=json.loads(args.console_agents)) if args.console_agents is not None else None
-    gateway = ApiGateway(functions, identity=identity, peer_gate=peer_gate, console=console)
+    gateway = ApiGateway(
+        functions,
+        identity=identity,
+        peer_gate=peer_gate,
+        console=console,
+        url_handlers=topology.URL_HANDLERS if args.front_door == "lean" else (),
+    )
     # Lambda's Invoke API: the functions start thinks with asynchronous invokes (AWS_ENDPOINT_URL_LAMBDA).
     if args.lambda_listen_fd is not None:
         lambda_socket = socket.socket(fileno=args.lambda_listen_fd)

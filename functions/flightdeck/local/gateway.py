@@ -47,6 +47,7 @@ from urllib.parse import parse_qsl, urlsplit
 from flightdeck import topology
 from flightdeck.api.sse import StreamReply
 from flightdeck.local.console_files import ConsoleFiles
+from flightdeck.local.function_url import build_function_url_event
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, Function, FunctionRegistry, error_type, log_failure
 from flightdeck.local.peer_gate import PeerGate
 
@@ -333,8 +334,11 @@ class ApiGateway:
         identity: GatewayIdentity | None = None,
         peer_gate: PeerGate | None = None,
         console: ConsoleFiles | None = None,
+        url_handlers: Iterable[str] = (),
     ):
         self.functions = functions
+        # The lean front door: these handlers' buffered routes get a function URL's event (payload 2.0).
+        self.url_handlers = frozenset(url_handlers)
         # The console's static files under /console/ (the deployed stack's S3 route); None: not served.
         self.console = console
         self.router = Router(routes)
@@ -364,17 +368,28 @@ class ApiGateway:
             return error_response(
                 405, "method_not_allowed", f"{method} is not allowed on {path}", [("Allow", ", ".join(exc.allowed))]
             )
-        event = build_proxy_event(
-            method=method,
-            raw_path=path,
-            query_string=parts.query,
-            headers=headers,
-            body=body,
-            match=match,
-            source_ip=source_ip,
-            identity=self.identity,
-            local_port=local_port,
-        )
+        if match.route.handler in self.url_handlers and not match.route.stream:
+            event = build_function_url_event(
+                method=method,
+                raw_path=path,
+                query_string=parts.query,
+                headers=headers,
+                body=body,
+                source_ip=source_ip,
+                url_id=self.identity.api_id,
+            )
+        else:
+            event = build_proxy_event(
+                method=method,
+                raw_path=path,
+                query_string=parts.query,
+                headers=headers,
+                body=body,
+                match=match,
+                source_ip=source_ip,
+                identity=self.identity,
+                local_port=local_port,
+            )
         if self.peer_gate is not None and match.route.auth == topology.PEER_AUTH:
             refusal = self.peer_gate.admit(event)
             if refusal is not None:

@@ -425,6 +425,8 @@ class LocalStack:
             str(spec.gateway.authorizer_cache_s),
             "--lambda-listen-fd",
             str(lambda_sock.fileno()),
+            "--front-door",
+            spec.deploy.front_door,
             *(["--sandboxes", str(self.sandboxes)] if self.sandboxes is not None else []),
             # The web console under /console/, listing every agent of the file (docs/CONSOLE.md).
             "--console-agents",
