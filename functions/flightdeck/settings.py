@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flightdeck.domain.agent import AgentDefinition
-from flightdeck.domain.allowlist import Allowlist, AllowlistError
+from flightdeck.domain.allowlist import Allowlist, AllowlistError, parse_endpoints
 from flightdeck.domain.config import DomainSettings
 from flightdeck.domain.peers import PeerTokenError, check_token
 
@@ -54,6 +54,13 @@ class Settings(BaseModel):
         "",
         alias="PUBLIC_BASE_URL",
         description="The agent card's base URL and the A2A push URL; set by the stack and by `flightdeck local`; empty: derived from the request.",
+    )
+    # The lean front door: the function URLs that serve some routes instead of PUBLIC_BASE_URL.
+    public_endpoints: dict[str, str] = Field(
+        default_factory=dict,
+        alias="PUBLIC_ENDPOINT_URLS",
+        description="On the lean front door, the agent's own function URLs by endpoint, `endpoint=url ...` (a2a: the "
+        "agent card's JSON-RPC URL; callback: the A2A push URL); set by the stack (docs/FRONT_DOORS.md).",
     )
     # The agent's prompt, model and tools, as JSON (see flightdeck.domain.agent).
     agent_config: AgentDefinition | None = Field(
@@ -265,6 +272,16 @@ class Settings(BaseModel):
             return Allowlist.parse(value or "")
         except AllowlistError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("public_endpoints", mode="before")
+    @classmethod
+    def _parse_public_endpoints(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_endpoints("PUBLIC_ENDPOINT_URLS", value)
+        except AllowlistError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("discovered_peers", mode="before")
     @classmethod

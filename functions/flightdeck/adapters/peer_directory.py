@@ -1,7 +1,9 @@
 """Run-time peer discovery: an allowed service name resolves to the URL its stack published.
 
 On AWS every agent's stack writes its API URL into one SSM String parameter,
-`<PEER_URL_PARAMETER_PREFIX>/<agent>/api-url` (flightdeck.topology). An agent's
+`<PEER_URL_PARAMETER_PREFIX>/<agent>/api-url` (flightdeck.topology); on the lean front door the value
+also names its function URLs (`<HTTP API URL> chat_ingest=<url> callback=<url> ...`, Allowlist.parse):
+one parameter, one read, whichever door the peer has. An agent's
 DISCOVERED_PEERS are the allowed names whose URL it looks up there when it first
 needs one, instead of having it in ALLOWED_HOST_MAPPING: the allowlist stays a
 list of names, no stack references another, and the stacks deploy in any order.
@@ -72,25 +74,27 @@ class DiscoveringAllowlist(Allowlist):
     discovered: tuple[str, ...] = ()
     lookup: Callable[[str], str | None] = field(default=lambda _name: None, compare=False, repr=False)
 
-    def _found(self, name: str) -> str | None:
+    def _found(self, name: str) -> Allowlist | None:
+        """What `name` published: its base URL, and on the lean front door its function URLs
+        (`base endpoint=url ...`), checked as configured entries are; None when nothing valid is there."""
         url = self.lookup(name)
         if not url:
             return None
         try:
-            return Allowlist.parse(f"{name}:{url}").resolve(name)
+            return Allowlist.parse(f"{name}:{url}")
         except AllowlistError:
             return None
 
-    def resolve(self, name: str) -> str:
+    def resolve(self, name: str, endpoint: str = "") -> str:
         if name in self.services or name not in self.discovered:
-            return super().resolve(name)
-        url = self._found(name)
-        if url is None:
+            return super().resolve(name, endpoint)
+        found = self._found(name)
+        if found is None:
             raise UnknownServiceError(
                 f"service {name!r} is allowed but has no published URL yet (not deployed, or the parameter "
                 "holds no valid base URL)"
             )
-        return url
+        return found.resolve(name, endpoint)
 
     def __contains__(self, name: object) -> bool:
         return super().__contains__(name) or name in self.discovered
@@ -98,8 +102,11 @@ class DiscoveringAllowlist(Allowlist):
     def allows_url(self, url: str) -> bool:
         if super().allows_url(url):
             return True
-        found = {n: u for n in self.discovered if n not in self.services and (u := self._found(n))}
-        return bool(found) and Allowlist(found).allows_url(url)
+        return any(
+            found.allows_url(url)
+            for n in self.discovered
+            if n not in self.services and (found := self._found(n)) is not None
+        )
 
 
 def with_discovered_peers(settings: Settings, lookup: Callable[[str], str | None] | None = None) -> Settings:
@@ -109,6 +116,7 @@ def with_discovered_peers(settings: Settings, lookup: Callable[[str], str | None
         return settings
     allowlist = DiscoveringAllowlist(
         services=dict(settings.allowed_host_mapping.services),
+        endpoints=dict(settings.allowed_host_mapping.endpoints),
         discovered=names,
         lookup=lookup or PeerUrlParameters(settings.peer_url_parameter_prefix),
     )

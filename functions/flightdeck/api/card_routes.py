@@ -77,7 +77,8 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
     streaming = settings.streaming == "on"
     if streaming:
         description = f"{description.rstrip()} {STREAMING_NOTE}".strip()
-    rpc_url = f"{base_url}/a2a"
+    # On the lean front door /a2a is served by the a2a function's own URL, not under the HTTP API's.
+    rpc_url = f"{(settings.public_endpoints.get('a2a') or base_url).rstrip('/')}/a2a"
     security: list[dict[str, list[str]]] = [{PEER_TOKEN_SCHEME: []}] if inbound_auth else []
     return {
         # One card for both versions on the same URL (as a2a-sdk 1.x serves its v1.0 card with v0.3's fields

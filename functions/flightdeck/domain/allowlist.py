@@ -133,14 +133,45 @@ def _check_base_url(name: str, url: str) -> str:
     return url.rstrip("/")
 
 
+# The endpoints a service may have besides its base URL: an agent on the lean front door serves its peers'
+# round trip from Lambda function URLs, one per function (flightdeck.topology.URL_HANDLERS names them).
+CHAT_ENDPOINT = "chat_ingest"  # POST /api/chat, and a delegate session's cancel
+CALLBACK_ENDPOINT = "callback"  # POST /api/tools/response(s), POST /api/a2a/push
+ENDPOINTS = (CHAT_ENDPOINT, CALLBACK_ENDPOINT, "a2a", "session_events")
+
+
+def parse_urls(name: str, text: str) -> tuple[str, dict[str, str]]:
+    """`baseUrl [endpoint=url ...]`: the base URL and the endpoints' own URLs, each checked as a base URL is.
+    Whitespace separates them (a URL cannot hold it: normalise_url refuses it)."""
+    base, *rest = text.split()
+    return _check_base_url(name, base), parse_endpoints(name, " ".join(rest))
+
+
+def parse_endpoints(name: str, text: str) -> dict[str, str]:
+    """`endpoint=url ...` (whitespace-separated), each URL checked as a base URL is."""
+    endpoints: dict[str, str] = {}
+    for part in text.split():
+        endpoint, sep, url = part.partition("=")
+        if not sep or endpoint not in ENDPOINTS:
+            raise AllowlistError(f"entry {name!r}: {part!r} is not endpoint=url (endpoints: {', '.join(ENDPOINTS)})")
+        if endpoint in endpoints:
+            raise AllowlistError(f"entry {name!r}: endpoint {endpoint!r} is given twice")
+        endpoints[endpoint] = _check_base_url(f"{name} {endpoint}", url)
+    return endpoints
+
+
 @dataclass(frozen=True)
 class Allowlist:
     services: dict[str, str] = field(default_factory=dict)
+    # name -> endpoint -> URL: where a service's round-trip routes live when not under its base URL (a peer on
+    # the lean front door). Each is fixed configuration or its own published value, never a caller's word.
+    endpoints: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> Allowlist:
-        """Parse `name:baseUrl,name:baseUrl`; each entry splits on its first colon."""
+        """Parse `name:baseUrl,name:baseUrl [endpoint=url ...]`; each entry splits on its first colon."""
         services: dict[str, str] = {}
+        endpoints: dict[str, dict[str, str]] = {}
         for raw in text.split(","):
             entry = raw.strip()
             if not entry:
@@ -153,15 +184,19 @@ class Allowlist:
                 raise AllowlistError(f"entry {entry!r}: {name!r} is not a service name")
             if name in services:
                 raise AllowlistError(f"service {name!r} is listed twice")
-            services[name] = _check_base_url(name, url)
-        return cls(services)
+            services[name], own = parse_urls(name, url)
+            if own:
+                endpoints[name] = own
+        return cls(services, endpoints)
 
-    def resolve(self, name: str) -> str:
-        """The base URL for a service name; anything not listed is refused."""
+    def resolve(self, name: str, endpoint: str = "") -> str:
+        """The base URL for a service name (or where its `endpoint` lives, when it has its own URL for it);
+        anything not listed is refused."""
         try:
-            return self.services[name]
+            base = self.services[name]
         except (KeyError, TypeError):
             raise UnknownServiceError(f"callbackService {name!r} is not an allowed service") from None
+        return self.endpoints.get(name, {}).get(endpoint, base)
 
     def __contains__(self, name: object) -> bool:
         return name in self.services
@@ -173,7 +208,8 @@ class Allowlist:
         if normalised is None:
             return None
         target = urlsplit(normalised)
-        for base in self.services.values():
+        bases = [*self.services.values(), *(u for own in self.endpoints.values() for u in own.values())]
+        for base in bases:
             b = urlsplit(normalise_url(base) or "")
             if (target.scheme, target.hostname, target.port) != (b.scheme, b.hostname, b.port):
                 continue
@@ -186,4 +222,7 @@ class Allowlist:
         return self.check_url(url) is not None
 
     def to_env(self) -> str:
-        return ",".join(f"{n}:{u}" for n, u in self.services.items())
+        return ",".join(
+            " ".join([f"{n}:{u}", *(f"{e}={v}" for e, v in self.endpoints.get(n, {}).items())])
+            for n, u in self.services.items()
+        )

@@ -20,6 +20,7 @@ class DomainSettings:
     allowed_host_mapping: Allowlist  # the only places a request or an answer may go, by service name
     inbound_auth: Literal["required", "off"]  # "off": anyone may call (isolated test rigs only)
     public_base_url: str  # named in what this agent sends A2A peers ("": none configured)
+    public_endpoints: dict[str, str]  # the lean front door: its function URLs by endpoint (allowlist.ENDPOINTS)
     # How long things wait and live (ms).
     async_tool_timeout_ms: int  # a delegation's wait, unless its delegate sets timeout_ms
     tool_agg_punctuate_interval_ms: int  # the sweep's interval: the liveness bound's slack

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from flightdeck.domain import asking
 from flightdeck.domain.agent import DelegateTool
-from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.allowlist import CHAT_ENDPOINT, UnknownServiceError
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
     DispatchOutcome,
@@ -139,7 +139,7 @@ def cancel_delegation(deps: Deps, message: CancelMessage, attempt: int) -> Dispa
         status, settled, detail = canceller(deps, message, delegate.peer_service)
     else:
         try:
-            base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
+            base_url = s.allowed_host_mapping.resolve(delegate.peer_service, CHAT_ENDPOINT)
         except UnknownServiceError as exc:
             return _given_up(message, str(exc))
         # Where the delegation runs: the session it continued, else the one its call derived.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.allowlist import CALLBACK_ENDPOINT, UnknownServiceError
 from flightdeck.domain.asking import INPUT_REQUIRED
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
 from flightdeck.domain.ports import Deps, audit_post
@@ -93,7 +93,7 @@ def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None 
     by_service: dict[str, list[Pending]] = defaultdict(list)
     for item in items:
         try:
-            base = deps.settings.allowed_host_mapping.resolve(item.message.callback_service)
+            base = deps.settings.allowed_host_mapping.resolve(item.message.callback_service, CALLBACK_ENDPOINT)
         except UnknownServiceError as exc:
             count("DeliveryFailures")
             logger.error(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
-from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.allowlist import CHAT_ENDPOINT, UnknownServiceError
 from flightdeck.domain.ports import Deps, audit_post, bearer
 from flightdeck.domain.records import ResultSource, error_result, peer_session_id
 from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
@@ -100,7 +100,7 @@ def dispatch_delegation(
         outcome: DispatchOutcome = transport(deps, msg, delegate, callback_token(deps, msg, delegate), attempt)
         return outcome
     try:
-        base_url = s.allowed_host_mapping.resolve(delegate.peer_service)
+        base_url = s.allowed_host_mapping.resolve(delegate.peer_service, CHAT_ENDPOINT)
     except UnknownServiceError as exc:
         if delegate.peer_service in s.allowed_host_mapping:  # allowed, but its URL is not published (yet)
             return _fail(deps, msg, str(exc))

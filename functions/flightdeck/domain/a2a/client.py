@@ -40,7 +40,7 @@ from flightdeck.domain.a2a.wire import (
 )
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
-from flightdeck.domain.allowlist import UnknownServiceError
+from flightdeck.domain.allowlist import CALLBACK_ENDPOINT, UnknownServiceError
 from flightdeck.domain.asking import input_required_result
 from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
 from flightdeck.domain.delegation_cancel import CANCEL_TIMEOUT_S, CancelMessage
@@ -128,12 +128,13 @@ def fetch_card(deps: Deps, card_url: str) -> PeerCard:
 
 
 def push_receiver_url(deps: Deps, delegate: DelegateTool) -> str | None:
-    """Where peers push to: PUBLIC_BASE_URL, else our own entry in ALLOWED_HOST_MAPPING."""
+    """Where peers push to: our callback function's URL (the lean front door), else PUBLIC_BASE_URL, else our
+    own entry in ALLOWED_HOST_MAPPING."""
     s = deps.settings
-    base = s.public_base_url.rstrip("/") if s.public_base_url else ""
+    base = (s.public_endpoints.get(CALLBACK_ENDPOINT) or s.public_base_url).rstrip("/")
     if not base:
         try:
-            base = s.allowed_host_mapping.resolve(delegate.callback_service or s.agent_name)
+            base = s.allowed_host_mapping.resolve(delegate.callback_service or s.agent_name, CALLBACK_ENDPOINT)
         except UnknownServiceError:
             return None
     return base + PUSH_PATH
