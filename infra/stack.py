@@ -14,12 +14,13 @@ from flightdeck.config_file import DeploymentFile
 
 from .access import Permissions
 from .alarms import AlarmTopic
-from .api import Api
+from .api import AGENT_CARD_PATH, Api
 from .bundling import BundleSettings, lambda_code
 from .console import WebConsole
 from .dashboard import OperationsDashboard, sessions_overdue_alarm
 from .environment import agent_environment
 from .functions import Functions
+from .lean_door import LeanDoor, published_urls
 from .queues import Queues
 from .schedule import SweepSchedule
 from .secret import CallbackSecret, PeerTokensSecret
@@ -151,28 +152,10 @@ class FlightdeckStack(Stack):
             ],
             turn_worker_name=topology.function_name(prefix, topology.THINK_HANDLER),
         )
-        api = Api(
-            self,
-            "Api",
-            agent=agent,
-            functions=functions.functions,
-            throttle_rate=spec.deploy.throttle_rate,
-            throttle_burst=spec.deploy.throttle_burst,
-            authorizer_cache_s=spec.gateway.authorizer_cache_s,
-            log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
-        )
-        api_base_url.value = api.base_url
-        if spec.deploy.console:
-            WebConsole(self, "Console", rest_api=api.rest_api, request_validator=api.request_validator)
-            CfnOutput(
-                self,
-                "ConsoleUrl",
-                value=api.rest_api.url_for_path("/console"),
-                description=f"The web console of {agent} (docs/CONSOLE.md): open it, enter a user token",
-            )
-        usage_plans = PeerUsagePlans(
-            self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
-        )
+        if spec.deploy.front_door == "lean":
+            self._lean_door(deployment_name, agent, spec, functions, api_base_url, peer_url_prefix, retain)
+        else:
+            self._rest_door(deployment_name, agent, spec, functions, api_base_url, peer_url_prefix, retain)
         SweepSchedule(
             self,
             "Sweep",
@@ -190,32 +173,6 @@ class FlightdeckStack(Stack):
             queues=queues,
             alarms=[pair.dlq_alarm for pair in queues.pairs.values()] + [overdue],
         )
-
-        # Where the other agents of this deployment find our URL at run time (DISCOVERED_PEERS): a plain
-        # parameter with a fixed name, not an export, so no stack depends on another and any order deploys.
-        url_parameter = ssm.StringParameter(
-            self,
-            "ApiUrlParameter",
-            parameter_name=topology.peer_url_parameter(peer_url_prefix, agent),
-            string_value=api.url,
-            description=f"Flightdeck {deployment_name}: base URL of agent {agent} (read by its peers at run time)",
-        )
-        CfnOutput(
-            self,
-            "ApiUrl",
-            value=api.url,
-            description=(
-                f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
-                f"puts it in its allowed_hosts.{agent}"
-            ),
-        )
-        CfnOutput(
-            self,
-            "ApiUrlParameterName",
-            value=url_parameter.parameter_name,
-            description=f"SSM parameter holding the base URL of {agent}",
-        )
-        CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
         CfnOutput(
             self,
             "StateTableName",
@@ -239,15 +196,6 @@ class FlightdeckStack(Stack):
         )
         CfnOutput(
             self,
-            "PeerUsagePlanId",
-            value=usage_plans.default_plan.usage_plan_id,
-            description=(
-                "Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
-                "after deploy in it (the peers of the config file have their own plans)"
-            ),
-        )
-        CfnOutput(
-            self,
             "DashboardUrl",
             value=dashboard.url,
             description=f"CloudWatch dashboard of {agent}: delegations, callbacks, queues, DLQs, function errors",
@@ -261,7 +209,141 @@ class FlightdeckStack(Stack):
                 "deploy.alarm_emails or `aws sns subscribe`"
             ),
         )
-        self.api = api
         self.functions = functions
-        self.usage_plans = usage_plans
         self.environment_variables = env.variables
+
+    def _published_url(self, deployment_name: str, agent: str, peer_url_prefix: str, value: str) -> None:
+        """Where the other agents of this deployment find our URL(s) at run time (DISCOVERED_PEERS): a plain
+        parameter with a fixed name, not an export, so no stack depends on another and any order deploys."""
+        url_parameter = ssm.StringParameter(
+            self,
+            "ApiUrlParameter",
+            parameter_name=topology.peer_url_parameter(peer_url_prefix, agent),
+            string_value=value,
+            description=f"Flightdeck {deployment_name}: base URL of agent {agent} (read by its peers at run time)",
+        )
+        CfnOutput(
+            self,
+            "ApiUrlParameterName",
+            value=url_parameter.parameter_name,
+            description=f"SSM parameter holding the base URL of {agent}",
+        )
+
+    def _lean_door(
+        self,
+        deployment_name: str,
+        agent: str,
+        spec: Any,
+        functions: Functions,
+        api_base_url: _Later,
+        peer_url_prefix: str,
+        retain: bool,
+    ) -> None:
+        door = LeanDoor(
+            self,
+            "LeanDoor",
+            agent=agent,
+            functions=functions.functions,
+            throttle_rate=spec.deploy.throttle_rate,
+            throttle_burst=spec.deploy.throttle_burst,
+            url_function_concurrency=spec.deploy.url_function_concurrency,
+            log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        api_base_url.value = door.base_url
+        # The functions without a URL name ours (the card's JSON-RPC URL, the A2A push URL); a function with a
+        # URL naming one would close a cycle (its URL depends on it), and none of them needs to.
+        own = " ".join(f"{h}={u}" for h, u in door.urls.items() if h in ("a2a", "callback"))
+        for handler, function in functions.functions.items():
+            if handler not in topology.URL_HANDLERS:
+                function.add_environment("PUBLIC_ENDPOINT_URLS", own)
+        published = published_urls(door.base_url, door.urls)
+        self._published_url(deployment_name, agent, peer_url_prefix, published)
+        CfnOutput(
+            self,
+            "ApiUrl",
+            value=door.base_url + "/",
+            description=f"The HTTP API of {agent}: the user's routes (docs/FRONT_DOORS.md); not the streaming ones",
+        )
+        CfnOutput(
+            self,
+            "PeerUrls",
+            value=published,
+            description=(
+                f"Where {agent} is reached, as its peers read it: the HTTP API, then each function URL by endpoint; "
+                f"a peer elsewhere puts this whole value in its allowed_hosts.{agent} (or deploy.peer_urls)"
+            ),
+        )
+        for handler, output in (
+            ("chat_ingest", "ChatUrl"),
+            ("callback", "CallbackUrl"),
+            ("a2a", "A2aUrl"),
+            ("session_events", "EventsUrl"),
+        ):
+            CfnOutput(
+                self,
+                output,
+                value=door.urls[handler],
+                description=f"Function URL of {agent}'s {handler} function (AuthType NONE: the function checks tokens)",
+            )
+        CfnOutput(
+            self,
+            "AgentCardUrl",
+            value=door.base_url + "/" + AGENT_CARD_PATH,
+            description=f"A2A agent card of {agent}",
+        )
+        self.lean_door = door
+
+    def _rest_door(
+        self,
+        deployment_name: str,
+        agent: str,
+        spec: Any,
+        functions: Functions,
+        api_base_url: _Later,
+        peer_url_prefix: str,
+        retain: bool,
+    ) -> None:
+        api = Api(
+            self,
+            "Api",
+            agent=agent,
+            functions=functions.functions,
+            throttle_rate=spec.deploy.throttle_rate,
+            throttle_burst=spec.deploy.throttle_burst,
+            authorizer_cache_s=spec.gateway.authorizer_cache_s,
+            log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        api_base_url.value = api.base_url
+        if spec.deploy.console:
+            WebConsole(self, "Console", rest_api=api.rest_api, request_validator=api.request_validator)
+            CfnOutput(
+                self,
+                "ConsoleUrl",
+                value=api.rest_api.url_for_path("/console"),
+                description=f"The web console of {agent} (docs/CONSOLE.md): open it, enter a user token",
+            )
+        usage_plans = PeerUsagePlans(
+            self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
+        )
+        self._published_url(deployment_name, agent, peer_url_prefix, api.url)
+        CfnOutput(
+            self,
+            "ApiUrl",
+            value=api.url,
+            description=(
+                f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
+                f"puts it in its allowed_hosts.{agent}"
+            ),
+        )
+        CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
+        CfnOutput(
+            self,
+            "PeerUsagePlanId",
+            value=usage_plans.default_plan.usage_plan_id,
+            description=(
+                "Default per-peer usage plan: `flightdeck peers add` puts the API key of a peer added "
+                "after deploy in it (the peers of the config file have their own plans)"
+            ),
+        )
+        self.api = api
+        self.usage_plans = usage_plans
