@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from flightdeck import topology
 from flightdeck.bench.dynamo_units import item_size
 
 ENV = "FLIGHTDECK_COUNT_AWS_CALLS"
@@ -109,6 +110,11 @@ def event_source(event: Any) -> tuple[str, int, str]:
     if isinstance(event, dict):
         if "httpMethod" in event:
             return "http", 1, f"{event.get('httpMethod')} {event.get('resource')}"
+        if event.get("version") == "2.0" and isinstance(event.get("requestContext"), dict):
+            # A function URL's event (the lean front door): no resource template, the route from the path.
+            method = (event["requestContext"].get("http") or {}).get("method")
+            route = topology.route_at(method, event.get("rawPath"))
+            return "http", 1, f"{method} {route.path if route else event.get('rawPath')}"
         records = event.get("Records")
         if isinstance(records, list) and records and records[0].get("eventSource") == "aws:sqs":
             return "sqs", len(records), records[0].get("eventSourceARN", "").rsplit(":", 1)[-1]

@@ -10,6 +10,8 @@ from typing import Any
 PRICE_FILE = "prices-us-east-1.json"
 REQUIRED = (
     "apigateway_rest_per_million_requests",
+    "apigateway_http_per_million_requests",
+    "lambda_function_url_per_million_requests",
     "lambda_per_million_requests",
     "lambda_arm64_per_gb_second",
     "sqs_standard_per_million_requests",
@@ -39,6 +41,14 @@ class PriceTable:
     @property
     def apigateway_request(self) -> float:
         return self["apigateway_rest_per_million_requests"] / 1e6
+
+    @property
+    def http_api_request(self) -> float:
+        return self["apigateway_http_per_million_requests"] / 1e6
+
+    @property
+    def function_url_request(self) -> float:
+        return self["lambda_function_url_per_million_requests"] / 1e6
 
     @property
     def lambda_request(self) -> float:

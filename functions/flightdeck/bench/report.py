@@ -140,6 +140,31 @@ def _cost_rows(rt: dict[str, Any]) -> list[list[str]]:
                 "per model-second, on top of the measured cost (the local model answers in 0 ms)",
             ]
         )
+    door = rt.get("cost_by_front_door")
+    if door:
+        rest, lean = door["rest"], door["lean"]
+        latency = " / ".join(rest.get("at_model_latency") or {})
+        rows.append(
+            [
+                "... by front door: REST / lean" + (f" (and at {latency} per think)" if latency else ""),
+                f"{money(rest['total'])} / {money(lean['total'])}"
+                + (
+                    " ("
+                    + " / ".join(
+                        f"{money(r)} / {money(lv)}"
+                        for r, lv in zip(rest["at_model_latency"].values(), lean["at_model_latency"].values())
+                    )
+                    + ")"
+                    if latency
+                    else ""
+                ),
+                f"the same counts; API Gateway {money(rest['api_gateway_usd_per_million_delegations'])} on REST "
+                f"({num(door['http_requests_per_turn'])} requests/turn at $3.50/M), "
+                f"{money(lean['api_gateway_usd_per_million_delegations'])} on the lean door "
+                f"({num(door['lean_http_api_requests_per_turn'])} HTTP API requests/turn at $1.00/M, "
+                f"{num(door['lean_function_url_requests_per_turn'])} to function URLs at $0; docs/FRONT_DOORS.md)",
+            ]
+        )
     check = rt.get("moto_recorder_check")
     if check:
         differences = check["differences_by_operation"]

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import requests
 
 from flightdeck import topology
-from flightdeck.bench import a2a_bench, durable, mcp_bench, moto_recorder, stepfunctions
+from flightdeck.bench import a2a_bench, doors, durable, mcp_bench, moto_recorder, stepfunctions
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -1096,7 +1096,8 @@ class StackRun:
         expired: list[float] = []
         by: Counter[str] = Counter()
         for sid in sids:
-            turn = self.table_item(TIMEKEEPER, f"S#{sid}", "TURN#000001")
+            meta = self.table_item(TIMEKEEPER, f"S#{sid}", "META")  # turn 1's aggregation (ARCHITECTURE §2)
+            turn = {"completed_by": meta.get("agg_by", "?"), "deadline_ms": meta.get("agg_deadline", 0)}
             by[str(turn.get("completed_by", "?"))] += 1
             for result in self.table_query(TIMEKEEPER, f"S#{sid}", "RESULT#000001#"):
                 if result.get("source") == "timeout":
@@ -1342,13 +1343,23 @@ def _round_trip_report(
     per_turn = per.to_dict(prices)
     cost = {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()}
     think_mb = {agent: think_memory_mb(opts, agent) for agent in (DELEGATOR, WORKER)}
+    waiting = at_model_latency(per_turn, cost["total"], delegations, prices, think_mb)
     return {
         "round_trips": n,
         "delegations_per_turn": delegations,
         "turns_that_timed_out": run_["timed_out"],
         "per_turn": per_turn,
         "cost_per_million_delegations_usd": cost,
-        "cost_at_model_latency": at_model_latency(per_turn, cost["total"], delegations, prices, think_mb),
+        "cost_at_model_latency": waiting,
+        # The same counts on each front door: only API Gateway's line changes (the user talks to the delegator).
+        "cost_by_front_door": doors.by_front_door(
+            per.gateway,
+            cost["total"],
+            delegations,
+            prices,
+            user_agents=[DELEGATOR],
+            at_model_latency=waiting["total_usd_per_million_delegations"],
+        ),
         "moto_recorder_check": run_["moto_recorder_check"],
         "step_functions_variant": sfn,
         "step_functions_lean_variant": lean,
