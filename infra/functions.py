@@ -173,12 +173,12 @@ class Functions(Construct):
 
     def configure_async_invokes(self, queues: Queues) -> None:
         """Lambda's asynchronous retries own a failed think (topology.ASYNC_INVOKES); what they give up on
-        goes to the dead-letter queue named there, whose alarm fires."""
+        goes to the queue named there, whose consumer hands it to the sweep."""
         for spec in topology.ASYNC_INVOKES:
             self.functions[spec.handler].configure_async_invoke(
                 retry_attempts=spec.retry_attempts,
                 max_event_age=Duration.seconds(spec.max_event_age_s),
-                on_failure=destinations.SqsDestination(queues[spec.on_failure_queue].dlq),
+                on_failure=destinations.SqsDestination(queues[spec.on_failure_queue].queue),
             )
 
     def consume(self, queues: Queues) -> None:

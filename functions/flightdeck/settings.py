@@ -82,6 +82,14 @@ class Settings(BaseModel):
         max_length=64,
         pattern=r"^[A-Za-z0-9_-]+$",
     )
+    # Who starts a think a write marked owed (ARCHITECTURE §3, topology.THINK_STARTERS).
+    think_start: Literal["writer", "stream"] = Field(
+        "writer",
+        alias="THINK_START",
+        description="Who starts a think a write marked owed: `writer`, the writer right after its commit (the mark "
+        "in the deadline index, for the sweep); `stream`, the consumer of the table's DynamoDB stream (the mark "
+        "out of the index: fewer index writes, a stream hop more per think; docs/ARCHITECTURE.md §3).",
+    )
     # The thinks' delayed retry path (a throttled model's backoff).
     turns_queue_url: str = Field(
         alias="TURNS_QUEUE_URL",

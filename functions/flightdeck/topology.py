@@ -139,21 +139,66 @@ class AsyncInvokeSpec:
 
     A failed invocation (the function raised or timed out) is run again `retry_attempts` times, a
     minute or two apart; an event that failed them all, or waited longer than `max_event_age_s`,
-    goes to the dead-letter queue of the `on_failure_queue` queue, whose alarm fires.
+    goes, as Lambda's invocation record, to the `on_failure_queue` queue itself: the turn worker takes it
+    from there and hands the think to the sweep (the owed mark into the deadline index, whoever starts
+    thinks: ARCHITECTURE §3); a record it cannot handle goes on to that queue's dead-letter queue (alarmed).
     """
 
     handler: str
     retry_attempts: int  # 0-2
     max_event_age_s: int  # 60-21600
-    on_failure_queue: str  # a QUEUES key: the event goes to its dead-letter queue
+    on_failure_queue: str  # a QUEUES key: Lambda's record of the given-up event goes to that queue
 
 
 ASYNC_INVOKES: tuple[AsyncInvokeSpec, ...] = (
-    # Lambda's retries own a think that crashed (its effects are idempotent); the sweep re-sends an
-    # owed think whose event was given up. An hour-old think is long past any delegation's deadline.
+    # Lambda's retries own a think that crashed (its effects are idempotent); a think given up on goes to the
+    # delayed-retry queue, whose consumer hands it to the sweep. An hour-old think is long past any deadline.
     AsyncInvokeSpec(THINK_HANDLER, retry_attempts=2, max_event_age_s=3600, on_failure_queue="turns"),
 )
 ASYNC_INVOKES_BY_HANDLER = {a.handler: a for a in ASYNC_INVOKES}
+
+
+# --- DynamoDB Streams: the owed-think starter (deploy.think_start = "stream", ARCHITECTURE §3) -----------
+# Who starts a think a write marked owed: "writer", the writer itself right after its commit, the mark in the
+# deadline index for the sweep; "stream", the consumer of the table's stream, the mark out of the index.
+THINK_STARTERS = ("writer", "stream")
+OWED_THINKS_HANDLER = "owed_thinks"
+# Old and new images: the consumer starts a think only where the mark appeared or changed (a filter cannot
+# compare two images, so one of the patterns passes every META write while a mark stands; the consumer drops those).
+STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+# Lambda's event filters (FilterCriteria), OR'ed: only META records carrying a mark invoke the consumer; the
+# local runtime applies the same patterns (flightdeck.local.streams).
+OWED_THINK_FILTERS: tuple[dict[str, object], ...] = (
+    {
+        "eventName": ["INSERT", "MODIFY"],
+        "dynamodb": {
+            "Keys": {SORT_KEY: {"S": ["META"]}},
+            "NewImage": {"owed_think": {"N": [{"exists": True}]}},
+        },
+    },
+)
+
+
+@dataclass(frozen=True)
+class StreamConsumerSpec:
+    """The event source mapping of the owed-think starter on the table's stream.
+
+    A record whose start failed is reported as a batch item failure (the batch bisects, and the shard moves
+    on past it after retry_attempts or max_record_age_s); one that still fails goes, as the mapping's
+    on-failure record, to the dead-letter queue of on_failure_queue (alarmed). Its think is the sweep's:
+    the consumer indexes the mark before it gives a record up (flightdeck.domain.owed_thinks).
+    """
+
+    handler: str
+    batch_size: int
+    retry_attempts: int  # 0-10000
+    max_record_age_s: int  # 60-604800
+    on_failure_queue: str  # a QUEUES key: the mapping's failure records go to its dead-letter queue
+
+
+STREAM_CONSUMER = StreamConsumerSpec(
+    OWED_THINKS_HANDLER, batch_size=100, retry_attempts=3, max_record_age_s=3600, on_failure_queue="turns"
+)
 
 
 # --- SSM: where each deployed agent publishes its API URL ------------------------------
@@ -291,5 +336,9 @@ SWEEPER_HANDLER = "sweeper"
 PEER_AUTHORIZER_HANDLER = "peer_authorizer"
 
 HANDLERS = tuple(
-    sorted({r.handler for r in ROUTES} | {q.handler for q in QUEUES} | {SWEEPER_HANDLER, PEER_AUTHORIZER_HANDLER})
+    sorted(
+        {r.handler for r in ROUTES}
+        | {q.handler for q in QUEUES}
+        | {SWEEPER_HANDLER, PEER_AUTHORIZER_HANDLER, OWED_THINKS_HANDLER}
+    )
 )

@@ -150,7 +150,9 @@ class _A2ATurnHooks:
 def state_store() -> StateStore:
     """The agent's DynamoDB state (one table, one client): every state port of deps(), and the index and
     registry adapters that share its table."""
-    return StateStore(get_settings().state_table)
+    settings = get_settings()
+    # The stream starts owed thinks: their marks stay out of the deadline index (ARCHITECTURE §3).
+    return StateStore(settings.state_table, owed_in_index=settings.think_start == "writer")
 
 
 @functools.lru_cache(maxsize=1)
@@ -182,6 +184,7 @@ def deps() -> Deps:
             function_name=settings.turn_worker_function,
             retry_queue_url=settings.turns_queue_url,
             sqs_client=lambda: queues.client,
+            started_by_stream=settings.think_start == "stream",
         ),
         peers=peers,
         keys=lambda: _signing_keys(settings),

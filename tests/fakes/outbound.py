@@ -57,6 +57,9 @@ class FakeThinks:
             raise ThinkSendFailed(f"think {session_id}/{turn} not started")
         self.started.append((session_id, turn))
 
+    def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        self.start(session_id, turn, traceparent)
+
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:
         self.retries.append((session_id, turn, attempt, delay_s))
 

@@ -178,7 +178,7 @@ def test_a_local_tool_completes_then_the_send_fails_and_the_sweep_recovers(aws, 
     assert "3" in final_text(body)
 
 
-def test_a_think_that_fails_every_attempt_lands_in_the_turns_dlq_and_the_sweep_recovers(orchestrator, monkeypatch):
+def test_a_think_that_fails_every_attempt_is_handed_to_the_sweep_which_recovers_it(orchestrator, monkeypatch):
     real = wiring.deps().model()
     calls = {"n": 0}
 
@@ -197,9 +197,13 @@ def test_a_think_that_fails_every_attempt_lands_in_the_turns_dlq_and_the_sweep_r
         [think] = orchestrator.receive("turns")
         with pytest.raises(RuntimeError):
             orchestrator.run_invocation(think["Invocation"])
-    assert orchestrator.receive("turns") == [] and calls["n"] == 3
-    [record] = [json.loads(m["Body"]) for m in orchestrator.receive("turns", dlq=True)]
-    assert record["requestPayload"] == {"session_id": sid, "turn": 1, "traceparent": ""}
+    # Its record is on the turns queue (the delayed-retry queue): the turn worker puts the owed mark into
+    # the deadline index instead of thinking, and nothing reaches the dead-letter queue.
+    [message] = orchestrator.receive("turns")
+    assert json.loads(message["Body"])["requestPayload"] == {"session_id": sid, "turn": 1, "traceparent": ""}
+    assert orchestrator.run_queue("turns", [message]) == {"batchItemFailures": []} and calls["n"] == 3
+    assert orchestrator.receive("turns", dlq=True) == []
+    assert "due_shard" in orchestrator.item(f"S#{sid}", "META")
     assert session(orchestrator, sid)["status"] == "busy"
     sweep_until_idle(orchestrator, sid)  # the think is still owed: the sweep starts it again
 

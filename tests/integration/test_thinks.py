@@ -74,19 +74,22 @@ def test_the_turn_worker_runs_an_asynchronous_invoke_s_event(orchestrator):
     assert run(event) == {"outcome": "skipped"}  # delivered twice: one effect
 
 
-def test_the_turn_worker_runs_a_retry_from_the_turns_queue_and_a_redriven_dead_letter(orchestrator):
+def test_the_turn_worker_runs_a_retry_from_the_turns_queue_and_hands_a_given_up_think_to_the_sweep(orchestrator):
     sid, event = _chat(orchestrator)
     body = {**event, "attempt": 2}
     messages = [{"MessageId": "m-1", "ReceiptHandle": "r", "Body": json.dumps(body), "Attributes": {}}]
     assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": []}
     status, _, session = orchestrator.api("session_get", SESSION_ID=sid)
     assert session["status"] == "idle" and session["messages"][-1]["role"] == "assistant"
-    # Lambda's record of an invocation it gave up on (the turns DLQ), redriven to the queue: its think runs.
+    # Lambda's record of an invocation it gave up on (its on-failure destination, the turns queue): the owed
+    # mark goes into the deadline index, due after the grace, and the sweep runs the think then.
     sid, event = _chat(orchestrator)
     record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": event}
     messages = [{"MessageId": "m-2", "ReceiptHandle": "r", "Body": json.dumps(record), "Attributes": {}}]
     assert run(orchestrator.sqs_event("turns", messages)) == {"batchItemFailures": []}
-    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["status"] == "idle"
+    meta = orchestrator.item(f"S#{sid}", "META")
+    assert meta["owed_think"] == event["turn"] and "due_shard" in meta
+    assert orchestrator.api("session_get", SESSION_ID=sid)[2]["status"] == "busy"
 
 
 def test_a_malformed_think_fails_its_invocation_or_its_record_and_changes_nothing(orchestrator):

@@ -77,6 +77,10 @@ class CrashingThinks(LambdaThinks):
         super().start(session_id, turn, traceparent, snapshot)
         self.starts.append((self.by, session_id, turn))
 
+    def resend(self, session_id, turn, traceparent=""):
+        super().resend(session_id, turn, traceparent)
+        self.starts.append((self.by, session_id, turn))
+
 
 class TurnMachine(RuleBasedStateMachine):
     res = None

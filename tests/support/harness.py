@@ -244,7 +244,7 @@ class Agent:
 
     def run_invocation(self, invocation: Invocation) -> Any:
         """Run one asynchronous invocation of the turn worker as Lambda does: a failed run raises here and
-        is queued again (RECORDER), twice; after the third failure its record goes to the turns DLQ."""
+        is queued again (RECORDER), twice; after the third failure its record goes to the turns queue."""
         module = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
         invocation.attempts += 1
         try:
@@ -255,7 +255,7 @@ class Agent:
                 RECORDER.put_back(invocation)
             else:
                 self.sqs.send_message(
-                    QueueUrl=self.dlq_urls[spec.on_failure_queue],
+                    QueueUrl=self.queue_urls[spec.on_failure_queue],
                     MessageBody=json.dumps(
                         {
                             "requestContext": {

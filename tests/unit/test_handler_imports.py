@@ -46,7 +46,7 @@ HTTP_HANDLERS = {r.handler for r in topology.ROUTES}
 # delegates or answers an agent): they load the HTTP client at init. The others load it on first use.
 HTTP_CLIENT_AT_INIT = {"dispatch_worker", "delivery_worker", "turn_worker"}
 # SQS batches only: the turn worker's events are asynchronous invokes but for its delayed retries.
-BATCH_AT_INIT = {"dispatch_worker", "delivery_worker", "deadline_timer"}
+BATCH_AT_INIT = {"dispatch_worker", "delivery_worker", "deadline_timer", topology.OWED_THINKS_HANDLER}
 # They mint or check a callback token (or present a peer token) in every, or nearly every, invocation.
 SECRETS_AT_INIT = {"dispatch_worker", "turn_worker", "callback"}
 # Cancels at peers: the dispatch queue's retries carry them, the turn loop closes canceled sessions,

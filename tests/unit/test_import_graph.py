@@ -214,7 +214,9 @@ _DYNAMO = "flightdeck.adapters.dynamo"
 _DYNAMO_LAYERS = {
     "keys": set(),
     "codec": {"keys"},
-    "table": {"keys", "codec"},
+    # The owed mark out of the deadline index (THINK_START = "stream"): installed on the table's client.
+    "owed_mark": {"keys"},
+    "table": {"keys", "codec", "owed_mark"},
     "ops": {"keys", "codec", "table"},
     **{s: {"keys", "codec", "table", "ops"} for s in ("intake", "iterations", "turns", "liveness", "dispatch")},
     "sessions": {"keys", "codec", "table", "ops", "intake"},

@@ -38,8 +38,11 @@ class LambdaThinks:
         retry_queue_url: str,
         client: Any = None,
         sqs_client: Callable[[], Any] | None = None,
+        started_by_stream: bool = False,
     ):
         self.function_name = function_name
+        # THINK_START = "stream": the table's stream starts a think its write marked owed (ARCHITECTURE §3).
+        self.started_by_stream = started_by_stream
         self.retry_queue_url = retry_queue_url
         self._client = client
         self._sqs_client = sqs_client or (lambda: boto3.client("sqs"))
@@ -54,11 +57,18 @@ class LambdaThinks:
     def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
         """Start think iteration `turn` now: Lambda queues the event and answers 202. snapshot: the
         session as its ingest wrote it, so the think skips its read (bounded by the store's
-        MAX_SNAPSHOT_CHARS, well inside the 256 KB of an asynchronous invoke's payload)."""
+        MAX_SNAPSHOT_CHARS, well inside the 256 KB of an asynchronous invoke's payload).
+        With the stream as the starter, nothing: the owed mark's stream record starts it."""
+        if not self.started_by_stream:
+            self._invoke(think_event(session_id, turn, traceparent, snapshot=snapshot))
+
+    def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        """Start a think owed since an earlier write, whoever starts fresh ones."""
+        self._invoke(think_event(session_id, turn, traceparent))
+
+    def _invoke(self, event: dict[str, Any]) -> None:
         self.client.invoke(
-            FunctionName=self.function_name,
-            InvocationType="Event",
-            Payload=json.dumps(think_event(session_id, turn, traceparent, snapshot=snapshot)).encode("utf-8"),
+            FunctionName=self.function_name, InvocationType="Event", Payload=json.dumps(event).encode("utf-8")
         )
 
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:

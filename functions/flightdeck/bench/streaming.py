@@ -89,6 +89,9 @@ class _ScriptedThinks:
     def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
         pass
 
+    def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        pass
+
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None:
         raise AssertionError("the local model is never throttled")
 

@@ -35,6 +35,9 @@ class _Thinks:
     def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None:
         self.started.append((session_id, turn))
 
+    def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
+        self.started.append((session_id, turn))
+
 
 def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
     queries = [r for r in records if r.get("op") == "Query"]

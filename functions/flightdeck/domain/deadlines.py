@@ -114,5 +114,5 @@ def resend_owed_think(deps: Deps, session_id: str, turn: int) -> bool:
         return False
     count("OwedThinksResent")
     logger.warning("re-sending an owed think", extra={"session_id": session_id, "turn": turn})
-    deps.thinks.start(session_id, turn)
+    deps.thinks.resend(session_id, turn)
     return True

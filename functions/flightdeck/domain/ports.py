@@ -171,8 +171,12 @@ class ThinkPort(Protocol):
     """Starts think iterations. A think may start twice (a re-send, an at-least-once delivery): the turn
     worker skips a stale or finished one, and a second concurrent run stores nothing new."""
 
-    # snapshot: the new session as its ingest wrote it (Intake.snapshot), for the think to start from.
+    # A write just marked this think owed: start it. snapshot: the new session as its ingest wrote it
+    # (Intake.snapshot), for the think to start from. (When the table's stream starts owed thinks, the
+    # adapter leaves this one to it: ARCHITECTURE §3.)
     def start(self, session_id: str, turn: int, traceparent: str = "", snapshot: str = "") -> None: ...
+    # Start a think owed since an earlier write (a re-send: the sweep, the stream's consumer): always sent.
+    def resend(self, session_id: str, turn: int, traceparent: str = "") -> None: ...
     # A retryable model failure: think again (its `attempt`-th try) after delay_s, not sooner.
     def retry_later(self, session_id: str, turn: int, traceparent: str, attempt: int, delay_s: int) -> None: ...
 

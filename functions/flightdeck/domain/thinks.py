@@ -14,9 +14,10 @@ from pydantic import BaseModel, Field
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.turn_loop import ThinkRetry, run_turn
-from flightdeck.observability import bind
+from flightdeck.observability import bind, count, logger
 
 RETRY_SCHEDULED = "retry_scheduled"
+HANDED_TO_SWEEP = "handed_to_sweep"
 
 
 class ThinkMessage(BaseModel):
@@ -30,10 +31,25 @@ class ThinkMessage(BaseModel):
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> ThinkMessage:
-        """The think of an event or message body. A record Lambda wrote to the turns dead-letter queue
-        for an invocation it gave up on carries the think as its requestPayload (a redrive sends it back)."""
+        """The think of an event or message body. A record Lambda wrote for an invocation it gave up on
+        carries the think as its requestPayload."""
         payload = body.get("requestPayload")
         return cls.model_validate(payload if isinstance(payload, dict) else body)
+
+
+def given_up(body: dict[str, Any]) -> bool:
+    """Lambda's record of a think it gave up on (retries exhausted, or too old), not a think to run now."""
+    return isinstance(body.get("requestContext"), dict) and isinstance(body.get("requestPayload"), dict)
+
+
+def hand_to_sweep(deps: Deps, message: ThinkMessage) -> str:
+    """A think Lambda gave up on (its on-failure record, on the turns queue): its owed mark goes into the
+    deadline index, due after the grace, and the sweep re-sends it (ARCHITECTURE §3), whoever started it.
+    A mark that moved on needs nothing: its session's next think is someone else's."""
+    bind(session_id=message.session_id, turn=message.turn)
+    count("ThinksGivenUp")
+    logger.error("Lambda gave up on a think; the sweep re-sends it", extra={"turn": message.turn})
+    return HANDED_TO_SWEEP if deps.liveness.defer_owed_think(message.session_id, message.turn) else "stale"
 
 
 def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -> str:

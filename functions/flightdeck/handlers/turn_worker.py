@@ -1,9 +1,9 @@
 """Lambda: one think iteration per event (flightdeck.domain.thinks).
 
 Two event shapes reach it. A think starts as an asynchronous invoke whose event is the think itself
-({"session_id", "turn", "traceparent", "attempt"?}): Lambda runs a failed one twice more, then puts it
-in the turns dead-letter queue (flightdeck.topology.ASYNC_INVOKES). A think retried after a delay
-(a throttled model) comes from the turns queue, as an SQS batch of one.
+({"session_id", "turn", "traceparent", "attempt"?}): Lambda runs a failed one twice more, then puts its
+record on the turns queue (flightdeck.topology.ASYNC_INVOKES), where this function hands it to the sweep.
+A think retried after a delay (a throttled model) comes from the turns queue, as an SQS batch of one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from flightdeck.domain.thinks import ThinkMessage, think
+from flightdeck.domain.thinks import ThinkMessage, given_up, hand_to_sweep, think
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import lambda_entry
 from flightdeck.settings import get_settings
@@ -37,6 +37,9 @@ def handler(event: dict[str, Any], context: Any) -> Mapping[str, object]:
     from flightdeck.handlers._sqs import process_batch
 
     def _record(record: SQSRecord) -> str:
-        return think(deps_within(budget), ThinkMessage.of(json.loads(record.body)), budget)
+        body = json.loads(record.body)
+        if given_up(body):  # Lambda's on-failure record: the sweep owns that think now
+            return hand_to_sweep(deps_within(budget), ThinkMessage.of(body))
+        return think(deps_within(budget), ThinkMessage.of(body), budget)
 
     return process_batch(event, context, _record)

@@ -38,7 +38,7 @@ from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer
 from flightdeck.local.net import base_url, listen
 from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
-from flightdeck.local.resources import dlq_url_variable, queue_url_variable
+from flightdeck.local.resources import queue_url_variable
 from flightdeck.local.sandbox import DEFAULT_PER_FUNCTION, DEFAULT_PER_STREAMING_FUNCTION, Sandboxes, SandboxPolicy
 from flightdeck.settings import Settings, SettingsError
 
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sqs = boto3.client("sqs", region_name=region)
     invoker = AsyncInvoker(lambda url, body: sqs.send_message(QueueUrl=url, MessageBody=body))
     lambda_server = LambdaApiServer(
-        LambdaApi(functions, invoker, async_configs(functions, lambda spec: os.environ[dlq_url_variable(spec)])),
+        LambdaApi(functions, invoker, async_configs(functions, lambda spec: os.environ[queue_url_variable(spec)])),
         lambda_socket,
     )
     if args.listen_fd is not None:

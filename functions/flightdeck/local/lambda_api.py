@@ -220,14 +220,14 @@ def invocation_record(
     return record
 
 
-def async_configs(registry: FunctionRegistry, dlq_url: Callable[[topology.QueueSpec], str]) -> dict[str, AsyncConfig]:
+def async_configs(registry: FunctionRegistry, queue_url: Callable[[topology.QueueSpec], str]) -> dict[str, AsyncConfig]:
     """Function name -> its asynchronous invocation settings, from topology.ASYNC_INVOKES."""
     configs = {}
     for spec in topology.ASYNC_INVOKES:
         configs[registry.function(spec.handler).function_name] = AsyncConfig(
             retry_attempts=spec.retry_attempts,
             max_event_age_s=spec.max_event_age_s,
-            on_failure_queue_url=dlq_url(topology.QUEUES_BY_KEY[spec.on_failure_queue]),
+            on_failure_queue_url=queue_url(topology.QUEUES_BY_KEY[spec.on_failure_queue]),
         )
     return configs
 

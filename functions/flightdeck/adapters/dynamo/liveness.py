@@ -23,6 +23,7 @@ from flightdeck.adapters.dynamo.keys import (
     PK,
     SHARD,
     SK,
+    deadline_shard,
     session_pk,
 )
 from flightdeck.adapters.dynamo.table import Table, is_condition_failure
@@ -85,7 +86,13 @@ class LivenessStore(Table):
         Conditioned on the mark (a session that moved on keeps its own) and, given due_by_ms, on it
         being due by then, so of two sweeps listing it only one re-sends."""
         condition = "#owed = :turn"
-        values = attr_values(turn=turn, due=self.now_ms() + max(0, delay_ms) + self.owed_think_grace_ms)
+        # The shard too: with the stream as the think's starter the mark was out of the index, and this
+        # recovery path hands it to the sweep (flightdeck.adapters.dynamo.owed_mark).
+        values = attr_values(
+            turn=turn,
+            due=self.now_ms() + max(0, delay_ms) + self.owed_think_grace_ms,
+            shard=deadline_shard(session_id),
+        )
         if due_by_ms is not None:
             condition += " AND #due <= :by"
             values.update(attr_values(by=due_by_ms))
@@ -93,9 +100,9 @@ class LivenessStore(Table):
             self.client.update_item(
                 TableName=self.table,
                 Key=ddb_item(**{PK: session_pk(session_id), SK: META}),
-                UpdateExpression="SET #due = :due",
+                UpdateExpression="SET #due = :due, #shard = :shard",
                 ConditionExpression=condition,
-                ExpressionAttributeNames={"#owed": OWED, "#due": DUE},
+                ExpressionAttributeNames={"#owed": OWED, "#due": DUE, "#shard": SHARD},
                 ExpressionAttributeValues=values,
             )
             return True
