@@ -38,8 +38,9 @@ from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer
 from flightdeck.local.net import base_url, listen
 from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
-from flightdeck.local.resources import queue_url_variable
+from flightdeck.local.resources import dlq_url_variable, queue_url_variable
 from flightdeck.local.sandbox import DEFAULT_PER_FUNCTION, DEFAULT_PER_STREAMING_FUNCTION, Sandboxes, SandboxPolicy
+from flightdeck.local.streams import StreamPoller, StreamReader, enable_stream
 from flightdeck.settings import Settings, SettingsError
 
 log = logging.getLogger("flightdeck.local")
@@ -223,6 +224,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             region=region,
         )
     )
+    if settings.think_start == "stream":
+        # The table's stream feeds the owed-think starter, as the event source mapping does on AWS.
+        dynamodb = boto3.client("dynamodb", region_name=region)
+        streams = boto3.client("dynamodbstreams", region_name=region)
+        dlq = os.environ[dlq_url_variable(topology.QUEUES_BY_KEY[topology.STREAM_CONSUMER.on_failure_queue])]
+        workers.append(
+            StreamPoller(
+                reader=StreamReader(streams, enable_stream(dynamodb, settings.state_table)),
+                function=functions.function(topology.OWED_THINKS_HANDLER),
+                stop=stop,
+                on_failure=lambda record: sqs.send_message(QueueUrl=dlq, MessageBody=json.dumps(record)),
+            )
+        )
     sandboxes.warm_up()  # the fork server imports its libraries while the rest starts
     for worker in workers:
         worker.start()

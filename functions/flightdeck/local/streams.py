@@ -9,10 +9,15 @@ Lambda delivers ({"Records": [...]}, each with its eventSourceARN).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flightdeck import topology
+from flightdeck.local.invocation import Function, log_failure
+
+log = logging.getLogger("flightdeck.local")
 
 
 def enable_stream(dynamodb: Any, table: str) -> str:
@@ -80,3 +85,79 @@ class StreamReader:
                 if matches(record):
                     out.append({**record, "eventSourceARN": self.stream_arn})
         return out
+
+
+# Lambda polls a DynamoDB stream's shard about four times a second.
+POLL_INTERVAL_S = 0.25
+
+
+class StreamPoller(threading.Thread):
+    """The owed-think starter's event source mapping (topology.STREAM_CONSUMER), on moto's stream.
+
+    Each poll hands the new records that pass the filters to the function in batches of the mapping's size.
+    Records the function reports as failed (ReportBatchItemFailures), or a whole batch whose invocation
+    failed, are handed over again on the next polls, up to the mapping's retries; then, as the mapping's
+    on-failure destination does, a record of them goes to the dead-letter queue and the shard moves on.
+    """
+
+    def __init__(
+        self,
+        *,
+        reader: StreamReader,
+        function: Function,
+        stop: threading.Event,
+        on_failure: Callable[[dict[str, Any]], None],
+        spec: topology.StreamConsumerSpec = topology.STREAM_CONSUMER,
+        interval_s: float = POLL_INTERVAL_S,
+    ):
+        super().__init__(name="poller-stream", daemon=True)
+        self.reader = reader
+        self.function = function
+        self.stop_event = stop
+        self.on_failure = on_failure
+        self.spec = spec
+        self.interval_s = interval_s
+        self._retry: list[tuple[int, dict[str, Any]]] = []  # (attempts so far, record)
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval_s):
+            try:
+                self.poll_once()
+            except Exception:
+                log.exception("stream poller: reading the stream failed")
+
+    def poll_once(self) -> int:
+        """One poll: the records to retry, then the new ones. Returns how many records were handed over."""
+        pending = self._retry + [(0, r) for r in self.reader.read()]
+        self._retry = []
+        for start in range(0, len(pending), self.spec.batch_size):
+            self._hand_over(pending[start : start + self.spec.batch_size])
+        return len(pending)
+
+    def _hand_over(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+        records = [r for _, r in batch]
+        try:
+            result = self.function.invoke({"Records": records})
+            failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures") or []}
+        except Exception as exc:
+            log_failure(log, exc, "stream poller: %s failed on %d records", self.function.module_name, len(records))
+            failed = {r["dynamodb"]["SequenceNumber"] for r in records}
+        for attempts, record in batch:
+            if record["dynamodb"]["SequenceNumber"] not in failed:
+                continue
+            if attempts < self.spec.retry_attempts:
+                self._retry.append((attempts + 1, record))
+            else:
+                log.error("stream poller: record %s given up after its retries", record["dynamodb"]["SequenceNumber"])
+                self.on_failure(
+                    {
+                        "requestContext": {"condition": "RetryAttemptsExhausted"},
+                        "DDBStreamBatchInfo": {
+                            "shardId": record.get("shardId", ""),
+                            "startSequenceNumber": record["dynamodb"]["SequenceNumber"],
+                            "endSequenceNumber": record["dynamodb"]["SequenceNumber"],
+                            "streamArn": record["eventSourceARN"],
+                            "batchSize": 1,
+                        },
+                    }
+                )
