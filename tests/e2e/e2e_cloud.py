@@ -34,7 +34,8 @@ service APIs from the template's own values, and nothing else is changed:
   taken out of the template and put after the stack (PutMethod, PutIntegration, PutMethodResponse,
   PutIntegrationResponse), its templates as they are;
 - never created: AWS::ApiGateway::RequestValidator, ::GatewayResponse, ::Model (unsupported;
-  request validation and API Gateway's own error answers are not emulated).
+  request validation and API Gateway's own error answers are not emulated);
+- the lean front door's HTTP API and function URLs: tests/e2e/e2e_lean.py says what and how.
 
 UNSUPPORTED lists every type moto's CloudFormation skipped for these templates; `deploy`
 records what it skipped (moto warns per resource) so a test can hold it to that list.
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import e2e_lean
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -279,6 +281,11 @@ class MotoCloud:
             if resource["Type"] in CREATED_BEFORE:
                 physical[lid] = self._create_before(stack, lid, resource, values)
                 del work["Resources"][lid]
+            elif resource["Type"] in e2e_lean.BEFORE:  # the lean front door's HTTP API: e2e_lean
+                ref, attributes = e2e_lean.create_before(self.client, resolve(resource["Properties"], values))
+                physical[lid] = values.refs[lid] = ref
+                values.attributes.update({(lid, k): v for k, v in attributes.items()})
+                del work["Resources"][lid]
             elif resource["Type"] in REF_IS_PROPERTY:
                 values.refs[lid] = resource["Properties"][REF_IS_PROPERTY[resource["Type"]]]
         deferred = {
@@ -286,6 +293,7 @@ class MotoCloud:
             for lid, r in list(work["Resources"].items())
             if r["Type"] in DEFERRED or _mock_method(r)
         }
+        late_outputs, late_environments = e2e_lean.take_out_url_references(work)
         work = resolve(work, Values(refs=dict(values.refs), attributes=dict(values.attributes)), partial=True)
         for resource in work["Resources"].values():
             depends = resource.get("DependsOn")
@@ -317,6 +325,16 @@ class MotoCloud:
                 api = resolve(resource["Properties"]["RestApiId"], values)
                 (deployment,) = self.client("apigateway").get_deployments(restApiId=api)["items"]
                 physical[lid] = values.refs[lid] = deployment["id"]
+        for kind in e2e_lean.AFTER:
+            for lid, resource in work["Resources"].items():
+                if resource["Type"] == kind:
+                    ref, attributes = e2e_lean.create_after(self.client, kind, resolve(resource["Properties"], values))
+                    physical[lid] = values.refs[lid] = ref
+                    values.attributes.update({(lid, k): v for k, v in attributes.items()})
+        for lid, variables in late_environments.items():
+            self.client("lambda").update_function_configuration(
+                FunctionName=physical[lid], Environment={"Variables": resolve(variables, values)}
+            )
         for kind in CREATED_AFTER:
             for lid, resource in {**work["Resources"], **deferred}.items():
                 if resource["Type"] == kind:
@@ -326,6 +344,7 @@ class MotoCloud:
             if _mock_method(resource):
                 physical[lid] = self._put_mock_method(resolve(resource["Properties"], values, partial=True))
         outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in described.get("Outputs", [])}
+        outputs.update({key: resolve(output["Value"], values) for key, output in late_outputs.items()})
         deployed = DeployedStack(stack, original, physical, outputs, skipped)
         self.stacks[stack] = deployed
         return deployed
