@@ -132,6 +132,13 @@ class _Stack:
         self.session = session
         self._outputs: dict[str, str] | None = None
 
+    def on_lean_door(self) -> bool:
+        """Whether the agent's stack is on the lean front door (docs/FRONT_DOORS.md): it publishes PeerUrls and has
+        no usage plan."""
+        self.output(TABLE_OUTPUT, "table", "--table")  # described once; an AdminError when it cannot be
+        outputs = self._outputs or {}
+        return "PeerUrls" in outputs and PLAN_OUTPUT not in outputs
+
     def output(self, key: str, what: str, option: str) -> str:
         if self._outputs is None:
             try:
@@ -220,6 +227,9 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     channels = check_channels(args.channel or ["a2a"])
     # Everything that can be missing is found first: a failure here changes nothing.
     registry = registry_for(args, session, stack)
+    if not args.endpoint_url and not args.usage_plan_id and not args.table and stack.on_lean_door():
+        _add_token_only(args, registry, channels)
+        return
     plans = usage_plans_for(args, session)
     default = _default_plan(args, plans, stack)
     existing = registry.get_peer(args.peer_id)
@@ -250,6 +260,24 @@ def _add(args: argparse.Namespace, session: Any, stack: _Stack) -> None:
     else:
         names = ", ".join(f"{p.name} ({p.id})" for p in metered)
         _say(f"peer {args.peer_id!r} keeps its usage plan {names}")
+
+
+def _add_token_only(args: argparse.Namespace, registry: Any, channels: Any) -> None:
+    """`peers add` for an agent on the lean front door: no gateway meters its peers, so no usage key."""
+    from flightdeck.adapters.peer_registry import PeerExistsError
+    from flightdeck.domain.peers import new_token
+
+    existing = registry.get_peer(args.peer_id)
+    if existing is not None and existing.status != "revoked":
+        raise PeerExistsError(args.peer_id)
+    token = new_token(args.peer_id)
+    registry.add(args.peer_id, token, channels=channels)
+    print(token, flush=True)
+    _say(
+        f"peer {args.peer_id!r} may now call {args.agent!r} on {' and '.join(channels)} with the token above; "
+        "it is shown only once (the table keeps its SHA-256). The agent is on the lean front door: no usage plan "
+        "meters its peers (docs/FRONT_DOORS.md)"
+    )
 
 
 def _revoke(args: argparse.Namespace, session: Any, stack: _Stack) -> int:

@@ -217,7 +217,11 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
     callees = list(dict.fromkeys(g.agent for g in wanted))
     holders = list(dict.fromkeys(g.holder for g in wanted if g.holder and not g.secret))
     registries = {agent: PeerRegistry(where.table(agent), where.dynamodb) for agent in callees}
-    plan_ids = {agent: where.plan_id(agent) for agent in callees}
+    # An agent on the lean front door has no usage plans (docs/FRONT_DOORS.md): its peers get a token alone.
+    plan_ids = {
+        agent: None if deployment.agents[agent].deploy.front_door == "lean" else where.plan_id(agent)
+        for agent in callees
+    }
     secret_ids = {agent: where.secret_id(agent) for agent in holders}
     held = {agent: where.read_secret(agent, secret_ids[agent]) for agent in holders}
     keys = {g.secret: where.read_key(g.secret) for g in wanted if g.secret}
@@ -243,7 +247,9 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
         else:
             ok = active
         # The key before the token (as `peers add`): a token API Gateway would refuse is never handed out.
-        where.plans.ensure_peer_key(grant.agent, grant.peer, plan_ids[grant.agent])
+        plan_id = plan_ids[grant.agent]
+        if plan_id is not None:
+            where.plans.ensure_peer_key(grant.agent, grant.peer, plan_id)
         if ok:
             outcome.kept.append(grant)
             continue

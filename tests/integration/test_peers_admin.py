@@ -304,3 +304,20 @@ def test_on_aws_a_stack_without_the_plan_output_changes_nothing(capsys, aws):
         capsys, "add", "--agent", "worker", "--region", "us-east-1", "--usage-plan-id", plan_id, "orchestrator"
     )
     assert code == 0 and key_of("worker", "orchestrator") == (True, [plan_id])
+
+
+def test_on_aws_an_agent_on_the_lean_front_door_gets_its_peers_a_token_and_no_usage_key(capsys, aws):
+    # A lean stack (docs/FRONT_DOORS.md) publishes PeerUrls and has no usage plan: `peers add` issues the token alone.
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    template = json.loads(stack_template(None))
+    template["Outputs"]["PeerUrls"] = {"Value": "https://api.example chat_ingest=https://chat.example"}
+    cloudformation.create_stack(StackName="Flightdeck-worker", TemplateBody=json.dumps(template))
+    code, out, err = peers(capsys, "add", "--agent", "worker", "--region", "us-east-1", "orchestrator")
+    assert code == 0 and "lean front door" in err
+    registry = PeerRegistry(
+        stack_outputs(cloudformation, "Flightdeck-worker")["StateTableName"],
+        boto3.client("dynamodb", region_name="us-east-1"),
+    )
+    assert check(registry, out.strip()) is AuthStatus.OK and key_of("worker", "orchestrator") is None
+    code, _, err = peers(capsys, "add", "--agent", "worker", "--region", "us-east-1", "orchestrator")
+    assert code != 0 and "orchestrator" in err  # already there: nothing issued twice

@@ -290,3 +290,17 @@ def test_a_secret_that_is_not_a_token_map_is_refused_before_any_token_is_issued(
     out, err = capsys.readouterr()
     assert code == 1 and out == "" and "is not a JSON object of service -> token" in err
     assert team.registry("worker").list_peers() == [] and team.registry("orchestrator").list_peers() == []
+
+
+def test_an_agent_on_the_lean_front_door_gets_tokens_and_needs_no_usage_plan(moto_server, tmp_path, capsys):
+    team = Team(moto_server, tmp_path, {"orchestrator": ["worker"], "worker": []})
+    worker, orchestrator = team.name("worker"), team.name("orchestrator")
+    # A lean agent's stack has no usage plan (docs/FRONT_DOORS.md): none here either, and the file says lean.
+    plans = UsagePlans(client("apigateway", moto_server))
+    plans.client.delete_usage_plan(usagePlanId=plans.plan_id(default_plan_name(worker)))
+    team.path.write_text(team.path.read_text() + f'\n[agents.{worker}.deploy]\nfront_door = "lean"\n')
+    team.sync(capsys)
+    record = team.registry("worker").get_peer(orchestrator)
+    assert record is not None and record.status == "active"
+    assert plans.lookup(usage_key(worker, orchestrator)) is None  # no key: nothing meters the lean door
+    assert team.secret("orchestrator")[worker]  # the delegator holds its token for the worker
