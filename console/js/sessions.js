@@ -9,7 +9,7 @@ const REFRESH_MS = 2000;
 
 export function renderSessions(main, context) {
   const cursors = [null]; // the cursor of each page seen so far (null: the first)
-  let page = 0, rows = [], next = null, timer = null;
+  let page = 0, rows = [], next = null, timer = null, asked = 0;
 
   const filter = h("input", { type: "search", id: "filter", placeholder: "text, id or agent" });
   const status = h("select", { id: "status-filter" },
@@ -62,8 +62,10 @@ export function renderSessions(main, context) {
   async function load() {
     const cursor = cursors[page];
     const query = `limit=${size.value}` + (cursor ? `&cursor=${encodeURIComponent(cursor)}` : "");
+    const mine = ++asked; // only the latest request draws: a refresh under way must not undo a page change
     try {
       const listing = await call("GET", `/api/sessions?${query}`);
+      if (mine !== asked) return;
       rows = listing.sessions;
       next = listing.next_cursor;
       cursors[page + 1] = next;
