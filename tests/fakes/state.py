@@ -136,7 +136,8 @@ class _Partition:
     inbox: dict[str, _InboxItem] = field(default_factory=dict)  # INBOX#<key>
     route: _Route | None = None  # ROUTE
     iterations: dict[int, tuple[dict[str, Any], bool]] = field(default_factory=dict)  # ITER#: (reply, ends_turn)
-    turns: dict[int, _Turn] = field(default_factory=dict)  # TURN#<turn>
+    # The current turn's aggregation (the store's agg_* attributes on META): one at a time, a new one replaces it.
+    turns: dict[int, _Turn] = field(default_factory=dict)
     results: dict[tuple[int, str], ToolResult] = field(default_factory=dict)  # RESULT#<turn>#<id>
     dispatches: dict[tuple[int, str], str] = field(default_factory=dict)  # DISPATCH#<turn>#<id>: status
 
@@ -578,7 +579,7 @@ class MemoryState:
                 raise LookupError(f"session {session_id} is not at turn {turn}")
             p.iterations[turn] = (stored, _calls_tools(reply))
             if seeded is not None:
-                p.turns[turn] = seeded
+                p.turns = {turn: seeded}
             return Iteration(session_id, turn, reply, fresh=True, next_input=write())
         meta, route = p.meta, p.route
         if meta is None or meta.turn != turn or meta.status != "busy":
@@ -588,7 +589,7 @@ class MemoryState:
         p.iterations[turn] = (stored, False)
         meta.updated_at, meta.owed, meta.due = now, None, None
         if seeded is not None:
-            p.turns[turn] = seeded
+            p.turns = {turn: seeded}
         if retires_route and route is not None:
             route.status, route.retired_turn = "retired", turn
         return Iteration(session_id, turn, reply, fresh=True)
@@ -622,9 +623,9 @@ class MemoryState:
     ) -> bool:
         seeded = self._seed(tool_use_ids, deadline_ms, retention_ms, deadlines)
         p = self._part(session_id)
-        if turn in p.turns:
+        if turn in p.turns or p.meta is None or p.meta.turn != turn:
             return False
-        p.turns[turn] = seeded
+        p.turns = {turn: seeded}
         return True
 
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None:
@@ -745,12 +746,15 @@ class MemoryState:
         shards: dict[int, list[Overdue]] = {}
         for sid, p in self._partitions.items():
             listed = shards.setdefault(deadline_shard(sid), [])
+            # As the store: one place in the index per session (its META), an owed think's or else its
+            # waiting turn's.
             if p.meta is not None and p.meta.due is not None and p.meta.due <= now_ms:
                 owed = p.meta.owed if p.meta.owed is not None else p.meta.turn
                 listed.append(Overdue(sid, owed, "think", p.meta.due))
-            for turn, t in p.turns.items():
-                if t.due is not None and t.due <= now_ms:
-                    listed.append(Overdue(sid, turn, "deadline", t.due))
+            elif p.meta is None or p.meta.due is None:
+                for turn, t in p.turns.items():
+                    if t.due is not None and t.due <= now_ms:
+                        listed.append(Overdue(sid, turn, "deadline", t.due))
         return [o for shard in sorted(shards) for o in sorted(shards[shard], key=lambda o: o.due_ms)[:limit]]
 
     def _move_load(self, delta: int) -> None:

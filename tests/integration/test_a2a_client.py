@@ -311,7 +311,7 @@ def _poll(agent, sid: str, polls: int = 0) -> str:
     from flightdeck.domain.a2a.client import PollMessage, poll_remote_task
     from flightdeck.wiring import deps
 
-    agg = agent.item(f"S#{sid}", "TURN#000001")
+    agg = agent.turn_item(sid, 1)
     return poll_remote_task(
         deps(),
         PollMessage(
@@ -547,7 +547,7 @@ def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, p
     peer.push = False
     sid = delegate(agent, " ".join(f"@peer job {i}" for i in range(10)))
     agent.run_queue("dispatch")
-    deadline_ms = int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"])
+    deadline_ms = int(agent.turn_item(sid, 1)["deadline_ms"])
     tool_use_ids = [
         b["toolUse"]["toolUseId"]
         for b in agent.api("session_get", SESSION_ID=sid)[2]["messages"][1]["content"]

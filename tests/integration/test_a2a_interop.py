@@ -368,7 +368,7 @@ def test_delegate_to_an_sdk_agent_that_pushes(aws, monkeypatch):
         assert len(remote) == 1 and remote[0]["mode"]["S"] == "push"
         # The sdk agent pushes its task to POST /api/a2a/push with our token; the last push completes our turn.
         turns = _wait_for(lambda: agent.receive("turns"))
-        assert agent.item(f"S#{sid}", "TURN#000001")["completed_by"] == "callback"  # the push receiver
+        assert agent.turn_item(sid, 1)["completed_by"] == "callback"  # the push receiver
         agent.run_queue("turns", turns)
     s = _session(agent, sid)
     assert s["status"] == "idle"
@@ -399,7 +399,7 @@ def test_delegate_to_an_sdk_agent_without_push_polls_it(aws, monkeypatch):
             polls = _wait_for(lambda: agent.receive("timers"), timeout_s=5)
             agent.run_queue("timers", polls)
             turns = agent.receive("turns")
-        assert agent.item(f"S#{sid}", "TURN#000001")["completed_by"] == "a2a_poll"
+        assert agent.turn_item(sid, 1)["completed_by"] == "a2a_poll"
         agent.run_queue("turns", turns)
     s = _session(agent, sid)
     assert s["status"] == "idle"

@@ -92,10 +92,10 @@ def test_a_cancel_that_dies_before_stopping_the_delegations_is_finished_by_its_r
     with pytest.raises(Died):
         rpc(orchestrator, "tasks/cancel", {"id": task["id"]})  # the task is canceled; its turn still waits
     monkeypatch.setattr(a2a_tasks, "_stop_delegations", real)
-    assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "waiting"
+    assert orchestrator.turn_item(sid, 1)["status"] == "waiting"
     assert err(rpc(orchestrator, "tasks/cancel", {"id": task["id"]}), -32002)["data"]["state"] == "canceled"
     # The retry did what the first did not: the delegation stopped, the session closed.
-    assert orchestrator.item(f"S#{sid}", "TURN#000001")["completed_by"] == "a2a_cancel"
+    assert orchestrator.turn_item(sid, 1)["completed_by"] == "a2a_cancel"
     assert session_of(orchestrator, sid)["status"] == "idle"
 
 

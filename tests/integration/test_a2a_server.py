@@ -185,12 +185,12 @@ def test_cancel_stops_outstanding_delegations_and_the_session_thinks_no_more(orc
     task = send(orchestrator, "@worker one @worker two")
     orchestrator.run_queue("turns")  # delegates: the turn waits on two results
     sid = task["contextId"]
-    assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "waiting"
+    assert orchestrator.turn_item(sid, 1)["status"] == "waiting"
     canceled = ok(rpc(orchestrator, "tasks/cancel", {"id": task["id"]}))
     sdk.Task.model_validate(canceled)
     assert canceled["status"]["state"] == "canceled"
     # The waiting turn completed through the same conditional transition, with canceled results...
-    agg = orchestrator.item(f"S#{sid}", "TURN#000001")
+    agg = orchestrator.turn_item(sid, 1)
     assert agg["status"] == "complete" and agg["completed_by"] == "a2a_cancel"
     results = [i for i in orchestrator.table_items() if i["sk"]["S"].startswith("RESULT#000001#")]
     assert len(results) == 2

@@ -156,7 +156,7 @@ def test_delegate_to_our_own_agent_in_both_versions(aws, monkeypatch, relays, ve
     orchestrator.run_queue("turns")
     result = _result(orchestrator, sid)
     assert result["status"] == "success" and result["content"][0]["text"], result
-    assert orchestrator.item(f"S#{sid}", "TURN#000001")["completed_by"] == "callback"  # the push receiver
+    assert orchestrator.turn_item(sid, 1)["completed_by"] == "callback"  # the push receiver
 
 
 def test_a_canceled_session_cancels_its_delegation_at_a_strict_a2a_sdk_1x_agent(aws, monkeypatch, sdk1_python):

@@ -178,5 +178,7 @@ def test_20_concurrent_callbacks_complete_the_turn_once(orchestrator_on_server):
     assert len(result_items(orchestrator, sid)) == 20
     turns = orchestrator.bodies("turns")
     assert turns == [{"session_id": sid, "turn": turn + 1, "traceparent": ""}]
-    agg = orchestrator.item(f"S#{sid}", f"TURN#{turn:06d}")
-    assert agg["status"] == "complete" and agg["received"] == 20 and "due_at" not in agg
+    # The aggregation on the session item: complete, every id counted, the index now lists the owed think.
+    meta = orchestrator.item(f"S#{sid}", "META")
+    assert (meta["agg_turn"], meta["agg_status"], "agg_open" in meta) == (turn, "complete", False)
+    assert int(meta["owed_think"]) == turn + 1 and meta["agg_expected"] == set(ids)

@@ -96,7 +96,7 @@ def test_two_delegates_with_their_own_timeouts_are_each_synthesized_at_their_own
     t0 = clock.now
     sid = start(agent, "@quick look up the launch date @slow review the plan")
     ids = calls(agent, sid)
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     # The turn waits no longer than its longest delegation; the index lists it at its earliest deadline.
     assert int(turn["deadline_ms"]) == t0 + DEFAULT_MS and int(turn["due_at"]) == t0 + QUICK_MS
     assert {k: int(v) for k, v in turn["deadlines"].items()} == {
@@ -112,7 +112,7 @@ def test_two_delegates_with_their_own_timeouts_are_each_synthesized_at_their_own
     quick = result(agent, sid, ids["ask_quick"])
     assert json.loads(quick["text"])["reason"] == "timeout" and int(quick["recorded_at"]) == t0 + QUICK_MS
     assert result(agent, sid, ids["ask_slow"]) is None
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     assert (turn["status"], int(turn["received"]), int(turn["due_at"])) == ("waiting", 1, t0 + DEFAULT_MS)
     assert agent.receive("turns") == []  # no think yet: the slow one is still awaited
     # Re-armed once, for the next deadline still open.
@@ -127,7 +127,7 @@ def test_two_delegates_with_their_own_timeouts_are_each_synthesized_at_their_own
     assert fire_timer(d, TimerMessage(**timers[1][0])) == "expired"
     slow = result(agent, sid, ids["ask_slow"])
     assert json.loads(slow["text"])["reason"] == "timeout" and int(slow["recorded_at"]) == t0 + DEFAULT_MS
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     assert turn["status"] == "complete" and "due_at" not in turn
     agent.run_queue("turns")
     view = agent.api("session_get", SESSION_ID=sid)[2]
@@ -150,7 +150,7 @@ def test_an_answer_before_the_first_deadline_moves_the_turn_on_to_the_next(agent
     clock.now = t0 + QUICK_MS
     assert fire_timer(d, TimerMessage(**timers[0][0])) == "rearmed"  # nothing due: on to the next deadline
     assert result(agent, sid, ids["ask_quick"])["text"] == "June 3"
-    assert int(agent.item(f"S#{sid}", "TURN#000001")["due_at"]) == t0 + DEFAULT_MS
+    assert int(agent.turn_item(sid, 1)["due_at"]) == t0 + DEFAULT_MS
     assert not [r for r in peer.requests if r["path"].endswith("/cancel")]  # it answered: nothing to stop
     # The sweeper sees nothing overdue in between (the index no longer lists the answered deadline).
     clock.now = t0 + DEFAULT_MS - 1
@@ -180,7 +180,7 @@ def test_delegates_that_share_a_timeout_keep_one_deadline_and_one_timer(agent, p
     _, clock, timers = world
     t0 = clock.now
     sid = start(agent, "@slow review the plan @also review the budget")
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     assert int(turn["deadline_ms"]) == int(turn["due_at"]) == t0 + DEFAULT_MS and "deadlines" not in turn
     assert timers == [({"session_id": sid, "turn": 1, "deadline_ms": t0 + DEFAULT_MS}, DEFAULT_MS // 1000)]
 
@@ -293,7 +293,7 @@ def test_a_request_s_timeout_caps_its_delegations_and_its_timer_fires_then(agent
     # The slow delegate would be waited for DEFAULT_MS (10 s); the request allows 3 s. The peer never answers.
     sid = start_bounded(agent, "@quick look up the launch date @slow review the plan", 3)
     ids = calls(agent, sid)
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     # quick keeps its own, earlier deadline (2 s); slow's is the request's.
     assert {k: int(v) for k, v in turn["deadlines"].items()} == {
         ids["ask_quick"]: t0 + QUICK_MS,
@@ -324,7 +324,7 @@ def test_the_sweep_expires_a_bounded_request_at_its_deadline_not_its_delegate_s(
     clock.now = t0 + 4_000
     assert sweep(d) == 1
     assert json.loads(result(agent, sid, slow_id)["text"])["reason"] == "timeout"
-    assert agent.item(f"S#{sid}", "TURN#000001")["status"] == "complete"
+    assert agent.turn_item(sid, 1)["status"] == "complete"
     # The peer was told to stop at that moment too.
     assert [r for r in peer.requests if r["path"].endswith("/cancel")]
 
@@ -333,4 +333,4 @@ def test_a_request_s_timeout_is_capped_by_the_agent_s_own(agent, peer, world):
     _, clock, _ = world
     t0 = clock.now
     sid = start_bounded(agent, "@slow review the plan", 3_600)  # an hour asked for: ASYNC_TOOL_TIMEOUT_MS rules
-    assert int(agent.item(f"S#{sid}", "TURN#000001")["deadline_ms"]) == t0 + DEFAULT_MS
+    assert int(agent.turn_item(sid, 1)["deadline_ms"]) == t0 + DEFAULT_MS

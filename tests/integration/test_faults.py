@@ -41,13 +41,16 @@ def test_dynamodb_throttling_is_retried_and_nothing_is_lost(orchestrator_on_serv
     orchestrator = orchestrator_on_server
     sid, turn, [tid] = start_turn(orchestrator)
     client = wiring.state_store().client
-    hook, remaining = _throttle(2)
-    client.meta.events.register("before-send.dynamodb.TransactWriteItems", hook)
+    # The callback's two writes (the result's put, then its count on the session item), each throttled once.
+    hooks = {op: _throttle(1) for op in ("PutItem", "UpdateItem")}
+    for op, (hook, _) in hooks.items():
+        client.meta.events.register(f"before-send.dynamodb.{op}", hook)
     try:
         status, _, body = post(orchestrator, orchestrator.token(sid, turn, tid), "after throttling")
     finally:
-        client.meta.events.unregister("before-send.dynamodb.TransactWriteItems", hook)
-    assert remaining["n"] == 0  # both throttles were hit and retried by the SDK
+        for op, (hook, _) in hooks.items():
+            client.meta.events.unregister(f"before-send.dynamodb.{op}", hook)
+    assert [left["n"] for _, left in hooks.values()] == [0, 0]  # both throttles were hit and retried by the SDK
     assert (status, body["status"]) == (202, "accepted")
     assert [i["text"]["S"] for i in result_items(orchestrator, sid)] == ["after throttling"]
     assert len(orchestrator.bodies("turns")) == 1

@@ -106,7 +106,7 @@ def test_timer_completes_then_the_send_fails_its_redelivery_finds_the_tombstone_
 ):
     sid, turn, [tid] = start_turn(orchestrator)
     # The timer message is delayed until the deadline; its body is what the turn worker sent.
-    deadline = int(orchestrator.item(f"S#{sid}", f"TURN#{turn:06d}")["deadline_ms"])
+    deadline = int(orchestrator.item(f"S#{sid}", "META")["agg_deadline"])
     timer = {"session_id": sid, "turn": turn, "deadline_ms": deadline}
     shift_clock(301_000)  # past the deadline
     failed = fail_next_think_send(monkeypatch)

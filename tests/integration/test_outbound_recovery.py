@@ -183,4 +183,4 @@ def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays,
         if i["sk"]["S"].startswith("RESULT#")
     }
     assert recorded == answers  # every answer, whole
-    assert orchestrator.item(f"S#{sid}", "TURN#000001")["status"] == "complete"
+    assert orchestrator.turn_item(sid, 1)["status"] == "complete"

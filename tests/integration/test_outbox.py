@@ -50,7 +50,7 @@ def test_a_final_refusal_inline_records_dispatch_failed_and_completes_the_turn(a
     peer.statuses = [400]
     sid = think(agent, "@worker one")
     assert agent.receive("dispatch") == []
-    assert agent.item(f"S#{sid}", "TURN#000001")["status"] == "complete"
+    assert agent.turn_item(sid, 1)["status"] == "complete"
     assert len(agent.bodies("turns")) == 1  # the next think
 
 

@@ -402,7 +402,7 @@ def test_callbacks_are_audited_with_the_peer_the_token_names(orchestrator, audit
     sid = new_session_id()
     assert chat(orchestrator, sid, "@worker count the owls")[0] == 202
     orchestrator.run_queue("turns")
-    turn = orchestrator.item(f"S#{sid}", "TURN#000001")
+    turn = orchestrator.turn_item(sid, 1)
     [tool_use_id] = turn["expected"]
     token = orchestrator.token(sid, 1, tool_use_id)
     status, _, _ = orchestrator.api(

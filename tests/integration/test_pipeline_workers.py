@@ -112,7 +112,7 @@ def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent
     tokens = [r["body"]["reply"]["bearerToken"] for r in peer.requests]
     assert agent.api("tool_response", TOKEN=tokens[0], RESULT="first answer")[0] == 202
     assert agent.receive("timers") == []  # delayed until the deadline
-    agg = agent.item(f"S#{sid}", "TURN#000001")
+    agg = agent.turn_item(sid, 1)
     timer = {"session_id": sid, "turn": 1, "deadline_ms": int(agg["deadline_ms"])}
     assert 1 <= (timer["deadline_ms"] - int(time.time() * 1000)) / 1000 <= 2.1
     from flightdeck.domain.deadlines import TimerMessage, fire_timer
@@ -176,7 +176,7 @@ def test_think_delivered_twice_has_one_effect(agent, peer):
         QueueUrl=agent.queue_urls["timers"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
     )
     assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "2"
-    agg = agent.item(f"S#{sid}", "TURN#000001")
+    agg = agent.turn_item(sid, 1)
     assert agg["status"] == "waiting" and agg["received"] == 0 and len(agg["expected"]) == 1
     assert len(session(agent, sid)["messages"]) == 2
 
@@ -368,4 +368,4 @@ def test_tool_calls_past_the_limit_get_an_error_result_not_a_dispatch(aws, monke
         "reason": "too_many_tools",
         "detail": "at most 2 tool calls per turn",
     }
-    assert a.item(f"S#{sid}", "TURN#000001")["received"] == 1
+    assert a.turn_item(sid, 1)["received"] == 1

@@ -107,9 +107,9 @@ def test_a_session_waiting_on_its_delegations_completes_canceled_and_cancels_the
     sid = new_session_id()
     assert agent.api("chat_post", body={"session_id": sid, "content": "@worker one @worker two"})[0] == 202
     agent.run_queue("turns")
-    assert agent.item(f"S#{sid}", "TURN#000001")["status"] == "waiting"
+    assert agent.turn_item(sid, 1)["status"] == "waiting"
     assert cancel(agent, sid)[0] == 200
-    turn = agent.item(f"S#{sid}", "TURN#000001")
+    turn = agent.turn_item(sid, 1)
     assert turn["status"] == "complete" and turn["completed_by"] == "session_cancel"
     reply = json.loads(agent.item(f"S#{sid}", "ITER#000001")["reply"])
     ids = [b["toolUse"]["toolUseId"] for b in reply["message"]["content"] if "toolUse" in b]

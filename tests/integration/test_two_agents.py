@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from flightdeck.local.stack import LocalStack
+from tests.support.harness import aggregation_fields
 from tests.support.proxy import FlakyProxy
 
 pytestmark = pytest.mark.slow
@@ -222,7 +223,7 @@ def test_a_worker_that_never_answers_times_out_at_its_own_deadline_and_is_told_t
     session = wait_idle(stack, sid, timeout_s=SLEEPER_TIMEOUT_MS / 1000 + 10)
     [result] = tool_results(session)
     assert json.loads(result["content"][0]["text"]) == {"status": "error", "reason": "timeout"}
-    agg = table_item(stack, "orchestrator", f"S#{sid}", "TURN#000001")
+    agg = aggregation_fields(table_item(stack, "orchestrator", f"S#{sid}", "META"), 1)
     # The delegate's own timeout_ms, not the orchestrator's ASYNC_TOOL_TIMEOUT_MS.
     assert abs(int(agg["deadline_ms"]) - int(agg["created_at"]) - SLEEPER_TIMEOUT_MS) < 1000
     tool_use_id = session["messages"][1]["content"][-1]["toolUse"]["toolUseId"]

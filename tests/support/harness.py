@@ -278,6 +278,12 @@ class Agent:
         got = self.dynamodb.get_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True)
         return {k: TypeDeserializer().deserialize(v) for k, v in got["Item"].items()} if "Item" in got else None
 
+    def turn_item(self, sid: str, turn: int) -> dict[str, Any] | None:
+        """Turn `turn`'s aggregation as its session's META holds it (ARCHITECTURE §2), under the names the
+        tests read (status, received, total_tools, expected, deadline_ms, deadlines, completed_by, and
+        due_at while it waits); None when META holds another turn's."""
+        return aggregation_fields(self.item(f"S#{sid}", "META"), turn)
+
     def table_items(self) -> list[dict[str, Any]]:
         return self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
 
@@ -331,3 +337,25 @@ def hand_outbound_to_queues(monkeypatch) -> None:
         turn_loop, "dispatch_now", lambda deps, bodies, budget: [deps.queues.send_dispatch(b) for b in bodies]
     )
     monkeypatch.setattr(turn_loop, "deliver_now", lambda deps, body, budget: deps.queues.send_delivery(body))
+
+
+def aggregation_fields(meta: dict[str, Any] | None, turn: int) -> dict[str, Any] | None:
+    """A session META's aggregation of `turn` (agg_* attributes) under the names the tests read."""
+    if not meta or int(meta.get("agg_turn", -1)) != turn:
+        return None
+    waiting = meta["agg_status"] == "waiting"
+    total = int(meta["agg_total"])
+    out = {
+        "status": meta["agg_status"],
+        "expected": set(meta.get("agg_expected", ())),
+        "total_tools": total,
+        "received": total - len(meta.get("agg_open", ())) if waiting else total,
+        "deadline_ms": int(meta["agg_deadline"]),
+        "completed_by": meta.get("agg_by", ""),
+        "created_at": int(meta.get("agg_at", 0)),
+    }
+    if meta.get("agg_deadlines"):
+        out["deadlines"] = meta["agg_deadlines"]
+    if waiting and "due_at" in meta and "owed_think" not in meta:
+        out["due_at"] = meta["due_at"]
+    return out

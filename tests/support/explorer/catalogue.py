@@ -130,6 +130,17 @@ def per_delegation_timeouts(w: World) -> None:
     w.settle()
 
 
+def answer_at_the_deadline(w: World) -> None:
+    """Both answers arrive as the sleeper's deadline passes: each callback's two writes (its result put, then
+    its count on the session item) race the timer, which completes the turn from the stored results (a crash
+    between them leaves a result stored, not counted: the peer's retry or the timer counts it once)."""
+    w.chat("s-race", "@worker fast one @sleeper slow one", "m-1")
+    w.settle()
+    w.clock.now += 4_000
+    w.answer_delegations()
+    w.settle()
+
+
 def streamed_think(w: World) -> None:
     """A stream watches the session: the think streams the model and relays its text (LIVE writes)."""
     w.chat("s-stream", "first words", "m-1")
@@ -204,6 +215,7 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("we-ask-our-caller", we_ask_our_caller),
     Scenario("delegate-asks-continuation-answers", delegate_asks),
     Scenario("per-delegation-timeouts", per_delegation_timeouts, frozenset({"slow one"})),
+    Scenario("answer-at-the-deadline", answer_at_the_deadline),
     Scenario("streamed-think", streamed_think),
     Scenario("mcp-inline-call", mcp_inline_call),
     Scenario("mcp-deferred-call", mcp_deferred_call),

@@ -96,11 +96,12 @@ def delegations_settled(world: World, items: list[dict[str, Any]], views: Views)
     result in the conversation; each delegation to us got its answer (unless its owner canceled)."""
     found = []
     results = {(_sid(i), i["sk"]) for i in items if i["sk"].startswith("RESULT#")}
-    for t in (i for i in items if i["sk"].startswith("TURN#")):
-        sid, turn = _sid(t), int(t["sk"][5:])
-        if t.get("status") != "complete":
-            found.append(f"{sid}: turn {turn} still {t.get('status')}")
-        missing = [x for x in t.get("expected", []) if (sid, f"RESULT#{turn:06d}#{x}") not in results]
+    # A turn's aggregation is on its session's META (the latest one: each earlier turn completed to start it).
+    for t in (i for i in items if i["sk"] == "META" and "agg_turn" in i):
+        sid, turn = _sid(t), int(t["agg_turn"])
+        if t.get("agg_status") != "complete":
+            found.append(f"{sid}: turn {turn} still {t.get('agg_status')}")
+        missing = [x for x in t.get("agg_expected", []) if (sid, f"RESULT#{turn:06d}#{x}") not in results]
         if missing:
             found.append(f"{sid}: turn {turn} has no result for {len(missing)} call(s)")
     for sid, view in views.items():

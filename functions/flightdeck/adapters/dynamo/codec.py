@@ -7,7 +7,25 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from flightdeck.adapters.dynamo.keys import DUE, INBOX, LIVE, SK, TTL, WATCH
+from flightdeck.adapters.dynamo.keys import (
+    AGG_AT,
+    AGG_BY,
+    AGG_DEADLINE,
+    AGG_DEADLINES,
+    AGG_EXPECTED,
+    AGG_OPEN,
+    AGG_STATUS,
+    AGG_TOTAL,
+    AGG_TTL,
+    AGG_TURN,
+    DUE,
+    INBOX,
+    LIVE,
+    META,
+    SK,
+    TTL,
+    WATCH,
+)
 from flightdeck.domain.records import (
     Iteration,
     LiveText,
@@ -103,7 +121,13 @@ def conversation(
         elif i[SK].startswith("ITER#") and i.get("ends_turn"):
             answered_by_message.add(int(i[SK].split("#")[1]))
     stored = stored_items(items)
-    dispatched = {int(i[SK].split("#")[1]): int(i.get("created_at", 0)) for i in items if i[SK].startswith("TURN#")}
+    # When each turn's calls were handed out: its reply's item says (put in the write that opened them).
+    dispatched = {
+        int(i["turn"]): int(i["dispatched"]) for i in items if i[SK].startswith("ITER#") and "dispatched" in i
+    }
+    meta = next((i for i in items if i[SK] == META), {})
+    if AGG_AT in meta:  # a turn opened on its own (an A2A session's): its aggregation on META says
+        dispatched.setdefault(int(meta[AGG_TURN]), int(meta[AGG_AT]))
     messages: list[dict[str, Any]] = []
     stamps: list[Stamp] = []
     for index, (turn, _slot, message, item) in enumerate(stored):
@@ -193,18 +217,27 @@ def reply_route(session_id: str, item: dict[str, Any]) -> ReplyRoute:
     )
 
 
-def aggregation_of(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
+def aggregation_of(session_id: str, turn: int, meta: dict[str, Any] | None, now_ms: int) -> TurnAggregation | None:
+    """Turn `turn`'s aggregation as META holds it: None when META holds another turn's (or none), or a
+    completed one past its tombstone."""
+    if not meta or AGG_TURN not in meta or int(meta[AGG_TURN]) != turn:
+        return None
+    waiting = meta[AGG_STATUS] == "waiting"
+    if not waiting and int(meta.get(AGG_TTL, 0)) <= now_ms // 1000:
+        return None
+    total = int(meta[AGG_TOTAL])
     return TurnAggregation(
         session_id=session_id,
         turn=turn,
-        expected=frozenset(item.get("expected", ())),
-        total=int(item["total_tools"]),
-        received=int(item["received"]),
-        status=item["status"],
-        deadline_ms=int(item["deadline_ms"]),
-        completed_by=item.get("completed_by", ""),
-        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()},
-        due_ms=int(item.get(DUE, 0)),
+        expected=frozenset(meta.get(AGG_EXPECTED, ())),
+        total=total,
+        received=total - len(meta.get(AGG_OPEN, ())) if waiting else total,
+        status=meta[AGG_STATUS],
+        deadline_ms=int(meta[AGG_DEADLINE]),
+        completed_by=meta.get(AGG_BY, ""),
+        deadlines={k: int(v) for k, v in (meta.get(AGG_DEADLINES) or {}).items()},
+        # META is in the deadline index for the turn only while it waits (after, for the owed think).
+        due_ms=int(meta.get(DUE, 0)) if waiting else 0,
     )
 
 

@@ -34,7 +34,7 @@ class IterationStore(StateOps):
         from the failed condition, without a read.
 
         Always: the session's owed-think mark goes (the think has happened). seed: the reply calls
-        tools, and their turn's aggregation record is created. ends_turn: the turn is over: the session
+        tools, and their turn's aggregation opens on the session item. ends_turn: the turn is over: the session
         goes idle, or, when a message waits in its inbox, the same write starts the next turn with it
         (Iteration.next_input; its think is owed from this write on). retires_route: the reply answers
         the session's reply route, which retires at this turn (a redelivery of this think re-sends the
@@ -55,6 +55,8 @@ class IterationStore(StateOps):
                         "turn": turn,
                         # Only where it tells something: a reply that called tools, yet ended its turn.
                         "ends_turn": True if ends_turn and calls_tools(reply) else None,
+                        # The timeline's dispatch time of its calls: the turn opens in this same write.
+                        "dispatched": now if seed is not None else None,
                         TTL: self.expiry(retention_ms),
                     }
                 ),
@@ -63,15 +65,6 @@ class IterationStore(StateOps):
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-        seed_ops = (
-            []
-            if seed is None
-            else [
-                self._seed_op(
-                    session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, retention_ms, now, seed.deadlines
-                )
-            ]
-        )
         if ends_turn:
             reasons, started = self._end_turn(
                 session_id,
@@ -80,7 +73,6 @@ class IterationStore(StateOps):
                 session,
                 retire=retires_route,
                 retention_ms=retention_ms,
-                extra=seed_ops,
             )
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True, next_input=started)
@@ -92,9 +84,13 @@ class IterationStore(StateOps):
                     "SET updated_at = :now", "SET updated_at = :now, calls = if_not_exists(calls, :zero) + :calls", 1
                 )
                 update["ExpressionAttributeValues"].update(attr_values(zero=0, calls=len(seed.tool_use_ids)))
+            if seed is not None:  # the turn's aggregation opens on META, in the same update
+                think_op = self._with_seed(
+                    think_op, session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, now, seed.deadlines
+                )
             if retires_route:
                 think_op = with_route(think_op, *self._route_retire(turn, now))
-            ops = [iteration_put, think_op, *seed_ops]
+            ops = [iteration_put, think_op]
             reasons = self.transact(ops)
             if reasons is None:
                 return Iteration(session_id, turn, reply, fresh=True)

@@ -33,6 +33,12 @@ LOAD_BUSY, LOAD_SEQ, LOAD_RECOUNTED = "busy", "seq", "recounted_at"
 HOLDS_LOAD = "holds_load"
 # On META: the think iteration owed, due in the deadline index (table.OWED_THINK_GRACE_MS).
 OWED = "owed_think"
+# On META: the current turn's aggregation (ARCHITECTURE §2), so that a result's count, and the last one's
+# completion with the next think's claim, is one UpdateItem of the session item. While it waits, META is in
+# the deadline index at its earliest open deadline (no think is owed then: the think that opened it ran).
+AGG_TURN, AGG_STATUS, AGG_EXPECTED, AGG_OPEN = "agg_turn", "agg_status", "agg_expected", "agg_open"
+AGG_TOTAL, AGG_DEADLINE, AGG_DEADLINES, AGG_BY = "agg_total", "agg_deadline", "agg_deadlines", "agg_by"
+AGG_AT, AGG_TTL = "agg_at", "agg_ttl"  # when it opened (the timeline's dispatch time); a completed one's end
 # The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
 WATCH = "WATCH"
 LIVE = "LIVE"
@@ -41,10 +47,6 @@ CANCELED = SESSION_CANCELED
 
 def session_pk(session_id: str) -> str:
     return f"S#{session_id}"
-
-
-def turn_sk(turn: int) -> str:
-    return f"TURN#{turn:06d}"
 
 
 def result_sk(turn: int, tool_use_id: str) -> str:

@@ -1,4 +1,4 @@
-"""LivenessPort: the sparse deadline index (overdue turns, owed thinks) and the agent's load counter."""
+"""LivenessPort: the sparse deadline index (overdue turns and owed thinks, both on META) and the agent's load counter."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from flightdeck import topology
 from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, plain_item
 from flightdeck.adapters.dynamo.keys import (
     A2A_TASK,
+    AGG_STATUS,
+    AGG_TURN,
     CANCELED,
     DUE,
     HOLDS_LOAD,
@@ -49,10 +51,11 @@ class LivenessStore(Table):
             resp = self.client.query(**kwargs)
             for item in map(plain_item, resp.get("Items", [])):
                 sid = item[PK][2:]
-                if item[SK] == META:
+                if item[SK] == META and OWED not in item and item.get(AGG_STATUS) == "waiting":
+                    # No think owed: META is listed for its turn's aggregation, which waits past a deadline.
+                    overdue.append(Overdue(sid, int(item[AGG_TURN]), "deadline", int(item[DUE])))
+                elif item[SK] == META:
                     overdue.append(Overdue(sid, int(item.get(OWED, item.get("turn", 0))), "think", int(item[DUE])))
-                elif item[SK].startswith("TURN#"):
-                    overdue.append(Overdue(sid, int(item[SK].split("#")[1]), "deadline", int(item[DUE])))
                 elif item[SK].startswith(A2A_TASK):  # a task whose message was not handed over in time
                     overdue.append(Overdue(sid, 0, "handoff", int(item[DUE]), key=item[SK][len(A2A_TASK) :]))
         return overdue

@@ -25,6 +25,14 @@ from flightdeck.adapters.dynamo.codec import (
 from flightdeck.adapters.dynamo.keys import (
     A2A_CURRENT,
     A2A_TASK,
+    AGG_AT,
+    AGG_DEADLINE,
+    AGG_DEADLINES,
+    AGG_EXPECTED,
+    AGG_OPEN,
+    AGG_STATUS,
+    AGG_TOTAL,
+    AGG_TURN,
     DUE,
     HOLDS_LOAD,
     INBOX,
@@ -47,7 +55,6 @@ from flightdeck.adapters.dynamo.keys import (
     iter_sk,
     msg_sk,
     session_pk,
-    turn_sk,
 )
 from flightdeck.adapters.dynamo.table import Table
 from flightdeck.domain.records import QueuedMessage, ReplyRoute, Session
@@ -104,7 +111,6 @@ class StateOps(Table):
         by_sk = {i[SK]: i for i in items}
         iteration = by_sk.get(iter_sk(turn))
         route = self._route_of(meta) if ROUTE_ATTR in meta else by_sk.get(ROUTE)
-        aggregation = by_sk.get(turn_sk(turn))
         inbox = [queued_message(i) for i in items if i[SK].startswith(INBOX)]
         return Session(
             session_id=session_id,
@@ -119,7 +125,7 @@ class StateOps(Table):
             iteration=iteration_of(session_id, turn, iteration) if iteration else None,
             route=reply_route(session_id, route) if route else None,
             has_a2a_task=A2A_CURRENT in by_sk,
-            aggregation=aggregation_of(session_id, turn, aggregation) if aggregation else None,
+            aggregation=aggregation_of(session_id, turn, meta, self.now_ms()),
             **live_fields(by_sk),
             queued=tuple(sorted((q for q in inbox if not q.turn), key=lambda q: q.seq)),
             inbox_accepted=int(meta.get(INBOX_COUNT, 0)),
@@ -445,41 +451,61 @@ class StateOps(Table):
             }
         }
 
-    def _seed_op(
+    def _seed_update(
         self,
         session_id: str,
         turn: int,
         tool_use_ids: list[str],
         deadline_ms: int,
-        retention_ms: int,
         now: int,
         deadlines: dict[str, int] | None = None,
-    ) -> dict[str, Any]:
+    ) -> tuple[str, dict[str, Any], dict[str, str]]:
+        """The SET clause, values and names that open a turn's aggregation on META (ARCHITECTURE §2):
+        every id expected and open, META in the deadline index at the earliest deadline."""
         if not tool_use_ids or len(set(tool_use_ids)) != len(tool_use_ids):
             raise ValueError("tool_use_ids must be non-empty and distinct")
         # Per-call deadlines are stored only when they differ; the index lists the turn at its earliest.
         own = {i: int(deadlines[i]) for i in tool_use_ids if deadlines and i in deadlines}
         per_call = own if len(set(own.values()) | {deadline_ms}) > 1 else None
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": ddb_item(
-                    **{
-                        PK: session_pk(session_id),
-                        SK: turn_sk(turn),
-                        "expected": set(tool_use_ids),
-                        "total_tools": len(tool_use_ids),
-                        "received": 0,
-                        "status": "waiting",
-                        "deadline_ms": deadline_ms,
-                        "deadlines": per_call,
-                        SHARD: deadline_shard(session_id),
-                        DUE: min([deadline_ms, *own.values()]),
-                        "created_at": now,
-                        TTL: self.expiry(retention_ms),
-                    }
-                ),
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": PK},
-            }
-        }
+        clause = (
+            f"{AGG_TURN} = :a_turn, {AGG_STATUS} = :a_waiting, {AGG_EXPECTED} = :a_ids, {AGG_OPEN} = :a_open, "
+            f"{AGG_TOTAL} = :a_total, {AGG_DEADLINE} = :a_deadline, {AGG_AT} = :a_at, #shard = :a_shard, #due = :a_due"
+        )
+        values = attr_values(
+            a_turn=turn,
+            a_waiting="waiting",
+            # Two values of the same set: one placeholder for both, and moto shares it (a DELETE from the
+            # open ids would shrink the expected ones).
+            a_ids=set(tool_use_ids),
+            a_open=set(tool_use_ids),
+            a_total=len(tool_use_ids),
+            a_deadline=deadline_ms,
+            a_at=now,
+            a_shard=deadline_shard(session_id),
+            a_due=min([deadline_ms, *own.values()]),
+        )
+        if per_call:
+            clause += f", {AGG_DEADLINES} = :a_deadlines"
+            values.update(attr_values(a_deadlines=per_call))
+        return clause, values, {"#shard": SHARD, "#due": DUE}
+
+    def _with_seed(
+        self,
+        op: dict[str, Any],
+        session_id: str,
+        turn: int,
+        tool_use_ids: list[str],
+        deadline_ms: int,
+        now: int,
+        deadlines: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """A META update that also opens turn `turn`'s aggregation (the think's own write): the index
+        attributes it would remove are set to the turn's earliest deadline instead."""
+        clause, values, names = self._seed_update(session_id, turn, tool_use_ids, deadline_ms, now, deadlines)
+        update = dict(op["Update"])
+        head, sep, tail = update["UpdateExpression"].partition(" REMOVE ")
+        kept = [a.strip() for a in tail.split(",") if a.strip() and a.strip() not in names] if sep else []
+        update["UpdateExpression"] = f"{head}, {clause}" + (" REMOVE " + ", ".join(kept) if kept else "")
+        update["ExpressionAttributeNames"] = {**update["ExpressionAttributeNames"], **names}
+        update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], **values}
+        return {"Update": update}

@@ -1,17 +1,44 @@
-"""TurnsPort: a turn's aggregation (A side): its results, each recorded once, and its one completion."""
+"""TurnsPort: a turn's aggregation (A side): its results, each recorded once, and its one completion.
+
+The aggregation lives on the session's META item (ARCHITECTURE §2): `agg_open` is the set of expected ids
+not yet counted. A result is a PutItem conditioned on absence (first result wins), then one UpdateItem of
+META that counts it (removes its id from `agg_open`) and, for the last one, completes the turn and claims
+the next think. A crash between the two leaves a result stored, not counted: the caller's retry counts it
+(a duplicate put still counts), else the timer and the sweep complete the turn from the stored results.
+Counting is idempotent (a set's DELETE), so a result is never counted twice.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
 from flightdeck.adapters.dynamo.codec import aggregation_of, attr_values, ddb_item, plain_item, result_of
-from flightdeck.adapters.dynamo.keys import DUE, META, OWED, PK, SHARD, SK, TTL, result_sk, session_pk, turn_sk
+from flightdeck.adapters.dynamo.keys import (
+    AGG_BY,
+    AGG_EXPECTED,
+    AGG_OPEN,
+    AGG_STATUS,
+    AGG_TTL,
+    AGG_TURN,
+    DUE,
+    META,
+    OWED,
+    PK,
+    SHARD,
+    SK,
+    TTL,
+    result_sk,
+    session_pk,
+)
 from flightdeck.adapters.dynamo.ops import StateOps
 from flightdeck.adapters.dynamo.table import is_condition_failure
 from flightdeck.domain.records import Completion, Expiry, RecordOutcome, ToolResult, TurnAggregation
+
+# META's aggregation of turn :a_turn still waits (the names and values each update below carries).
+WAITING = f"{AGG_TURN} = :a_turn AND {AGG_STATUS} = :a_waiting"
 
 
 class TurnStore(StateOps):
@@ -26,12 +53,21 @@ class TurnStore(StateOps):
         retention_ms: int,
         deadlines: dict[str, int] | None = None,
     ) -> bool:
-        """Create a turn's aggregation record on its own; False if it already exists. (A think
-        seeds its turn in the write that stores its reply: save_iteration(seed=...).)
-        deadline_ms: the latest of its calls' deadlines; deadlines: each call's, when they differ."""
-        put = self._seed_op(session_id, turn, tool_use_ids, deadline_ms, retention_ms, self.now_ms(), deadlines)["Put"]
+        """Open a turn's aggregation on its own (one UpdateItem of META); False if that turn's is open or
+        done already, or the session is elsewhere. (A think opens its turn in the write that stores its
+        reply: save_iteration(seed=...).) deadline_ms: the latest of its calls' deadlines; deadlines:
+        each call's, when they differ."""
+        clause, values, names = self._seed_update(session_id, turn, tool_use_ids, deadline_ms, self.now_ms(), deadlines)
         try:
-            self.client.put_item(**put)
+            self.client.update_item(
+                TableName=self.table,
+                Key=ddb_item(**{PK: session_pk(session_id), SK: META}),
+                UpdateExpression="SET " + clause,
+                ConditionExpression=f"attribute_exists(#pk) AND turn = :a_turn AND "
+                f"(attribute_not_exists({AGG_TURN}) OR {AGG_TURN} <> :a_turn)",
+                ExpressionAttributeNames={**names, "#pk": PK},
+                ExpressionAttributeValues=values,
+            )
             return True
         except ClientError as exc:
             if is_condition_failure(exc):
@@ -39,174 +75,179 @@ class TurnStore(StateOps):
             raise
 
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None:
-        item = self.read_item(session_pk(session_id), turn_sk(turn))
-        return aggregation_of(session_id, turn, item) if item is not None else None
+        return aggregation_of(session_id, turn, self.read_item(session_pk(session_id), META), self.now_ms())
 
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]:
         return [
             result_of(i, i["tool_use_id"]) for i in self.query_prefix(session_pk(session_id), f"RESULT#{turn:06d}#")
         ]
 
+    def _result_put(
+        self, session_id: str, turn: int, result: ToolResult, now: int, retention_ms: int
+    ) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": ddb_item(
+                **{
+                    PK: session_pk(session_id),
+                    SK: result_sk(turn, result.tool_use_id),
+                    "tool_use_id": result.tool_use_id,
+                    "result_status": result.status,
+                    "text": result.text,
+                    "source": result.source.value,
+                    "recorded_at": now,
+                    TTL: self.expiry(retention_ms),
+                }
+            ),
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": PK},
+        }
+
     def record_result(
         self, session_id: str, turn: int, result: ToolResult, retention_ms: int, completion: Completion | None = None
     ) -> tuple[RecordOutcome, bool]:
-        """Write one result at most once and count it toward its waiting turn, atomically; with
-        `completion`, the last expected result also completes the turn and claims the next think
-        in the same transaction (one request for a result, whether or not it is the last).
+        """Write one result at most once (a PutItem, first result wins), then count it toward its waiting
+        turn on META (an UpdateItem); with `completion`, the count of the last expected result also
+        completes the turn and claims the next think (two requests for a result, whether or not it is the
+        last). A duplicate of a stored result is counted too, if the first attempt died before counting it.
 
         Returns (outcome, completed): completed is True only for the one write that completed it.
-        Which variant to try first follows the turn's size (a one-call turn: the completing one);
-        a failed count condition returns the turn item, which says which variant holds.
-        """
-        pk = session_pk(session_id)
-        put = {
-            "Put": {
-                "TableName": self.table,
-                "Item": ddb_item(
-                    **{
-                        PK: pk,
-                        SK: result_sk(turn, result.tool_use_id),
-                        "tool_use_id": result.tool_use_id,
-                        "result_status": result.status,
-                        "text": result.text,
-                        "source": result.source.value,
-                        "recorded_at": self.now_ms(),
-                        TTL: self.expiry(retention_ms),
-                    }
-                ),
-                "ConditionExpression": "attribute_not_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": PK},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
-        def count_op(below: int | None = None) -> dict[str, Any]:
-            """Count the result toward its waiting turn; below: only while fewer than that are in."""
-            condition = "#status = :waiting AND contains(expected, :id)"
-            values = attr_values(one=1, waiting="waiting", id=result.tool_use_id)
-            if below is not None:
-                condition += " AND received < :before"
-                values.update(attr_values(before=below))
-            return {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": ddb_item(**{PK: pk, SK: turn_sk(turn)}),
-                    "UpdateExpression": "ADD received :one",
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": values,
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
-
-        last: bool | None = None
-        if completion is not None:
-            last = completion.total <= 1
-        for _ in range(4):
-            if last is None or completion is None:  # (last is None exactly when completion is)
-                ops = [put, count_op()]
-            elif last:
-                now = self.now_ms()
-                complete = self._complete_op(
-                    session_id,
-                    turn,
-                    completion.by,
-                    completion.tombstone_ms,
-                    now,
-                    extra_condition=" AND contains(expected, :id) AND received = :before",
-                    set_received=completion.total,
-                )
-                complete["Update"]["ExpressionAttributeValues"].update(
-                    attr_values(id=result.tool_use_id, before=completion.total - 1)
-                )
-                complete["Update"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-                ops = [put, complete, self._advance_session_op(session_id, turn, now)]
-            else:
-                ops = [put, count_op(below=completion.total - 1)]
-            reasons = self.transact(ops)
-            if reasons is None:
-                return RecordOutcome.ACCEPTED, bool(last)
-            put_reason = reasons[0] if reasons else {}
-            if put_reason.get("Code") == "ConditionalCheckFailed":
-                old = plain_item(put_reason.get("Item") or {})
-                # The same kind of result again is a retry of an accepted one; anything
-                # else (a callback after a synthesized timeout) arrived too late.
-                return (
-                    RecordOutcome.DUPLICATE if old.get("source") == result.source.value else RecordOutcome.LATE,
-                    False,
-                )
-            turn_reason = reasons[1] if len(reasons) > 1 else {}
-            agg = plain_item(turn_reason.get("Item") or {})
-            if (
-                last is None
-                or completion is None
-                or turn_reason.get("Code") != "ConditionalCheckFailed"
-                or agg.get("status") != "waiting"
-                or result.tool_use_id not in agg.get("expected", ())
-            ):
-                return RecordOutcome.LATE, False
-            # Only the count was wrong: the turn's item says whether this result is the last.
-            completion = Completion(completion.by, int(agg["total_tools"]), completion.tombstone_ms)
-            last = int(agg["received"]) >= completion.total - 1
-        return RecordOutcome.LATE, False
-
-    def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool:
-        """waiting -> complete once every expected result is in; True only for the winner.
-
-        The same transaction claims the next turn on the session, so exactly one
-        next-think is ever allocated for it.
+        Which count to try first follows the turn's size (a one-call turn: the completing one); a failed
+        condition returns META, which says which one holds.
         """
         now = self.now_ms()
-        ops = [
-            self._complete_op(
-                session_id, turn, completed_by, tombstone_ms, now, extra_condition=" AND received >= total_tools"
-            ),
-            self._advance_session_op(session_id, turn, now),
-        ]
-        return self.transact(ops) is None
+        put = self._result_put(session_id, turn, result, now, retention_ms)
+        duplicate = False
+        try:
+            self.client.put_item(**put, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            old = plain_item(cast(dict[str, Any], exc.response.get("Item") or {})) or self._stored_result(
+                session_id, turn, result
+            )
+            # The same kind of result again is a retry of an accepted one; anything else (a callback
+            # after a synthesized timeout) arrived too late.
+            if old.get("source") != result.source.value:
+                return RecordOutcome.LATE, False
+            duplicate = True
+        last = completion is not None and completion.total <= 1
+        meta: dict[str, Any] = {}
+        for _ in range(4):
+            counted, meta = self._count(session_id, turn, result.tool_use_id, completion, last, now)
+            if counted:
+                return (RecordOutcome.DUPLICATE if duplicate else RecordOutcome.ACCEPTED), last
+            if not self._open(meta, turn, result.tool_use_id):
+                break
+            last = completion is not None and len(meta[AGG_OPEN]) == 1  # the guess of its size was wrong
+        if duplicate:
+            return RecordOutcome.DUPLICATE, False
+        if int(meta.get(AGG_TURN, -1)) == turn and result.tool_use_id in meta.get(AGG_EXPECTED, ()):
+            # Expected, and its put won: stored before the turn completed (every completion stores a result
+            # for each id), or counted by an expiry that found it stored. Either way it is the turn's.
+            return RecordOutcome.ACCEPTED, False
+        self._drop_result(session_id, turn, result, now)  # not expected: the put changes nothing in the end
+        return RecordOutcome.LATE, False
+
+    @staticmethod
+    def _open(meta: dict[str, Any], turn: int, tool_use_id: str) -> bool:
+        return (
+            int(meta.get(AGG_TURN, -1)) == turn
+            and meta.get(AGG_STATUS) == "waiting"
+            and tool_use_id in meta.get(AGG_OPEN, ())
+        )
+
+    def _count(
+        self, session_id: str, turn: int, tool_use_id: str, completion: Completion | None, last: bool, now: int
+    ) -> tuple[bool, dict[str, Any]]:
+        """Count one stored result on META: (True, {}) when counted, else (False, META as it is)."""
+        condition = f"{WAITING} AND contains({AGG_OPEN}, :id)"
+        values = attr_values(a_turn=turn, a_waiting="waiting", id=tool_use_id)
+        if last and completion is not None:
+            op = self._complete_op(
+                session_id, turn, completion.by, completion.tombstone_ms, now, f" AND size({AGG_OPEN}) = :one"
+            )["Update"]
+            op["ConditionExpression"] += f" AND contains({AGG_OPEN}, :id)"
+            op["ExpressionAttributeValues"].update(attr_values(id=tool_use_id, one=1))
+        else:
+            if completion is not None:  # not the last: the last one's count is the completing one
+                condition += f" AND size({AGG_OPEN}) > :one"
+                values.update(attr_values(one=1))
+            op = {
+                "TableName": self.table,
+                "Key": ddb_item(**{PK: session_pk(session_id), SK: META}),
+                "UpdateExpression": f"DELETE {AGG_OPEN} :ids",
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": {**values, **attr_values(ids={tool_use_id})},
+            }
+        try:
+            self.client.update_item(**op, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            return True, {}
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            return False, plain_item(cast(dict[str, Any], exc.response.get("Item") or {}))
+
+    def _stored_result(self, session_id: str, turn: int, result: ToolResult) -> dict[str, Any]:
+        return self.read_item(session_pk(session_id), result_sk(turn, result.tool_use_id)) or {}
+
+    def _drop_result(self, session_id: str, turn: int, result: ToolResult, recorded_at: int) -> None:
+        """Delete the result this call put (and only it: its time and source), which no turn expects."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=ddb_item(**{PK: session_pk(session_id), SK: result_sk(turn, result.tool_use_id)}),
+                ConditionExpression="recorded_at = :at AND #source = :source",
+                ExpressionAttributeNames={"#source": "source"},
+                ExpressionAttributeValues=attr_values(at=recorded_at, source=result.source.value),
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+
+    def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool:
+        """waiting -> complete once every expected result is counted; True only for the winner.
+
+        The same update claims the next turn on the session, so exactly one next-think is ever allocated.
+        """
+        op = self._complete_op(
+            session_id, turn, completed_by, tombstone_ms, self.now_ms(), f" AND attribute_not_exists({AGG_OPEN})"
+        )
+        try:
+            self.client.update_item(**op["Update"])
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
 
     def _complete_op(
-        self,
-        session_id: str,
-        turn: int,
-        completed_by: str,
-        tombstone_ms: int,
-        now: int,
-        extra_condition: str = "",
-        set_received: int | None = None,
+        self, session_id: str, turn: int, completed_by: str, tombstone_ms: int, now: int, extra_condition: str = ""
     ) -> dict[str, Any]:
-        values = attr_values(
-            complete="complete", waiting="waiting", by=completed_by, now=now, exp=(now + tombstone_ms) // 1000
-        )
-        update = "SET #status = :complete, completed_by = :by, completed_at = :now, #ttl = :exp"
-        if set_received is not None:
-            update += ", received = :received"
-            values.update(attr_values(received=set_received))
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": ddb_item(**{PK: session_pk(session_id), SK: turn_sk(turn)}),
-                # Leaving the sparse deadline index is part of completing.
-                "UpdateExpression": update + f" REMOVE {SHARD}, {DUE}",
-                "ConditionExpression": "#status = :waiting" + extra_condition,
-                "ExpressionAttributeNames": {"#status": "status", "#ttl": TTL},
-                "ExpressionAttributeValues": values,
-            }
+        """META's one update that completes turn `turn` and claims the next think: the session moves on to
+        turn+1, owed from this commit on (the sweep re-sends it if it never starts); the index attributes
+        move from the turn's deadline to the owed think's."""
+        values = {
+            **attr_values(
+                a_turn=turn,
+                a_waiting="waiting",
+                a_done="complete",
+                by=completed_by,
+                next=turn + 1,
+                now=now,
+                exp=(now + tombstone_ms) // 1000,
+            ),
+            **self._owed_values(session_id, turn + 1, now),
         }
-
-    def _advance_session_op(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": ddb_item(**{PK: session_pk(session_id), SK: META}),
-                # The next think is owed from this commit on: the sweep re-sends it if it never starts.
-                "UpdateExpression": "SET turn = :next, updated_at = :now, #owed = :owed, #shard = :shard, #due = :due",
-                "ConditionExpression": "turn = :turn",
+                "UpdateExpression": f"SET {AGG_STATUS} = :a_done, {AGG_BY} = :by, {AGG_TTL} = :exp, turn = :next, "
+                f"updated_at = :now, #owed = :owed, #shard = :shard, #due = :due REMOVE {AGG_OPEN}",
+                "ConditionExpression": f"{WAITING} AND turn = :a_turn" + extra_condition,
                 "ExpressionAttributeNames": {"#owed": OWED, "#shard": SHARD, "#due": DUE},
-                "ExpressionAttributeValues": {
-                    **attr_values(next=turn + 1, turn=turn, now=now),
-                    **self._owed_values(session_id, turn + 1, now),
-                },
+                "ExpressionAttributeValues": values,
             }
         }
 
@@ -222,12 +263,13 @@ class TurnStore(StateOps):
     ) -> Expiry:
         """Synthesize a result for every missing id and complete the turn, all in one transaction.
 
-        due_by_ms: only the missing ids whose deadline is at or before it (a timeout; None: every
-        missing id, a cancel). When other ids stay open, the due ones' results are written and
-        counted in one transaction that moves the turn, in the deadline index, to the earliest
-        deadline still open; the last of them completes the turn. won is True only for the
-        completer. A callback that commits first fails a condition (a put, or the count read
-        before); we then re-read and try again.
+        Missing: no result stored (a result stored but not counted, its callback having died between
+        its two writes, is the turn's: it is counted here). due_by_ms: only the missing ids whose
+        deadline is at or before it (a timeout; None: every missing id, a cancel). When other ids stay
+        open, the due ones' results are written and counted in one transaction that moves the turn, in
+        the deadline index, to the earliest deadline still open; the last of them completes the turn.
+        won is True only for the completer. A callback that commits first fails a put's condition; we
+        then re-read and try again.
         """
         for _ in range(10):
             agg = self.get_turn(session_id, turn)
@@ -242,45 +284,22 @@ class TurnStore(StateOps):
                 self._move_due(session_id, turn, agg.due_ms, next_due)
                 return Expiry(False, (), next_due)
             now = self.now_ms()
-            pk = session_pk(session_id)
-            ops: list[dict[str, Any]] = []
-            for tool_use_id in due:
-                r = reason_results(tool_use_id)
-                ops.append(
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": ddb_item(
-                                **{
-                                    PK: pk,
-                                    SK: result_sk(turn, tool_use_id),
-                                    "tool_use_id": tool_use_id,
-                                    "result_status": r.status,
-                                    "text": r.text,
-                                    "source": r.source.value,
-                                    "recorded_at": now,
-                                    TTL: self.expiry(retention_ms),
-                                }
-                            ),
-                            "ConditionExpression": "attribute_not_exists(#pk)",
-                            "ExpressionAttributeNames": {"#pk": PK},
-                        }
-                    }
-                )
+            ops: list[dict[str, Any]] = [
+                {"Put": self._result_put(session_id, turn, reason_results(i), now, retention_ms)} for i in due
+            ]
             if next_due is None:
-                ops.append(self._complete_op(session_id, turn, completed_by, tombstone_ms, now, set_received=agg.total))
-                ops.append(self._advance_session_op(session_id, turn, now))
+                ops.append(self._complete_op(session_id, turn, completed_by, tombstone_ms, now))
             else:
                 ops.append(
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": ddb_item(**{PK: pk, SK: turn_sk(turn)}),
-                            "UpdateExpression": f"ADD received :n SET {DUE} = :next",
-                            "ConditionExpression": "#status = :waiting AND received = :seen",
-                            "ExpressionAttributeNames": {"#status": "status"},
+                            "Key": ddb_item(**{PK: session_pk(session_id), SK: META}),
+                            "UpdateExpression": f"DELETE {AGG_OPEN} :ids SET #due = :next",
+                            "ConditionExpression": WAITING,
+                            "ExpressionAttributeNames": {"#due": DUE},
                             "ExpressionAttributeValues": attr_values(
-                                n=len(due), next=next_due, waiting="waiting", seen=agg.received
+                                ids=set(due) | (have & agg.expected), next=next_due, a_turn=turn, a_waiting="waiting"
                             ),
                         }
                     }
@@ -303,11 +322,11 @@ class TurnStore(StateOps):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key=ddb_item(**{PK: session_pk(session_id), SK: turn_sk(turn)}),
-                UpdateExpression=f"SET {DUE} = :next",
-                ConditionExpression="#status = :waiting",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=attr_values(next=next_due_ms, waiting="waiting"),
+                Key=ddb_item(**{PK: session_pk(session_id), SK: META}),
+                UpdateExpression="SET #due = :next",
+                ConditionExpression=WAITING,
+                ExpressionAttributeNames={"#due": DUE},
+                ExpressionAttributeValues=attr_values(next=next_due_ms, a_turn=turn, a_waiting="waiting"),
             )
         except ClientError as exc:
             if not is_condition_failure(exc):
