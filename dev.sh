@@ -5,6 +5,7 @@
 #   ./dev.sh up [--config FILE] [--json-logs] [--log-dir DIR]   every agent of a config on loopback
 #   ./dev.sh test [pytest args]                            all the tests
 #   ./dev.sh check                                         static checks: ruff lint, ruff format --check, mypy
+#   ./dev.sh setup                                         only the venv with the test dependencies (what test and check use)
 #   ./dev.sh bench [--quick] [--json PATH] [--config FILE] what a delegation costs (docs/PERFORMANCE.md)
 # It creates .venv and installs what the command needs on first use.
 set -euo pipefail
@@ -49,5 +50,6 @@ case "$cmd" in
          "$VENV/bin/ruff" format --check functions infra tests app.py
          exec "$VENV/bin/mypy" ;;
   bench) ensure local; exec "$VENV/bin/flightdeck" bench "$@" ;;
-  *)    sed -n '2,8p' "$0"; exit 2 ;;
+  setup) ensure dev ;;
+  *)    sed -n '2,9p' "$0"; exit 2 ;;
 esac
