@@ -312,6 +312,46 @@ def test_an_expiry_completes_a_turn_whose_results_are_all_in_but_not_counted_com
     assert state.get_turn(sid, 1).status == "complete" and state.get_session(sid).turn == 2
 
 
+def died_after_the_put(state, sid, turn, stored):
+    """A callback that died between its two writes: its result stored, not counted toward the turn."""
+    if isinstance(state, MemoryState):
+        state._part(sid).results[(turn, stored.tool_use_id)] = stored
+        return
+    state.client.put_item(**state._result_put(sid, turn, stored, state.now_ms(), RETENTION_MS))
+
+
+def test_a_result_stored_but_not_counted_is_counted_once_by_the_peers_retry(state, clock, sid):
+    delegated(state, clock, sid, "a", "b")
+    done = Completion("callback", 2, TOMBSTONE_MS)
+    died_after_the_put(state, sid, 1, result("a", "first"))
+    assert state.record_result(sid, 1, result("a", "retry"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, False)
+    assert state.get_turn(sid, 1).received == 1
+    assert state.record_result(sid, 1, result("a", "again"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, False)
+    assert state.get_turn(sid, 1).received == 1  # never twice
+    assert state.record_result(sid, 1, result("b"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, True)
+    assert [r.text for r in state.get_results(sid, 1)] == ["first", "done"] and state.owed_think(sid) == 2
+
+
+def test_a_last_result_stored_but_not_counted_completes_the_turn_through_its_retry(state, clock, sid):
+    delegated(state, clock, sid, "a")
+    died_after_the_put(state, sid, 1, result("a"))
+    done = Completion("callback", 1, TOMBSTONE_MS)
+    assert state.record_result(sid, 1, result("a"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, True)
+    assert state.get_session(sid).turn == 2 and state.owed_think(sid) == 2
+
+
+def test_the_timer_completes_a_turn_from_a_result_stored_but_not_counted(state, clock, sid):
+    t0 = clock.now
+    delegated(state, clock, sid, "a", "b", deadlines={"a": t0 + 1_000, "b": t0 + 5_000})
+    died_after_the_put(state, sid, 1, result("b", "in time"))  # its peer never retries
+    clock.advance(1_000)
+    assert state.complete_with_errors(sid, 1, timeout, "timer", TOMBSTONE_MS, RETENTION_MS, clock.now) == Expiry(
+        True, ("a",), None
+    )
+    assert [(r.tool_use_id, r.text) for r in state.get_results(sid, 1)] == [("a", timeout("a").text), ("b", "in time")]
+    assert state.get_session(sid).turn == 2 and overdue(state, sid, clock.now + GRACE_MS)[0].kind == "think"
+
+
 def test_a_completed_turns_record_lives_for_its_tombstone_and_a_result_stays_late(state, clock, sid):
     delegated(state, clock, sid, "a")
     state.record_result(sid, 1, result("a"), RETENTION_MS, Completion("callback", 1, TOMBSTONE_MS))

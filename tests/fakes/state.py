@@ -125,6 +125,8 @@ class _Turn:
     due: int | None  # in the deadline index while waiting, at its earliest deadline still open
     expires_s: int
     completed_by: str = ""
+    # The ids not yet counted (the store's agg_open): a result stored but not counted is counted once, later.
+    open: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -610,6 +612,7 @@ class MemoryState:
             per_call,
             min([deadline_ms, *own.values()]),
             self._expiry(retention_ms),
+            open=set(ids),
         )
 
     def seed_turn(
@@ -638,6 +641,7 @@ class MemoryState:
 
     def _complete(self, t: _Turn, by: str, tombstone_ms: int, now: int, received: int | None = None) -> None:
         t.status, t.completed_by, t.expires_s, t.due = "complete", by, (now + tombstone_ms) // 1000, None
+        t.open = set()
         if received is not None:
             t.received = received
 
@@ -653,48 +657,32 @@ class MemoryState:
     def record_result(
         self, session_id: str, turn: int, result: ToolResult, retention_ms: int, completion: Completion | None = None
     ) -> tuple[RecordOutcome, bool]:
+        # As the store: the result is put once (first wins), then counted once; a duplicate of a stored
+        # result counts it if it was not counted yet (its first attempt died between the two writes).
         p = self._part(session_id)
         key = (turn, result.tool_use_id)
         t, meta = p.turns.get(turn), p.meta
-        last = completion.total <= 1 if completion is not None else None
-        for _ in range(4):  # as the store: a wrong count in the caller's guess is corrected from the turn
-            if key in p.results:
-                # The same kind of result again is a retry of an accepted one; another kind came too late.
-                same = p.results[key].source is result.source
-                return (RecordOutcome.DUPLICATE if same else RecordOutcome.LATE), False
-            counts = t is not None and t.status == "waiting" and result.tool_use_id in t.expected
-            if completion is None:
-                if not counts:
-                    return RecordOutcome.LATE, False
-                assert t is not None
-                self._put_result(p, turn, result)
-                t.received += 1
-                return RecordOutcome.ACCEPTED, False
-            assert t is not None or not counts
-            if last:
-                holds = counts and t is not None and t.received == completion.total - 1
-                if holds and t is not None:
-                    if meta is None or meta.turn != turn:
-                        return RecordOutcome.LATE, False
-                    now = self.now_ms()
-                    self._put_result(p, turn, result)
-                    self._complete(t, completion.by, completion.tombstone_ms, now, received=completion.total)
-                    self._advance(meta, turn, now)
-                    return RecordOutcome.ACCEPTED, True
-            elif counts and t is not None and t.received < completion.total - 1:
-                self._put_result(p, turn, result)
-                t.received += 1
-                return RecordOutcome.ACCEPTED, False
-            if not counts or t is None:
-                return RecordOutcome.LATE, False
-            completion = Completion(completion.by, t.total, completion.tombstone_ms)
-            last = t.received >= completion.total - 1
-        return RecordOutcome.LATE, False
+        duplicate = key in p.results
+        if duplicate and p.results[key].source is not result.source:
+            return RecordOutcome.LATE, False  # another kind of result came first
+        outcome = RecordOutcome.DUPLICATE if duplicate else RecordOutcome.ACCEPTED
+        if t is None or t.status != "waiting" or result.tool_use_id not in t.open:
+            return (outcome if duplicate else RecordOutcome.LATE), False
+        if not duplicate:
+            self._put_result(p, turn, result)
+        t.open.discard(result.tool_use_id)
+        t.received = t.total - len(t.open)
+        if completion is None or t.open or meta is None or meta.turn != turn:
+            return outcome, False
+        now = self.now_ms()
+        self._complete(t, completion.by, completion.tombstone_ms, now, received=t.total)
+        self._advance(meta, turn, now)
+        return outcome, True
 
     def complete_turn(self, session_id: str, turn: int, completed_by: str, tombstone_ms: int) -> bool:
         p = self._part(session_id)
         t, meta = p.turns.get(turn), p.meta
-        if t is None or t.status != "waiting" or t.received < t.total or meta is None or meta.turn != turn:
+        if t is None or t.status != "waiting" or t.open or meta is None or meta.turn != turn:
             return False
         now = self.now_ms()
         self._complete(t, completed_by, tombstone_ms, now)
@@ -737,7 +725,8 @@ class MemoryState:
             self._complete(t, completed_by, tombstone_ms, now, received=agg.total)
             self._advance(meta, turn, now)
         else:
-            t.received += len(due)
+            t.open -= set(due) | have  # what is stored counts, the due ones with it
+            t.received = t.total - len(t.open)
             t.due = next_due
         return Expiry(next_due is None, tuple(due), next_due)
 
