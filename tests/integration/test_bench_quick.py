@@ -136,8 +136,20 @@ def test_round_trips_are_counted_by_service_and_priced(result):
         assert wait["thinks_per_delegation"] == round(thinks / k, 3)
         one_s, five_s = wait["total_usd_per_million_delegations"].values()
         assert costs["total"] < one_s < five_s
-    # chat to the delegator, the task to the worker, the answer back: always three requests
+        # The same counts on each front door (docs/FRONT_DOORS.md): only API Gateway's line differs.
+        door = rt["cost_by_front_door"]
+        rest, lean_door = door["rest"], door["lean"]
+        assert rest["total"] == costs["total"] and lean_door["total"] < rest["total"]
+        saved = rest["api_gateway_usd_per_million_delegations"] - lean_door["api_gateway_usd_per_million_delegations"]
+        assert rest["total"] - lean_door["total"] == pytest.approx(saved, abs=0.02)
+        assert door["lean_http_api_requests_per_turn"] + door["lean_function_url_requests_per_turn"] == pytest.approx(
+            per["api_gateway_requests_total"]
+        )
+    # chat to the delegator, the task to the worker, the answer back: always three requests; on the lean door the
+    # user's chat goes through the HTTP API, the task and the answer to function URLs
     assert result["round_trip_one"]["per_turn"]["api_gateway_requests_total"] == 3
+    door = result["round_trip_one"]["cost_by_front_door"]
+    assert (door["lean_http_api_requests_per_turn"], door["lean_function_url_requests_per_turn"]) == (1, 2)
     # The peer tokens of both ingests are checked inside their transactions, not read before them:
     # the one GetItem a round trip may make is the deadline timer's read of its turn.
     by_item = result["round_trip_one"]["per_turn"]["dynamodb_requests_by_item_kind"]
