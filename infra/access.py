@@ -40,6 +40,9 @@ class Access:
     secret: bool = False  # read the callback HMAC key
     peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
+    # dynamodb:UpdateItem on the state table alone, of the owed-think mark's attributes alone (keys, owed_think,
+    # due_at, due_shard), returning nothing: hand a think whose start failed to the sweep.
+    defer_owed: bool = False
     # ssm:GetParameter on exactly the URL parameters of the agent's DISCOVERED_PEERS: resolve an allowed
     # service name to its URL at run time (flightdeck.adapters.peer_directory).
     peer_urls: bool = False
@@ -99,6 +102,10 @@ ACCESS: dict[str, Access] = {
     # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll;
     # the session's watch mark (the live relay), its one kind of write.
     "session_events": Access(read_table=True, watch_sessions=True),
+    # The owed-think starter (THINK_START = "stream"): the table's stream (read by its event source mapping, which
+    # CDK grants), an asynchronous invoke of the turn worker per think, and the owed mark into the deadline index
+    # when that start fails. Nothing else of the table.
+    "owed_thinks": Access(start_thinks=True, defer_owed=True),
     # API Gateway's REQUEST authorizer of the peer routes: looks the bearer token's peer up in the
     # registry (one GetItem) and names the peer's usage-plan API key. No queue, no secret, no writes.
     "peer_authorizer": Access(read_peers=True),
@@ -106,6 +113,14 @@ ACCESS: dict[str, Access] = {
 
 # The attributes of the live relay's watch mark (flightdeck.adapters.live_state.LiveStore.watch).
 WATCH_ATTRIBUTES = (topology.PARTITION_KEY, topology.SORT_KEY, "until", topology.TTL_ATTRIBUTE)
+# The owed-think mark's attributes (flightdeck.adapters.dynamo.liveness.LivenessStore.defer_owed_think).
+OWED_ATTRIBUTES = (
+    topology.PARTITION_KEY,
+    topology.SORT_KEY,
+    "owed_think",
+    topology.DEADLINE_AT_ATTRIBUTE,
+    topology.DEADLINE_SHARD_ATTRIBUTE,
+)
 # A think that a stream watches calls ConverseStream (flightdeck.domain.live), the others Converse.
 BEDROCK_ACTIONS = ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
 
@@ -207,6 +222,17 @@ class Permissions(Construct):
                         resources=[state.table.table_arn],
                         conditions={
                             "ForAllValues:StringEquals": {"dynamodb:Attributes": list(WATCH_ATTRIBUTES)},
+                            "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                        },
+                    )
+                )
+            if access.defer_owed:
+                function.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["dynamodb:UpdateItem"],
+                        resources=[state.table.table_arn],
+                        conditions={
+                            "ForAllValues:StringEquals": {"dynamodb:Attributes": list(OWED_ATTRIBUTES)},
                             "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
                         },
                     )

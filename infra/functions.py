@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -136,7 +137,13 @@ class Functions(Construct):
                 code=code,
                 handler=handler_string(handler),
                 # The think function waits on the model: its memory is its own choice (docs/PERFORMANCE.md).
-                memory_size=(think_memory_mb or memory_mb) if handler == topology.THINK_HANDLER else memory_mb,
+                memory_size=(
+                    (think_memory_mb or memory_mb)
+                    if handler == topology.THINK_HANDLER
+                    else topology.STREAM_CONSUMER.memory_mb
+                    if handler == topology.STREAM_CONSUMER.handler
+                    else memory_mb
+                ),
                 timeout=Duration.seconds(timeout_s(handler)),
                 environment={**environment, **(WEB_ADAPTER_ENVIRONMENT if streams else {})},
                 layers=layers,
@@ -180,6 +187,25 @@ class Functions(Construct):
                 max_event_age=Duration.seconds(spec.max_event_age_s),
                 on_failure=destinations.SqsDestination(queues[spec.on_failure_queue].queue),
             )
+
+    def consume_stream(self, table: dynamodb.ITable, queues: Queues) -> None:
+        """THINK_START = "stream": the table's stream feeds the owed-think starter, filtered to the session items
+        that carry a mark (topology.OWED_THINK_FILTERS: the other records never invoke it). A record it fails
+        is retried, its batch halved, then given up to the dead-letter queue: the shard never waits on it."""
+        spec = topology.STREAM_CONSUMER
+        self.functions[spec.handler].add_event_source(
+            event_sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=spec.batch_size,
+                bisect_batch_on_error=True,
+                retry_attempts=spec.retry_attempts,
+                max_record_age=Duration.seconds(spec.max_record_age_s),
+                report_batch_item_failures=True,
+                on_failure=event_sources.SqsDlq(queues[spec.on_failure_queue].dlq),
+                filters=[lambda_.FilterCriteria.filter(dict(p)) for p in topology.OWED_THINK_FILTERS],
+            )
+        )
 
     def consume(self, queues: Queues) -> None:
         """Each queue feeds its handler; failures are reported per message, not per batch."""

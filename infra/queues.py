@@ -74,11 +74,16 @@ class Queues(Construct):
             )
             invoked = [a for a in topology.ASYNC_INVOKES if a.on_failure_queue == spec.key]
             also = "".join(
-                f" It also holds the asynchronous invocations of {a.handler} that failed "
-                f"{1 + a.retry_attempts} times or waited over {a.max_event_age_s} s (Lambda's "
-                "invocation records: the event is their requestPayload)."
+                f" Lambda's records of the asynchronous invocations of {a.handler} that failed "
+                f"{1 + a.retry_attempts} times or waited over {a.max_event_age_s} s go to the queue, whose "
+                "consumer hands each to the sweep; one it cannot handle ends here (the event is its requestPayload)."
                 for a in invoked
             )
+            if topology.STREAM_CONSUMER.on_failure_queue == spec.key:
+                also += (
+                    " With THINK_START = stream, the owed-think starter's event source mapping puts here the "
+                    "stream records it gave up on (their batch info: shard and sequence numbers)."
+                )
             alarm = cloudwatch.Alarm(
                 self,
                 f"{cid}DlqAlarm",

@@ -88,7 +88,9 @@ class FlightdeckStack(Stack):
         Tags.of(self).add("flightdeck:agent", agent)
         Tags.of(self).add("flightdeck:deployment", deployment_name)
 
-        state = StateTable(self, "State", retain=retain)
+        # Who starts owed thinks (flightdeck.settings THINK_START, checked with the rest of the environment below).
+        streamed = deployment.environment(agent).get("THINK_START") == "stream"
+        state = StateTable(self, "State", retain=retain, stream=streamed)
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
         alarms = AlarmTopic(self, "Alarms", agent=agent, alarm_prefix=prefix, emails=spec.deploy.alarm_emails)
         for pair in queues.pairs.values():
@@ -137,6 +139,8 @@ class FlightdeckStack(Stack):
         )
         functions.consume(queues)
         functions.configure_async_invokes(queues)
+        if streamed:
+            functions.consume_stream(state.table, queues)
         Permissions(
             self,
             "Permissions",

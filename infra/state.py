@@ -21,7 +21,8 @@ class StateTable(Construct):
     a redeploy after a teardown fail on the retained table.
     """
 
-    def __init__(self, scope: Construct, id: str, *, retain: bool) -> None:
+    def __init__(self, scope: Construct, id: str, *, retain: bool, stream: bool = False) -> None:
+        """stream: the table's DynamoDB stream, which feeds the owed-think starter (THINK_START = "stream")."""
         super().__init__(scope, id)
         self.table = dynamodb.Table(
             self,
@@ -34,6 +35,7 @@ class StateTable(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+            stream=dynamodb.StreamViewType(topology.STREAM_VIEW) if stream else None,
         )
         types = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}
         for index in topology.INDEXES:

@@ -194,6 +194,9 @@ class StreamConsumerSpec:
     retry_attempts: int  # 0-10000
     max_record_age_s: int  # 60-604800
     on_failure_queue: str  # a QUEUES key: the mapping's failure records go to its dead-letter queue
+    # Its own memory: one invoke per record and nothing held, so Lambda's least (a GB-s of it is a quarter of
+    # the others' at 512 MB); it runs once per think, so its duration is a cost per think.
+    memory_mb: int = 128
 
 
 STREAM_CONSUMER = StreamConsumerSpec(

@@ -117,12 +117,20 @@ class Reach:
     read_peers: bool = False  # dynamodb:GetItem alone, on the table alone (the peer authorizer's lookup)
     # dynamodb:UpdateItem alone, on the table alone, of the watch mark's attributes alone, returning none
     watch_sessions: bool = False
+    # dynamodb:UpdateItem alone, on the table alone, of the owed-think mark's attributes alone, returning none
+    defer_owed: bool = False
+    read_stream: bool = False  # the table's stream records (an event source mapping's grant)
     secret: bool = False  # the callback HMAC key
     peer_tokens: bool = False  # the bearer tokens presented to peers
     bedrock: bool = False
     peer_urls: set[str] = field(default_factory=set)  # names of the SSM parameters it may read (ssm:GetParameter)
     invoke: set[str] = field(default_factory=set)  # names of the functions it may invoke (lambda:InvokeFunction)
     other: set[str] = field(default_factory=set)
+
+
+# What reading a DynamoDB stream takes (Table.grantStreamRead, granted by a DynamoEventSource); two of them are
+# in Table.grantReadData too, on the table's own ARN: those count as reading the table.
+STREAM_ACTIONS = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 
 
 def ssm_parameter_name(arn: Any) -> str:
@@ -164,6 +172,17 @@ def reach(template: Template, handler: str) -> Reach:
         ):
             result.watch_sessions = True
             continue
+        if (
+            acts == ["dynamodb:UpdateItem"]
+            and statement_resources(st) == [{"Fn::GetAtt": [table_id(template), "Arn"]}]
+            and st.get("Condition")
+            == {
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "owed_think", "due_at", "due_shard"]},
+                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+            }
+        ):
+            result.defer_owed = True
+            continue
         for act in acts:
             service = act.split(":")[0]
             if act == "sqs:SendMessage":
@@ -175,6 +194,11 @@ def reach(template: Template, handler: str) -> Reach:
                     key, dlq = queues[lid]
                     assert not dlq, f"{handler} consumes a DLQ"
                     result.consume.add(key)
+            elif act in STREAM_ACTIONS and all(
+                r == "*" or (isinstance(r, dict) and r.get("Fn::GetAtt", [None, ""])[1] == "StreamArn")
+                for r in statement_resources(st)
+            ):
+                result.read_stream = True  # on the stream alone (ListStreams takes no resource)
             elif service == "dynamodb":
                 reading = act.split(":")[1].startswith(
                     ("Get", "BatchGet", "Query", "Scan", "Describe", "ConditionCheck")

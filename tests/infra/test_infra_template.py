@@ -280,9 +280,13 @@ def test_one_code_asset_for_all_functions(orchestrator_tpl) -> None:
 
 
 def test_memory_from_deploy_section(planner_tpl) -> None:
-    # The think function's own (think_memory_mb: it waits on the model); every other function's memory_mb.
+    # The think function's own (think_memory_mb: it waits on the model); the owed-think starter's fixed (one
+    # invoke per record); every other function's memory_mb.
     assert function(planner_tpl, topology.THINK_HANDLER)["MemorySize"] == 256
-    others = {h: function(planner_tpl, h)["MemorySize"] for h in topology.HANDLERS if h != topology.THINK_HANDLER}
+    starter = topology.STREAM_CONSUMER
+    assert function(planner_tpl, starter.handler)["MemorySize"] == starter.memory_mb
+    fixed = {topology.THINK_HANDLER, starter.handler}
+    others = {h: function(planner_tpl, h)["MemorySize"] for h in topology.HANDLERS if h not in fixed}
     assert set(others.values()) == {1024}, others
 
 
@@ -314,15 +318,16 @@ def test_no_other_event_source_mappings(orchestrator_tpl) -> None:
 # --- thinks: asynchronous invokes of the turn worker ------------------------------------
 
 
-def test_a_think_that_fails_is_retried_by_lambda_then_lands_in_the_turns_dlq(orchestrator_tpl) -> None:
+def test_a_think_that_fails_is_retried_by_lambda_then_goes_to_the_turns_queue(orchestrator_tpl) -> None:
     (config,) = [c["Properties"] for c in resources(orchestrator_tpl, "AWS::Lambda::EventInvokeConfig").values()]
     assert config["FunctionName"] == {"Ref": function_ids(orchestrator_tpl)["turn_worker"]}
     assert config["Qualifier"] == "$LATEST"
     assert config["MaximumRetryAttempts"] == 2  # Lambda runs a failed think twice more
     assert config["MaximumEventAgeInSeconds"] == 3600
-    turns_dlq = queue_id(orchestrator_tpl, "turns", dlq=True)
-    assert config["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [turns_dlq, "Arn"]}}}
-    # That queue keeps its alarm, which now also names the invocations it holds.
+    # The delayed-retry queue, whose consumer (the turn worker) hands the think to the sweep.
+    turns_queue = queue_id(orchestrator_tpl, "turns")
+    assert config["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [turns_queue, "Arn"]}}}
+    # The turns DLQ keeps its alarm, which names the invocation records its queue could not hand over.
     (alarm,) = [
         a["Properties"]
         for a in resources(orchestrator_tpl, "AWS::CloudWatch::Alarm").values()
@@ -514,7 +519,7 @@ EXPECTED_REACH = {
     # + invoke, beyond the issue's list: local tools complete a turn inside the turn worker
     # (domain.turn_loop -> aggregation.record_and_advance -> thinks.start), so it starts thinks in itself.
     # + turns: a throttled model's think waits out its backoff there (the retry path), which the turn
-    # worker also consumes; + the turns DLQ: its asynchronous invocations' on-failure destination.
+    # worker also consumes, and its asynchronous invocations' on-failure destination (it hands those to the sweep).
     # + secret, peer_tokens, peer_urls, the delivery DLQ: it dispatches and delivers inline
     # (domain.outbox), the queues being the retry path.
     "turn_worker": dict(
@@ -525,7 +530,7 @@ EXPECTED_REACH = {
         secret=True,
         peer_tokens=True,
         peer_urls=WORKER_URL,
-        send_dlq={"delivery", "turns"},
+        send_dlq={"delivery"},
     ),
     # + timers: an A2A peer that does not push is polled on the timers queue.
     # peer_tokens: it presents our bearer token to the peer it dispatches to.
@@ -560,6 +565,9 @@ EXPECTED_REACH = {
     # GET /api/sessions/{id}/events: the caller's registry entry and the session, read; its one write, the
     # session's watch mark (the live relay: the keys, `until` and the TTL, nothing returned); nothing sent.
     "session_events": dict(read_table=True, watch_sessions=True),
+    # The owed-think starter (THINK_START = "stream"; the example does not set it: no stream, no mapping): it
+    # starts thinks, and puts a mark whose start failed into the deadline index (that mark's attributes alone).
+    "owed_thinks": dict(invoke=TURN_WORKER, defer_owed=True),
 }
 
 
@@ -573,6 +581,8 @@ def test_least_privilege(orchestrator_tpl, handler: str) -> None:
         "read_table": False,
         "read_peers": False,
         "watch_sessions": False,
+        "defer_owed": False,
+        "read_stream": False,
         "invoke": set(),
         "secret": False,
         "peer_tokens": False,

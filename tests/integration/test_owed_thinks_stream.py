@@ -58,7 +58,7 @@ def test_the_stream_starts_the_owed_think_and_the_mark_never_enters_the_index(st
     assert agent.api("chat_post", body={"session_id": sid, "content": "just answer"})[0] == 202
     assert RECORDER.take(agent.turn_worker_function) == []  # the writer started nothing
     meta = agent.item(f"S#{sid}", "META")
-    assert meta["owed_think"] == 1 and "due_at" in meta and "due_shard" not in meta
+    assert meta["owed_think"] == 1 and "due_at" not in meta and "due_shard" not in meta
     records, answer = consume(reader)
     assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in records] == ["META"]  # the filter: META with a mark
     assert answer == {"batchItemFailures": []}

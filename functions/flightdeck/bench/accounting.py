@@ -178,7 +178,9 @@ class Tally:
         self.invocations[name] += 1
         ms = float(r.get("ms") or 0.0)
         self.handler_ms[name] += ms  # type: ignore[assignment]  # a Counter of floats: typeshed types Counter values as int
-        # Lambda bills duration rounded up to the millisecond.
+        # Lambda bills duration rounded up to the millisecond; the owed-think starter has its own memory.
+        if r.get("fn") == topology.STREAM_CONSUMER.handler:
+            memory_mb = topology.STREAM_CONSUMER.memory_mb
         self.gb_seconds += math.ceil(ms) / 1000 * memory_mb / 1024
         if r.get("src") == "http":
             self.gateway[f"{r.get('agent')} {r.get('route')}"] += 1

@@ -239,6 +239,12 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
         clauses = _update_clauses(body.get("UpdateExpression", ""), body.get("ExpressionAttributeNames") or {})
         due = topology.DEADLINE_AT_ATTRIBUTE
         entry["leaves_index"] = due in clauses.get("REMOVE", "")
+        if os.environ.get("THINK_START") == "stream" and "waiting" not in (body.get("ConditionExpression") or ""):
+            # The owed mark is out of the index there (flightdeck.adapters.dynamo.owed_mark): removing the index
+            # keys takes an item out only where a waiting turn had put it in (the completion, conditioned on
+            # it); elsewhere they are absent and the write costs no index unit (a mark a recovery path indexed
+            # is the exception, not the round trip's).
+            entry["leaves_index"] = False
         # SET due_at: the item enters the deadline index, or moves in it; either is an index write.
         entry["in_index"] = re.search(rf"(^|,)\s*{due}\s*=", clauses.get("SET", "")) is not None
         # The turn conditions that require an open turn: an item with these is in the deadline index.

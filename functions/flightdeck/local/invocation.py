@@ -215,7 +215,10 @@ class FunctionRegistry:
                 self._functions[handler] = self.make(
                     f"{self.package}.{handler}",
                     topology.function_name(self.agent, handler),
-                    memory_mb=self.memory_mb,
+                    # The owed-think starter's memory is its own (infra/functions.py).
+                    memory_mb=topology.STREAM_CONSUMER.memory_mb
+                    if handler == topology.STREAM_CONSUMER.handler
+                    else self.memory_mb,
                     region=self.region,
                     # A streaming function's invocation lasts as long as its stream (infra/functions.py).
                     timeout_s=topology.STREAM_TIMEOUT_S

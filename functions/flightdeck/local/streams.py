@@ -79,11 +79,11 @@ class StreamReader:
         shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         out: list[dict[str, Any]] = []
         for shard in (s["ShardId"] for s in shards):
-            records = self.streams.get_records(ShardIterator=self._iterator(shard), Limit=1000)["Records"]
-            for record in records:
-                self._after[shard] = record["dynamodb"]["SequenceNumber"]
-                if matches(record):
-                    out.append({**record, "eventSourceARN": self.stream_arn})
+            while records := self.streams.get_records(ShardIterator=self._iterator(shard), Limit=1000)["Records"]:
+                for record in records:
+                    self._after[shard] = record["dynamodb"]["SequenceNumber"]
+                    if matches(record):
+                        out.append({**record, "eventSourceARN": self.stream_arn})
         return out
 
 

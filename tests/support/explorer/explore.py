@@ -16,11 +16,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
+from botocore.config import Config
+
 from flightdeck import wiring
 from flightdeck.adapters import model_choice
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.mcp_http import McpHttp
 from flightdeck.local.resources import create_table
+from flightdeck.local.streams import StreamReader, enable_stream
 from tests.support.explorer.catalogue import Scenario
 from tests.support.explorer.invariants import INVARIANTS, check
 from tests.support.explorer.steps import WATCH
@@ -44,6 +48,11 @@ AGENT_CONFIG = {
 }
 STREAM_CHUNK_MS = 60  # the model's time per streamed piece: the relay writes every other one
 MODES = {"ci": {"seeds": (0,)}, "nightly": {"seeds": (0, 1, 2, 3, 4)}}
+
+
+def _streams() -> Any:
+    # botocore names an account-based endpoint for streams, which moto's in-process mock does not serve.
+    return boto3.client("dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled"))
 
 
 def mode() -> str:
@@ -127,13 +136,18 @@ class Report:
 class Explorer:
     """One agent's queues and environment, made once; each run gets a fresh table, empty queues and a world."""
 
-    def __init__(self, monkeypatch: Any):
+    def __init__(self, monkeypatch: Any, think_start: str = "writer"):
         self.monkeypatch = monkeypatch
+        self.think_start = think_start
         self.agent = make_agent(
             monkeypatch,
             delegates=[],
             allow=f"worker:{PEERS},orchestrator:{PEERS}",
-            extra_env={"AGENT_CONFIG": json.dumps(AGENT_CONFIG), "STREAM_POLL_INTERVAL_MS": "100"},
+            extra_env={
+                "AGENT_CONFIG": json.dumps(AGENT_CONFIG),
+                "STREAM_POLL_INTERVAL_MS": "100",
+                "THINK_START": think_start,
+            },
         )
         monkeypatch.setattr(Peers, "post_json", _post_json)
         monkeypatch.setattr(McpHttp, "list_tools", _mcp_list)
@@ -142,6 +156,7 @@ class Explorer:
         monkeypatch.setattr(model_choice, "build_model", lambda agent: RecordedModel(real_build(agent)))
         self.runs = 0
         self.last: World | None = None
+        self.stream: StreamReader | None = None
 
     def _fresh(self, crash_at: int | None, seed: int) -> World:
         # The same table and queues, emptied: the functions' clients and settings stay.
@@ -154,6 +169,13 @@ class Explorer:
             agent.registry.add(TEST_PEER, agent.peer_token, replace=True)
         RECORDER.clear()
         world = World(agent, Clock(int(time.time() * 1000)), crash_at=crash_at, rng=random.Random(seed))
+        if self.think_start == "stream":
+            # The table's stream from here on: what earlier runs wrote (and this one's clearing) is read past.
+            arn = enable_stream(agent.dynamodb, agent.table)
+            if self.stream is None or self.stream.stream_arn != arn:
+                self.stream = StreamReader(_streams(), arn)
+            self.stream.read()
+            world.stream = self.stream
         if seed:  # nightly: the order of due work, and whether a client retries, vary by seed
             world.shuffle, world.client_retries = 0.5, seed % 2 == 1
         wiring.state_store()._clock = world.clock.now_ms

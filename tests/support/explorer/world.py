@@ -3,8 +3,9 @@ the explorer moves; with fake peers around it and a record of what the model was
 
 Each function runs "armed": its committed steps are counted (tests.support.explorer.steps, and the
 fake peers below for outbound HTTP), and the one the explorer picked ends it (Crash). What follows a
-crash is the platform's: an asynchronous invoke is retried by Lambda (twice, then its DLQ); an SQS
-batch comes back after its visibility timeout; an HTTP caller gets no answer and, by policy, sends the
+crash is the platform's: an asynchronous invoke is retried by Lambda (twice, then its record goes to the
+turns queue); an SQS batch comes back after its visibility timeout; with THINK_START = "stream", a stream
+batch the owed-think starter failed is handed over again (the mapping's retries); an HTTP caller gets no answer and, by policy, sends the
 same request again or gives up. The peers: `worker` (our delegate) takes tasks and answers them when
 told (during recovery: at once); `caller` (whoever delegated to us) takes answers.
 
@@ -25,11 +26,13 @@ from flightdeck import topology, wiring
 from flightdeck.adapters.http_peers import PeerResponse
 from flightdeck.domain.mcp_ports import McpExchange
 from flightdeck.local.invocation import LocalLambdaContext
+from flightdeck.local.streams import StreamReader
 from tests.support.explorer.steps import Crash
 from tests.support.harness import Agent, load_event
 from tests.support.invokes import RECORDER, Invocation
 
 LAMBDA_RETRY_MS = 60_000  # Lambda's asynchronous retries come a minute or two after a failure
+STREAM_RETRY_MS = 1_000  # a stream's event source mapping hands a failed batch over again at once
 WORKER_RETRY_MS = 2_000  # the worker's delivery queue retries a callback that got no answer
 QUEUE_ORDER = ("turns", "dispatch", "delivery", "timers")
 # Past every bound: the longest deadline (ASYNC_TOOL_TIMEOUT_MS 300 s), the owed-think grace (35 s),
@@ -109,6 +112,10 @@ class World:
     _handle_ids: dict[str, str] = field(default_factory=dict)
     _sent_to: set[str] = field(default_factory=set)  # queues with messages not yet collected
     _touched: set[str] = field(default_factory=set)  # queues this run sent to
+    # THINK_START = "stream": the table's stream (moto's), read as the event source mapping reads it, and
+    # its records due to the owed-think starter (with how many times each was handed over already).
+    stream: StreamReader | None = None
+    _records: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # (due, attempts, record)
 
     # --- the observer of tests.support.explorer.steps -----------------------------------------
     def before_call(self, service: str, operation: str) -> None:
@@ -257,6 +264,8 @@ class World:
     def _collect(self) -> None:
         for invocation in RECORDER.take(self.agent.turn_worker_function):
             self._invocations.append((self.clock.now, invocation))
+        if self.stream is not None:
+            self._records += [(self.clock.now, 0, r) for r in self.stream.read()]
         for key in QUEUE_ORDER:
             url = self.agent.queue_urls[key]
             if url not in self._sent_to:
@@ -283,6 +292,9 @@ class World:
     def _due_work(self) -> list[Any]:
         now = self.clock.now
         work: list[Any] = [("invoke", i) for due, i in self._invocations if due <= now]
+        records = [r for r in self._records if r[0] <= now]
+        size = topology.STREAM_CONSUMER.batch_size
+        work += [("stream", records[i : i + size]) for i in range(0, len(records), size)]
         for key in QUEUE_ORDER:
             batch = [h for h in self._held if h.key == key and h.due_ms <= now]
             size = topology.QUEUES_BY_KEY[key].batch_size
@@ -306,6 +318,8 @@ class World:
             kind, item = work[self.rng.randrange(len(work))] if self.rng.random() < self.shuffle else work[0]
             if kind == "invoke":
                 self._run_invocation(item)
+            elif kind == "stream":
+                self._run_stream(item)
             elif kind == "sqs":
                 self._run_batch(item)
             else:
@@ -326,7 +340,33 @@ class World:
         if invocation.attempts <= spec.retry_attempts:
             self._invocations.append((self.clock.now + LAMBDA_RETRY_MS * invocation.attempts, invocation))
         else:
-            self.failures.append(f"think {event['session_id']}#{event['turn']} went to the turns DLQ")
+            # Lambda's record of the given-up think, to its on-failure destination: the turns queue.
+            url = self.agent.queue_urls[spec.on_failure_queue]
+            record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": event}
+            self.agent.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+            self._sent_to.add(url)
+            self._touched.add(url)
+
+    def _run_stream(self, batch: list[tuple[int, int, dict[str, Any]]]) -> None:
+        """One invocation of the owed-think starter by its event source mapping: records it fails (or the whole
+        batch, when it dies) are handed over again, up to the mapping's retries; then given up on."""
+        self._records = [r for r in self._records if r not in batch]
+        module = importlib.import_module(f"flightdeck.handlers.{topology.OWED_THINKS_HANDLER}")
+        event = {"Records": [r for _, _, r in batch]}
+        context = LocalLambdaContext(function_name=f"{self.agent.name}-owed-thinks")
+        resp = self.run(topology.OWED_THINKS_HANDLER, lambda: module.handler(event, context))
+        failed = (
+            {r["dynamodb"]["SequenceNumber"] for _, _, r in batch}
+            if resp is CRASHED
+            else {f["itemIdentifier"] for f in resp.get("batchItemFailures", [])}
+        )
+        for _, attempts, record in batch:
+            if record["dynamodb"]["SequenceNumber"] not in failed:
+                continue
+            if attempts < topology.STREAM_CONSUMER.retry_attempts:
+                self._records.append((self.clock.now + STREAM_RETRY_MS, attempts + 1, record))
+            else:
+                self.failures.append(f"stream record {record['dynamodb']['SequenceNumber']} given up (its DLQ)")
 
     def _run_batch(self, batch: list[Held]) -> None:
         key = batch[0].key
@@ -337,6 +377,7 @@ class World:
         event = self.agent.sqs_event(key, messages)
         if key == "turns":
             body = json.loads(messages[0]["Body"])
+            body = body.get("requestPayload", body)  # Lambda's record of a given-up think carries it
             self._think = (body["session_id"], int(body["turn"]), bool(body.get("snapshot")))
         context = LocalLambdaContext(function_name=f"{self.agent.name}-{key}")
         resp = self.run(spec.handler, lambda: module.handler(event, context))
@@ -374,6 +415,7 @@ class World:
             self.settle()
             self._collect()
             upcoming = [d for d, _ in self._invocations] + [h.due_ms for h in self._held]
+            upcoming += [d for d, _, _ in self._records]
             upcoming += [d.due_ms for d in self.delegations.values() if not d.answered and d.due_ms > self.clock.now]
             if upcoming:
                 self.clock.now = max(self.clock.now, min(upcoming))
@@ -385,7 +427,7 @@ class World:
             self.sweep()
             self.settle()
             self._collect()
-            if len(self.steps) == before and not self._invocations and not self._held:
+            if len(self.steps) == before and not self._invocations and not self._held and not self._records:
                 return rounds
         raise AssertionError(f"no quiescence after {MAX_RECOVERY_ROUNDS} recovery rounds")
 

@@ -2,10 +2,10 @@
 
 With `THINK_START = "stream"` (ARCHITECTURE §3) the consumer of the table's stream starts a think the
 moment a write marks it owed, so the mark no longer needs the deadline index on the normal path: a
-write that sets `owed_think` keeps the mark and its `due_at` on META but not the index's partition key
-(`due_shard`), which is what puts an item into the sparse index (about 2 index write units per think).
-Only the recovery paths put it there (LivenessStore.defer_owed_think: a think given up, a failed start,
-a throttled model's retry), for the sweep.
+write that sets `owed_think` keeps the mark on META (the think's conditions read it) without the index's
+keys (`due_shard`, `due_at`: removed, so an item a waiting turn had put in the index leaves it). That is
+about 2 index write units per think. Only the recovery paths put a mark there (LivenessStore.defer_owed_think:
+a think given up, a failed start, a throttled model's retry), for the sweep.
 
 Why a request hook and not the builders: the mark is written by five builders in three modules (ingest,
 completion, a queued turn's start, a cancel); the hook sees every write on the store's client, so no
@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flightdeck.adapters.dynamo.keys import OWED, SHARD
+from flightdeck.adapters.dynamo.keys import DUE, OWED, SHARD
+
+INDEX_KEYS = (SHARD, DUE)
 
 _CLAUSE = re.compile(r"(?:^|(?<=\s))(SET|REMOVE|ADD|DELETE)\s+", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r":[A-Za-z0-9_]+")
@@ -44,8 +46,8 @@ def _clauses(expression: str) -> list[tuple[str, list[str]]]:
 
 
 def unindex_update(update: dict[str, Any]) -> None:
-    """An Update (UpdateItem's parameters, or a transaction's Update) that sets the owed mark: its
-    `due_shard` assignment becomes a REMOVE (the item leaves the index if a waiting turn had put it there)."""
+    """An Update (UpdateItem's parameters, or a transaction's Update) that sets the owed mark: its index
+    keys' assignments become a REMOVE (the item leaves the index if a waiting turn had put it there)."""
     expression = update.get("UpdateExpression", "")
     names = update.get("ExpressionAttributeNames") or {}
     clauses = _clauses(expression)
@@ -57,7 +59,7 @@ def unindex_update(update: dict[str, Any]) -> None:
 
     if not any(target(a) == OWED for a in sets):
         return
-    shard = [a for a in sets if target(a) == SHARD]
+    shard = [a for a in sets if target(a) in INDEX_KEYS]
     if not shard:
         return
     removed = [a.split("=", 1)[0].strip() for a in shard]
@@ -83,10 +85,11 @@ def unindex_update(update: dict[str, Any]) -> None:
 
 
 def unindex_put(put: dict[str, Any]) -> None:
-    """A Put of an item with the owed mark (a new session): without the index's partition key."""
+    """A Put of an item with the owed mark (a new session): without the index's keys."""
     item = put.get("Item") or {}
     if OWED in item:
-        item.pop(SHARD, None)
+        for key in INDEX_KEYS:
+            item.pop(key, None)
 
 
 def _rewrite(params: dict[str, Any], model: Any, **_: Any) -> None:
