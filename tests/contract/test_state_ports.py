@@ -14,6 +14,7 @@ import uuid
 
 import boto3
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 from moto import mock_aws
 
 from flightdeck.adapters.dynamo import table as dynamo_table
@@ -47,6 +48,7 @@ RETENTION_MS = 86_400_000
 TOMBSTONE_MS = 60_000
 ROUTE_TTL_MS = 3_600_000
 GRACE_MS = fake_state.OWED_THINK_GRACE_MS
+SERIALIZER = TypeSerializer()
 
 
 @pytest.fixture(scope="module")
@@ -350,6 +352,53 @@ def test_the_timer_completes_a_turn_from_a_result_stored_but_not_counted(state, 
     )
     assert [(r.tool_use_id, r.text) for r in state.get_results(sid, 1)] == [("a", timeout("a").text), ("b", "in time")]
     assert state.get_session(sid).turn == 2 and overdue(state, sid, clock.now + GRACE_MS)[0].kind == "think"
+
+
+def legacy_turn(table, clock, sid, *ids, received=(), deadline_ms):
+    """A session stored before the aggregation moved onto META (the store's older layout, no fake of it):
+    its waiting turn 1 as a TURN item."""
+    name, client = table
+    store = StateStore(name, client=client, clock=clock.now_ms)
+    store.take_message(sid, user("delegate"), RETENTION_MS)
+    store.save_iteration(sid, 1, tool_use(*ids), RETENTION_MS)  # the think's write, without the aggregation
+    for i in received:  # each stored with its count, in one transaction, as it was then
+        store.client.put_item(**store._result_put(sid, 1, result(i, "then"), clock.now, RETENTION_MS))
+    item = {"pk": f"S#{sid}", "sk": "TURN#000001", "expected": set(ids), "total_tools": len(ids)}
+    item.update(received=len(received), status="waiting", deadline_ms=deadline_ms, created_at=clock.now)
+    item.update(due_shard=fake_state_shard(sid), due_at=deadline_ms, ttl=clock.now // 1000 + 86_400)
+    client.put_item(TableName=name, Item={k: SERIALIZER.serialize(v) for k, v in item.items()})
+    return store
+
+
+def fake_state_shard(sid):
+    return f"open#{fake_state.deadline_shard(sid)}"
+
+
+def test_a_waiting_turn_stored_as_a_turn_item_is_taken_over_by_its_callbacks(table, clock, sid):
+    deadline = clock.now + 10_000
+    store = legacy_turn(table, clock, sid, "a", "b", deadline_ms=deadline)
+    assert overdue(store, sid, deadline) == [Overdue(sid, 1, "deadline", deadline)]
+    assert store.get_session(sid).aggregation.status == "waiting"
+    done = Completion("callback", 2, TOMBSTONE_MS)
+    assert store.record_result(sid, 1, result("a"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, False)
+    assert store.get_turn(sid, 1).received == 1
+    assert overdue(store, sid, deadline) == [Overdue(sid, 1, "deadline", deadline)]  # listed once: META now
+    assert store.record_result(sid, 1, result("b"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, True)
+    assert store.get_session(sid).turn == 2 and store.owed_think(sid) == 2
+
+
+def test_a_waiting_turn_stored_as_a_turn_item_expires_at_its_deadline(table, clock, sid):
+    deadline = clock.now + 1_000
+    store = legacy_turn(table, clock, sid, "a", "b", received=("a",), deadline_ms=deadline)
+    clock.advance(1_000)
+    assert store.complete_with_errors(sid, 1, timeout, "timer", TOMBSTONE_MS, RETENTION_MS, clock.now) == Expiry(
+        True, ("b",), None
+    )
+    assert [(r.tool_use_id, r.source) for r in store.get_results(sid, 1)] == [
+        ("a", ResultSource.CALLBACK),
+        ("b", ResultSource.TIMEOUT),
+    ]
+    assert store.get_session(sid).turn == 2 and overdue(store, sid, deadline) == []
 
 
 def test_a_completed_turns_record_lives_for_its_tombstone_and_a_result_stays_late(state, clock, sid):

@@ -241,6 +241,22 @@ def aggregation_of(session_id: str, turn: int, meta: dict[str, Any] | None, now_
     )
 
 
+def legacy_aggregation_of(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:
+    """A TURN item's aggregation (a session stored before it moved onto META), read as it was."""
+    return TurnAggregation(
+        session_id=session_id,
+        turn=turn,
+        expected=frozenset(item.get("expected", ())),
+        total=int(item["total_tools"]),
+        received=int(item["received"]),
+        status=item["status"],
+        deadline_ms=int(item["deadline_ms"]),
+        completed_by=item.get("completed_by", ""),
+        deadlines={k: int(v) for k, v in (item.get("deadlines") or {}).items()},
+        due_ms=int(item.get(DUE, 0)),
+    )
+
+
 def result_of(item: dict[str, Any] | None, tool_use_id: str) -> ToolResult:
     if item is None:
         # Every completion writes a result for each expected id: this is an id past the hard limit.

@@ -49,6 +49,12 @@ def session_pk(session_id: str) -> str:
     return f"S#{session_id}"
 
 
+def legacy_turn_sk(turn: int) -> str:
+    # A turn's aggregation as its own item, as sessions stored before it moved onto META have it: taken
+    # over onto META by the first writer that needs it (flightdeck.adapters.dynamo.turns).
+    return f"TURN#{turn:06d}"
+
+
 def result_sk(turn: int, tool_use_id: str) -> str:
     return f"RESULT#{turn:06d}#{tool_use_id}"
 

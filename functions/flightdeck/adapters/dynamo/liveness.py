@@ -56,6 +56,8 @@ class LivenessStore(Table):
                     overdue.append(Overdue(sid, int(item[AGG_TURN]), "deadline", int(item[DUE])))
                 elif item[SK] == META:
                     overdue.append(Overdue(sid, int(item.get(OWED, item.get("turn", 0))), "think", int(item[DUE])))
+                elif item[SK].startswith("TURN#"):  # a turn opened before its aggregation moved onto META
+                    overdue.append(Overdue(sid, int(item[SK].split("#")[1]), "deadline", int(item[DUE])))
                 elif item[SK].startswith(A2A_TASK):  # a task whose message was not handed over in time
                     overdue.append(Overdue(sid, 0, "handoff", int(item[DUE]), key=item[SK][len(A2A_TASK) :]))
         return overdue

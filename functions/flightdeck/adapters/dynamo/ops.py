@@ -15,6 +15,7 @@ from flightdeck.adapters.dynamo.codec import (
     ddb_item,
     dumps,
     iteration_of,
+    legacy_aggregation_of,
     live_fields,
     plain_item,
     queued_message,
@@ -53,6 +54,7 @@ from flightdeck.adapters.dynamo.keys import (
     deadline_shard,
     inbox_sk,
     iter_sk,
+    legacy_turn_sk,
     msg_sk,
     session_pk,
 )
@@ -125,7 +127,12 @@ class StateOps(Table):
             iteration=iteration_of(session_id, turn, iteration) if iteration else None,
             route=reply_route(session_id, route) if route else None,
             has_a2a_task=A2A_CURRENT in by_sk,
-            aggregation=aggregation_of(session_id, turn, meta, self.now_ms()),
+            aggregation=aggregation_of(session_id, turn, meta, self.now_ms())
+            or (
+                legacy_aggregation_of(session_id, turn, by_sk[legacy])
+                if (legacy := legacy_turn_sk(turn)) in by_sk
+                else None
+            ),
             **live_fields(by_sk),
             queued=tuple(sorted((q for q in inbox if not q.turn), key=lambda q: q.seq)),
             inbox_accepted=int(meta.get(INBOX_COUNT, 0)),

@@ -30,6 +30,7 @@ from flightdeck.adapters.dynamo.keys import (
     SHARD,
     SK,
     TTL,
+    legacy_turn_sk,
     result_sk,
     session_pk,
 )
@@ -75,7 +76,62 @@ class TurnStore(StateOps):
             raise
 
     def get_turn(self, session_id: str, turn: int) -> TurnAggregation | None:
-        return aggregation_of(session_id, turn, self.read_item(session_pk(session_id), META), self.now_ms())
+        meta = self.read_item(session_pk(session_id), META)
+        agg = aggregation_of(session_id, turn, meta, self.now_ms())
+        if agg is None and self._adopt_legacy(session_id, turn, meta):
+            agg = aggregation_of(session_id, turn, self.read_item(session_pk(session_id), META), self.now_ms())
+        return agg
+
+    def _adopt_legacy(self, session_id: str, turn: int, meta: dict[str, Any] | None) -> bool:
+        """A waiting turn of a session stored before the aggregation moved onto META has a TURN item: its
+        aggregation goes onto META (the ids with a stored result counted, as they were in the write that
+        stored them) and the item leaves the deadline index, in one transaction; from then on the turn is
+        served as any other. Only for the session's current turn, and only while META holds no other
+        aggregation of it. True when META holds it now."""
+        if not meta or int(meta.get("turn", -1)) != turn or int(meta.get(AGG_TURN, -1)) >= turn:
+            return False
+        pk = session_pk(session_id)
+        item = self.read_item(pk, legacy_turn_sk(turn))
+        if item is None or item.get("status") != "waiting":
+            return False
+        expected = sorted(item["expected"])
+        open_ids = set(expected) - {r.tool_use_id for r in self.get_results(session_id, turn)}
+        clause, values, names = self._seed_update(
+            session_id, turn, expected, int(item["deadline_ms"]), int(item.get("created_at", 0)), item.get("deadlines")
+        )
+        values.update(attr_values(a_open=open_ids or {"-"}, a_due=int(item.get(DUE, item["deadline_ms"]))))
+        if not open_ids:  # every result stored: nothing open (a set cannot be empty)
+            clause = clause.replace(f"{AGG_OPEN} = :a_open, ", "")
+            del values[":a_open"]
+        reasons = self.transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": ddb_item(**{PK: pk, SK: META}),
+                        "UpdateExpression": "SET " + clause,
+                        "ConditionExpression": f"turn = :a_turn AND "
+                        f"(attribute_not_exists({AGG_TURN}) OR {AGG_TURN} <> :a_turn)",
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": ddb_item(**{PK: pk, SK: legacy_turn_sk(turn)}),
+                        "UpdateExpression": "REMOVE #shard, #due",
+                        "ConditionExpression": "#status = :waiting",
+                        "ExpressionAttributeNames": {**names, "#status": "status"},
+                        "ExpressionAttributeValues": attr_values(waiting="waiting"),
+                    }
+                },
+            ]
+        )
+        if reasons is None:
+            return True
+        current = self.read_item(pk, META) or {}
+        return int(current.get(AGG_TURN, -1)) == turn  # another writer took it over first
 
     def get_results(self, session_id: str, turn: int) -> list[ToolResult]:
         return [
@@ -138,6 +194,8 @@ class TurnStore(StateOps):
             if counted:
                 return (RecordOutcome.DUPLICATE if duplicate else RecordOutcome.ACCEPTED), last
             if not self._open(meta, turn, result.tool_use_id):
+                if self._adopt_legacy(session_id, turn, meta):
+                    continue  # its turn was a TURN item: now on META, count it there
                 break
             last = completion is not None and len(meta[AGG_OPEN]) == 1  # the guess of its size was wrong
         if duplicate:
