@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 
 import httpx
 import pytest
@@ -180,10 +181,13 @@ def test_nobody_watching_a_think_costs_no_request_more(aws, monkeypatch):
     alone = _dynamodb_calls(agent, unwatched)
     assert agent.api("chat_post", body={"session_id": watched, "content": "say hi in five short words"})[0] == 202
     wiring.deps().live.watch(watched, wiring.state_store().now_ms() + 60_000)
+    started = time.monotonic()
     followed = _dynamodb_calls(agent, watched)
+    took_ms = (time.monotonic() - started) * 1000
     relay = [c for c in followed if c[1] == "LIVE"]
-    # Watched: the text written a few times (600 ms of think, 100 ms apart at most), then deleted.
-    assert relay[-1] == ("DeleteItem", "LIVE") and 2 <= len(relay) - 1 <= 6
+    # Watched: the text written a few times, at most once per 100 ms of the think (600 ms, or longer when
+    # the machine is busy: the bound is what it took), then deleted.
+    assert relay[-1] == ("DeleteItem", "LIVE") and 2 <= len(relay) - 1 <= max(6, took_ms // 100)
     assert all(c == ("PutItem", "LIVE") for c in relay[:-1])
     # Nobody watching: the very same requests, without those.
     assert alone == [c for c in followed if c[1] != "LIVE"] and not any(c[1] in ("LIVE", "WATCH") for c in alone)
