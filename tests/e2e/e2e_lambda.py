@@ -23,7 +23,9 @@
   Gateway's Lambda proxy integration, from the REST API moto holds: resource and method
   lookup, the REQUEST authorizer for CUSTOM methods (its answer not cached) and the API key it
   names (must exist, be enabled and be in a usage plan of the stage), then the integration's
-  function. Not emulated: throttling and quotas, request validation, gateway responses.
+  function. Not emulated: throttling and quotas, request validation, gateway responses. The lean front door's
+  function URLs (https://<url-id>.lambda-url...: the function, a payload 2.0 event) and HTTP API (route key, its
+  integration's function, payload 1.0) are served as e2e_lean says.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import boto3
 import botocore.handlers
+import e2e_lean
 import responses
 from botocore.exceptions import ClientError
 from e2e_cloud import ACCOUNT, REGION
@@ -358,6 +361,7 @@ class Runtime:
     def __init__(self, stacks: dict[str, Any]):
         self.functions: dict[str, DeployedFunction] = {}
         self.apis: dict[str, str] = {}  # rest api id -> agent
+        self.http_apis: set[str] = set()
         self.by_agent: dict[str, dict[str, DeployedFunction]] = {}
         lam, iam = boto3.client("lambda", region_name=REGION), boto3.client("iam", region_name=REGION)
         for deployed in stacks.values():
@@ -376,6 +380,8 @@ class Runtime:
                 self.by_agent.setdefault(agent, {})[function.short] = function
             for api in deployed.of_type("AWS::ApiGateway::RestApi").values():
                 self.apis[api] = agent
+            # The lean front door (e2e_lean): its HTTP API, and the function URLs below.
+            self.http_apis.update(deployed.of_type("AWS::ApiGatewayV2::Api").values())
         self.mappings = [
             m for m in lam.list_event_source_mappings()["EventSourceMappings"] if m["FunctionArn"] in self.functions
         ]
@@ -387,6 +393,8 @@ class Runtime:
         self.http_bodies: list[tuple[str, str, Any]] = []  # (method, url, JSON body sent) of every request
         self.failures: list[str] = []  # function errors, failed records, refused or failed AWS calls
         self._apigw = boto3.client("apigateway", region_name=REGION)
+        self._v2 = boto3.client("apigatewayv2", region_name=REGION)
+        self.url_functions = e2e_lean.function_urls(lam, list(self.functions))  # url id -> function ARN
         self._sqs = boto3.client("sqs", region_name=REGION)
 
     def function(self, agent: str, handler: str) -> DeployedFunction:
@@ -577,8 +585,9 @@ class Runtime:
         pattern = re.compile(r"https://([a-z0-9]+)\.execute-api\.[a-z0-9-]+\.amazonaws\.com/.*")
         # moto consults the default `responses` registry before its own: this wins for execute-api URLs.
         callbacks = [
-            responses.add_callback(method, pattern, callback=self._serve)
+            responses.add_callback(method, url, callback=self._serve)
             for method in ("GET", "POST", "PUT", "DELETE", "PATCH")
+            for url in (pattern, re.compile(e2e_lean.FUNCTION_URL_HOST))
         ]
         try:
             yield
@@ -594,10 +603,14 @@ class Runtime:
         except ValueError:
             sent = request.body
         self.http_bodies.append((request.method, request.url, sent))
+        text = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
         with as_the_platform():
-            status, headers, body = self.http(
-                api_id, request.method, parts.path, parts.query, dict(request.headers), request.body or b""
-            )
+            if ".lambda-url." in parts.hostname or api_id in self.http_apis:
+                status, headers, body = self._lean_http(request.method, parts, dict(request.headers), text)
+            else:
+                status, headers, body = self.http(
+                    api_id, request.method, parts.path, parts.query, dict(request.headers), request.body or b""
+                )
         self.http_log.append((request.method, request.url, status))
         return status, headers, body
 
@@ -632,6 +645,31 @@ class Runtime:
         if int(call.result.get("statusCode", 0)) >= 500:
             self.failures.append(f"{self.functions[function_arn].agent}: {method} {path} answered {call.result}")
         result = call.result
+        return int(result["statusCode"]), dict(result.get("headers") or {}), result.get("body") or ""
+
+    def _lean_http(
+        self, method: str, parts: Any, headers: dict[str, str], body: str
+    ) -> tuple[int, dict[str, str], str]:
+        """The lean front door (e2e_lean): a function URL passes any path to its function, in a payload 2.0 event
+        (no authorizer); the HTTP API routes by route key to its integration, in payload 1.0."""
+        url_id = parts.hostname.split(".")[0]
+        if ".lambda-url." in parts.hostname:
+            if url_id not in self.url_functions:
+                return 403, {}, json.dumps({"Message": "Forbidden"})
+            arn = self.url_functions[url_id]
+            event = e2e_lean.url_event(method, parts.path, parts.query, headers, body, parts.hostname)
+        else:
+            target = e2e_lean.http_api_target(self._v2, url_id, method, parts.path or "/")
+            if target is None:
+                return 404, {}, json.dumps({"message": "Not Found"})
+            arn, route_path, params = target
+            event = e2e_lean.http_api_event(url_id, method, parts.path, route_path, params, parts.query, headers, body)
+        call = self._check(self.functions[arn].invoke(event))
+        if call.error is not None:
+            return 502, {}, json.dumps({"message": "Internal Server Error"})
+        result = call.result
+        if int(result.get("statusCode", 0)) >= 500:
+            self.failures.append(f"{self.functions[arn].agent}: {method} {parts.path} answered {result}")
         return int(result["statusCode"]), dict(result.get("headers") or {}), result.get("body") or ""
 
     def _mock(self, integration: dict[str, Any], stage: str) -> tuple[int, dict[str, str], str]:

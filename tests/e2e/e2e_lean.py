@@ -89,3 +89,86 @@ def create_after(client: Any, kind: str, props: dict[str, Any]) -> tuple[str, di
         v2.create_stage(ApiId=props["ApiId"], StageName=props["StageName"], AutoDeploy=props.get("AutoDeploy", False))
         return props["StageName"], {}
     raise AssertionError(kind)
+
+
+# --- serving the lean door's HTTP for e2e_lambda.Runtime ----------------------------------------------------
+
+FUNCTION_URL_HOST = r"https://([a-z0-9]+)\.lambda-url\.[a-z0-9-]+\.on\.aws/.*"
+
+
+def function_urls(lam: Any, function_arns: list[str]) -> dict[str, str]:
+    """url id (the host's first label) -> function ARN, for every function with a URL."""
+    found = {}
+    for arn in function_arns:
+        try:
+            url = lam.get_function_url_config(FunctionName=arn)["FunctionUrl"]
+        except Exception:  # noqa: BLE001 - moto answers a function without a URL with an error
+            continue
+        found[url.split("//", 1)[1].split(".", 1)[0]] = arn
+    return found
+
+
+def url_event(method: str, path: str, query: str, headers: dict[str, str], body: str, host: str) -> dict[str, Any]:
+    """A function URL's event (payload 2.0) for one request, as the lean door delivers it."""
+    from flightdeck.local.function_url import build_function_url_event
+
+    return build_function_url_event(
+        method=method,
+        raw_path=path or "/",
+        query_string=query,
+        headers=[("Host", host), *headers.items()],
+        body=body.encode() if body else b"",
+        source_ip="203.0.113.7",
+        url_id=host.split(".", 1)[0],
+    )
+
+
+def http_api_event(
+    api_id: str, method: str, path: str, route_path: str, params: dict[str, str], query: str, headers: dict[str, str],
+    body: str,
+) -> dict[str, Any]:  # fmt: skip
+    """An HTTP API's Lambda proxy event in payload format 1.0 (the REST event's shape, stage $default)."""
+    import time
+    import uuid
+    from urllib.parse import parse_qsl
+
+    return {
+        "version": "1.0",
+        "resource": route_path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": dict(parse_qsl(query)) or None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": params or None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": route_path,
+            "httpMethod": method,
+            "path": path,
+            "stage": "$default",
+            "apiId": api_id,
+            "requestId": str(uuid.uuid4()),
+            "requestTimeEpoch": int(time.time() * 1000),
+            "protocol": "HTTP/1.1",
+            "identity": {"sourceIp": "203.0.113.7", "userAgent": headers.get("User-Agent")},
+            "domainName": f"{api_id}.execute-api.us-east-1.amazonaws.com",
+        },
+        "body": body or None,
+        "isBase64Encoded": False,
+    }
+
+
+def http_api_target(v2: Any, api_id: str, method: str, path: str) -> tuple[str, str, dict[str, str]] | None:
+    """(function ARN, route path, path parameters) of the HTTP API route a request matches, or None."""
+    import re
+
+    for route in v2.get_routes(ApiId=api_id)["Items"]:
+        route_method, _, route_path = route["RouteKey"].partition(" ")
+        template = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(route_path))
+        m = re.fullmatch(template, path)
+        if route_method == method and m:
+            integration = v2.get_integration(ApiId=api_id, IntegrationId=route["Target"].removeprefix("integrations/"))
+            return integration["IntegrationUri"], route_path, m.groupdict()
+    return None
