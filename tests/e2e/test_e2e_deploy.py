@@ -158,7 +158,7 @@ def test_every_resource_a_function_s_environment_names_exists(round_trip) -> Non
     assert round_trip["missing"] == []
 
 
-def test_the_turn_worker_s_failed_thinks_go_to_the_turns_dlq(round_trip) -> None:
+def test_the_turn_worker_s_failed_thinks_go_to_the_turns_queue(round_trip) -> None:
     import boto3
 
     runtime: Runtime = round_trip["runtime"]
@@ -167,7 +167,8 @@ def test_the_turn_worker_s_failed_thinks_go_to_the_turns_dlq(round_trip) -> None
         config = boto3.client("lambda", region_name=REGION).get_function_event_invoke_config(FunctionName=name)
         assert config["MaximumRetryAttempts"] == 2 and config["MaximumEventAgeInSeconds"] == 3600
         destination = config["DestinationConfig"]["OnFailure"]["Destination"]
-        assert destination == f"arn:aws:sqs:{REGION}:123456789012:flightdeck-{agent}-turns-dlq"
+        # The delayed-retry queue, whose consumer hands the think to the sweep (docs/ARCHITECTURE.md §3).
+        assert destination == f"arn:aws:sqs:{REGION}:123456789012:flightdeck-{agent}-turns"
 
 
 def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:
