@@ -101,8 +101,8 @@ def pytest_collection_modifyitems(items):
 
 
 # The modules that take longest (--durations, on the 2-core CI machine), longest first. `./dev.sh test` runs
-# -n 2 --dist loadfile: a worker takes the next module when it is nearly done with its own, in the order
-# of the collection. Started first, these do not leave one worker running a long module at the end
+# a worker per core and one more, --dist loadfile: a worker takes the next module when it is nearly done with
+# its own, in the order of the collection. Started first, these do not leave one worker running a long module at the end
 # while the other has finished (xdist's own order, most tests first, started the bench's 100-150 s
 # module, a single test of 30-40 s or two CDK modules late). The other modules follow, most tests first.
 LONGEST_FIRST = (

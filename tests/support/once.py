@@ -1,9 +1,9 @@
 """A session fixture's costly result made once per test run, not once per pytest-xdist worker.
 
-`./dev.sh test` runs two workers (-n 2 --dist loadfile), each its own session: a session-scoped fixture
-whose files are used by test modules on both would be made twice (a CDK synthesis: tens of seconds of
-jsii). `once_per_run` makes it in a directory both workers see (the run's base temporary directory);
-the first worker to ask makes it while the other waits on a lock, then reads the same files.
+`./dev.sh test` runs several workers (-n, --dist loadfile), each its own session: a session-scoped fixture
+whose files are used by test modules on several would be made by each (a CDK synthesis: tens of seconds
+of jsii). `once_per_run` makes it in a directory the workers share (the run's base temporary directory);
+the first worker to ask makes it while the others wait on a lock, then read the same files.
 """
 
 from __future__ import annotations
