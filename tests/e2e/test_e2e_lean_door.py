@@ -89,6 +89,7 @@ def deployed(lean_assembly):
                 answer = chat.answer(chat.send("@worker list three owls"))
                 probes = {
                     "health": requests.get(f"{worker['ApiUrl']}health", timeout=10),
+                    "card": requests.get(worker["AgentCardUrl"], timeout=10),
                     "chat without a token": requests.post(
                         f"{worker['ChatUrl']}/api/chat", json={"content": "x"}, timeout=10
                     ),
@@ -171,6 +172,10 @@ def test_a_delegation_goes_to_the_lean_worker_s_function_url_and_comes_back(depl
 
 
 def test_the_http_api_serves_the_user_s_routes_and_the_url_refuses_a_caller_without_a_token(deployed) -> None:
-    health, chat = deployed["probes"].values()
+    health, card, chat = deployed["probes"].values()
     assert health.status_code == 200 and health.json()["agent"] == "worker"
+    # The card (through the HTTP API) names the a2a function's URL as its JSON-RPC endpoint, not the HTTP API's.
+    a2a_url = deployed["stack"].outputs["A2aUrl"].rstrip("/") + "/a2a"
+    assert card.status_code == 200 and card.json()["url"] == a2a_url
+    assert {i["url"] for i in card.json()["supportedInterfaces"]} == {a2a_url}
     assert chat.status_code == 401 and chat.json()["error"]["code"] == "unauthorized"
