@@ -4,11 +4,14 @@ A step that must follow a committed state change has an owner that retries it un
 
 - a think made due by a commit (a new message, a completed turn) is marked owed in that same
   write; the think's first write clears the mark; the sweep re-sends an owed think whose
-  grace has passed (the turn worker's idempotency makes a re-send harmless);
+  grace has passed (the turn worker's idempotency makes a re-send harmless). With THINK_START =
+  "stream" the table's stream starts it instead (flightdeck.domain.owed_thinks), and the mark is
+  in the sweep's index only on the recovery paths (ARCHITECTURE §3);
 - a turn waiting on results has its deadline timer, and the sweep as the backstop;
 - effects of a think (timer, dispatches, delivery) are owned by the think's invocation itself:
   one that fails before they are all sent is run again by Lambda's asynchronous retries (a
-  delayed retry message, by SQS redelivery), then lands in the turns dead-letter queue.
+  delayed retry message, by SQS redelivery), then its record goes to the turns queue, whose
+  consumer hands the think to the sweep.
 
 The bound: a session is released by its deadline + one sweep interval + the retry budget
 (model attempts, owed grace). Anything the sweep finds past that is counted as SessionsOverdue.
