@@ -401,6 +401,24 @@ def test_a_waiting_turn_stored_as_a_turn_item_expires_at_its_deadline(table, clo
     assert store.get_session(sid).turn == 2 and overdue(store, sid, deadline) == []
 
 
+@pytest.mark.parametrize("size", [10, 4_000])
+def test_a_new_sessions_small_first_message_rides_on_its_session_item(table, clock, sid, size):
+    name, client = table
+    store = StateStore(name, client=client, clock=clock.now_ms)
+    store.take_message(sid, user("x" * size), RETENTION_MS)
+    keys = [
+        i["sk"]["S"]
+        for i in client.query(
+            TableName=name, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"S#{sid}"}}
+        )["Items"]
+    ]
+    assert keys == (["META"] if size < 400 else ["META", "MSG#000001#0"])  # one item fewer when small
+    assert store.get_session(sid).messages == [user("x" * size)]
+    store.save_iteration(sid, 1, final("done"), RETENTION_MS, ends_turn=True)
+    store.take_message(sid, user("next"), RETENTION_MS)  # a later message keeps its own item
+    assert store.get_session(sid).messages == [user("x" * size), final("done")["message"], user("next")]
+
+
 def test_a_completed_turns_record_lives_for_its_tombstone_and_a_result_stays_late(state, clock, sid):
     delegated(state, clock, sid, "a")
     state.record_result(sid, 1, result("a"), RETENTION_MS, Completion("callback", 1, TOMBSTONE_MS))

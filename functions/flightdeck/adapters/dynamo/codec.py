@@ -19,6 +19,8 @@ from flightdeck.adapters.dynamo.keys import (
     AGG_TTL,
     AGG_TURN,
     DUE,
+    FIRST_MSG,
+    FIRST_TURN,
     INBOX,
     LIVE,
     META,
@@ -100,6 +102,8 @@ def stored_items(items: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, 
             out.append((int(parts[1]), int(parts[2]), json.loads(i["content"]), i))
         elif parts[0] == "INBOX" and int(i.get("turn", 0)):
             out.append((int(i["turn"]), int(MessageSlot.INPUT), json.loads(i["content"]), i))
+        elif parts[0] == META and FIRST_MSG in i:  # a new session's first message, stored on its META
+            out.append((int(i[FIRST_TURN]), int(MessageSlot.INPUT), json.loads(i[FIRST_MSG]), i))
     return sorted(out, key=lambda t: (t[0], t[1]))
 
 

@@ -19,6 +19,9 @@ from flightdeck.adapters.dynamo.codec import (
 from flightdeck.adapters.dynamo.keys import (
     A2A_TASK,
     DUE,
+    FIRST_MSG,
+    FIRST_MSG_MAX_BYTES,
+    FIRST_TURN,
     HOLDS_LOAD,
     INBOX_CONSUMED,
     INBOX_COUNT,
@@ -125,7 +128,7 @@ class IntakeStore(StateOps):
         key: the message's identity (a digest of the client's id, or of its reply token): it is stored
         as the inbox item INBOX#<key>, put on condition that it does not exist, so a repeat changes
         nothing and is answered as the first one stands now (replayed). None: no identity; a message
-        that starts at once is then stored as MSG#<turn>#0.
+        that starts at once is then stored as MSG#<turn>#0 (a new session's, when small: on its META).
         continues_task: the key of the A2A task this message continues: the same write requires the task
         to be working (else TaskNotOpenError) and, when the message starts its turn at once, records that
         turn on the task, so the end of the turn before does not complete the task.
@@ -423,7 +426,13 @@ class IntakeStore(StateOps):
                 item[ROUTE_ATTR] = SERIALIZER.serialize(self._route_map(route, self.expiry(route[2]), turn, now))
             else:
                 ops[0] = with_route(ops[0], *self._route_put(route, self.expiry(route[2]), turn, now))
-        ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
+        content = dumps(message)
+        if meta is None and key is None and len(content.encode("utf-8", "surrogatepass")) <= FIRST_MSG_MAX_BYTES:
+            # A new session's first message without an identity rides on the META it creates: one item fewer.
+            item = ops[0]["Put"]["Item"]
+            item.update(ddb_item(**{FIRST_MSG: content, FIRST_TURN: turn}))
+        else:
+            ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if continues_task:
             ops.append(self._task_op(pk, continues_task, turn))
         return ops, Intake("started", turn, seq)

@@ -39,6 +39,12 @@ OWED = "owed_think"
 AGG_TURN, AGG_STATUS, AGG_EXPECTED, AGG_OPEN = "agg_turn", "agg_status", "agg_expected", "agg_open"
 AGG_TOTAL, AGG_DEADLINE, AGG_DEADLINES, AGG_BY = "agg_total", "agg_deadline", "agg_deadlines", "agg_by"
 AGG_AT, AGG_TTL = "agg_at", "agg_ttl"  # when it opened (the timeline's dispatch time); a completed one's end
+# On META: a new session's first message, when it has no identity and is small (ARCHITECTURE §2): stored in
+# the write that creates the session instead of as MSG#<turn>#0, one item fewer; its turn with it.
+FIRST_MSG, FIRST_TURN = "first_msg", "first_turn"
+# Larger messages keep their own item: META is rewritten by every step of the session, and each of those
+# writes is billed by META's size (1 unit per KB, 2 in a transaction).
+FIRST_MSG_MAX_BYTES = 400
 # The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
 WATCH = "WATCH"
 LIVE = "LIVE"
