@@ -235,6 +235,18 @@ def test_a_turn_ends_with_its_closing_messages_in_one_write_and_its_owed_mark_st
     assert not state.finish_session_turn(sid, 1, RETENTION_MS, messages=closing).ended  # once
 
 
+def test_a_repeat_of_a_new_sessions_named_first_message_is_replayed_busy_or_idle(state, sid):
+    # Without an A2A message id, a store keeps it on the session item: its repeat is recognised there.
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1") == Intake("started", 1, 1)
+    again = Intake("started", 1, 1, replayed=True)
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1", queue_limit=5) == again
+    assert state.get_session(sid).input == QueuedMessage("m1", 0, user("hello"), turn=1)
+    state.save_iteration(sid, 1, final("hi"), RETENTION_MS, ends_turn=True)
+    assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1") == again  # idle: still no second turn
+    session = state.get_session(sid)
+    assert (session.status, session.turn, session.messages) == ("idle", 1, [user("hello"), final("hi")["message"]])
+
+
 def test_a_repeat_of_a_message_that_started_its_turn_is_answered_on_a_busy_session_without_a_queue(state, sid):
     assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1", message_id="id-1") == Intake("started", 1, 1)
     assert state.take_message(sid, user("hello"), RETENTION_MS, key="m1") == Intake("started", 1, 1, replayed=True)

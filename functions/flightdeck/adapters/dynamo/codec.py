@@ -19,6 +19,7 @@ from flightdeck.adapters.dynamo.keys import (
     AGG_TTL,
     AGG_TURN,
     DUE,
+    FIRST_KEY,
     FIRST_MSG,
     FIRST_TURN,
     INBOX,
@@ -243,6 +244,14 @@ def aggregation_of(session_id: str, turn: int, meta: dict[str, Any] | None, now_
         # META is in the deadline index for the turn only while it waits (after, for the owed think).
         due_ms=int(meta.get(DUE, 0)) if waiting else 0,
     )
+
+
+def first_input(meta: dict[str, Any], turn: int) -> QueuedMessage | None:
+    """A new session's first message with an identity, stored on its META, as the inbox item it stands for
+    (the input of its turn)."""
+    if FIRST_KEY not in meta or int(meta.get(FIRST_TURN, -1)) != turn:
+        return None
+    return QueuedMessage(key=meta[FIRST_KEY], seq=0, message=json.loads(meta[FIRST_MSG]), turn=turn)
 
 
 def legacy_aggregation_of(session_id: str, turn: int, item: dict[str, Any]) -> TurnAggregation:

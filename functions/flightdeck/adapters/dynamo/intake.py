@@ -19,6 +19,7 @@ from flightdeck.adapters.dynamo.codec import (
 from flightdeck.adapters.dynamo.keys import (
     A2A_TASK,
     DUE,
+    FIRST_KEY,
     FIRST_MSG,
     FIRST_MSG_MAX_BYTES,
     FIRST_TURN,
@@ -161,6 +162,9 @@ class IntakeStore(StateOps):
             if meta is not None:
                 if owner is not None and meta.get("owner", "") != owner:
                     raise SessionNotFoundError(session_id)
+                if key is not None and meta.get(FIRST_KEY) == key:
+                    # A repeat of the session's first message, stored on META (no inbox item of its own).
+                    return Intake("started", int(meta[FIRST_TURN]), 1, replayed=True)
                 if route is not None and not route_checked:
                     route_checked = True
                     existing = self._route_of(meta)
@@ -427,10 +431,11 @@ class IntakeStore(StateOps):
             else:
                 ops[0] = with_route(ops[0], *self._route_put(route, self.expiry(route[2]), turn, now))
         content = dumps(message)
-        if meta is None and key is None and len(content.encode("utf-8", "surrogatepass")) <= FIRST_MSG_MAX_BYTES:
-            # A new session's first message without an identity rides on the META it creates: one item fewer.
+        plain = key is None or not (continues_task or message_id)
+        if meta is None and plain and len(content.encode("utf-8", "surrogatepass")) <= FIRST_MSG_MAX_BYTES:
+            # A new session's first message rides on the META it creates: one item fewer.
             item = ops[0]["Put"]["Item"]
-            item.update(ddb_item(**{FIRST_MSG: content, FIRST_TURN: turn}))
+            item.update(ddb_item(**{FIRST_MSG: content, FIRST_TURN: turn, FIRST_KEY: key}))
         else:
             ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
         if continues_task:

@@ -42,6 +42,9 @@ AGG_AT, AGG_TTL = "agg_at", "agg_ttl"  # when it opened (the timeline's dispatch
 # On META: a new session's first message, when it has no identity and is small (ARCHITECTURE §2): stored in
 # the write that creates the session instead of as MSG#<turn>#0, one item fewer; its turn with it.
 FIRST_MSG, FIRST_TURN = "first_msg", "first_turn"
+# ...and its identity, when it has one (a delegation's reply token, a client's message id): a repeat is
+# recognised on META, as an inbox item's would be (A2A messages keep their inbox item: its task and id).
+FIRST_KEY = "first_key"
 # Larger messages keep their own item: META is rewritten by every step of the session, and each of those
 # writes is billed by META's size (1 unit per KB, 2 in a transaction).
 FIRST_MSG_MAX_BYTES = 400

@@ -14,6 +14,7 @@ from flightdeck.adapters.dynamo.codec import (
     conversation,
     ddb_item,
     dumps,
+    first_input,
     iteration_of,
     legacy_aggregation_of,
     live_fields,
@@ -137,7 +138,7 @@ class StateOps(Table):
             queued=tuple(sorted((q for q in inbox if not q.turn), key=lambda q: q.seq)),
             inbox_accepted=int(meta.get(INBOX_COUNT, 0)),
             inbox_consumed=int(meta.get(INBOX_CONSUMED, 0)),
-            input=next((q for q in inbox if q.turn == turn), None),
+            input=next((q for q in inbox if q.turn == turn), None) or first_input(meta, turn),
             stamps=tuple(stamps),
             holds_load=HOLDS_LOAD in meta,
         )
