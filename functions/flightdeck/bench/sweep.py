@@ -92,7 +92,10 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                 )
                 store.seed_turn(sid, 1, [f"tooluse_overdue_{i:05d}"], now - 5_000, RETENTION_MS)
             for i in range(open_turns - overdue):
-                store.seed_turn(f"open-{i:06d}", 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
+                # A turn's aggregation lives on its session's item (ARCHITECTURE §2): the session first.
+                sid = f"open-{i:06d}"
+                store.start_turn_with_message(sid, {"role": "user", "content": [{"text": f"task {i}"}]}, RETENTION_MS)
+                store.seed_turn(sid, 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
             seed_s = time.perf_counter() - started
 
             sink = ListSink("sweep")
