@@ -214,9 +214,7 @@ _DYNAMO = "flightdeck.adapters.dynamo"
 _DYNAMO_LAYERS = {
     "keys": set(),
     "codec": {"keys"},
-    # The owed mark out of the deadline index (THINK_START = "stream"): installed on the table's client.
-    "owed_mark": {"keys"},
-    "table": {"keys", "codec", "owed_mark"},
+    "table": {"keys", "codec"},
     "ops": {"keys", "codec", "table"},
     **{s: {"keys", "codec", "table", "ops"} for s in ("intake", "iterations", "turns", "liveness", "dispatch")},
     "sessions": {"keys", "codec", "table", "ops", "intake"},

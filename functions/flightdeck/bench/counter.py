@@ -240,7 +240,7 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
         due = topology.DEADLINE_AT_ATTRIBUTE
         entry["leaves_index"] = due in clauses.get("REMOVE", "")
         if os.environ.get("THINK_START") == "stream" and "waiting" not in (body.get("ConditionExpression") or ""):
-            # The owed mark is out of the index there (flightdeck.adapters.dynamo.owed_mark): removing the index
+            # The owed mark is out of the index there (StateOps._owed_actions): removing the index
             # keys takes an item out only where a waiting turn had put it in (the completion, conditioned on
             # it); elsewhere they are absent and the write costs no index unit (a mark a recovery path indexed
             # is the exception, not the round trip's).

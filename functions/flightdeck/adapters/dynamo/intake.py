@@ -33,7 +33,6 @@ from flightdeck.adapters.dynamo.keys import (
     SHARD,
     SK,
     TTL,
-    deadline_shard,
     inbox_sk,
     session_pk,
 )
@@ -384,9 +383,7 @@ class IntakeStore(StateOps):
                                 TTL: expires,
                                 "parent": json.dumps(parent or {}),
                                 "owner": owner,
-                                OWED: turn,
-                                SHARD: deadline_shard(session_id),
-                                DUE: now + self.owed_think_grace_ms,
+                                **self._owed_item(session_id, turn, now),
                             }
                         ),
                         "ConditionExpression": "attribute_not_exists(#pk)",
@@ -406,6 +403,7 @@ class IntakeStore(StateOps):
             names = {"#status": "status", "#ttl": TTL, "#owed": OWED, "#shard": SHARD, "#due": DUE}
             values = attr_values(busy="busy", idle="idle", turn=turn, seq=seq, now=now, exp=expires, prevturn=turn - 1)
             values.update(self._owed_values(session_id, turn, now))
+            owed_set, owed_remove = self._owed_actions()
             if owner is not None:
                 condition += " AND #owner = :owner"
                 names["#owner"] = "owner"
@@ -416,7 +414,7 @@ class IntakeStore(StateOps):
                         "TableName": self.table,
                         "Key": ddb_item(**{PK: pk, SK: META}),
                         "UpdateExpression": "SET #status = :busy, turn = :turn, msg_count = :seq, updated_at = :now, "
-                        "#ttl = :exp, #owed = :owed, #shard = :shard, #due = :due",
+                        f"#ttl = :exp, {owed_set}" + (f" REMOVE {owed_remove}" if owed_remove else ""),
                         "ConditionExpression": condition,
                         "ExpressionAttributeNames": names,
                         "ExpressionAttributeValues": values,

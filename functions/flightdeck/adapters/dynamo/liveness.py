@@ -92,7 +92,7 @@ class LivenessStore(Table):
         being due by then, so of two sweeps listing it only one re-sends."""
         condition = "#owed = :turn"
         # The shard too: with the stream as the think's starter the mark was out of the index, and this
-        # recovery path hands it to the sweep (flightdeck.adapters.dynamo.owed_mark).
+        # recovery path hands it to the sweep (StateOps._owed_actions).
         values = attr_values(
             turn=turn,
             due=self.now_ms() + max(0, delay_ms) + self.owed_think_grace_ms,

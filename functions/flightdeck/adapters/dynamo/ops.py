@@ -144,7 +144,26 @@ class StateOps(Table):
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
+        """The owed mark's values (:owed, and in the deadline index :shard and :due): see _owed_actions."""
+        if not self.owed_in_index:
+            return attr_values(owed=turn)
         return attr_values(owed=turn, shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms)
+
+    def _owed_actions(self, owed: str = ":owed") -> tuple[str, str]:
+        """(SET actions, REMOVE actions) of a write that marks a think owed (names #owed, #shard, #due).
+        The writer starts thinks (THINK_START "writer"): the mark is due in the deadline index after its grace,
+        for the sweep. The table's stream starts them ("stream"): the mark alone, and the index keys removed (an
+        item a waiting turn had put in the index leaves it); only a recovery path indexes a mark then
+        (LivenessStore.defer_owed_think)."""
+        if self.owed_in_index:
+            return f"#owed = {owed}, #shard = :shard, #due = :due", ""
+        return f"#owed = {owed}", "#shard, #due"
+
+    def _owed_item(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
+        """The owed mark's attributes on a new session's item (the Put that creates it)."""
+        if not self.owed_in_index:
+            return {OWED: turn}
+        return {OWED: turn, SHARD: deadline_shard(session_id), DUE: now + self.owed_think_grace_ms}
 
     def _load_op(self, delta: int, max_busy: int | None = None) -> dict[str, Any]:
         """The load counter moved by delta (a slot taken: only below max_busy). Its seq counts every move,
@@ -293,10 +312,8 @@ class StateOps(Table):
         }
         if consumed:
             values.update(attr_values(consumed=consumed))
-        update = (
-            f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, "
-            "#owed = :owed, #shard = :shard, #due = :due"
-        )
+        owed_set, owed_remove = self._owed_actions()
+        update = f"SET turn = :next, {INBOX_CONSUMED} = :done, msg_count = :no, updated_at = :now, {owed_set}"
         if status != "busy":  # a canceled session's close starts the waiting message's turn: busy again
             update += ", #status = :nowbusy"
             values.update(attr_values(nowbusy="busy"))
@@ -308,6 +325,8 @@ class StateOps(Table):
             values.update(attr_values(exp=expires))
             item_values.update(attr_values(exp=expires))
             names["#ttl"] = TTL
+        if owed_remove:
+            update += f" REMOVE {owed_remove}"
         return [
             {
                 "Update": {

@@ -87,13 +87,10 @@ class SessionStore(IntakeStore):
         pk, now = session_pk(session_id), self.now_ms()
         condition = "#status = :busy"
         names = {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
-        values = attr_values(
-            busy="busy",
-            canceled=CANCELED,
-            now=now,
-            shard=deadline_shard(session_id),
-            due=now + self.owed_think_grace_ms,
-        )
+        values = attr_values(busy="busy", canceled=CANCELED, now=now)
+        if self.owed_in_index:
+            values.update(attr_values(shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms))
+        owed_set, owed_remove = self._owed_actions(owed="turn")
         if owner is not None:
             condition += " AND #owner = :owner"
             names["#owner"] = "owner"
@@ -102,8 +99,8 @@ class SessionStore(IntakeStore):
             resp = self.client.update_item(
                 TableName=self.table,
                 Key=ddb_item(**{PK: pk, SK: META}),
-                UpdateExpression="SET #status = :canceled, updated_at = :now, canceled_at = :now, #owed = turn, "
-                "#shard = :shard, #due = :due",
+                UpdateExpression=f"SET #status = :canceled, updated_at = :now, canceled_at = :now, {owed_set}"
+                + (f" REMOVE {owed_remove}" if owed_remove else ""),
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,

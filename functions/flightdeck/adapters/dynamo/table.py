@@ -13,7 +13,6 @@ from botocore.exceptions import ClientError
 from flightdeck import topology
 from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, plain_item
 from flightdeck.adapters.dynamo.keys import PK, SK, TTL
-from flightdeck.adapters.dynamo.owed_mark import keep_owed_marks_out_of_index
 from flightdeck.domain.records import ItemTooLargeError
 
 # A committed write that makes a think due (a new message, a completed turn) also marks it
@@ -49,17 +48,14 @@ class Table:
         self._client = client
         self._clock = clock or (lambda: int(time.time() * 1000))
         self.owed_think_grace_ms = owed_think_grace_ms
-        # False: the table's stream starts owed thinks, and a mark enters the index only on a recovery path.
+        # False: the table's stream starts owed thinks, and a mark enters the index only on a recovery path
+        # (StateOps._owed_actions writes the mark for the mode).
         self.owed_in_index = owed_in_index
-        if client is not None and not owed_in_index:
-            keep_owed_marks_out_of_index(client)
 
     @property
     def client(self) -> Any:
         if self._client is None:
             self._client = boto3.client("dynamodb")
-            if not self.owed_in_index:
-                keep_owed_marks_out_of_index(self._client)
         return self._client
 
     def now_ms(self) -> int:

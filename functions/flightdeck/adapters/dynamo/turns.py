@@ -222,10 +222,16 @@ class TurnStore(StateOps):
         condition = f"{WAITING} AND contains({AGG_OPEN}, :id)"
         values = attr_values(a_turn=turn, a_waiting="waiting", id=tool_use_id)
         if last and completion is not None:
+            # contains() first: it requires the set, and size() of a missing attribute is an error in moto
+            # (DynamoDB: false), once another count has emptied it; AND stops at the first false.
             op = self._complete_op(
-                session_id, turn, completion.by, completion.tombstone_ms, now, f" AND size({AGG_OPEN}) = :one"
+                session_id,
+                turn,
+                completion.by,
+                completion.tombstone_ms,
+                now,
+                f" AND contains({AGG_OPEN}, :id) AND size({AGG_OPEN}) = :one",
             )["Update"]
-            op["ConditionExpression"] += f" AND contains({AGG_OPEN}, :id)"
             op["ExpressionAttributeValues"].update(attr_values(id=tool_use_id, one=1))
         else:
             if completion is not None:  # not the last: the last one's count is the completing one
@@ -297,12 +303,13 @@ class TurnStore(StateOps):
             ),
             **self._owed_values(session_id, turn + 1, now),
         }
+        owed_set, owed_remove = self._owed_actions()
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": ddb_item(**{PK: session_pk(session_id), SK: META}),
                 "UpdateExpression": f"SET {AGG_STATUS} = :a_done, {AGG_BY} = :by, {AGG_TTL} = :exp, turn = :next, "
-                f"updated_at = :now, #owed = :owed, #shard = :shard, #due = :due REMOVE {AGG_OPEN}",
+                f"updated_at = :now, {owed_set} REMOVE {', '.join(filter(None, [AGG_OPEN, owed_remove]))}",
                 "ConditionExpression": f"{WAITING} AND turn = :a_turn" + extra_condition,
                 "ExpressionAttributeNames": {"#owed": OWED, "#shard": SHARD, "#due": DUE},
                 "ExpressionAttributeValues": values,
