@@ -61,6 +61,9 @@ TURNS = (
         ("LocalToolRuns", "local tool runs"),
         ("InboundAuthRefused", "callers refused (peer token)"),
         ("SessionsOverdue", "sessions overdue (busy past their liveness bound)"),
+        ("OwedThinksResent", "owed thinks re-sent by the sweep (their start was lost)"),
+        ("ThinkSendsDeferred", "think starts left to the sweep (the send failed)"),
+        ("ThinksGivenUp", "thinks given up after their retries"),
     ],
 )
 A2A = (

@@ -105,6 +105,10 @@ def test_the_peer_routes() -> None:
         ("POST", "/api/sessions/{session_id}/cancel"),
         ("POST", "/a2a"),
         ("POST", "/mcp"),  # MCP clients' keys: the same registry, scoped to the mcp channel (docs/MCP.md)
+        # What the web console reads (docs/CONSOLE.md): a delegate's lane, and the inspector's allowlisted relay.
+        ("GET", "/api/sessions/{session_id}/delegations/{tool_use_id}/events"),
+        ("GET", "/api/inspector/card"),
+        ("POST", "/api/inspector/rpc"),
     }
 
 
