@@ -23,7 +23,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from flightdeck import topology
-from flightdeck.domain.session_list import InvalidCursorError, SessionPage, SessionSummary
+from flightdeck.adapters.dynamo.keys import FIRST_MSG
+from flightdeck.domain.session_list import InvalidCursorError, SessionPage, SessionSummary, first_message_of
 
 PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
 OWNER, CREATED = topology.SESSION_OWNER_ATTRIBUTE, topology.SESSION_CREATED_AT_ATTRIBUTE
@@ -139,7 +140,7 @@ class SessionIndex:
                     status=str(meta.get("status", "")),
                     created_at=int(meta.get(CREATED, 0)),
                     updated_at=int(meta.get("updated_at", 0)),
-                    first_message=str(meta.get(FIRST, "")),
+                    first_message=_preview(meta),
                     turns=int(meta.get("msg_count", 0)),
                     delegations=int(meta.get(CALLS, 0)),
                 )
@@ -156,7 +157,9 @@ class SessionIndex:
             self.table: {
                 "Keys": keys,
                 "ConsistentRead": True,
-                "ProjectionExpression": f"#pk, #status, #owner, #created, updated_at, #ttl, msg_count, {FIRST}, {CALLS}",
+                # A read is billed by the whole item's size: the projection only trims the answer.
+                "ProjectionExpression": f"#pk, #status, #owner, #created, updated_at, #ttl, msg_count, {FIRST}, "
+                f"{FIRST_MSG}, {CALLS}",
                 "ExpressionAttributeNames": {
                     "#pk": PK,
                     "#status": "status",
@@ -177,3 +180,10 @@ class SessionIndex:
                 return items
             time.sleep(min(0.5, 0.02 * 2**attempt))
         raise RuntimeError("DynamoDB kept keys of a session listing unprocessed")
+
+
+def _preview(meta: dict[str, Any]) -> str:
+    """The listing's start of the first message: kept on META, or derived from the first message META carries."""
+    if FIRST_MSG in meta:
+        return first_message_of(json.loads(str(meta[FIRST_MSG])))
+    return str(meta.get(FIRST, ""))

@@ -431,8 +431,10 @@ class IntakeStore(StateOps):
         content = dumps(message)
         plain = key is None or not (continues_task or message_id)
         if meta is None and plain and len(content.encode("utf-8", "surrogatepass")) <= FIRST_MSG_MAX_BYTES:
-            # A new session's first message rides on the META it creates: one item fewer.
+            # A new session's first message rides on the META it creates: one item fewer. The listing's preview
+            # is then derived from it (adapters.session_index), not kept a second time on an item every write pays for.
             item = ops[0]["Put"]["Item"]
+            item.pop("first_message", None)
             item.update(ddb_item(**{FIRST_MSG: content, FIRST_TURN: turn, FIRST_KEY: key}))
         else:
             ops.append(self._input_op(pk, turn, message, expires, key, seq, message_id, continues_task))
