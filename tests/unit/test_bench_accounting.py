@@ -405,7 +405,7 @@ def test_an_update_that_sets_or_removes_the_deadline_key_through_a_placeholder_i
 
 
 def test_the_model_wait_is_priced_per_think_at_each_stated_latency():
-    from flightdeck.bench.scenario import at_model_latency
+    from flightdeck.bench.round_trip_cost import at_model_latency
 
     table = prices.load()
     per_turn = {

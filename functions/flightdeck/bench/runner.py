@@ -17,7 +17,7 @@ from flightdeck import topology
 from flightdeck.bench import coldstart, scenario, streaming, sweep
 from flightdeck.bench import load as load_test
 from flightdeck.bench.prices import PriceTable, load
-from flightdeck.bench.scenario import Roles, StackOptions, roles_from
+from flightdeck.bench.roles import DELEGATOR, Roles, StackOptions, memory_mb, roles_from
 
 __all__ = ["BenchOptions", "Roles", "options", "roles_from", "run", "validate"]
 
@@ -202,7 +202,7 @@ def run(
         phases["load"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["sweep"] = sweep.measure(opts.open_turns, opts.overdue_turns, prices, say)
     phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
-    result["streaming"] = streaming.measure(prices, say, memory_mb=scenario.memory_mb(opts.stack, scenario.DELEGATOR))
+    result["streaming"] = streaming.measure(prices, say, memory_mb=memory_mb(opts.stack, DELEGATOR))
     phases["streaming"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["cold_start"] = coldstart.measure(
         opts.coldstart_repeats,

@@ -26,25 +26,31 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import requests
 
-from flightdeck import topology
-from flightdeck.bench import a2a_bench, doors, durable, mcp_bench, moto_recorder, stepfunctions
+from flightdeck.bench import a2a_bench, mcp_bench, moto_recorder, round_trip_cost
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
 from flightdeck.bench.dynamo_units import item_size
 from flightdeck.bench.prices import PriceTable
+from flightdeck.bench.roles import (
+    BLACKHOLE,
+    COLLECTOR,
+    DELEGATOR,
+    MEMORY_MB,
+    TIMEKEEPER,
+    WORKER,
+    StackOptions,
+    memory_mb,
+)
 from flightdeck.bench.stats import ratio, summary
 from flightdeck.config_file import DeploymentFile
 
-DELEGATOR, WORKER, COLLECTOR, TIMEKEEPER, BLACKHOLE = "delegator", "worker", "collector", "timekeeper", "blackhole"
-MEMORY_MB = 512
 RESULT_TEXT = "[blackhole] Task answered: the figures add up; nothing else to report."
 HTTP_TIMEOUT_S = 30.0
 BATCH_TIMEOUT_S = 300.0
@@ -53,116 +59,6 @@ SETTLE_QUIET_S = 0.8
 
 class BenchError(RuntimeError):
     """A measurement could not be completed (an agent did not answer in time, a request failed)."""
-
-
-# What the bench itself sets on the agents it runs (timing of the counted turns, resources, secrets,
-# identity, authentication): a deployment file's value for these is not taken (`bench --config`).
-BENCH_MANAGED_SETTINGS = frozenset(
-    {
-        "ASYNC_TOOL_TIMEOUT_MS",
-        "TOOL_AGG_PUNCTUATE_INTERVAL_MS",
-        "TOOL_AGG_TOMBSTONE_TTL_MS",
-        "REPLY_RETRY_MAX_MS",
-        "TOOL_CALLBACK_SECRET",
-        "TOOL_CALLBACK_SECRET_PREVIOUS",
-        "TOOL_CALLBACK_SECRET_ARN",
-        "PEER_TOKENS",
-        "PEER_TOKENS_SECRET_ARN",
-        "INBOUND_AUTH",
-        "ALLOWED_HOST_MAPPING",
-        "PUBLIC_BASE_URL",
-        "AGENT_NAME",
-        "AGENT_DESCRIPTION",
-        "AGENT_CONFIG",
-        "STATE_TABLE",
-        "TURN_WORKER_FUNCTION",
-        "TURNS_QUEUE_URL",
-        "DISPATCH_QUEUE_URL",
-        "DELIVERY_QUEUE_URL",
-        "DELIVERY_DLQ_URL",
-        "TIMERS_QUEUE_URL",
-        "POWERTOOLS_LOG_LEVEL",
-    }
-)
-
-
-@dataclass(frozen=True)
-class Role:
-    """An agent of a deployment file playing the bench's delegator or worker (`bench --config`)."""
-
-    name: str  # its name in the file
-    description: str
-    system_prompt: str
-    model: dict[str, Any]
-    builtin_tools: tuple[str, ...]
-    skills: tuple[str, ...]
-    env: dict[str, str]  # its settings ([defaults] and [env]) but those the bench manages
-    memory_mb: int
-    think_memory_mb: int  # its think function's (turn_worker): deploy.think_memory_mb, else memory_mb
-    tool_description: str = ""  # the delegator's: its delegating tool's description
-
-
-@dataclass(frozen=True)
-class Roles:
-    config: str  # the file
-    delegator: Role
-    worker: Role
-
-
-def roles_from(deployment: DeploymentFile, config: str) -> Roles:
-    """The file's first agent that delegates to another agent of the file, and that delegate."""
-
-    def role(name: str, tool_description: str = "") -> Role:
-        spec = deployment.agents[name]
-        env = {k: v for k, v in deployment.environment(name).items() if k not in BENCH_MANAGED_SETTINGS}
-        return Role(
-            name=name,
-            description=spec.description,
-            system_prompt=spec.system_prompt,
-            model=spec.model.model_dump(),
-            builtin_tools=tuple(spec.builtin_tools),
-            skills=tuple(s.name or s.id for s in spec.skills),
-            env=env,
-            memory_mb=spec.deploy.memory_mb,
-            think_memory_mb=spec.deploy.think_memory_mb or spec.deploy.memory_mb,
-            tool_description=tool_description,
-        )
-
-    for name, spec in deployment.agents.items():
-        for delegate in spec.delegates:
-            if delegate.protocol == "flightdeck" and delegate.peer_service in deployment.agents:
-                if spec.model.provider != "local" or deployment.agents[delegate.peer_service].model.provider != "local":
-                    raise ValueError("the bench runs the local model only: pass --local-model")
-                return Roles(
-                    config=config, delegator=role(name, delegate.description), worker=role(delegate.peer_service)
-                )
-    raise ValueError(f"{config}: no agent delegates to another agent of the file: nothing to measure")
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    iterations: int = 30  # one-delegation round trips
-    parallel_iterations: int = 10  # turns with `fan_out` delegations
-    fan_out: int = 5
-    callbacks: int = 150  # per mode (single, batch)
-    batch_size: int = 50
-    timeout_turns: int = 30
-    warmup: int = 2
-    # Short, so each counted turn's deadline timer fires within the run; long enough that no counted
-    # turn times out on a busy machine (a turn that did is reported: its counts include the timeout path).
-    delegator_timeout_ms: int = 8000
-    timekeeper_timeout_ms: int = 2000
-    # The backstop sweep's schedule, as on AWS (EventBridge fires at most once a minute): the
-    # deadline timer is what ends a timed-out turn, and moto (whose index queries read the whole
-    # table, one request at a time) is not kept busy by four agents sweeping every second.
-    sweep_interval_ms: int = 60_000
-    stagger_s: float = 0.25  # between timeout turns, so deadlines are spread out rather than a burst
-    # The conversation: one session on the delegator, one user message at a time; these messages' thinks counted.
-    # Message 1 creates the session (its think starts from its ingest's snapshot, no read); 2 is the first
-    # think that reads the session, the baseline for growth with the conversation's length.
-    conversation_at: tuple[int, ...] = (1, 2, 10, 50)
-    # `bench --config`: agents of a deployment file play the delegator and the worker.
-    roles: Roles | None = None
 
 
 # --- the stub peer ------------------------------------------------------------------------
@@ -1255,9 +1151,9 @@ def run(
             fan_latency["client_round_trip"] = {k: round(v, 1) for k, v in summary(fan["client_ms"]).items()}
         return {
             "stack_startup_s": round(startup_s, 2),
-            "round_trip_one": _round_trip_report(one, prices, 1, opts),
-            "round_trip_fan_out": _round_trip_report(fan, prices, opts.fan_out, opts),
-            "round_trip_structured": _round_trip_report(structured, prices, 1, opts),
+            "round_trip_one": round_trip_cost.round_trip_report(one, prices, 1, opts),
+            "round_trip_fan_out": round_trip_cost.round_trip_report(fan, prices, opts.fan_out, opts),
+            "round_trip_structured": round_trip_cost.round_trip_report(structured, prices, 1, opts),
             "mcp_server_calls": mcp_server,
             "mcp_client_turn": mcp_client,
             "a2a_round_trips": a2a,
@@ -1271,97 +1167,3 @@ def run(
             "conversation": conversation,
             "inbox": inbox,
         }
-
-
-def memory_mb(opts: StackOptions, agent: str) -> int:
-    """The memory of an agent's functions: the file's deploy.memory_mb with --config, else the bench's."""
-    roles = opts.roles
-    if roles is not None and agent in (DELEGATOR, WORKER):
-        return (roles.delegator if agent == DELEGATOR else roles.worker).memory_mb
-    return MEMORY_MB
-
-
-def think_memory_mb(opts: StackOptions, agent: str) -> int:
-    """The memory of an agent's think function (turn_worker): the file's deploy.think_memory_mb, else its functions'."""
-    roles = opts.roles
-    if roles is not None and agent in (DELEGATOR, WORKER):
-        return (roles.delegator if agent == DELEGATOR else roles.worker).think_memory_mb
-    return MEMORY_MB
-
-
-# The model latencies the cost headline is stated at (issue 31): a think's function waits while the model answers.
-MODEL_LATENCIES_S = (1, 5)
-
-
-def at_model_latency(
-    per_turn: dict[str, Any], total_per_million: float, delegations: int, prices: PriceTable, think_mb: dict[str, int]
-) -> dict[str, Any]:
-    """$ per 1M delegations when each think waits `latency` seconds on the model: the measured cost plus that wait's
-    Lambda duration (thinks per delegation x seconds x the think function's GB x the GB-s price). The local model
-    thinks in 0 ms, so the measured cost holds none of it."""
-    thinks = {
-        fn.split("/", 1)[0]: count
-        for fn, count in per_turn["lambda_invocations"].items()
-        if fn.endswith("/" + topology.THINK_HANDLER)
-    }
-    per_second = sum(count * think_mb.get(agent, MEMORY_MB) / 1024 for agent, count in thinks.items())
-    per_second_usd = per_second * prices.lambda_gb_second * 1e6 / delegations
-    return {
-        "thinks_per_delegation": round(sum(thinks.values()) / delegations, 3),
-        "think_memory_mb": think_mb,
-        "model_second_usd_per_million_delegations": round(per_second_usd, 2),
-        "total_usd_per_million_delegations": {
-            f"{s}s": round(total_per_million + s * per_second_usd, 2) for s in MODEL_LATENCIES_S
-        },
-    }
-
-
-def _round_trip_report(
-    run_: dict[str, Any], prices: PriceTable, delegations: int, opts: StackOptions | None = None
-) -> dict[str, Any]:
-    n = run_["round_trips"]
-    per = run_["tally"].divided(n)
-    opts = opts or StackOptions()
-    peer = Tally.of(run_["records"], sizes=run_["sizes"], memory_mb=memory_mb(opts, WORKER), agents=[WORKER])
-    peer.log_bytes = run_["log_bytes_by_agent"][WORKER]
-    # The comparison models: the same measured turns, done another way.
-    common: dict[str, Any] = dict(
-        delegator=DELEGATOR,
-        records=run_["records"],
-        peer_tally=peer.divided(n),
-        delegations=delegations,
-        round_trips=n,
-        sizes=run_["sizes"],
-        memory_mb=memory_mb(opts, DELEGATOR),
-        log_bytes_delegator=run_["log_bytes_by_agent"][DELEGATOR] / n,
-        prices=prices,
-    )
-    sfn = stepfunctions.model(**common)
-    lean = stepfunctions.lean_model(**common)
-    durable_ = durable.model(**common, checkpoint_bytes=run_.get("conversation_bytes", 0.0))
-    costs = per.cost(prices)
-    per_turn = per.to_dict(prices)
-    cost = {k: round(v * 1e6 / delegations, 2) for k, v in costs.items()}
-    think_mb = {agent: think_memory_mb(opts, agent) for agent in (DELEGATOR, WORKER)}
-    waiting = at_model_latency(per_turn, cost["total"], delegations, prices, think_mb)
-    return {
-        "round_trips": n,
-        "delegations_per_turn": delegations,
-        "turns_that_timed_out": run_["timed_out"],
-        "per_turn": per_turn,
-        "cost_per_million_delegations_usd": cost,
-        "cost_at_model_latency": waiting,
-        # The same counts on each front door: only API Gateway's line changes (the user talks to the delegator).
-        "cost_by_front_door": doors.by_front_door(
-            per.gateway,
-            cost["total"],
-            delegations,
-            prices,
-            user_agents=[DELEGATOR],
-            at_model_latency=waiting["total_usd_per_million_delegations"],
-        ),
-        "moto_recorder_check": run_["moto_recorder_check"],
-        "step_functions_variant": sfn,
-        "step_functions_lean_variant": lean,
-        "durable_functions_variant": durable_,
-    }
