@@ -172,13 +172,9 @@ def find(d: Deps, raw: str, caller: str | None) -> tuple[Session, TaskView]:
     return session, task
 
 
-def _skill(d: Deps, name: str) -> Any:
-    return next((s for s in tools.skill_tools(d.settings.agent.skills) if s.id == name), None)
-
-
 def tool_result(d: Deps, task: TaskView) -> dict[str, Any]:
     """A finished task's CallToolResult: what the tools/call would have answered."""
-    skill = _skill(d, task.ref.tool)
+    skill = tools.skill_named(d, task.ref.tool)
     if task.status == "cancelled":
         return tools.cancelled_result(skill, task.ref.session_id, CLOSING_TEXT)
     return tools.skill_result(skill, task.state) if skill is not None else tools.state_result(task.state)

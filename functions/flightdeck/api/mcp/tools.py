@@ -126,7 +126,12 @@ def skill_tools(skills: list[Skill]) -> list[Skill]:
 def starts_work(d: Deps, name: str) -> bool:
     """A tool whose call is work for the agent (a session's turn), which may be taken as a task: `ask` and
     the skills; get_result and cancel answer at once."""
-    return name == ASK or any(s.id == name for s in skill_tools(d.settings.agent.skills))
+    return name == ASK or skill_named(d, name) is not None
+
+
+def skill_named(d: Deps, name: str) -> Skill | None:
+    """The skill whose tool this name is (exposed to MCP), or None."""
+    return next((s for s in skill_tools(d.settings.agent.skills) if s.id == name), None)
 
 
 def list_tools(d: Deps, task_support: bool = False) -> list[dict[str, Any]]:
@@ -334,7 +339,7 @@ def _call(
     key: str = "",
     as_task: bool = False,
 ) -> Iterator[Waiting | TaskStarted | dict[str, Any]]:
-    skill = next((s for s in skill_tools(d.settings.agent.skills) if s.id == name), None)
+    skill = skill_named(d, name)
     session_id: str | None
     if name in (GET_RESULT, CANCEL):
         handle = _session_id(arguments)
