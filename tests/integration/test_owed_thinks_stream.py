@@ -69,6 +69,17 @@ def test_the_stream_starts_the_owed_think_and_the_mark_never_enters_the_index(st
     assert records == [] and RECORDER.take(agent.turn_worker_function) == []
 
 
+def test_a_reader_given_other_filters_reads_what_they_let_through(streamed):
+    agent, reader = streamed
+    sid = new_session_id()
+    agent.api("chat_post", body={"session_id": sid, "content": "just answer"})
+    consume(reader)
+    run_thinks(agent)
+    # Every record (the bench's index accounting reads them all): the think's ITER and META writes.
+    records = reader.read(filters=({},))
+    assert sorted(r["dynamodb"]["Keys"]["sk"]["S"] for r in records) == ["ITER#000001", "META"]
+
+
 def test_a_write_while_a_mark_stands_does_not_start_it_again(streamed):
     agent, reader = streamed
     sid = new_session_id()

@@ -81,7 +81,7 @@ def test_tally_counts_requests_invocations_gateway_and_excludes_overhead():
     assert half.total_aws_requests == 2 and half.per == 2 and half.gb_seconds == pytest.approx(t.gb_seconds / 2)
 
 
-def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own_writes():
+def test_write_units_double_in_transactions_and_a_failed_write_is_billed():
     seed = aws(
         "PutItem",
         writes=[
@@ -93,7 +93,6 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
                 "kind": "TURN",
                 "txn": False,
                 "size": 300,
-                "in_index": True,
             }
         ],
     )
@@ -108,7 +107,6 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
                 "kind": "RESULT",
                 "txn": True,
                 "size": 1500,
-                "in_index": False,
             },
             {
                 "op": "Update",
@@ -117,8 +115,6 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
                 "sk": "TURN#1",
                 "kind": "TURN",
                 "txn": True,
-                "leaves_index": False,
-                "requires_open": True,
             },
         ],
     )
@@ -133,8 +129,6 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
                 "sk": "META",
                 "kind": "META",
                 "txn": False,
-                "leaves_index": False,
-                "requires_open": True,
             }
         ],
     )
@@ -147,11 +141,10 @@ def test_write_units_double_in_transactions_and_the_deadline_index_costs_its_own
     t = Tally.of([seed, record, failed, *reads], sizes=sizes)
     # seed 1; result 2x2; turn update 2x2 (2 KB); failed update still billed, 1 (unknown size: 1 KB)
     assert t.dynamodb["wru"] == 1 + 4 + 4 + 1
-    # the seed enters the index (1), the update of an open turn changes it there (2 KB: 2); a failed write does not
-    assert t.dynamodb["gsi_wru"] == 1 + 2
+    assert t.dynamodb["gsi_wru"] == 0  # index units come from the table's stream (index_units), not the requests
     assert t.dynamodb["rru"] == 2 + 0.5 + 1
     assert update_keys([seed, record, failed]) == {("t", "S#1", "TURN#1"), ("t", "S#1", "META")}
-    assert t.wru_by_item["TURN"] == 1 + 4 + 3
+    assert t.wru_by_item["TURN"] == 1 + 4
 
 
 def test_a_condition_check_in_a_transaction_is_billed_as_a_transactional_read_not_a_write():
@@ -244,42 +237,6 @@ def test_the_step_functions_model_counts_transitions_and_keeps_only_what_the_var
     assert out["state_transitions_per_turn"] == 7
     assert out["cost_per_turn_usd"]["step_functions"] == pytest.approx(7 * 0.025 / 1000)
     assert out["cost_per_million_delegations_usd"]["step_functions"] == 175.0
-
-
-def test_a_new_session_costs_one_write_in_the_keys_only_sessions_index():
-    new = aws(
-        "TransactWriteItems",
-        writes=[
-            {
-                "op": "Put",
-                "table": "t",
-                "pk": "S#1",
-                "sk": "META",
-                "kind": "META",
-                "txn": True,
-                "size": 3000,
-                "in_index": False,
-                "in_sessions_index": True,
-            }
-        ],
-    )
-    later = aws(
-        "UpdateItem",
-        writes=[
-            {
-                "op": "Update",
-                "table": "t",
-                "pk": "S#1",
-                "sk": "META",
-                "kind": "META",
-                "txn": False,
-                "leaves_index": False,
-                "requires_open": False,
-            }
-        ],
-    )
-    t = Tally.of([new, later], sizes={("t", "S#1", "META"): 3000})
-    assert t.dynamodb["gsi_wru"] == 1  # keys only, whatever the item's size; its updates never write there
 
 
 def test_the_price_table_records_durable_function_prices_and_marks_the_assumed_ones():
@@ -382,26 +339,40 @@ def test_the_durable_functions_model_counts_operations_invocations_and_checkpoin
     assert costs["total"] == pytest.approx(sum(v for k, v in costs.items() if k != "total"))
 
 
-def test_an_update_that_sets_or_removes_the_deadline_key_through_a_placeholder_is_an_index_write():
-    from flightdeck.bench.counter import summarize_request
+def _image(**attrs):
+    return {k: {"N": str(v)} if isinstance(v, int) else {"S": v} for k, v in attrs.items()}
 
-    names = {"#owed": "owed_think", "#shard": "due_shard", "#due": "due_at", "#status": "status"}
-    key = {"pk": {"S": "S#1"}, "sk": {"S": "META"}}
 
-    def update(expression):
-        params = {"TableName": "t", "Key": key, "UpdateExpression": expression, "ExpressionAttributeNames": names}
-        [write] = summarize_request("dynamodb", "UpdateItem", params)["writes"]
-        return write
+def test_index_units_follow_the_developer_guide_rules_from_the_items_old_and_new_images():
+    from flightdeck.bench.index_units import index_write_units, records_of
 
-    owed = update("SET turn = :next, #owed = :owed, #shard = :shard, #due = :due")
-    cleared = update("SET #status = :idle, updated_at = :now REMOVE #owed, #shard, #due")
-    moved = update("ADD received :n SET due_at = :next")
-    unrelated = update("SET #status = :busy, due_shard_note = :x")
-    assert (owed["in_index"], owed["leaves_index"]) == (True, False)
-    assert (cleared["in_index"], cleared["leaves_index"]) == (False, True)
-    assert moved["in_index"] and not unrelated["in_index"] and not unrelated["leaves_index"]
-    t = Tally.of([aws("UpdateItem", writes=[owed]), aws("UpdateItem", writes=[cleared])], sizes={})
-    assert t.dynamodb["wru"] == 2 and t.dynamodb["gsi_wru"] == 2
+    plain = _image(pk="S#1", sk="META", status="busy")
+    owed = {**plain, **_image(due_shard="open#1", due_at=1000)}
+    new_session = {**owed, **_image(owner="bench", created_at=5)}
+    # a new session: into the deadline index and the owner's sessions index
+    assert index_write_units(None, new_session) == {"deadline-index": 1, "owner-sessions-index": 1}
+    # the deadline moves: the old entry deleted, the new one put
+    assert index_write_units(owed, {**owed, **_image(due_at=2000)}) == {"deadline-index": 2}
+    # it leaves the index; a change of anything else, in an index of projection ALL, is one write
+    assert index_write_units(owed, plain) == {"deadline-index": 1}
+    assert index_write_units(owed, {**owed, **_image(status="idle")}) == {"deadline-index": 1}
+    # a keys-only index is not written when only unprojected attributes change; nor is an untouched item
+    assert index_write_units(new_session, {**new_session, **_image(status="idle", due_at=1000)}) == {
+        "deadline-index": 1
+    }
+    assert index_write_units(plain, {**plain, **_image(status="idle")}) == {}
+    # an entry of projection ALL is billed by the item's size
+    big = {**owed, **_image(reply="x" * 1500)}
+    assert index_write_units(None, big) == {"deadline-index": 2}
+    # the bench's records of a stream: only the writes that touched an index, with their item kind
+    stream = [
+        {"dynamodb": {"Keys": _image(pk="S#1", sk="META"), "NewImage": owed, "ApproximateCreationDateTime": 7.5}},
+        {"dynamodb": {"Keys": _image(pk="S#1", sk="ITER#000001"), "NewImage": _image(pk="S#1", sk="ITER#000001")}},
+    ]
+    [record] = records_of(stream, "A")
+    assert record == {"k": "gsi", "agent": "A", "t": 7.5, "kind": "META", "units": {"deadline-index": 1}}
+    t = Tally.of([record, {**record, "units": {"deadline-index": 2}}])
+    assert t.dynamodb["gsi_wru"] == 3 and t.wru_by_item["META"] == 3
 
 
 def test_the_model_wait_is_priced_per_think_at_each_stated_latency():

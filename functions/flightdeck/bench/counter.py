@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -209,17 +208,7 @@ def _kind(sk: str) -> str:
     return sk.split("#", 1)[0] or "?"
 
 
-def _update_clauses(expression: str, names: dict[str, str]) -> dict[str, str]:
-    """An UpdateExpression's clauses (SET, REMOVE, ADD, DELETE) with the attribute names put in."""
-    for placeholder, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        expression = re.sub(re.escape(placeholder) + r"(?![A-Za-z0-9_])", name, expression)
-    parts = re.split(r"\b(SET|REMOVE|ADD|DELETE)\b", expression)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
-
-
 def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[str, Any]:
-    from flightdeck import topology
-
     item = body.get("Item")
     pk, sk = _key_of(item if item is not None else body.get("Key"))
     entry: dict[str, Any] = {
@@ -232,23 +221,6 @@ def _dynamodb_write(op: str, body: dict[str, Any], transactional: bool) -> dict[
     }
     if item is not None:
         entry["size"] = item_size(item)
-        entry["in_index"] = topology.DEADLINE_AT_ATTRIBUTE in item
-        if topology.SESSION_OWNER_ATTRIBUTE in item and topology.SESSION_CREATED_AT_ATTRIBUTE in item:
-            entry["in_sessions_index"] = True  # a new session's keys, in the sessions index
-    if op == "Update":
-        clauses = _update_clauses(body.get("UpdateExpression", ""), body.get("ExpressionAttributeNames") or {})
-        due = topology.DEADLINE_AT_ATTRIBUTE
-        entry["leaves_index"] = due in clauses.get("REMOVE", "")
-        if os.environ.get("THINK_START") == "stream" and "waiting" not in (body.get("ConditionExpression") or ""):
-            # The owed mark is out of the index there (StateOps._owed_actions): removing the index
-            # keys takes an item out only where a waiting turn had put it in (the completion, conditioned on
-            # it); elsewhere they are absent and the write costs no index unit (a mark a recovery path indexed
-            # is the exception, not the round trip's).
-            entry["leaves_index"] = False
-        # SET due_at: the item enters the deadline index, or moves in it; either is an index write.
-        entry["in_index"] = re.search(rf"(^|,)\s*{due}\s*=", clauses.get("SET", "")) is not None
-        # The turn conditions that require an open turn: an item with these is in the deadline index.
-        entry["requires_open"] = ":waiting" in (body.get("ConditionExpression") or "")
     return entry
 
 

@@ -14,8 +14,8 @@ reports 1.0), so the benchmark computes units from the items it sees:
   0.5 when eventually consistent (every GSI query); a Query pays for the total
   size of the items it evaluated, rounded up once per request, at least one
   4 KB unit;
-- a global secondary index with projection ALL costs one more write per KB of
-  the item whenever a write puts an item into it, changes it there or takes it out.
+- a global secondary index's writes are read off the table's stream, from each
+  write's old and new item (flightdeck.bench.index_units).
 """
 
 from __future__ import annotations

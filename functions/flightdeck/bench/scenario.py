@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import requests
 
-from flightdeck.bench import a2a_bench, mcp_bench, moto_recorder, round_trip_cost
+from flightdeck.bench import a2a_bench, index_units, mcp_bench, moto_recorder, round_trip_cost
 from flightdeck.bench.accounting import Tally, between, category, update_keys
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -50,11 +50,13 @@ from flightdeck.bench.roles import (
 )
 from flightdeck.bench.stats import ratio, summary
 from flightdeck.config_file import DeploymentFile
+from flightdeck.local.streams import StreamReader, enable_stream
 
 RESULT_TEXT = "[blackhole] Task answered: the figures add up; nothing else to report."
 HTTP_TIMEOUT_S = 30.0
 BATCH_TIMEOUT_S = 300.0
 SETTLE_QUIET_S = 0.8
+EVERY_RECORD: tuple[dict[str, Any], ...] = ({},)  # a stream filter that lets every record through
 
 
 class BenchError(RuntimeError):
@@ -332,6 +334,7 @@ class StackRun:
         self.size_cache: dict[tuple[str, str, str], int] = {}
         self.peer_tokens = new_peer_tokens()
         self._records: list[dict[str, Any]] = []
+        self.index_streams: dict[str, StreamReader] = {}
         self._offsets: dict[Path, int] = {}
 
     # --- plumbing ---------------------------------------------------------------------
@@ -351,6 +354,12 @@ class StackRun:
         from flightdeck.local.resources import local_client
 
         self.dynamodb = moto_recorder.mark(local_client("dynamodb", self.stack.moto_endpoint))
+        # Index write units are read off each table's stream (flightdeck.bench.index_units).
+        streams = moto_recorder.mark(local_client("dynamodbstreams", self.stack.moto_endpoint))
+        self.index_streams = {
+            agent: StreamReader(streams, enable_stream(self.dynamodb, f"{agent}-state"))
+            for agent in self.stack.deployment.agents
+        }
         secrets = local_client("secretsmanager", self.stack.moto_endpoint)
         for name, spec in self.stack.deployment.agents.items():
             if "TOOL_CALLBACK_SECRET_ARN" in spec.env:
@@ -436,6 +445,8 @@ class StackRun:
                     self._records.append(json.loads(line))
                 except ValueError:
                     pass
+        for agent, stream in self.index_streams.items():
+            self._records.extend(index_units.records_of(stream.read(filters=EVERY_RECORD), agent))
         self._records.sort(key=lambda r: r.get("t", 0.0))
         return self._records
 

@@ -19,6 +19,7 @@ from typing import Any
 from flightdeck.bench.accounting import Tally
 from flightdeck.bench.counter import ListSink, attach
 from flightdeck.bench.dynamo_units import item_size, read_units
+from flightdeck.bench.index_units import index_write_units
 from flightdeck.bench.prices import PriceTable
 from flightdeck.domain.ports import state_ports
 
@@ -51,6 +52,17 @@ def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
             for r in queries
         ),
     }
+
+
+def _items(ddb: Any, table: str, partitions: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every item of these partitions (DynamoDB JSON), by (pk, sk), read with the bench's uncounted client."""
+    items = {}
+    for pk in partitions:
+        for item in ddb.query(
+            TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
+        )["Items"]:
+            items[(pk, item["sk"]["S"])] = item
+    return items
 
 
 def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -98,6 +110,9 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                 store.seed_turn(sid, 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
             seed_s = time.perf_counter() - started
 
+            uncounted = boto3.client(
+                "dynamodb", region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+            )
             sink = ListSink("sweep")
             attach(ddb, sink)
             found = store.list_overdue(store.now_ms())
@@ -116,8 +131,17 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                     agent=SimpleNamespace(max_concurrent_tasks=None),  # no load to recount
                 ),
             )
+            overdue_keys = [f"S#overdue-{i:05d}" for i in range(overdue)]
+            before = _items(uncounted, table, overdue_keys)
             expired = deadlines.sweep(deps)  # type: ignore[arg-type]
             sweep_records = list(sink.records)
+            # The sweep's index units: what its writes did to the overdue sessions' items (no stream in process).
+            after = _items(uncounted, table, overdue_keys)
+            sweep_records += [
+                {"k": "gsi", "kind": key[1].split("#", 1)[0], "units": units}
+                for key in before.keys() | after.keys()
+                if (units := index_write_units(before.get(key), after.get(key)))
+            ]
             swept = Tally.of(sweep_records)
             full_sweep = {
                 "expired": expired,

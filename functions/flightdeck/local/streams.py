@@ -82,7 +82,7 @@ class StreamReader:
             while records := self.streams.get_records(ShardIterator=self._iterator(shard), Limit=1000)["Records"]:
                 for record in records:
                     self._after[shard] = record["dynamodb"]["SequenceNumber"]
-                    if matches(record):
+                    if matches(record, filters):
                         out.append({**record, "eventSourceARN": self.stream_arn})
         return out
 
