@@ -15,8 +15,9 @@ from dataclasses import dataclass
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
-# Sparse index over open turns: only a waiting turn carries these two attributes,
-# so the sweep reads what is overdue, never the whole table.
+# Sparse index over open turns: only a session with a waiting turn or an owed think (and an A2A task not yet
+# handed over) carries these two attributes, so the sweep reads what is overdue, never the whole table. Keys
+# only: an update that keeps an item listed (the round trip's, ARCHITECTURE §3) writes nothing to it.
 DEADLINE_INDEX = "deadline-index"
 DEADLINE_SHARD_ATTRIBUTE = "due_shard"
 DEADLINE_AT_ATTRIBUTE = "due_at"
@@ -47,7 +48,7 @@ class IndexSpec:
 
 
 INDEXES: tuple[IndexSpec, ...] = (
-    IndexSpec(DEADLINE_INDEX, (DEADLINE_SHARD_ATTRIBUTE, "S"), (DEADLINE_AT_ATTRIBUTE, "N"), "ALL"),
+    IndexSpec(DEADLINE_INDEX, (DEADLINE_SHARD_ATTRIBUTE, "S"), (DEADLINE_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
     IndexSpec(SESSIONS_INDEX, (SESSION_OWNER_ATTRIBUTE, "S"), (SESSION_CREATED_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
     IndexSpec(TASKS_INDEX, (TASK_OWNER_ATTRIBUTE, "S"), (TASK_UPDATED_AT_ATTRIBUTE, "N"), "KEYS_ONLY"),
 )

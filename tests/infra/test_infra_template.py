@@ -64,7 +64,8 @@ def test_table_keys_ttl_index_billing_pitr(orch: Template) -> None:
                         {"AttributeName": topology.DEADLINE_SHARD_ATTRIBUTE, "KeyType": "HASH"},
                         {"AttributeName": topology.DEADLINE_AT_ATTRIBUTE, "KeyType": "RANGE"},
                     ],
-                    "Projection": {"ProjectionType": "ALL"},
+                    # Keys only: a write that keeps a session listed writes nothing to it (ARCHITECTURE §3).
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
                 },
                 {
                     "IndexName": topology.SESSIONS_INDEX,

@@ -20,6 +20,7 @@ from tests.support.peer import ScriptedPeer
 
 QUICK_MS = 2_000  # the lookup delegate's own timeout_ms
 DEFAULT_MS = 10_000  # ASYNC_TOOL_TIMEOUT_MS: the review delegate's (it sets none)
+OWED_GRACE_MS = 1_000
 
 
 class Clock:
@@ -66,6 +67,9 @@ def world(agent, monkeypatch):
     d = deps()
     clock = Clock(int(time.time() * 1000))
     monkeypatch.setattr(state_store(), "_clock", clock)
+    # An owed think's grace shorter than every deadline here: a think that opens a turn lists it at its
+    # earliest deadline (a deadline inside the grace keeps the owed think's listing: see the test below).
+    monkeypatch.setattr(state_store(), "owed_think_grace_ms", OWED_GRACE_MS)
     timers: list[tuple[dict, int]] = []
     send = d.queues.send_timer
     monkeypatch.setattr(
@@ -241,6 +245,9 @@ def test_an_a2a_delegate_has_its_own_timeout_and_is_sent_tasks_cancel_at_it(aws,
     d = deps()
     clock = Clock(int(time.time() * 1000))
     monkeypatch.setattr(state_store(), "_clock", clock)
+    # An owed think's grace shorter than every deadline here: a think that opens a turn lists it at its
+    # earliest deadline (a deadline inside the grace keeps the owed think's listing: see the test below).
+    monkeypatch.setattr(state_store(), "owed_think_grace_ms", OWED_GRACE_MS)
     t0 = clock.now
     sid = start(agent, "@remote quick question @slow long review")
     ids = calls(agent, sid)
@@ -334,3 +341,57 @@ def test_a_request_s_timeout_is_capped_by_the_agent_s_own(agent, peer, world):
     t0 = clock.now
     sid = start_bounded(agent, "@slow review the plan", 3_600)  # an hour asked for: ASYNC_TOOL_TIMEOUT_MS rules
     assert int(agent.turn_item(sid, 1)["deadline_ms"]) == t0 + DEFAULT_MS
+
+
+# --- the listing a round trip keeps (issue 31: no index write between a session's first and last step) ---
+
+GRACE_MS = 35_000  # the owed think's grace as deployed (WORKER_TIMEOUT_S + 5 s)
+
+
+def test_a_deadline_inside_the_owed_grace_keeps_the_listing_and_the_sweep_expires_the_turn_at_the_grace(
+    agent, peer, world, monkeypatch
+):
+    d, clock, timers = world
+    monkeypatch.setattr(state_store(), "owed_think_grace_ms", GRACE_MS)
+    t0 = clock.now
+    sid = start(agent, "@quick look up the launch date @slow review the plan")
+    ids = calls(agent, sid)
+    # The think that opened the turn left the owed think's listing as it was (no index write): it is later
+    # than both deadlines. The timer still fires at the earliest one.
+    meta = agent.item(f"S#{sid}", "META")
+    assert int(meta["due_at"]) == t0 + GRACE_MS and meta["agg_status"] == "waiting"
+    assert timers[0][0]["deadline_ms"] == t0 + QUICK_MS
+    # The timers are lost: the backstop looks at the listed time, a grace late at most.
+    clock.now = t0 + DEFAULT_MS + 1
+    assert sweep(d) == 0 and result(agent, sid, ids["ask_quick"]) is None
+    [listed] = [o for o in state_store().list_overdue(t0 + GRACE_MS) if o.session_id == sid]
+    assert (listed.kind, listed.due_ms) == ("deadline", t0 + QUICK_MS)  # what is due, and since when
+    clock.now = t0 + GRACE_MS
+    assert sweep(d) == 1
+    for tool_use_id in ids.values():
+        assert json.loads(result(agent, sid, tool_use_id)["text"])["reason"] == "timeout"
+
+
+def test_an_answer_keeps_the_listing_and_the_sweep_waits_out_the_owed_think_s_grace_before_re_sending(
+    agent, peer, world, monkeypatch
+):
+    d, clock, _ = world
+    monkeypatch.setattr(state_store(), "owed_think_grace_ms", GRACE_MS)
+    t0 = clock.now
+    sid = start(agent, "@slow review the plan")
+    [token] = [r["body"]["reply"]["bearerToken"] for r in peer.requests if r["path"] == "/api/chat"]
+    answered = t0 + DEFAULT_MS - 1_000
+    clock.now = answered
+    assert agent.api("tool_response", TOKEN=token, RESULT="looks fine")[0] == 202
+    # The completing count claims the next think and keeps the listing (no index write); the mark says when.
+    meta = agent.item(f"S#{sid}", "META")
+    assert int(meta["due_at"]) == t0 + GRACE_MS and int(meta["owed_at"]) == answered and int(meta["owed_think"]) == 2
+    assert len(agent.receive("turns")) == 1  # the next think was started (and is still running, say)
+    # Listed now, but the owed think is younger than its grace: the sweep looks again later, sends nothing.
+    clock.now = t0 + GRACE_MS
+    assert sweep(d) == 0 and agent.receive("turns") == []
+    assert int(agent.item(f"S#{sid}", "META")["due_at"]) == clock.now + GRACE_MS
+    # That think never ran: a grace after the mark (and at the time it is listed at), the sweep re-sends it.
+    clock.now = clock.now + GRACE_MS
+    assert sweep(d) == 1
+    assert [json.loads(m["Body"])["turn"] for m in agent.receive("turns")] == [2]

@@ -85,7 +85,7 @@ def test_dynamodb_outage_during_a_callback_is_503_and_a_retry_succeeds(orchestra
 
 def test_lambda_outage_after_the_result_is_recorded_is_503_and_the_next_think_is_started_once(orchestrator):
     from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
-    from tests.integration.test_liveness import run_sweep, shift_clock
+    from tests.integration.test_liveness import listed_in, run_sweep, shift_clock
 
     sid, turn, [tid] = start_turn(orchestrator)
     token = orchestrator.token(sid, turn, tid)
@@ -97,6 +97,6 @@ def test_lambda_outage_after_the_result_is_recorded_is_503_and_the_next_think_is
     status, _, body = post(orchestrator, token, "recorded, but the next think was not started")
     assert (status, body["status"]) == (200, "duplicate")  # the retry is a duplicate, which starts nothing:
     assert orchestrator.bodies("turns") == []  # it cannot tell a failed start from a think under way
-    shift_clock(OWED_THINK_GRACE_MS + 1_000)
+    shift_clock(listed_in(orchestrator, sid) + OWED_THINK_GRACE_MS + 1_000)
     run_sweep(orchestrator)  # the completion left the next think owed: its owner starts it
     assert [t["turn"] for t in orchestrator.bodies("turns")] == [turn + 1]

@@ -63,6 +63,12 @@ def session(agent, sid):
     return body
 
 
+def listed_in(agent, sid) -> int:
+    """How long until the deadline index lists the session: a completion keeps the time the turn was listed
+    at (at latest its earliest deadline), and the sweep re-sends a lost think then (ARCHITECTURE §3)."""
+    return max(0, int(agent.item(f"S#{sid}", "META")["due_at"]) - int(time.time() * 1000))
+
+
 def sweep_until_idle(agent, sid, offset_ms: int = 0):
     """After the owed-think grace: the sweep re-sends the think, the turn worker runs it."""
     shift_clock(offset_ms + OWED_THINK_GRACE_MS + 1_000)
@@ -97,7 +103,7 @@ def test_callback_completes_then_the_think_send_fails_and_the_sweep_sends_it(orc
     status, _, _ = post(orchestrator, orchestrator.token(sid, turn, tid), "the answer")
     assert status == 503 and failed["failed"] == 1  # the result is in; the think was not sent
     assert orchestrator.bodies("turns") == [] and session(orchestrator, sid)["status"] == "busy"
-    body = sweep_until_idle(orchestrator, sid)
+    body = sweep_until_idle(orchestrator, sid, listed_in(orchestrator, sid))
     assert "the answer" in final_text(body)
 
 
@@ -140,7 +146,7 @@ def test_dispatch_failed_completes_then_the_send_fails_and_the_sweep_recovers(aw
     agent.run_queue("turns")
     assert failed["failed"] == 1 and agent.bodies("turns") == []
     # Even with no dispatch retry (the inline step handed it to the queue), the sweep is its owner.
-    body = sweep_until_idle(agent, sid)
+    body = sweep_until_idle(agent, sid, listed_in(agent, sid))
     assert "dispatch_failed" in final_text(body) or "failed" in final_text(body)
 
 
@@ -157,7 +163,7 @@ def test_queued_dispatch_failed_then_the_send_fails_and_the_sweep_recovers(aws, 
     assert failed["failed"] == 1 and len(resp["batchItemFailures"]) == 1
     # Its redelivery sees the turn complete and skips: only the owed-think mark is left.
     agent.run_queue("dispatch", agent.receive("dispatch"))
-    body = sweep_until_idle(agent, sid)
+    body = sweep_until_idle(agent, sid, listed_in(agent, sid))
     assert "dispatch_failed" in final_text(body) or "failed" in final_text(body)
 
 
@@ -174,7 +180,7 @@ def test_a_local_tool_completes_then_the_send_fails_and_the_sweep_recovers(aws, 
     [retry] = agent.receive("turns")
     assert retry["Invocation"] is think["Invocation"]
     assert agent.run_invocation(retry["Invocation"]) == {"outcome": "skipped"} and agent.bodies("turns") == []
-    body = sweep_until_idle(agent, sid)
+    body = sweep_until_idle(agent, sid, listed_in(agent, sid))
     assert "3" in final_text(body)
 
 

@@ -136,10 +136,13 @@ def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent
     assert s["status"] == "idle" and "timeout" in s["messages"][-1]["content"][0]["text"]
 
 
-def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer):
+def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer, monkeypatch):
     from flightdeck.domain.deadlines import sweep
     from flightdeck.wiring import deps, state_store
 
+    # An owed think's grace inside the turns' deadline: each turn is listed at its deadline (a deadline within
+    # the grace keeps the owed think's listing: tests/integration/test_delegation_deadlines.py).
+    monkeypatch.setattr(state_store(), "owed_think_grace_ms", 500)
     sids = [think(agent, f"@worker job {i}") for i in range(3)]
     assert sweep(deps()) == 0  # nothing overdue yet
     time.sleep(2.1)

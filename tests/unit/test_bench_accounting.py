@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from flightdeck import topology
 from flightdeck.bench import prices, stepfunctions
 from flightdeck.bench.accounting import Tally, category, update_keys
 
@@ -353,17 +355,16 @@ def test_index_units_follow_the_developer_guide_rules_from_the_items_old_and_new
     assert index_write_units(None, new_session) == {"deadline-index": 1, "owner-sessions-index": 1}
     # the deadline moves: the old entry deleted, the new one put
     assert index_write_units(owed, {**owed, **_image(due_at=2000)}) == {"deadline-index": 2}
-    # it leaves the index; a change of anything else, in an index of projection ALL, is one write
+    # it leaves the index: one write; keys only, nothing else it changes writes there
     assert index_write_units(owed, plain) == {"deadline-index": 1}
-    assert index_write_units(owed, {**owed, **_image(status="idle")}) == {"deadline-index": 1}
-    # a keys-only index is not written when only unprojected attributes change; nor is an untouched item
-    assert index_write_units(new_session, {**new_session, **_image(status="idle", due_at=1000)}) == {
-        "deadline-index": 1
-    }
+    assert index_write_units(owed, {**owed, **_image(status="idle")}) == {}
     assert index_write_units(plain, {**plain, **_image(status="idle")}) == {}
-    # an entry of projection ALL is billed by the item's size
+    # a keys-only entry is small whatever the item's size; an entry of projection ALL is billed by the item's
+    all_projected = (replace(topology.INDEXES[0], projection="ALL"),)
     big = {**owed, **_image(reply="x" * 1500)}
-    assert index_write_units(None, big) == {"deadline-index": 2}
+    assert index_write_units(None, big) == {"deadline-index": 1}
+    assert index_write_units(None, big, all_projected) == {"deadline-index": 2}
+    assert index_write_units(owed, {**owed, **_image(status="idle")}, all_projected) == {"deadline-index": 1}
     # the bench's records of a stream: only the writes that touched an index, with their item kind
     stream = [
         {"dynamodb": {"Keys": _image(pk="S#1", sk="META"), "NewImage": owed, "ApproximateCreationDateTime": 7.5}},

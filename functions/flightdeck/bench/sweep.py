@@ -54,6 +54,25 @@ def _queries(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _copy_sessions(ddb: Any, table: str, template: str, session_ids: list[str]) -> None:
+    """Put a copy of every item of session `template` for each of session_ids (its keys and index shard its own)."""
+    from flightdeck import topology
+    from flightdeck.adapters.dynamo.keys import deadline_shard
+
+    items = list(_items(ddb, table, [f"S#{template}"]).values())
+    puts = []
+    for sid in session_ids:
+        for item in items:
+            copy = {**item, "pk": {"S": f"S#{sid}"}}
+            if topology.DEADLINE_SHARD_ATTRIBUTE in copy:
+                copy[topology.DEADLINE_SHARD_ATTRIBUTE] = {"S": deadline_shard(sid)}
+            puts.append({"PutRequest": {"Item": copy}})
+    for start in range(0, len(puts), 25):  # BatchWriteItem takes at most 25 items
+        request = {table: puts[start : start + 25]}
+        while request:
+            request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+
+
 def _items(ddb: Any, table: str, partitions: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
     """Every item of these partitions (DynamoDB JSON), by (pk, sk), read with the bench's uncounted client."""
     items = {}
@@ -76,7 +95,9 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
 
     if overdue > open_turns:
         raise ValueError("more overdue turns than open turns")
-    progress(f"sweep cost: seeding {open_turns:,} open turns ({overdue} overdue) through StateStore.seed_turn")
+    progress(
+        f"sweep cost: seeding {open_turns:,} open turns ({overdue} overdue) through StateStore.seed_turn (one, copied)"
+    )
     saved_endpoint = os.environ.pop("AWS_ENDPOINT_URL", None)  # the in-process moto, never a server
     saved_level = logger.log_level
     try:
@@ -103,11 +124,13 @@ def measure(open_turns: int, overdue: int, prices: PriceTable, progress: Callabl
                     RETENTION_MS,
                 )
                 store.seed_turn(sid, 1, [f"tooluse_overdue_{i:05d}"], now - 5_000, RETENTION_MS)
-            for i in range(open_turns - overdue):
-                # A turn's aggregation lives on its session's item (ARCHITECTURE §2): the session first.
-                sid = f"open-{i:06d}"
-                store.start_turn_with_message(sid, {"role": "user", "content": [{"text": f"task {i}"}]}, RETENTION_MS)
-                store.seed_turn(sid, 1, [f"tooluse_open_{i:06d}"], now + 3_600_000, RETENTION_MS)
+            # One open turn through the store; the others are copies of its items under their own keys. Seeding
+            # each through the store makes moto copy the whole table per transaction (quadratic, and a full
+            # run's 10,000 turns outgrew the machine's memory); the copies are the same items all the same.
+            template = "open-000000"
+            store.start_turn_with_message(template, {"role": "user", "content": [{"text": "task 0"}]}, RETENTION_MS)
+            store.seed_turn(template, 1, ["tooluse_open_000000"], now + 3_600_000, RETENTION_MS)
+            _copy_sessions(ddb, table, template, [f"open-{i:06d}" for i in range(1, open_turns - overdue)])
             seed_s = time.perf_counter() - started
 
             uncounted = boto3.client(

@@ -74,6 +74,10 @@ def sweep(deps: Deps, limit: int = 100) -> int:
                 recover = deps.recoverers.get(item.kind)
                 if recover is not None:
                     done += recover(deps, item)
+            elif item.due_ms > now:
+                # Listed before its grace ran out (a write kept the session's listed time): no re-send while
+                # the think it stands in for may still run; the index lists it again at its grace.
+                deps.liveness.defer_owed_think(item.session_id, item.turn, due_by_ms=now)
             else:
                 done += resend_owed_think(deps, item.session_id, item.turn)
         except Exception:  # noqa: BLE001 - one failing session must not starve the others

@@ -177,6 +177,9 @@ class Session:
     input: QueuedMessage | None = None
     # It holds a slot of the agent's load (max_concurrent_tasks): given back when it goes idle.
     holds_load: bool = False
+    # When the backstop sweep is to look at the session (0: it is not listed; ARCHITECTURE §3). Not compared:
+    # the tests' fake store keeps no index times.
+    listed_at_ms: int = field(default=0, compare=False)
     # When each of `messages` happened, aligned with them (the timeline's timestamps): read from the
     # times its items carry anyway. Not compared: a store may not keep them (the tests' fake).
     stamps: tuple[Stamp, ...] = field(default=(), compare=False)

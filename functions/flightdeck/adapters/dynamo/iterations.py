@@ -86,7 +86,14 @@ class IterationStore(StateOps):
                 update["ExpressionAttributeValues"].update(attr_values(zero=0, calls=len(seed.tool_use_ids)))
             if seed is not None:  # the turn's aggregation opens on META, in the same update
                 think_op = self._with_seed(
-                    think_op, session_id, turn, list(seed.tool_use_ids), seed.deadline_ms, now, seed.deadlines
+                    think_op,
+                    session_id,
+                    turn,
+                    list(seed.tool_use_ids),
+                    seed.deadline_ms,
+                    now,
+                    seed.deadlines,
+                    listed_at_ms=session.listed_at_ms if session is not None else 0,
                 )
             if retires_route:
                 think_op = with_route(think_op, *self._route_retire(turn, now))

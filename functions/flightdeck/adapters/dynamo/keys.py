@@ -33,6 +33,9 @@ LOAD_BUSY, LOAD_SEQ, LOAD_RECOUNTED = "busy", "seq", "recounted_at"
 HOLDS_LOAD = "holds_load"
 # On META: the think iteration owed, due in the deadline index (table.OWED_THINK_GRACE_MS).
 OWED = "owed_think"
+# When the think was marked owed (ms): the sweep re-sends it only a grace after this, whatever time the index
+# lists the session at (a write that keeps the session in the index keeps its listed time: ARCHITECTURE §3).
+OWED_AT = "owed_at"
 # On META: the current turn's aggregation (ARCHITECTURE §2), so that a result's count, and the last one's
 # completion with the next think's claim, is one UpdateItem of the session item. While it waits, META is in
 # the deadline index at its earliest open deadline (no think is owed then: the think that opened it ran).

@@ -7,9 +7,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from flightdeck import topology
-from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, plain_item
+from flightdeck.adapters.dynamo.codec import aggregation_of, attr_values, ddb_item, plain_item
 from flightdeck.adapters.dynamo.keys import (
     A2A_TASK,
+    AGG_OPEN,
     AGG_STATUS,
     AGG_TURN,
     CANCELED,
@@ -22,6 +23,7 @@ from flightdeck.adapters.dynamo.keys import (
     LOAD_SK,
     META,
     OWED,
+    OWED_AT,
     PK,
     SHARD,
     SK,
@@ -36,31 +38,65 @@ class LivenessStore(Table):
     """The liveness port."""
 
     def list_overdue(self, now_ms: int, limit: int = 100) -> list[Overdue]:
-        """What the sparse index says is due: waiting turns past their deadline, and owed thinks
-        past their grace (on the session's META item). Reads only those items, never the table."""
+        """What the sparse index lists as due by now: sessions (META) with a waiting turn or an owed think, and
+        A2A tasks whose message was not handed over. Reads only those items, never the table.
+
+        The index holds keys only (an update that keeps a session listed writes no index entry), so each
+        listed session is read (one consistent BatchGetItem a page) for what is due and when: an owed think a
+        grace after it was marked (owed_at), a waiting turn at its earliest open deadline. A session may be
+        listed before either (a write kept its listed time, ARCHITECTURE §3): it comes back with that later
+        due time, which the sweep acts on by looking again then."""
         overdue: list[Overdue] = []
         for shard in range(topology.DEADLINE_SHARDS):
-            kwargs: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": topology.DEADLINE_INDEX,
-                "KeyConditionExpression": "#shard = :shard AND #due <= :now",
-                "ExpressionAttributeNames": {"#shard": SHARD, "#due": DUE},
-                "ExpressionAttributeValues": attr_values(shard=f"open#{shard}", now=now_ms),
-                "Limit": limit,
-            }
-            resp = self.client.query(**kwargs)
-            for item in map(plain_item, resp.get("Items", [])):
+            resp = self.client.query(
+                TableName=self.table,
+                IndexName=topology.DEADLINE_INDEX,
+                KeyConditionExpression="#shard = :shard AND #due <= :now",
+                ExpressionAttributeNames={"#shard": SHARD, "#due": DUE},
+                ExpressionAttributeValues=attr_values(shard=f"open#{shard}", now=now_ms),
+                Limit=limit,
+            )
+            listed = list(map(plain_item, resp.get("Items", [])))
+            sessions = self._read_all([i[PK] for i in listed if i[SK] == META])
+            for item in listed:
                 sid = item[PK][2:]
-                if item[SK] == META and OWED not in item and item.get(AGG_STATUS) == "waiting":
-                    # No think owed: META is listed for its turn's aggregation, which waits past a deadline.
-                    overdue.append(Overdue(sid, int(item[AGG_TURN]), "deadline", int(item[DUE])))
-                elif item[SK] == META:
-                    overdue.append(Overdue(sid, int(item.get(OWED, item.get("turn", 0))), "think", int(item[DUE])))
+                if item[SK] == META:
+                    meta = sessions.get(item[PK])
+                    if meta is not None:
+                        overdue.append(self._due_on(sid, meta, int(item[DUE])))
                 elif item[SK].startswith("TURN#"):  # a turn opened before its aggregation moved onto META
                     overdue.append(Overdue(sid, int(item[SK].split("#")[1]), "deadline", int(item[DUE])))
                 elif item[SK].startswith(A2A_TASK):  # a task whose message was not handed over in time
                     overdue.append(Overdue(sid, 0, "handoff", int(item[DUE]), key=item[SK][len(A2A_TASK) :]))
         return overdue
+
+    def _due_on(self, session_id: str, meta: dict[str, Any], listed_ms: int) -> Overdue:
+        """What a listed session is due for, and when (listed_ms: its time in the index)."""
+        if OWED not in meta and meta.get(AGG_STATUS) == "waiting":
+            # No think owed: the turn's aggregation waits, due at its earliest open deadline.
+            agg = aggregation_of(session_id, int(meta[AGG_TURN]), meta, self.now_ms())
+            open_ids = meta.get(AGG_OPEN) or ()
+            due = min((agg.deadline_of(i) for i in open_ids), default=listed_ms) if agg is not None else listed_ms
+            return Overdue(session_id, int(meta[AGG_TURN]), "deadline", due)
+        # An owed think (or a stale mark, which the sweep clears): a grace after it was marked. A mark written
+        # before owed_at existed was listed exactly then.
+        marked = meta.get(OWED_AT)
+        due = int(marked) + self.owed_think_grace_ms if marked is not None else listed_ms
+        return Overdue(session_id, int(meta.get(OWED, meta.get("turn", 0))), "think", due)
+
+    def _read_all(self, partitions: list[str]) -> dict[str, dict[str, Any]]:
+        """The live META items of these sessions, read consistently in batches, by partition key."""
+        found: dict[str, dict[str, Any]] = {}
+        keys = [ddb_item(**{PK: pk, SK: META}) for pk in dict.fromkeys(partitions)]
+        for start in range(0, len(keys), 100):  # BatchGetItem takes at most 100 keys
+            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            while request:
+                resp = self.client.batch_get_item(RequestItems=request)
+                for item in map(plain_item, resp.get("Responses", {}).get(self.table, [])):
+                    if self.alive(item):
+                        found[item[PK]] = item
+                request = resp.get("UnprocessedKeys") or {}
+        return found
 
     def owed_think(self, session_id: str) -> int | None:
         """The think iteration a session is owed (committed as due, not yet started), or None."""

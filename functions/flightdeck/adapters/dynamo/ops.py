@@ -5,6 +5,7 @@ moved, a turn's aggregation seeded. A write that crosses aggregates stays one tr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ from flightdeck.adapters.dynamo.keys import (
     LOAD_SK,
     META,
     OWED,
+    OWED_AT,
     PK,
     ROUTE,
     ROUTE_ATTR,
@@ -141,29 +143,37 @@ class StateOps(Table):
             input=next((q for q in inbox if q.turn == turn), None) or first_input(meta, turn),
             stamps=tuple(stamps),
             holds_load=HOLDS_LOAD in meta,
+            listed_at_ms=int(meta.get(DUE, 0)),
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
-        """The owed mark's values (:owed, and in the deadline index :shard and :due): see _owed_actions."""
+        """The owed mark's values (:owed, :owed_at, and in the deadline index :shard and :due): see _owed_actions."""
         if not self.owed_in_index:
-            return attr_values(owed=turn)
-        return attr_values(owed=turn, shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms)
+            return attr_values(owed=turn, owed_at=now)
+        return attr_values(owed=turn, owed_at=now, shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms)
 
-    def _owed_actions(self, owed: str = ":owed") -> tuple[str, str]:
+    def _owed_actions(self, owed: str = ":owed", keep_listed: bool = False) -> tuple[str, str]:
         """(SET actions, REMOVE actions) of a write that marks a think owed (names #owed, #shard, #due).
         The writer starts thinks (THINK_START "writer"): the mark is due in the deadline index after its grace,
         for the sweep. The table's stream starts them ("stream"): the mark alone, and the index keys removed (an
         item a waiting turn had put in the index leaves it); only a recovery path indexes a mark then
-        (LivenessStore.defer_owed_think)."""
-        if self.owed_in_index:
-            return f"#owed = {owed}, #shard = :shard, #due = :due", ""
-        return f"#owed = {owed}", "#shard, #due"
+        (LivenessStore.defer_owed_think).
+
+        keep_listed: a session the index lists already keeps its listed time (the happy path's completion: no
+        index write, ARCHITECTURE §3); the sweep, finding the mark younger than its grace (owed_at), looks
+        again later instead of re-sending."""
+        if not self.owed_in_index:
+            return f"#owed = {owed}, {OWED_AT} = :owed_at", "#shard, #due"
+        if keep_listed:
+            listed = "#shard = if_not_exists(#shard, :shard), #due = if_not_exists(#due, :due)"
+            return f"#owed = {owed}, {OWED_AT} = :owed_at, {listed}", ""
+        return f"#owed = {owed}, {OWED_AT} = :owed_at, #shard = :shard, #due = :due", ""
 
     def _owed_item(self, session_id: str, turn: int, now: int) -> dict[str, Any]:
         """The owed mark's attributes on a new session's item (the Put that creates it)."""
         if not self.owed_in_index:
-            return {OWED: turn}
-        return {OWED: turn, SHARD: deadline_shard(session_id), DUE: now + self.owed_think_grace_ms}
+            return {OWED: turn, OWED_AT: now}
+        return {OWED: turn, OWED_AT: now, SHARD: deadline_shard(session_id), DUE: now + self.owed_think_grace_ms}
 
     def _load_op(self, delta: int, max_busy: int | None = None) -> dict[str, Any]:
         """The load counter moved by delta (a slot taken: only below max_busy). Its seq counts every move,
@@ -486,9 +496,13 @@ class StateOps(Table):
         deadline_ms: int,
         now: int,
         deadlines: dict[str, int] | None = None,
+        listed_at_ms: int = 0,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         """The SET clause, values and names that open a turn's aggregation on META (ARCHITECTURE §2):
-        every id expected and open, META in the deadline index at the earliest deadline."""
+        every id expected and open, META in the deadline index at the earliest deadline; or, when the index
+        lists the session already at that time or later (listed_at_ms: the owed think's grace, which the
+        think that opens the turn clears), where it is: no index write, and the sweep, the timer's backstop,
+        looks at most a grace late (ARCHITECTURE §3)."""
         if not tool_use_ids or len(set(tool_use_ids)) != len(tool_use_ids):
             raise ValueError("tool_use_ids must be non-empty and distinct")
         # Per-call deadlines are stored only when they differ; the index lists the turn at its earliest.
@@ -496,8 +510,10 @@ class StateOps(Table):
         per_call = own if len(set(own.values()) | {deadline_ms}) > 1 else None
         clause = (
             f"{AGG_TURN} = :a_turn, {AGG_STATUS} = :a_waiting, {AGG_EXPECTED} = :a_ids, {AGG_OPEN} = :a_open, "
-            f"{AGG_TOTAL} = :a_total, {AGG_DEADLINE} = :a_deadline, {AGG_AT} = :a_at, #shard = :a_shard, #due = :a_due"
+            f"{AGG_TOTAL} = :a_total, {AGG_DEADLINE} = :a_deadline, {AGG_AT} = :a_at"
         )
+        earliest = min([deadline_ms, *own.values()])
+        kept = listed_at_ms >= earliest
         values = attr_values(
             a_turn=turn,
             a_waiting="waiting",
@@ -508,13 +524,14 @@ class StateOps(Table):
             a_total=len(tool_use_ids),
             a_deadline=deadline_ms,
             a_at=now,
-            a_shard=deadline_shard(session_id),
-            a_due=min([deadline_ms, *own.values()]),
         )
+        if not kept:
+            clause += ", #shard = :a_shard, #due = :a_due"
+            values.update(attr_values(a_shard=deadline_shard(session_id), a_due=earliest))
         if per_call:
             clause += f", {AGG_DEADLINES} = :a_deadlines"
             values.update(attr_values(a_deadlines=per_call))
-        return clause, values, {"#shard": SHARD, "#due": DUE}
+        return clause, values, {} if kept else {"#shard": SHARD, "#due": DUE}
 
     def _with_seed(
         self,
@@ -525,14 +542,25 @@ class StateOps(Table):
         deadline_ms: int,
         now: int,
         deadlines: dict[str, int] | None = None,
+        listed_at_ms: int = 0,
     ) -> dict[str, Any]:
         """A META update that also opens turn `turn`'s aggregation (the think's own write): the index
-        attributes it would remove are set to the turn's earliest deadline instead."""
-        clause, values, names = self._seed_update(session_id, turn, tool_use_ids, deadline_ms, now, deadlines)
+        attributes it would remove are set to the turn's earliest deadline instead, or stay as the owed think
+        had them listed when that is as late (listed_at_ms; _seed_update)."""
+        clause, values, names = self._seed_update(
+            session_id, turn, tool_use_ids, deadline_ms, now, deadlines, listed_at_ms
+        )
         update = dict(op["Update"])
         head, sep, tail = update["UpdateExpression"].partition(" REMOVE ")
-        kept = [a.strip() for a in tail.split(",") if a.strip() and a.strip() not in names] if sep else []
-        update["UpdateExpression"] = f"{head}, {clause}" + (" REMOVE " + ", ".join(kept) if kept else "")
-        update["ExpressionAttributeNames"] = {**update["ExpressionAttributeNames"], **names}
+        index_keys = {"#shard", "#due"}
+        removed = [a.strip() for a in tail.split(",") if a.strip() and a.strip() not in index_keys] if sep else []
+        update["UpdateExpression"] = f"{head}, {clause}" + (" REMOVE " + ", ".join(removed) if removed else "")
+        # Index keys kept where they are appear in no expression: their names go (DynamoDB refuses unused ones).
+        used = f"{update['UpdateExpression']} {update.get('ConditionExpression', '')}"
+        update["ExpressionAttributeNames"] = {
+            k: v
+            for k, v in {**update["ExpressionAttributeNames"], **names}.items()
+            if k not in index_keys or re.search(re.escape(k) + r"\b", used)
+        }
         update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], **values}
         return {"Update": update}

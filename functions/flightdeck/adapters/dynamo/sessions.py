@@ -87,7 +87,7 @@ class SessionStore(IntakeStore):
         pk, now = session_pk(session_id), self.now_ms()
         condition = "#status = :busy"
         names = {"#status": "status", "#owed": OWED, "#shard": SHARD, "#due": DUE}
-        values = attr_values(busy="busy", canceled=CANCELED, now=now)
+        values = attr_values(busy="busy", canceled=CANCELED, now=now, owed_at=now)
         if self.owed_in_index:
             values.update(attr_values(shard=deadline_shard(session_id), due=now + self.owed_think_grace_ms))
         owed_set, owed_remove = self._owed_actions(owed="turn")

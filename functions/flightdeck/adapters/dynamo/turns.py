@@ -231,6 +231,7 @@ class TurnStore(StateOps):
                 completion.tombstone_ms,
                 now,
                 f" AND contains({AGG_OPEN}, :id) AND size({AGG_OPEN}) = :one",
+                keep_listed=True,  # the round trip's completion: no index write (ARCHITECTURE §3)
             )["Update"]
             op["ExpressionAttributeValues"].update(attr_values(id=tool_use_id, one=1))
         else:
@@ -286,11 +287,19 @@ class TurnStore(StateOps):
             raise
 
     def _complete_op(
-        self, session_id: str, turn: int, completed_by: str, tombstone_ms: int, now: int, extra_condition: str = ""
+        self,
+        session_id: str,
+        turn: int,
+        completed_by: str,
+        tombstone_ms: int,
+        now: int,
+        extra_condition: str = "",
+        keep_listed: bool = False,
     ) -> dict[str, Any]:
         """META's one update that completes turn `turn` and claims the next think: the session moves on to
         turn+1, owed from this commit on (the sweep re-sends it if it never starts); the index attributes
-        move from the turn's deadline to the owed think's."""
+        move from the turn's deadline to the owed think's (keep_listed: they stay as listed, see
+        StateOps._owed_actions)."""
         values = {
             **attr_values(
                 a_turn=turn,
@@ -303,7 +312,7 @@ class TurnStore(StateOps):
             ),
             **self._owed_values(session_id, turn + 1, now),
         }
-        owed_set, owed_remove = self._owed_actions()
+        owed_set, owed_remove = self._owed_actions(keep_listed=keep_listed)
         return {
             "Update": {
                 "TableName": self.table,
