@@ -13,7 +13,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from flightdeck.api import strict_json
 from flightdeck.api.auth import note
-from flightdeck.api.payloads import NOT_UNICODE, ToolResponseStatus
+from flightdeck.api.callback_payloads import ToolResponseStatus
+from flightdeck.api.payloads import NOT_UNICODE
 from flightdeck.api.resolver import ApiError
 from flightdeck.wiring import deps
 

@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import ValidationError
 
 from flightdeck.api.auth import CALLBACK_WWW_AUTHENTICATE, note
-from flightdeck.api.payloads import (
+from flightdeck.api.callback_payloads import (
     BatchItem,
     BatchItemResult,
     BatchRequest,

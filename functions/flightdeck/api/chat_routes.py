@@ -15,15 +15,10 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 
 from flightdeck.api import auth
 from flightdeck.api.auth import current_peer
-from flightdeck.api.payloads import (
-    MESSAGE_ID_PATTERN,
-    SESSION_ID_PATTERN,
-    ChatAccepted,
-    ChatRequest,
-    ErrorResponse,
-    SessionView,
-)
+from flightdeck.api.chat_payloads import MESSAGE_ID_PATTERN, ChatAccepted, ChatRequest
+from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError
+from flightdeck.api.session_payloads import SessionView
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import (

@@ -10,8 +10,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
 
 from flightdeck.api.auth import current_peer
-from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse, SessionCanceled, SessionList, SessionSummary
+from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError
+from flightdeck.api.session_payloads import SessionCanceled, SessionList, SessionSummary
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.domain.session_cancel import cancel_session
 from flightdeck.domain.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursorError, list_sessions

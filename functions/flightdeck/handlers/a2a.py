@@ -7,10 +7,11 @@ comes (flightdeck.handlers.web, behind the Lambda Web Adapter; locally the gatew
 tools/call may answer SSE progress.
 """
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-from flightdeck.api import a2a_routes, a2a_stream_routes, mcp_routes
-from flightdeck.api.mcp import server as mcp_server
+from flightdeck.api import a2a_routes, a2a_stream_routes
 from flightdeck.api.resolver import http_handler
 from flightdeck.wiring import preload
 
@@ -18,13 +19,21 @@ from flightdeck.wiring import preload
 # API's 413/415/400. The caller is authenticated first (HTTP 401/403: authentication belongs to the
 # transport, not to JSON-RPC).
 a2a_handler = http_handler(a2a_routes.router, refuse=a2a_routes.refusal, stream=a2a_stream_routes.open_stream)
-mcp_handler = http_handler(mcp_routes.router, refuse=mcp_server.refusal, stream=mcp_server.handle)
 preload(a2a_records=True)  # every method reads or writes a task
+
+
+@functools.cache
+def mcp_handler() -> Callable[[dict[str, Any], Any], Any]:
+    # Imported and built by the first /mcp request, not at init: most of this function's calls are A2A (cold start).
+    from flightdeck.api import mcp_routes
+    from flightdeck.api.mcp import server as mcp_server
+
+    return http_handler(mcp_routes.router, refuse=mcp_server.refusal, stream=mcp_server.handle)
 
 
 def handler(event: dict[str, Any], context: Any) -> Any:
     if event.get("resource") == "/mcp":
-        return mcp_handler(event, context)
+        return mcp_handler()(event, context)
     return a2a_handler(event, context)
 
 

@@ -51,7 +51,8 @@ class McpError(Exception):
 
 class _Params(BaseModel):
     # Unknown members are ignored, as JSON-RPC peers add fields over versions (2026-07-28: extra params).
-    model_config = ConfigDict(extra="allow")
+    # defer_build: built by the first /mcp request that uses it, not when the a2a function starts (cold start).
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     meta: dict[str, Any] | None = Field(None, alias="_meta")
 

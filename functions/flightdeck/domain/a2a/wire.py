@@ -50,6 +50,12 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class _Seldom(_In):
+    # Only the tasks/pushNotificationConfig/* methods take these: each is built by its first use, not
+    # when the a2a function starts (cold start).
+    model_config = ConfigDict(defer_build=True)
+
+
 class TextPart(_In):
     kind: Literal["text"]
     text: str
@@ -121,7 +127,7 @@ class PushNotificationConfig(_In):
     a2aVersion: Literal["1.0"] | None = None
 
 
-class TaskPushNotificationConfig(_In):
+class TaskPushNotificationConfig(_Seldom):
     taskId: str
     pushNotificationConfig: PushNotificationConfig
 
@@ -150,18 +156,18 @@ class TaskIdParams(_In):
     metadata: dict[str, Any] | None = None
 
 
-class GetTaskPushNotificationConfigParams(_In):
+class GetTaskPushNotificationConfigParams(_Seldom):
     id: str = Field(min_length=1)
     pushNotificationConfigId: str | None = None
     metadata: dict[str, Any] | None = None
 
 
-class ListTaskPushNotificationConfigParams(_In):
+class ListTaskPushNotificationConfigParams(_Seldom):
     id: str = Field(min_length=1)
     metadata: dict[str, Any] | None = None
 
 
-class DeleteTaskPushNotificationConfigParams(_In):
+class DeleteTaskPushNotificationConfigParams(_Seldom):
     id: str = Field(min_length=1)
     pushNotificationConfigId: str = Field(min_length=1)
     metadata: dict[str, Any] | None = None

@@ -66,7 +66,9 @@ REASONS = {
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # defer_build: each model is built by its first use, not at import: only A2A v1.0 requests use them,
+    # and every call of the a2a function imports this module (cold start).
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # --- inbound (requests) ------------------------------------------------------------------------
