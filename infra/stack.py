@@ -90,7 +90,9 @@ class FlightdeckStack(Stack):
 
         # Who starts owed thinks (flightdeck.settings THINK_START, checked with the rest of the environment below).
         streamed = deployment.environment(agent).get("THINK_START") == "stream"
-        state = StateTable(self, "State", retain=retain, stream=streamed)
+        state = StateTable(
+            self, "State", retain=retain, stream=streamed, deadline_projection=spec.deploy.deadline_index_projection
+        )
         queues = Queues(self, "Queues", prefix=prefix, alarm_prefix=prefix)
         alarms = AlarmTopic(self, "Alarms", agent=agent, alarm_prefix=prefix, emails=spec.deploy.alarm_emails)
         for pair in queues.pairs.values():

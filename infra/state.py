@@ -21,8 +21,12 @@ class StateTable(Construct):
     a redeploy after a teardown fail on the retained table.
     """
 
-    def __init__(self, scope: Construct, id: str, *, retain: bool, stream: bool = False) -> None:
-        """stream: the table's DynamoDB stream, which feeds the owed-think starter (THINK_START = "stream")."""
+    def __init__(
+        self, scope: Construct, id: str, *, retain: bool, stream: bool = False, deadline_projection: str = ""
+    ) -> None:
+        """stream: the table's DynamoDB stream, which feeds the owed-think starter (THINK_START = "stream").
+        deadline_projection: the deadline index's, when not topology's (deploy.deadline_index_projection: a stack
+        created with ALL keeps it, as CloudFormation cannot change it in place)."""
         super().__init__(scope, id)
         self.table = dynamodb.Table(
             self,
@@ -43,5 +47,9 @@ class StateTable(Construct):
                 index_name=index.name,
                 partition_key=dynamodb.Attribute(name=index.partition_key[0], type=types[index.partition_key[1]]),
                 sort_key=dynamodb.Attribute(name=index.sort_key[0], type=types[index.sort_key[1]]),
-                projection_type=dynamodb.ProjectionType(index.projection),
+                projection_type=dynamodb.ProjectionType(
+                    deadline_projection
+                    if deadline_projection and index.name == topology.DEADLINE_INDEX
+                    else index.projection
+                ),
             )

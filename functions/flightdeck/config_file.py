@@ -97,6 +97,13 @@ class DeploySection(BaseModel):
         description='front_door = "lean": the reserved concurrency of each function behind a function URL (chat, '
         "callback, a2a), which bounds a flood no gateway throttles (0: none reserved, the account's pool).",
     )
+    deadline_index_projection: Literal["KEYS_ONLY", "ALL"] = Field(
+        "KEYS_ONLY",
+        description="The deadline index's projection. KEYS_ONLY: a round trip writes it only as a session enters "
+        "and leaves it. ALL: what a stack created before 2026-12-03 has; CloudFormation cannot change an index's "
+        "projection in place, so such a stack keeps it (the agent reads either; ALL costs an index write unit more "
+        "per update of a listed session: 2 per one-delegation round trip; docs/PERFORMANCE.md).",
+    )
     console: bool = Field(
         False,
         description="Serve the web console at /console/ of the agent's API (static files, public; its data comes from "

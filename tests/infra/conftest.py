@@ -80,6 +80,7 @@ peer_urls = { helper = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/
 retain_data = false
 memory_mb = 1024
 think_memory_mb = 256
+deadline_index_projection = "ALL"
 throttle_rate = 7
 throttle_burst = 9
 

@@ -96,6 +96,18 @@ def test_table_retained_unless_retain_data_is_false(orchestrator_tpl, planner_tp
     assert "TableName" not in orch_table["Properties"], "a fixed name breaks redeploys next to a retained table"
 
 
+def test_a_stack_created_with_the_deadline_index_projecting_all_keeps_it(orchestrator_tpl, planner_tpl) -> None:
+    # CloudFormation cannot change an index's projection in place: deploy.deadline_index_projection keeps ALL.
+    def projection(template: dict) -> str:
+        (table,) = resources(template, "AWS::DynamoDB::Table").values()
+        [index] = [
+            i for i in table["Properties"]["GlobalSecondaryIndexes"] if i["IndexName"] == topology.DEADLINE_INDEX
+        ]
+        return str(index["Projection"]["ProjectionType"])
+
+    assert (projection(orchestrator_tpl), projection(planner_tpl)) == ("KEYS_ONLY", "ALL")
+
+
 # --- queues -----------------------------------------------------------------------------
 
 
