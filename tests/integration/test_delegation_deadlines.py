@@ -348,11 +348,17 @@ def test_a_request_s_timeout_is_capped_by_the_agent_s_own(agent, peer, world):
 GRACE_MS = 35_000  # the owed think's grace as deployed (WORKER_TIMEOUT_S + 5 s)
 
 
-def test_a_deadline_inside_the_owed_grace_keeps_the_listing_and_the_sweep_expires_the_turn_at_the_grace(
-    agent, peer, world, monkeypatch
-):
-    d, clock, timers = world
+@pytest.fixture
+def deployed_grace(world, monkeypatch):
+    """The world with the owed think's grace as deployed: longer than every deadline here."""
     monkeypatch.setattr(state_store(), "owed_think_grace_ms", GRACE_MS)
+    return world
+
+
+def test_a_deadline_inside_the_owed_grace_keeps_the_listing_and_the_sweep_expires_the_turn_at_the_grace(
+    agent, peer, deployed_grace
+):
+    d, clock, timers = deployed_grace
     t0 = clock.now
     sid = start(agent, "@quick look up the launch date @slow review the plan")
     ids = calls(agent, sid)
@@ -373,10 +379,9 @@ def test_a_deadline_inside_the_owed_grace_keeps_the_listing_and_the_sweep_expire
 
 
 def test_an_answer_keeps_the_listing_and_the_sweep_waits_out_the_owed_think_s_grace_before_re_sending(
-    agent, peer, world, monkeypatch
+    agent, peer, deployed_grace
 ):
-    d, clock, _ = world
-    monkeypatch.setattr(state_store(), "owed_think_grace_ms", GRACE_MS)
+    d, clock, _ = deployed_grace
     t0 = clock.now
     sid = start(agent, "@slow review the plan")
     [token] = [r["body"]["reply"]["bearerToken"] for r in peer.requests if r["path"] == "/api/chat"]
