@@ -250,6 +250,9 @@ def test_the_before_after_table_compares_data_plane_requests_and_marks_what_one_
 
     before = result({"dynamodb": 52, "sqs": 17.3, "apigateway": 1.3})  # control plane counted per round trip then
     after = result({"dynamodb": 4, "sqs": 2}, {"requests_per_think": {"1": 3, "10": 3, "50": 3}})
+    after["round_trip_one"]["cost_per_million_delegations_usd"].update(api_gateway=10.5, dynamodb_writes=15.0)
+    after["round_trip_one"]["cost_by_front_door"] = {"lean": {"total": 21.62}}
+    after["round_trip_one"]["cost_at_model_latency"] = {"total_usd_per_million_delegations": {"1s": 51.1, "5s": 131.1}}
     rows = {
         line.split(" | ")[0].lstrip("| "): line
         for line in compare.table(before, after).splitlines()
@@ -258,6 +261,10 @@ def test_the_before_after_table_compares_data_plane_requests_and_marks_what_one_
     assert "| 69.3 | 6 |" in rows["1 delegation: data-plane requests per round trip (both agents, timer included)"]
     assert "| not measured | 3 / 3 / 3 |" in rows["Conversation: requests per think at messages 1 / 10 / 50"]
     assert "| $62.13 | $62.13 |" in rows["Cost per 1M delegations, 1 per turn (REST front door)"]
+    one = compare.table(before, after).split("5 delegations/turn")[0]  # the one-per-turn rows
+    assert "| not measured | API GW $10.50, writes $15.00 |" in one
+    assert "| ... lean front door | not measured | $21.62 |" in one
+    assert "| not measured | $51.10 / $131.10 |" in one
     paths = []
     for name, data in (("before.json", before), ("after.json", after)):
         paths.append(tmp_path / name)

@@ -105,6 +105,50 @@ def _load(r: dict[str, Any]) -> str | None:
     )
 
 
+SERVICE_LABELS = (
+    ("api_gateway", "API GW"),
+    ("dynamodb_writes", "writes"),
+    ("dynamodb_reads", "reads"),
+    ("lambda_requests", "Lambda requests"),
+    ("lambda_duration", "GB-s"),
+    ("sqs", "SQS"),
+    ("secrets_manager", "Secrets Manager"),
+    ("cloudwatch_logs", "logs"),
+)
+
+
+def _by_service(key: str) -> Getter:
+    """The $ per 1M delegations of each service, in the order of the cost line."""
+
+    def get(r: dict[str, Any]) -> str | None:
+        costs = _get(r, key, "cost_per_million_delegations_usd")
+        if not costs:
+            return None
+        return ", ".join(f"{label} {money(costs[name])}" for name, label in SERVICE_LABELS if costs.get(name)) or None
+
+    return get
+
+
+def _units_of(key: str) -> Getter:
+    def get(r: dict[str, Any]) -> str | None:
+        units = _get(_per_turn(r, key), "dynamodb_request_units")
+        return None if units is None else f"{num(units.get('wru', 0))} WRU + {num(units.get('gsi_wru', 0))} index WRU"
+
+    return get
+
+
+def _lean(key: str) -> Getter:
+    return lambda r: _get(r, key, "cost_by_front_door", "lean", "total")
+
+
+def _model_latency(key: str) -> Getter:
+    def get(r: dict[str, Any]) -> str | None:
+        totals = _get(r, key, "cost_at_model_latency", "total_usd_per_million_delegations")
+        return None if not totals else " / ".join(money(v) for v in totals.values())
+
+    return get
+
+
 def _money(getter: Getter) -> Getter:
     return lambda r: None if getter(r) is None else money(getter(r))
 
@@ -123,6 +167,9 @@ ROWS: tuple[tuple[str, Getter], ...] = (
     ("... Lambda invocations", _number(lambda r: _get(_per_turn(r), "lambda_invocations_total"))),
     ("... API Gateway requests", _number(lambda r: _get(_per_turn(r), "api_gateway_requests_total"))),
     ("Cost per 1M delegations, 1 per turn (REST front door)", _money(_cost("round_trip_one"))),
+    ("... by service", _by_service("round_trip_one")),
+    ("... lean front door", _money(_lean("round_trip_one"))),
+    ("... with the model answering in 1 s / 5 s per think (REST)", _model_latency("round_trip_one")),
     (
         "5 delegations/turn: data-plane requests per delegation",
         _number(
@@ -133,7 +180,11 @@ ROWS: tuple[tuple[str, Getter], ...] = (
             )
         ),
     ),
+    ("... DynamoDB write units per turn", _units_of("round_trip_fan_out")),
     ("Cost per 1M delegations, 5 per turn", _money(_cost("round_trip_fan_out"))),
+    ("... by service", _by_service("round_trip_fan_out")),
+    ("... lean front door", _money(_lean("round_trip_fan_out"))),
+    ("... with the model answering in 1 s / 5 s per think (REST)", _model_latency("round_trip_fan_out")),
     (
         "... Step Functions, whole turn in the state machine (modelled)",
         _money(_cost("round_trip_one", "step_functions_variant")),
