@@ -12,6 +12,7 @@ a delegation writes its audit lines, its metrics and whatever went wrong
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import re
@@ -99,6 +100,11 @@ def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dic
                 metrics.flush_metrics()
 
     tracer = _function_tracer()
+    if not gc.isenabled():
+        # The init phase ends here (flightdeck.handlers turned the collector off for it): what it made lives as
+        # long as the process, so no collection need ever scan it.
+        gc.freeze()
+        gc.enable()
     return tracer.capture_lambda_handler(invocation) if tracer else invocation
 
 
