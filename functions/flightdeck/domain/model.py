@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Message = dict[str, Any]
 ToolSpec = dict[str, Any]
 
 
 class ModelReply(BaseModel):
+    # defer_build: built by the first think (the turn worker), not when every function starts.
+    model_config = ConfigDict(defer_build=True)
+
     stop_reason: Literal[
         "end_turn", "tool_use", "max_tokens", "stop_sequence", "guardrail_intervened", "content_filtered"
     ]

@@ -31,7 +31,8 @@ class TokenError(Exception):
 
 
 class CallbackClaims(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # defer_build: built by the first token minted or read, not when every function starts.
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     session_id: str = Field(min_length=1, max_length=128)
     # The think iteration whose aggregation awaits this result.

@@ -93,7 +93,8 @@ def skill_of(value: str | dict[str, Any] | Skill) -> Skill:
 class SkillCall(BaseModel):
     """A structured call: the skill to run and its arguments."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build (here, Contract, Checked): built by the first request that uses one, not at every start.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     skill: str = Field(min_length=1, max_length=64)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -140,7 +141,7 @@ def data_call(data: dict[str, Any]) -> SkillCall | None:
 class Contract(BaseModel):
     """What a turn's answer must match, stored with the turn's input message."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     skill: str = ""
     arguments: dict[str, Any] | None = None
@@ -188,6 +189,7 @@ def bind(
 class Checked(BaseModel):
     """An answer held to its contract: the JSON it parsed to, or what is wrong with it."""
 
+    model_config = ConfigDict(defer_build=True)
     data: Any = None
     valid: bool = True
     errors: list[str] = Field(default_factory=list)
