@@ -187,21 +187,24 @@ class AgentDefinition(BaseModel):
     )
     system_prompt: str = Field("You are a helpful agent.", description="The model's system prompt.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The model that thinks.")
+    # The list fields' factories are lambdas, not `list`: pydantic reads a factory's signature, and reading a
+    # builtin's compiles the tokenizer's regex, about a millisecond at every function's start.
     # Names of built-in tools run inline (see flightdeck.domain.builtin_tools). `local_tools`, its name
     # before, is still read, so older deployment files keep working.
     builtin_tools: list[str] = Field(
-        default_factory=list,
+        default_factory=lambda: [],
         validation_alias=AliasChoices("builtin_tools", "local_tools"),
         description="Built-in tools run inside the think (flightdeck.domain.builtin_tools); also read as local_tools.",
     )
     delegates: list[DelegateTool] = Field(
-        default_factory=list,
+        default_factory=lambda: [],
         description="Delegating tools: each hands a task to a peer agent, answered asynchronously.",
     )
     # What the agent offers (flightdeck.domain.skills): objects with their schemas, or bare names (read as
     # skills without schemas, as before).
     skills: list[Skill] = Field(
-        default_factory=list, description="What it offers, with JSON Schemas (bare names: skills without schemas)."
+        default_factory=lambda: [],
+        description="What it offers, with JSON Schemas (bare names: skills without schemas).",
     )
     # How many tasks it takes at once (sessions busy with a turn); one more is refused as busy (429, or
     # JSON-RPC -32000 on /a2a), never queued without bound. None: no limit of its own.
@@ -212,7 +215,8 @@ class AgentDefinition(BaseModel):
     ask_user: bool = Field(True, description="Offer the built-in ask_user tool: a turn may end asking for input.")
     # MCP servers whose (allowed) tools the model may call, as `<server>__<tool>` (flightdeck.domain.mcp_tools).
     mcp_servers: list[McpServer] = Field(
-        default_factory=list, description="MCP servers whose allowed tools the model may call, as <server>__<tool>."
+        default_factory=lambda: [],
+        description="MCP servers whose allowed tools the model may call, as <server>__<tool>.",
     )
 
     @field_validator("skills", mode="before")
