@@ -60,6 +60,33 @@ def test_every_other_caller_is_metered_under_the_unidentified_key_for_the_functi
     assert status in (401, 403)
 
 
+@pytest.mark.parametrize("case", ["peer", "unidentified"])
+def test_the_answer_is_the_one_powertools_builds(orchestrator, case):
+    # The handler writes the answer itself (its data classes cost a cold start): the same as Powertools' would be.
+    from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
+        APIGatewayAuthorizerRequestEvent,
+        APIGatewayAuthorizerResponse,
+    )
+
+    header = f"Bearer {orchestrator.peer_token}" if case == "peer" else "Basic abc"
+    answer = authorize(header)
+    arn = APIGatewayAuthorizerRequestEvent(
+        load_event("api/peer_authorizer_request.json", AUTHORIZATION=header)
+    ).parsed_arn
+    expected = APIGatewayAuthorizerResponse(
+        principal_id=TEST_PEER if case == "peer" else UNIDENTIFIED,
+        region=arn.region,
+        aws_account_id=arn.aws_account_id,
+        api_id=arn.api_id,
+        stage=arn.stage,
+        context={"peer": TEST_PEER} if case == "peer" else None,
+        usage_identifier_key=usage_key("orchestrator", TEST_PEER if case == "peer" else UNIDENTIFIED),
+        partition=arn.partition,
+    )
+    expected.allow_all_routes()
+    assert answer == expected.asdict()
+
+
 def test_the_previous_token_is_allowed_during_a_rotation_grace(orchestrator):
     old = orchestrator.peer_token
     orchestrator.registry.rotate(TEST_PEER, new_token(TEST_PEER), grace_ms=60_000)
