@@ -43,8 +43,10 @@ class ToolResponseStatus(BaseModel):
     completed_turn: bool = False
 
 
+# defer_build (the batch route's models): built by the first batch, not when the callback function starts: a
+# peer sends batches or single answers.
 class BatchItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     token: Text = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     result: Text
@@ -60,13 +62,15 @@ class BatchItem(BaseModel):
 
 
 class BatchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     # Items are checked one by one, so one malformed item does not fail the others.
     items: list[dict[str, Any]] = Field(min_length=1, max_length=100)
 
 
 class BatchItemResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     index: int
     status: Literal["accepted", "duplicate", "late", "unauthorized", "too_large", "invalid"]
     http_status: int
@@ -74,4 +78,6 @@ class BatchItemResult(BaseModel):
 
 
 class BatchResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     results: list[BatchItemResult]

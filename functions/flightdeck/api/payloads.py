@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from flightdeck.api.strict_json import is_unicode
 
@@ -27,17 +27,25 @@ def _unicode(value: Any) -> Any:
 Text = Annotated[str, BeforeValidator(_unicode)]
 
 
+# defer_build (Health, ErrorBody, ErrorResponse): built when first used (GET /health, the OpenAPI document), not
+# when every HTTP function starts (cold start).
 class Health(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: Literal["ok"]
     agent: str
     version: str
 
 
 class ErrorBody(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     code: str
     message: str
     details: list[dict[str, Any]] | None = None
 
 
 class ErrorResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     error: ErrorBody

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionView(BaseModel):
@@ -31,7 +31,11 @@ class SessionView(BaseModel):
     )
 
 
+# defer_build (SessionSummary, SessionCanceled, SessionList): built by the first list or cancel, not when the
+# function starts: most of its requests are chats and session reads.
 class SessionSummary(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session_id: str
     status: Literal["idle", "busy", "canceled"]
     created_at: int = Field(description="Epoch milliseconds")
@@ -43,12 +47,16 @@ class SessionSummary(BaseModel):
 
 
 class SessionCanceled(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session_id: str
     status: Literal["canceled"]
     iteration: int = Field(description="The think iteration the session was at when canceled")
 
 
 class SessionList(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     sessions: list[SessionSummary] = Field(description="The caller's own sessions, newest first")
     next_cursor: str | None = Field(
         None, description="Pass as ?cursor= for the next page; null on the last page (which may be empty)"
