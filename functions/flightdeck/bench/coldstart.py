@@ -70,8 +70,10 @@ print(f"{time.perf_counter() - started:.6f}")
 # includes a validating resolver with one pydantic-bodied route (flightdeck.bench.validating_route):
 # the event handler's import alone leaves out what its validation loads, which every body route pays.
 # Likewise pydantic: `import pydantic` (v2) loads next to nothing until a model is defined, so the floor
-# defines one (flightdeck.bench.pydantic_model).
+# defines one (flightdeck.bench.pydantic_model). And with the collector off, as a function's init runs
+# (flightdeck.bench.collector_off).
 _EVERY_HANDLER = (
+    "flightdeck.bench.collector_off",
     "boto3",
     "flightdeck.bench.pydantic_model",
     "aws_lambda_powertools.logging",
