@@ -62,3 +62,26 @@ def test_a_failed_transaction_is_not_remembered_and_the_window_ends():
     now[0] += IDEMPOTENCY_WINDOW_S + 1
     assert call(app)[0].startswith("400")  # forgotten: DynamoDB remembers a token for 10 minutes
     assert fresh.calls == 2
+
+
+def test_a_table_copied_for_a_transaction_shares_its_stream_records_and_a_rollback_still_drops_its_own():
+    import copy
+
+    from moto.dynamodb.models.table import StreamShard
+
+    from flightdeck.local.moto_app import share_stream_records
+
+    share_stream_records()
+
+    class Table:  # as moto's: the shard refers back to its table
+        def __init__(self):
+            self.stream_shard = StreamShard.__new__(StreamShard)
+            self.stream_shard.table, self.stream_shard.items = self, [{"record": 1}, {"record": 2}]
+
+    table = Table()
+    saved = copy.deepcopy(table)  # what TransactWriteItems keeps to put back on a failed condition
+    table.stream_shard.items.append({"record": 3})  # the transaction's own write
+    shard = saved.stream_shard
+    assert shard.items == [{"record": 1}, {"record": 2}]  # put back: the transaction's record is gone
+    assert shard.items[0] is table.stream_shard.items[0]  # the records themselves are not copied
+    assert shard.table is saved  # the copy belongs to the copied table

@@ -21,6 +21,7 @@ answers within 10 minutes, instead of failing its conditions against its own wri
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import logging
@@ -98,10 +99,28 @@ class SerializedApp:
         return body
 
 
+def share_stream_records() -> None:
+    """moto deep-copies a table for every TransactWriteItems (to put it back if a condition fails), its stream's
+    records with it, so with a stream on (THINK_START = "stream", or the bench's index accounting) every transaction
+    costs more than the one before. A record never changes once written: the copy shares them (a list of its own,
+    so a rollback still drops the records the transaction added)."""
+    from moto.dynamodb.models.table import StreamShard
+
+    def deepcopy_sharing_records(shard: Any, memo: dict[int, Any]) -> Any:
+        clone = copy.copy(shard)
+        memo[id(shard)] = clone
+        clone.table = memo.get(id(shard.table), shard.table)  # the table being copied, when it is
+        clone.items = list(shard.items)
+        return clone
+
+    StreamShard.__deepcopy__ = deepcopy_sharing_records  # type: ignore[attr-defined]  # moto defines none: this is its copy
+
+
 def serialized_moto_app() -> SerializedApp:
     """moto's WSGI application (every service), one request at a time."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    share_stream_records()
     return SerializedApp(DomainDispatcherApplication(create_backend_app))
 
 
