@@ -78,10 +78,11 @@ class LivenessStore(Table):
             open_ids = meta.get(AGG_OPEN) or ()
             due = min((agg.deadline_of(i) for i in open_ids), default=listed_ms) if agg is not None else listed_ms
             return Overdue(session_id, int(meta[AGG_TURN]), "deadline", due)
-        # An owed think (or a stale mark, which the sweep clears): a grace after it was marked. A mark written
-        # before owed_at existed was listed exactly then.
+        # An owed think (or a stale mark, which the sweep clears): at its listed time, and never before a grace
+        # after it was marked (a write kept an earlier listing; a deferral lists it later). A mark written before
+        # owed_at existed was listed exactly then.
         marked = meta.get(OWED_AT)
-        due = int(marked) + self.owed_think_grace_ms if marked is not None else listed_ms
+        due = max(listed_ms, int(marked) + self.owed_think_grace_ms) if marked is not None else listed_ms
         return Overdue(session_id, int(meta.get(OWED, meta.get("turn", 0))), "think", due)
 
     def _read_all(self, partitions: list[str]) -> dict[str, dict[str, Any]]:
