@@ -400,3 +400,30 @@ def test_an_answer_keeps_the_listing_and_the_sweep_waits_out_the_owed_think_s_gr
     clock.now = clock.now + GRACE_MS
     assert sweep(d) == 1
     assert [json.loads(m["Body"])["turn"] for m in agent.receive("turns")] == [2]
+
+
+def test_a_think_whose_listing_went_after_its_read_lists_the_turn_itself(agent, deployed_grace):
+    from flightdeck.domain.records import TurnSeed
+
+    _, clock, _ = deployed_grace
+    store, sid = state_store(), new_session_id()
+    store.take_message(sid, {"role": "user", "content": [{"text": "delegate"}]}, 3_600_000)
+    view = store.get_session(sid)
+    assert view is not None and view.listed_at_ms == clock.now + GRACE_MS  # the owed think's listing, as read
+    # Gone before the think writes (whatever took it out): keeping "the listing as read" would leave no backstop.
+    store.client.update_item(
+        TableName=store.table,
+        Key={"pk": {"S": f"S#{sid}"}, "sk": {"S": "META"}},
+        UpdateExpression="REMOVE due_shard, due_at",
+    )
+    reply = {
+        "stop_reason": "tool_use",
+        "message": {
+            "role": "assistant",
+            "content": [{"toolUse": {"toolUseId": "tooluse_a", "name": "ask_slow", "input": {"task": "a"}}}],
+        },
+    }
+    seed = TurnSeed(("tooluse_a",), clock.now + QUICK_MS, {"tooluse_a": clock.now + QUICK_MS})
+    assert store.save_iteration(sid, 1, reply, 3_600_000, seed=seed, session=view).fresh
+    meta = agent.item(f"S#{sid}", "META")
+    assert int(meta["due_at"]) == clock.now + QUICK_MS and meta["due_shard"].startswith("open#")

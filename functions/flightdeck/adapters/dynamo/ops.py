@@ -5,7 +5,6 @@ moved, a turn's aggregation seeded. A write that crosses aggregates stays one tr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -525,13 +524,17 @@ class StateOps(Table):
             a_deadline=deadline_ms,
             a_at=now,
         )
-        if not kept:
-            clause += ", #shard = :a_shard, #due = :a_due"
-            values.update(attr_values(a_shard=deadline_shard(session_id), a_due=earliest))
+        # Kept: written only if absent (the listing as read went meanwhile), else the same value (no index write).
+        clause += (
+            ", #shard = if_not_exists(#shard, :a_shard), #due = if_not_exists(#due, :a_due)"
+            if kept
+            else ", #shard = :a_shard, #due = :a_due"
+        )
+        values.update(attr_values(a_shard=deadline_shard(session_id), a_due=earliest))
         if per_call:
             clause += f", {AGG_DEADLINES} = :a_deadlines"
             values.update(attr_values(a_deadlines=per_call))
-        return clause, values, {} if kept else {"#shard": SHARD, "#due": DUE}
+        return clause, values, {"#shard": SHARD, "#due": DUE}
 
     def _with_seed(
         self,
@@ -555,12 +558,6 @@ class StateOps(Table):
         index_keys = {"#shard", "#due"}
         removed = [a.strip() for a in tail.split(",") if a.strip() and a.strip() not in index_keys] if sep else []
         update["UpdateExpression"] = f"{head}, {clause}" + (" REMOVE " + ", ".join(removed) if removed else "")
-        # Index keys kept where they are appear in no expression: their names go (DynamoDB refuses unused ones).
-        used = f"{update['UpdateExpression']} {update.get('ConditionExpression', '')}"
-        update["ExpressionAttributeNames"] = {
-            k: v
-            for k, v in {**update["ExpressionAttributeNames"], **names}.items()
-            if k not in index_keys or re.search(re.escape(k) + r"\b", used)
-        }
+        update["ExpressionAttributeNames"] = {**update["ExpressionAttributeNames"], **names}
         update["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"], **values}
         return {"Update": update}
