@@ -50,25 +50,27 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class _Seldom(_In):
-    # Only the tasks/pushNotificationConfig/* methods take these: each is built by its first use, not
-    # when the a2a function starts (cold start).
+class _Deferred(_In):
+    # Built by its first use, not when the a2a function starts (cold start): the models only validated inside
+    # another (parts, messages, push configs: the outer model's schema holds theirs), the peer's Task the
+    # delegating workers read, and the params of the tasks/pushNotificationConfig/* methods. The a2a function
+    # builds at init only what most of its requests validate first: JSONRPCRequest and the method params.
     model_config = ConfigDict(defer_build=True)
 
 
-class TextPart(_In):
+class TextPart(_Deferred):
     kind: Literal["text"]
     text: str
     metadata: dict[str, Any] | None = None
 
 
-class FilePart(_In):
+class FilePart(_Deferred):
     kind: Literal["file"]
     file: dict[str, Any]
     metadata: dict[str, Any] | None = None
 
 
-class DataPart(_In):
+class DataPart(_Deferred):
     kind: Literal["data"]
     data: dict[str, Any]
     metadata: dict[str, Any] | None = None
@@ -77,7 +79,7 @@ class DataPart(_In):
 Part = Annotated[TextPart | FilePart | DataPart, Field(discriminator="kind")]
 
 
-class Message(_In):
+class Message(_Deferred):
     kind: Literal["message"] = "message"
     role: Literal["user", "agent"]
     parts: list[Part]
@@ -88,13 +90,13 @@ class Message(_In):
     metadata: dict[str, Any] | None = None
 
 
-class TaskStatus(_In):
+class TaskStatus(_Deferred):
     state: TaskState
     timestamp: str | None = None
     message: Message | None = None
 
 
-class Artifact(_In):
+class Artifact(_Deferred):
     artifactId: str
     name: str | None = None
     description: str | None = None
@@ -102,7 +104,7 @@ class Artifact(_In):
     metadata: dict[str, Any] | None = None
 
 
-class Task(_In):
+class Task(_Deferred):
     kind: Literal["task"] = "task"
     id: str
     contextId: str
@@ -112,12 +114,12 @@ class Task(_In):
     metadata: dict[str, Any] | None = None
 
 
-class PushNotificationAuthenticationInfo(_In):
+class PushNotificationAuthenticationInfo(_Deferred):
     schemes: list[str] = Field(min_length=1)
     credentials: str | None = Field(None, max_length=4096)
 
 
-class PushNotificationConfig(_In):
+class PushNotificationConfig(_Deferred):
     url: str = Field(min_length=1, max_length=2048)
     id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:~-]+$")
     token: str | None = Field(None, max_length=4096)
@@ -127,12 +129,12 @@ class PushNotificationConfig(_In):
     a2aVersion: Literal["1.0"] | None = None
 
 
-class TaskPushNotificationConfig(_Seldom):
+class TaskPushNotificationConfig(_Deferred):
     taskId: str
     pushNotificationConfig: PushNotificationConfig
 
 
-class MessageSendConfiguration(_In):
+class MessageSendConfiguration(_Deferred):
     acceptedOutputModes: list[str] | None = None
     blocking: bool | None = None
     historyLength: int | None = Field(None, ge=0)
@@ -156,18 +158,18 @@ class TaskIdParams(_In):
     metadata: dict[str, Any] | None = None
 
 
-class GetTaskPushNotificationConfigParams(_Seldom):
+class GetTaskPushNotificationConfigParams(_Deferred):
     id: str = Field(min_length=1)
     pushNotificationConfigId: str | None = None
     metadata: dict[str, Any] | None = None
 
 
-class ListTaskPushNotificationConfigParams(_Seldom):
+class ListTaskPushNotificationConfigParams(_Deferred):
     id: str = Field(min_length=1)
     metadata: dict[str, Any] | None = None
 
 
-class DeleteTaskPushNotificationConfigParams(_Seldom):
+class DeleteTaskPushNotificationConfigParams(_Deferred):
     id: str = Field(min_length=1)
     pushNotificationConfigId: str = Field(min_length=1)
     metadata: dict[str, Any] | None = None
@@ -188,18 +190,25 @@ class JSONRPCRequest(BaseModel):
 
 
 class JSONRPCError(BaseModel):
+    # defer_build (here and the two responses): the chat client reads them; the a2a function answers with dicts.
+    model_config = ConfigDict(defer_build=True)
+
     code: int
     message: str
     data: Any | None = None
 
 
 class JSONRPCErrorResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     jsonrpc: Literal["2.0"] = "2.0"
     id: RequestId
     error: JSONRPCError
 
 
 class JSONRPCSuccessResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     jsonrpc: Literal["2.0"] = "2.0"
     id: RequestId
     result: Any
