@@ -8,6 +8,7 @@ No AWS imports here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -290,15 +291,16 @@ def route_for(method: str | None, path: str | None) -> Route | None:
     return _ROUTES_BY_KEY.get((method or "", path or ""))
 
 
-_ROUTE_PATTERNS = tuple(
-    (re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(r.path)) + "$"), r) for r in ROUTES
-)
+@functools.cache
+def _route_patterns() -> tuple[tuple[re.Pattern[str], Route], ...]:
+    # Compiled by the first route_at (a function URL's request), not when every function starts (cold start).
+    return tuple((re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(r.path)) + "$"), r) for r in ROUTES)
 
 
 def route_at(method: str | None, path: str | None) -> Route | None:
     """The route of a request path as sent ("/api/sessions/s-1"), or None: a function URL's event names
     no resource template (its routeKey is "$default")."""
-    for pattern, route in _ROUTE_PATTERNS:
+    for pattern, route in _route_patterns():
         if route.method == (method or "") and pattern.match(path or ""):
             return route
     return None

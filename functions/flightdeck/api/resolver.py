@@ -7,6 +7,7 @@ so one OpenAPI document describes the whole API.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -53,19 +54,22 @@ def error_response(
     )
 
 
-_ROUTE_PATTERNS = [
-    (
-        re.compile(
-            "^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"
-        ),
-        r.method,
-    )
-    for r in topology.ROUTES
-]
+@functools.cache
+def _route_patterns() -> list[tuple[re.Pattern[str], str]]:
+    # Compiled by the first path answered 404 or 405, not when the function starts (cold start).
+    return [
+        (
+            re.compile(
+                "^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"
+            ),
+            r.method,
+        )
+        for r in topology.ROUTES
+    ]
 
 
 def _allowed_methods(path: str) -> list[str]:
-    return sorted({method for pattern, method in _ROUTE_PATTERNS if pattern.match(path)})
+    return sorted({method for pattern, method in _route_patterns() if pattern.match(path)})
 
 
 # A refusal before any route runs: (HTTP status, error code, message) -> a proxy response.
