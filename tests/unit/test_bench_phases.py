@@ -12,7 +12,8 @@ import pytest
 
 from flightdeck import cli
 from flightdeck.bench import coldstart, prices, report, runner, sweep
-from flightdeck.bench.scenario import BLACKHOLE, DELEGATOR, WORKER, build_deployment, parse_timestamp, token_session
+from flightdeck.bench.scenario import BLACKHOLE, DELEGATOR, WORKER, build_deployment, token_session
+from flightdeck.bench.timeline import parse_timestamp
 
 
 def test_one_sweep_reads_only_the_overdue_turns_from_the_index():

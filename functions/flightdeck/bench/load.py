@@ -27,8 +27,8 @@ from flightdeck import config_file
 from flightdeck.bench.accounting import Tally, between, load_records
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
-from flightdeck.bench.scenario import BenchError, Timeline, parse_timestamp
 from flightdeck.bench.stats import summary
+from flightdeck.bench.timeline import BenchError, Timeline, parse_timestamp
 from flightdeck.local import demo
 
 # The repository's example with one agent delegating to two others (`flightdeck local up --config ...`).
