@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flightdeck.api.mcp import tools
-from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
+from flightdeck.api.mcp.wire import AGENT_BUSY, INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ingest_chat, read_session
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import (
     SESSION_CANCELED,
+    AgentBusyError,
     InboxFullError,
     Session,
     SessionBusyError,
@@ -266,6 +267,14 @@ def update(d: Deps, raw: str, responses: Any, caller: str | None) -> None:
         return  # answered already: the session is working on the answer
     except SessionNotFoundError:
         raise _unknown(raw) from None
+    except AgentBusyError as exc:
+        # Not taken (the question stays outstanding): an error, not the ack, so that the client sends it again.
+        raise McpError(
+            AGENT_BUSY,
+            f"Agent busy: {exc.limit} tasks are under way (its max_concurrent_tasks); the answer was not taken: "
+            f"send this tasks/update again in {exc.retry_after_s} s",
+            {"reason": "agent_busy", "maxConcurrentTasks": exc.limit, "retryAfterSeconds": exc.retry_after_s},
+        ) from None
 
 
 def _answer_text(key: str, response: Any) -> str:
