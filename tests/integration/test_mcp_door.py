@@ -1,7 +1,7 @@
 """POST /mcp through the a2a function's real handler on moto, the event API Gateway delivers (issue 36): an agent
 at its max_concurrent_tasks answers in MCP's terms (a tool error with a retry hint; tasks/update a JSON-RPC error,
-its answer not taken), and whatever fails unexpectedly is JSON-RPC -32603 with the request's id, never the REST
-error shape.
+its answer not taken), a task waiting for input that is cancelled is cancelled and its question closed, and
+whatever fails unexpectedly is JSON-RPC -32603 with the request's id, never the REST error shape.
 The same endpoint through the mcp SDK and a local stack: tests/integration/test_mcp_server.py."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from botocore.awsrequest import AWSResponse
 
 from flightdeck import wiring
 from flightdeck.domain.peers import new_token
+from flightdeck.domain.session_cancel import CLOSING_TEXT
 from flightdeck.local.gateway import GatewayIdentity, Router, build_proxy_event
 from tests.support.harness import agent_config, make_agent, new_session_id
 
@@ -130,6 +131,54 @@ def test_a_tasks_update_at_max_concurrent_tasks_is_a_json_rpc_error_and_the_ques
     assert error["data"] == {"reason": "agent_busy", "maxConcurrentTasks": 1, "retryAfterSeconds": 5}, error
     still = result(mcp(agent, key, "tasks/get", {"taskId": task_id})[1])
     assert still["status"] == "input_required" and list(still["inputRequests"]) == [request_key]
+
+
+# --- cancelling a task that waits for input (defect 3) ------------------------------------------------------
+
+
+def test_a_task_waiting_for_input_that_is_cancelled_is_cancelled_and_its_question_closed(agent, key):
+    task_id, request_key = asked(agent, key)
+    ack = result(mcp(agent, key, "tasks/cancel", {"taskId": task_id})[1])
+    assert ack["resultType"] == "complete" and "status" not in ack
+    task = result(mcp(agent, key, "tasks/get", {"taskId": task_id})[1])
+    assert task["status"] == "cancelled" and task["statusMessage"] == CLOSING_TEXT, task
+    assert "inputRequests" not in task and "result" not in task
+    # The question is closed: an answer to it is ignored (the key is no longer outstanding), a repeat of the
+    # cancel changes nothing, and the session's next message is a message of its own, not the answer.
+    late = {request_key: {"action": "accept", "content": {"answer": "teal"}}}
+    result(mcp(agent, key, "tasks/update", {"taskId": task_id, "inputResponses": late})[1])
+    result(mcp(agent, key, "tasks/cancel", {"taskId": task_id})[1])
+    assert result(mcp(agent, key, "tasks/get", {"taskId": task_id})[1])["status"] == "cancelled"
+    session_id = task_id.split(":")[0]
+    arguments = {"message": "teal", "session_id": session_id}
+    follow_up = result(mcp(agent, key, "tools/call", {"name": "ask", "arguments": arguments})[1])
+    assert follow_up["taskId"] != task_id
+    agent.run_queue("turns")
+    done = result(mcp(agent, key, "tasks/get", {"taskId": follow_up["taskId"]})[1])
+    text = done["result"]["content"][0]["text"]
+    assert done["status"] == "completed" and 'Task: "teal"' in text and "told" not in text, text
+    assert result(mcp(agent, key, "tasks/get", {"taskId": task_id})[1])["status"] == "cancelled"
+
+
+def test_a_cancel_that_loses_to_the_answer_cancels_the_work_on_it(agent, key, monkeypatch):
+    from flightdeck.adapters.dynamo.sessions import SessionStore
+    from flightdeck.api.mcp import tasks
+
+    task_id, request_key = asked(agent, key)
+    close_question = SessionStore.close_question
+
+    def answered_first(self, *args, **kwargs):
+        # The answer is taken between the cancel's read and its write: the write's condition refuses it.
+        answer = {request_key: {"action": "accept", "content": {"answer": "teal"}}}
+        tasks.update(wiring.deps(), task_id, answer, "claude")
+        return close_question(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionStore, "close_question", answered_first)
+    result(mcp(agent, key, "tasks/cancel", {"taskId": task_id})[1])
+    monkeypatch.undo()
+    agent.run_queue("turns")
+    task = result(mcp(agent, key, "tasks/get", {"taskId": task_id})[1])
+    assert task["status"] == "cancelled", task
 
 
 # --- whatever else fails: -32603, in JSON-RPC -----------------------------------------------------------------

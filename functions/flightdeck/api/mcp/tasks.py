@@ -38,7 +38,7 @@ from flightdeck.domain.records import (
     SessionNotFoundError,
     Stamp,
 )
-from flightdeck.domain.session_cancel import CLOSING_TEXT, cancel_session
+from flightdeck.domain.session_cancel import CLOSING_TEXT, cancel_session, close_question
 from flightdeck.domain.timeline import iso_ms
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -298,11 +298,16 @@ def _answer_text(key: str, response: Any) -> str:
 
 
 def cancel(d: Deps, raw: str, caller: str | None, modern: bool) -> dict[str, Any] | None:
-    """tasks/cancel: the session stops if this task is the one it works on (its delegations are told to stop).
+    """tasks/cancel: the session stops if this task is the one it works on (its delegations are told to stop);
+    a task waiting for input has its question closed (the session's next message is not its answer).
     2026-07-28 acks always (idempotent); 2025-11-25 answers the cancelled task, and -32602 for a finished one."""
     session, task = find(d, raw, caller)
     if task.status in ("working", "input_required") and session.status != "idle":
         cancel_session(d, session.session_id, caller)
+        _, task = find(d, raw, caller)
+    elif modern and task.status == "input_required":
+        if not close_question(d, session, caller):
+            cancel_session(d, session.session_id, caller)  # its answer was taken first: the task works on it
         _, task = find(d, raw, caller)
     elif not modern and task.status == "input_required":
         task = TaskView(task.ref, "completed", task.created_ms, task.updated_ms, task.state)
