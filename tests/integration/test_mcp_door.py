@@ -45,28 +45,28 @@ def key(agent):
 
 def mcp(agent, key, method: str, params: dict[str, Any], *, tasks: bool = True, request_id: Any = 1):
     """One 2026-07-28 request: (HTTP status, the parsed body)."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": method,
-        "params": {**params, "_meta": META_TASKS if tasks else META},
-    }
-    headers = [
+    meta = META_TASKS if tasks else META
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+    headers = [("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)]
+    name = params.get("name", params.get("taskId"))
+    if isinstance(name, str):
+        headers.append(("Mcp-Name", name))
+    return post(agent, key, body, headers)
+
+
+def post(agent, key, body: dict[str, Any], headers: list[tuple[str, str]]):
+    sent = [
         ("Host", "127.0.0.1"),
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("Authorization", f"Bearer {key}"),
-        ("MCP-Protocol-Version", MODERN),
-        ("Mcp-Method", method),
+        *headers,
     ]
-    name = params.get("name", params.get("taskId"))
-    if isinstance(name, str):
-        headers.append(("Mcp-Name", name))
     event = build_proxy_event(
         method="POST",
         raw_path="/mcp",
         query_string="",
-        headers=headers,
+        headers=sent,
         body=json.dumps(body).encode(),
         match=Router().match("POST", "/mcp"),
         source_ip="127.0.0.1",
@@ -200,18 +200,31 @@ def test_an_unexpected_failure_is_json_rpc_internal_error_with_the_request_id(ag
 def test_an_aws_failure_is_json_rpc_internal_error_worth_a_retry(agent, key):
     task_id, _ = asked(agent, key)
     client = wiring.state_store().client
-    body = b'{"__type":"com.amazon.coral.service#AccessDeniedException","message":"injected"}'
-
-    def denied(request, **kwargs):
-        return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
-
-    client.meta.events.register("before-send.dynamodb.Query", denied)
+    client.meta.events.register("before-send.dynamodb.Query", _denied)
     try:
         status, answer = mcp(agent, key, "tasks/get", {"taskId": task_id}, request_id=9)
     finally:
-        client.meta.events.unregister("before-send.dynamodb.Query", denied)
+        client.meta.events.unregister("before-send.dynamodb.Query", _denied)
     error = rpc_error(status, answer, -32603, 9)
     assert error["data"] == {"retryAfterSeconds": 1} and "retry" in error["message"]
+
+
+def test_a_notification_that_cannot_be_taken_is_http_500_with_a_json_rpc_error_without_an_id(agent, key):
+    # 2025-11-25's notifications/cancelled cancels the session its call started: that write fails here.
+    client = wiring.state_store().client
+    client.meta.events.register("before-send.dynamodb.UpdateItem", _denied)
+    try:
+        body = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+        status, answer = post(agent, key, body, [("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Session-Id", "s-1")])
+    finally:
+        client.meta.events.unregister("before-send.dynamodb.UpdateItem", _denied)
+    assert status == 500 and answer["jsonrpc"] == "2.0" and answer["id"] is None, (status, answer)
+    assert answer["error"]["code"] == -32603 and answer["error"]["data"] == {"retryAfterSeconds": 1}
+
+
+def _denied(request, **kwargs):
+    body = b'{"__type":"com.amazon.coral.service#AccessDeniedException","message":"injected"}'
+    return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
 
 
 class _Raw:
