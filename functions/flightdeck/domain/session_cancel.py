@@ -15,6 +15,10 @@ The same write marks a think owed: if the canceller dies before closing, the swe
 think and the turn worker closes the session instead of thinking (run_turn). The close ends the
 turn as any turn ends: a message waiting in the inbox starts the next turn in the same write (never
 idle with a message left waiting), and the reply route the canceled task had is retired.
+
+A session waiting for the answer to its question is idle: nothing to stop. close_question closes the
+question instead (MCP's tasks/cancel), with the same closing messages, in one write conditioned on the
+session still waiting.
 """
 
 from __future__ import annotations
