@@ -314,9 +314,9 @@ def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_as
     path = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"')
     [line] = problem_lines(refused(path, capsys))
     assert line == (
-        f"{path}: [agents.orchestrator]: delegate 'critic': its tool name ask_user is the built-in "
-        "ask_user tool's; give it another tool_name, or set ask_user = false. Fix: correct the value "
-        "(see the comments in examples/two-agents.toml)."
+        f"{path}: [[agents.orchestrator.delegates]] #2 tool_name: delegate 'critic': its tool name ask_user is "
+        'the built-in ask_user tool\'s. Fix: give it another tool_name (e.g. "ask_critic_agent"), or set '
+        "ask_user = false."
     )
     off = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"').read_text()
     path.write_text(off.replace("[agents.orchestrator]\n", "[agents.orchestrator]\nask_user = false\n", 1))
@@ -381,17 +381,20 @@ def test_inbound_auth_off_is_refused_for_aws_naming_the_key_unless_a_test_rig_is
     [
         (
             'id = "q"\ninput_schema = { type = "object", properties = { a = { type = "nope" } } }',
-            "[[agents.critic.skills]] #1: input_schema: not a valid JSON Schema: at /properties/a/type",
+            "[[agents.critic.skills]] #1 input_schema: not a valid JSON Schema: at /properties/a/type",
         ),
         (
             'id = "q"\ninput_schema = { type = "object", required = ["x"] }\nexamples = [{ y = 1 }]',
-            '[[agents.critic.skills]] #1: examples[0] does not match input_schema: "x" is a required property',
+            '[[agents.critic.skills]] #1 examples[0]: does not match input_schema: "x" is a required property',
         ),
         (
             'id = "q"\noutput_schema = { "$ref" = "https://attacker.example/s.json" }',
-            "[[agents.critic.skills]] #1: output_schema: $ref 'https://attacker.example/s.json' is not local",
+            "[[agents.critic.skills]] #1 output_schema: $ref 'https://attacker.example/s.json' is not local",
         ),
-        ('id = "q"\nhandler = "magic"', "skills[0] (q): unknown handler 'magic'; known: calculator, word_count"),
+        (
+            'id = "q"\nhandler = "magic"',
+            "[[agents.critic.skills]] #1 handler: 'magic' is not a handler. Fix: use one of: calculator, word_count",
+        ),
         ('id = "Not An Id"', "[[agents.critic.skills]] #1 id: must match pattern"),
         ('id = "q"\nexpose = ["smoke-signals"]', "[[agents.critic.skills]] #1 expose"),
     ],
