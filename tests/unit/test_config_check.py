@@ -404,3 +404,18 @@ def test_a_skill_s_schemas_are_checked_when_the_file_is_read_naming_the_toml_key
     path.write_text(BASE + "\n[[agents.critic.skills]]\n" + skill + "\n")
     err = refused(path, capsys)
     assert message in err, err
+
+
+@pytest.mark.parametrize("example", ["two-agents", "three-agents", "bedrock", "mcp-tools"])
+def test_every_example_passes_flightdeck_check_where_it_runs(example, capsys):
+    """Each bundled file passes `flightdeck check --local`, and every one but mcp-tools (its credential is an env:
+    reference, for a local run) `flightdeck check` as for AWS; that one's refusal points at --local."""
+    path = str(REPO / "examples" / f"{example}.toml")
+    assert cli.main(["check", "--config", path, "--local"]) == cli.EXIT_OK
+    capsys.readouterr()
+    if example != "mcp-tools":
+        assert cli.main(["check", "--config", path]) == cli.EXIT_OK
+        return
+    assert cli.main(["check", "--config", path]) == cli.EXIT_USAGE
+    _, err = capsys.readouterr()
+    assert f"for a local run: flightdeck check --local --config {path}" in err
