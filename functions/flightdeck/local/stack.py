@@ -34,6 +34,7 @@ from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
+from flightdeck.domain.peers import MCP_CHANNEL
 from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.mcp_servers import McpServers
@@ -196,6 +197,12 @@ class LocalStack:
     def mcp_server_urls(self) -> dict[str, str]:
         """[local.mcp_servers] name -> the base URL it is served at (once started)."""
         return dict(self._mcp.urls)
+
+    def mcp_warnings(self) -> list[str]:
+        """Each agent's MCP servers that are down or lack a tool its `tools` names (flightdeck.local.mcp_probe)."""
+        from flightdeck.local.mcp_probe import warnings
+
+        return warnings(self.deployment, {**os.environ, **self._mcp.env})
 
     @property
     def console_url(self) -> str:
@@ -405,6 +412,8 @@ class LocalStack:
             registry = PeerRegistry(self._resources[name].table_name, dynamodb)
             for peer_id, token in spec.peers.items():
                 registry.add(peer_id, token, replace=True)
+            for client_id, token in spec.mcp_clients.items():
+                registry.add(client_id, token, replace=True, channels=(MCP_CHANNEL,))
             # Their usage plans and keys, as the stack creates them (infra/usage_plans.py).
             usage.create_for(name, spec.usage_plans())
             # LOCAL ONLY secret from the file; without one, a random secret for this run

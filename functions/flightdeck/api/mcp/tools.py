@@ -48,8 +48,16 @@ _STATUS_OUTPUT: dict[str, Any] = {
     "properties": {
         "session_id": {"type": "string", "description": "the session of this call: get_result and cancel take it"},
         "status": {"enum": ["completed", "working", "input_required", "canceled"]},
-        "answer": {"type": ["string", "null"], "description": "the agent's answer (input_required: its question)"},
-        "data": {"description": "a skill call's answer, held to the skill's output schema"},
+        # anyOf branches of one type each, not a type array or an empty schema: clients that map tool schemas
+        # onto a one-type dialect (Gemini's OpenAPI subset) take them (the MCP Inspector's --strict check).
+        "answer": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "the agent's answer (input_required: its question)",
+        },
+        "data": {
+            "anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")],
+            "description": "a skill call's answer, held to the skill's output schema",
+        },
         "schema_mismatch": {"type": "boolean"},
         "errors": {"type": "array", "items": {"type": "string"}},
     },
