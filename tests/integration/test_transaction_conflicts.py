@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from flightdeck import wiring
+from flightdeck.domain.session_cancel import CLOSING_TEXT
 from tests.integration.test_api_callbacks import post, result_items, start_turn
 from tests.integration.test_session_cancel import cancel, view
 from tests.support.collisions import colliding
@@ -99,56 +100,53 @@ def cancel_while_waiting(agent, worker, sid) -> dict:
     }
 
 
-def collide_at_each_write(run) -> list[str]:
-    """run() clean, then once per write it made, that write answered with a collision twice (its first
-    try and its first retry): each run must end exactly as the clean one. Returns the writes."""
+def collide_at_each_write(act, prepare=lambda: None) -> tuple[dict, list[str]]:
+    """act(prepare()) clean, then once per write act made, with that write answered by a collision
+    twice (its first try and its first retry): each must end exactly as the clean one. Only act's
+    writes are counted. Returns the clean outcome and its writes."""
+    state = prepare()
     with colliding(client()) as clean:
-        expected = run()
+        expected = act(state)
     assert clean.calls, "the scenario wrote nothing"
     for n, op in enumerate(clean.calls, start=1):
+        state = prepare()
         with colliding(client(), lambda k, _op, _params, n=n: k in (n, n + 1)) as hook:
-            got = run()
+            got = act(state)
         assert hook.injected[:1] == [n] and hook.calls[n - 1 : n + 2] == [op] * 3, (n, op, hook.calls)
         assert got == expected, f"a collision at write {n} ({op}) changed the outcome"
-    return clean.calls
+    return expected, clean.calls
 
 
 def test_a_collision_at_each_write_of_a_delegation_round_trip_changes_nothing(agent, worker):
-    expected = {
+    outcome, writes = collide_at_each_write(lambda _: round_trip(agent, worker))
+    answer = '[orchestrator] Task: "add two and two" — answer: 4 words; reversed: "two and two add"'
+    assert outcome == {
         "statuses": [202, 202, 202],
         "callback": {"status": "accepted", "completed_turn": True},
-        "results": ['[orchestrator] Task: "add two and two" — answer: 4 words; reversed: "two and two add"'],
+        "results": [answer],
         "delegate": ["user", "assistant"],
         "session": ("idle", ["user", "assistant", "user", "assistant"]),
+        "answer": outcome["answer"],
     }
-    with colliding(client()) as clean:
-        outcome = round_trip(agent, worker)
-    assert {k: outcome[k] for k in expected} == expected and outcome["results"][0] in outcome["answer"]
-    writes = collide_at_each_write(lambda: round_trip(agent, worker))
+    assert answer in outcome["answer"]
     # The caller's intake and think, the delegate's intake and think, the result's put and count, the next think.
-    assert writes == clean.calls == ["TransactWriteItems"] * 4 + ["PutItem", "UpdateItem", "TransactWriteItems"]
+    assert writes == ["TransactWriteItems"] * 4 + ["PutItem", "UpdateItem", "TransactWriteItems"]
 
 
 def test_a_collision_at_each_write_of_a_session_cancel_changes_nothing(agent, worker):
-    sid = waiting_on_two(agent, worker)
-    with colliding(client()) as clean:
-        expected = cancel_while_waiting(agent, worker, sid)
-    assert expected == {
+    outcome, writes = collide_at_each_write(
+        lambda sid: cancel_while_waiting(agent, worker, sid), prepare=lambda: waiting_on_two(agent, worker)
+    )
+    assert outcome == {
         "answer": (200, "canceled"),
         "turn": ("complete", "session_cancel"),
         "results": ["canceled", "canceled"],
-        "session": ("idle", ["user", "assistant", "user", "assistant"], expected["session"][2]),
+        "session": ("idle", ["user", "assistant", "user", "assistant"], CLOSING_TEXT),
         "cancels_sent": 2,
         "next_thinks": [],
     }
     # The cancel's write, the turn's completion with canceled results, the close.
-    assert clean.calls == ["UpdateItem", "TransactWriteItems", "TransactWriteItems"]
-    for n, op in enumerate(clean.calls, start=1):
-        sid = waiting_on_two(agent, worker)
-        with colliding(client(), lambda k, _op, _params, n=n: k in (n, n + 1)) as hook:
-            got = cancel_while_waiting(agent, worker, sid)
-        assert hook.injected[:1] == [n] and hook.calls[n - 1 : n + 2] == [op] * 3, (n, op, hook.calls)
-        assert got == expected, f"a collision at write {n} ({op}) changed the outcome"
+    assert writes == ["UpdateItem", "TransactWriteItems", "TransactWriteItems"]
 
 
 def test_a_fan_out_of_20_callbacks_colliding_records_each_result_once(orchestrator):

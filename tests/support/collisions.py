@@ -25,7 +25,9 @@ _TYPE = "com.amazonaws.dynamodb.v20120810#"
 _HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "injected-collision"}
 
 
-class _Raw:
+class RawBody:
+    """An HTTP body botocore reads (AWSResponse's raw)."""
+
     def __init__(self, body: bytes):
         self.body = body
 
@@ -51,7 +53,7 @@ def collision_body(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 def aws_answer(model: Any, body: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
     """(http response, parsed) for `before-call`: a 400 with this JSON body, parsed as botocore's endpoint
     parses AWS's (botocore.endpoint: the error, then the modeled error's own fields, CancellationReasons)."""
-    http = AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 400, _HEADERS, _Raw(json.dumps(body).encode()))
+    http = AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", 400, _HEADERS, RawBody(json.dumps(body).encode()))
     response = convert_to_response_dict(http, model)
     parser = create_parser(model.service_model.protocol)
     parsed = parser.parse(response, model.output_shape)
