@@ -35,6 +35,11 @@ class A2AHttp:
             return PeerResponse(0, None, OUT_OF_TIME)
         # Never follows redirects: a card must be served where the allowlist says.
         answer = exchange(
-            self._session, "GET", url, timeout_s, MAX_CARD_BYTES, headers={"Accept": "application/json", **(headers or {})}
+            self._session,
+            "GET",
+            url,
+            timeout_s,
+            MAX_CARD_BYTES,
+            headers={"Accept": "application/json", **(headers or {})},
         )
         return PeerResponse(answer.status, parsed_json(answer.body), answer.error)

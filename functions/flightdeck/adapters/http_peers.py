@@ -96,7 +96,9 @@ class Peers:
         return PeerResponse(answer.status, parsed_json(answer.body), answer.error, sent)
 
 
-def exchange(session: SharedSession, method: str, url: str, timeout_s: float, max_bytes: int, **kwargs: Any) -> PeerResponse:
+def exchange(
+    session: SharedSession, method: str, url: str, timeout_s: float, max_bytes: int, **kwargs: Any
+) -> PeerResponse:
     """One request and its answer (body: bytes) within timeout_s, the whole exchange (flightdeck.adapters.http_deadline);
     no redirect followed. Status 0 and why when no answer came, or one longer than max_bytes."""
     deadline = time.monotonic() + timeout_s

@@ -180,7 +180,9 @@ class McpHttp:
                 return out("accepted" if resp.status_code in (200, 202) else "http"), response_headers
             event_stream = response_headers.get("content-type", "").startswith("text/event-stream")
             try:
-                raw = http_deadline.read_body(resp, deadline, MAX_RESPONSE_BYTES, _SseAnswered() if event_stream else None)
+                raw = http_deadline.read_body(
+                    resp, deadline, MAX_RESPONSE_BYTES, _SseAnswered() if event_stream else None
+                )
             except http_deadline.OutOfTime:
                 return out("timeout", detail="the answer did not come within the timeout"), response_headers
             except requests.RequestException as exc:
