@@ -31,8 +31,9 @@ def _not_held(trickle: Trickle) -> None:
         Trickle(beat=KEEP_ALIVE),  # SSE comments, the body ending only when the connection does
         Trickle(beat=PROGRESS, framing="chunked"),  # progress notifications, one chunk each
         Trickle(framing="chunk-size"),  # a chunk's size line, a digit at a time: a read waiting inside HTTP
+        Trickle(framing="headers"),  # a header, a letter at a time: the answer's headers never end
     ],
-    ids=["keep-alives", "progress-notifications", "slow-chunk-framing"],
+    ids=["keep-alives", "progress-notifications", "slow-chunk-framing", "slow-headers"],
 )
 def test_an_mcp_server_cannot_hold_a_call_past_its_timeout(trickle):
     with trickling(trickle):
@@ -48,9 +49,10 @@ def test_a_json_mcp_answer_trickled_as_whitespace_is_a_timeout():
         _not_held(trickle)
 
 
-def test_a_peer_cannot_hold_a_post_past_its_timeout():
+@pytest.mark.parametrize("framing", ["close", "headers"])
+def test_a_peer_cannot_hold_a_post_past_its_timeout(framing):
     """Peers.post_json carries every A2A client call, push delivery, callbacks and dispatch."""
-    with trickling(Trickle(content_type="application/json", beat=JSON_SPACE)) as trickle:
+    with trickling(Trickle(content_type="application/json", beat=JSON_SPACE, framing=framing)) as trickle:
         answer = Peers(DEADLINE_S).post_json(trickle.url + "/a2a", {"jsonrpc": "2.0", "id": 1, "method": "x"})
         assert (answer.status, answer.body) == (0, None) and answer.error.startswith("Timeout"), answer
         _not_held(trickle)
@@ -87,3 +89,14 @@ def test_an_answer_that_comes_within_the_deadline_is_read_whole_and_its_connecti
         assert (first.status, first.body, second.body) == (200, [1, 2, 3], [1, 2, 3])
         [(_, port), (_, again)] = t.requests
         assert port == again and not t.closed.is_set()
+
+
+def test_a_session_of_another_kind_is_still_cut_off_mid_body():
+    """A requests.Session handed in (not flightdeck's own, whose connections join the exchange) is watched from
+    its answer's headers on."""
+    import requests
+
+    with trickling(Trickle(beat=KEEP_ALIVE)) as trickle:
+        exchange = McpHttp(requests.Session()).list_tools(trickle.url + "/mcp", None, DEADLINE_S)
+        assert exchange.outcome == "timeout", exchange
+        _not_held(trickle)

@@ -22,7 +22,8 @@ class Trickle:
     content_type: str = "text/event-stream"
     beat: bytes = KEEP_ALIVE
     # "close": the body ends when the connection does (HTTP/1.0); "chunked": each beat a chunk;
-    # "chunk-size": one chunk whose size line is sent a digit ("0") per beat, never ending.
+    # "chunk-size": one chunk whose size line is sent a digit ("0") per beat, never ending; "headers": a header
+    # line sent a letter per beat, never ending (no body).
     framing: str = "close"
     every_s: float = 0.1
     beats: int = 300  # 30 s at 0.1 s: far past any deadline a test gives its client
@@ -38,6 +39,8 @@ class Trickle:
                 yield b"%x\r\n%s\r\n" % (len(self.beat), self.beat)
             elif self.framing == "chunk-size":
                 yield b"0"
+            elif self.framing == "headers":
+                yield b"a"
             else:
                 yield self.beat
 
@@ -65,7 +68,11 @@ def trickling(trickle: Trickle) -> Iterator[Trickle]:
             self.send_header("Content-Type", trickle.content_type)
             if trickle.framing != "close":
                 self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            if trickle.framing == "headers":
+                self._headers_buffer.append(b"X-Slow: ")
+                self.flush_headers()
+            else:
+                self.end_headers()
             try:
                 for piece in trickle._body():
                     self.wfile.write(piece)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse, SharedSession, exchange, parsed_json
+from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse, SharedSession, fetch, parsed_json
 from flightdeck.domain.time_budget import TimeBudget
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class A2AHttp:
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME)
         # Never follows redirects: a card must be served where the allowlist says.
-        answer = exchange(
+        answer = fetch(
             self._session,
             "GET",
             url,

@@ -47,9 +47,7 @@ class SharedSession:
         if self._session is None:
             with self._lock:
                 if self._session is None:
-                    import requests
-
-                    self._session = requests.Session()
+                    self._session = http_deadline.deadline_session()
         return self._session
 
 
@@ -84,7 +82,7 @@ class Peers:
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME, sent)
         # Never follows redirects: a peer must not bounce us to a URL we did not allow.
-        answer = exchange(
+        answer = fetch(
             self._session,
             "POST",
             url,
@@ -96,18 +94,17 @@ class Peers:
         return PeerResponse(answer.status, parsed_json(answer.body), answer.error, sent)
 
 
-def exchange(
+def fetch(
     session: SharedSession, method: str, url: str, timeout_s: float, max_bytes: int, **kwargs: Any
 ) -> PeerResponse:
-    """One request and its answer (body: bytes) within timeout_s, the whole exchange (flightdeck.adapters.http_deadline);
-    no redirect followed. Status 0 and why when no answer came, or one longer than max_bytes."""
-    deadline = time.monotonic() + timeout_s
+    """One request and its answer (body: bytes), the whole exchange within timeout_s (flightdeck.adapters.
+    http_deadline); no redirect followed. Status 0 and why when no answer came, or one longer than max_bytes."""
     http = session.get()
     import requests  # loaded by the session above
 
     try:
-        with http_deadline.send(http, method, url, deadline, **kwargs) as resp:
-            return PeerResponse(resp.status_code, http_deadline.read_body(resp, deadline, max_bytes))
+        with http_deadline.exchange(http, method, url, time.monotonic() + timeout_s, **kwargs) as sent:
+            return PeerResponse(sent.response.status_code, sent.read_body(max_bytes))
     except http_deadline.OutOfTime:
         return PeerResponse(0, None, f"Timeout: no answer within {timeout_s:g} s")
     except http_deadline.TooLarge as exc:

@@ -159,54 +159,58 @@ class McpHttp:
         session = self._session.get()
         import requests  # loaded by the session above
 
+        def failed(outcome: str, detail: str) -> tuple[McpExchange, dict[str, str]]:
+            return McpExchange(outcome, detail=detail[:300], request_sha256=sent, version=version), {}
+
         try:
-            resp = http_deadline.send(session, "POST", url, deadline, data=data, headers=all_headers)
+            with http_deadline.exchange(session, "POST", url, deadline, data=data, headers=all_headers) as sending:
+                resp = sending.response
+                response_headers = {k.lower(): v for k, v in resp.headers.items()}
+
+                def out(outcome: str, result: dict[str, Any] | None = None, detail: str = "") -> McpExchange:
+                    return McpExchange(outcome, result, detail[:500], resp.status_code, sent, version)
+
+                if "id" not in body:  # a notification: 202 and no body
+                    return out("accepted" if resp.status_code in (200, 202) else "http"), response_headers
+                event_stream = response_headers.get("content-type", "").startswith("text/event-stream")
+                try:
+                    raw = sending.read_body(MAX_RESPONSE_BYTES, _SseAnswered() if event_stream else None)
+                except http_deadline.OutOfTime:
+                    return out("timeout", detail="the answer did not come within the timeout"), response_headers
+                except requests.RequestException as exc:
+                    detail = f"the connection broke mid-answer: {type(exc).__name__}"
+                    return out("unreachable", detail=detail), response_headers
+                except http_deadline.TooLarge:
+                    return out("too_large", detail=f"the answer exceeds {MAX_RESPONSE_BYTES} bytes"), response_headers
+                return out(*_answer(resp.status_code, response_headers, raw, body["id"])), response_headers
         except http_deadline.OutOfTime:
-            return McpExchange("timeout", detail="no time left", request_sha256=sent, version=version), {}
+            return failed("timeout", "no answer within the timeout")
         except requests.Timeout as exc:
-            return McpExchange(
-                "timeout", detail=f"{type(exc).__name__}"[:300], request_sha256=sent, version=version
-            ), {}
+            return failed("timeout", type(exc).__name__)
         except requests.RequestException as exc:
-            detail = f"{type(exc).__name__}: {exc}"[:300]
-            return McpExchange("unreachable", detail=detail, request_sha256=sent, version=version), {}
-        with resp:
-            response_headers = {k.lower(): v for k, v in resp.headers.items()}
+            return failed("unreachable", f"{type(exc).__name__}: {exc}")
 
-            def out(outcome: str, result: dict[str, Any] | None = None, detail: str = "") -> McpExchange:
-                return McpExchange(outcome, result, detail[:500], resp.status_code, sent, version)
 
-            if "id" not in body:  # a notification: 202 and no body
-                return out("accepted" if resp.status_code in (200, 202) else "http"), response_headers
-            event_stream = response_headers.get("content-type", "").startswith("text/event-stream")
-            try:
-                raw = http_deadline.read_body(
-                    resp, deadline, MAX_RESPONSE_BYTES, _SseAnswered() if event_stream else None
-                )
-            except http_deadline.OutOfTime:
-                return out("timeout", detail="the answer did not come within the timeout"), response_headers
-            except requests.RequestException as exc:
-                return out(
-                    "unreachable", detail=f"the connection broke mid-answer: {type(exc).__name__}"
-                ), response_headers
-            except http_deadline.TooLarge:
-                return out("too_large", detail=f"the answer exceeds {MAX_RESPONSE_BYTES} bytes"), response_headers
-            if 300 <= resp.status_code < 400:
-                return out("http", detail="a redirect (not followed)"), response_headers
-            kind = response_headers.get("content-type", "").split(";")[0].strip().lower()
-            message = _sse_answer(raw, body["id"]) if kind == "text/event-stream" else _json(raw)
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                if resp.status_code >= 400:
-                    return out("http", detail=_text(raw)), response_headers
-                return out("protocol", detail="the answer is not a JSON-RPC message"), response_headers
-            if isinstance(message.get("error"), dict):
-                error = message["error"]
-                return out("rpc_error", error, f"{error.get('code')}: {error.get('message', '')}"), response_headers
-            if resp.status_code >= 400:
-                return out("http", detail=_text(raw)), response_headers
-            if message.get("id") != body["id"] or not isinstance(message.get("result"), dict):
-                return out("protocol", detail="the answer is not the result of this request"), response_headers
-            return out("ok", message["result"]), response_headers
+def _answer(
+    status: int, headers: dict[str, str], raw: bytes, request_id: Any
+) -> tuple[str, dict[str, Any] | None, str]:
+    """(outcome, result, detail) of an answer read whole."""
+    if 300 <= status < 400:
+        return "http", None, "a redirect (not followed)"
+    kind = headers.get("content-type", "").split(";")[0].strip().lower()
+    message = _sse_answer(raw, request_id) if kind == "text/event-stream" else _json(raw)
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        if status >= 400:
+            return "http", None, _text(raw)
+        return "protocol", None, "the answer is not a JSON-RPC message"
+    if isinstance(message.get("error"), dict):
+        error = message["error"]
+        return "rpc_error", error, f"{error.get('code')}: {error.get('message', '')}"
+    if status >= 400:
+        return "http", None, _text(raw)
+    if message.get("id") != request_id or not isinstance(message.get("result"), dict):
+        return "protocol", None, "the answer is not the result of this request"
+    return "ok", message["result"], ""
 
 
 class _SseAnswered:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flightdeck.adapters.http_peers import PeerResponse, Peers, SharedSession, exchange
+from flightdeck.adapters.http_peers import PeerResponse, Peers, SharedSession, fetch
 
 MAX_BYTES = 1_000_000
 TIMEOUT_S = 10.0
@@ -15,7 +15,7 @@ _SHARED = SharedSession()  # one connection pool per function, made on first use
 
 def get(url: str, headers: dict[str, str], timeout_s: float = TIMEOUT_S) -> PeerResponse:
     """The answer's status and its text (body: str); status 0 when nothing answered."""
-    answer = exchange(_SHARED, "GET", url, timeout_s, MAX_BYTES, headers=headers)
+    answer = fetch(_SHARED, "GET", url, timeout_s, MAX_BYTES, headers=headers)
     text = None if answer.body is None else answer.body.decode("utf-8", errors="replace")
     return PeerResponse(answer.status, text, answer.error)
 
