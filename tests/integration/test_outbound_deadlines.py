@@ -1,6 +1,6 @@
 """Every outbound HTTP exchange ends at its deadline, whatever the server trickles meanwhile (issue 36).
 
-Each client here is given a 1 s timeout and pointed at a real server on loopback that keeps its answer going for
+Each client here is given a short timeout and pointed at a real server on loopback that keeps its answer going for
 30 s, a few bytes every 0.1 s. The call must end with its own timeout error, and the server must see the
 connection closed. Whether the server was still trickling when the call returned is what says the client was
 not held (an event the server sets when it finishes, not a clock)."""
@@ -39,6 +39,16 @@ def test_an_mcp_server_cannot_hold_a_call_past_its_timeout(trickle):
     with trickling(trickle):
         exchange = McpHttp().list_tools(trickle.url + "/mcp", None, DEADLINE_S)
         assert exchange.outcome == "timeout", exchange
+        _not_held(trickle)
+
+
+def test_an_mcp_answer_amid_a_stream_that_stays_open_is_read_at_once():
+    """The answer's event (its end in a later read than the rest) ends the read; what follows is not waited for."""
+    answer = b'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[]}}\r\n\r\n'
+    opening = (PROGRESS, answer[:-1], answer[-1:])
+    with trickling(Trickle(beat=KEEP_ALIVE, opening=opening)) as trickle:
+        exchange = McpHttp().list_tools(trickle.url + "/mcp", None, timeout_s=10 * DEADLINE_S)
+        assert (exchange.outcome, exchange.result) == ("ok", {"tools": []}), exchange
         _not_held(trickle)
 
 
