@@ -213,7 +213,7 @@ class Settings(BaseModel):
     peer_timeout_ms: PositiveMs = Field(
         10_000,
         alias="PEER_TIMEOUT_MS",
-        description="HTTP timeout towards peers (cut to what is left of the invocation).",
+        description="HTTP timeout towards peers, for the whole exchange (cut to what is left of the invocation).",
     )
     # Tool calls (delegations included) one turn may run; more get an error result.
     # A session runs one turn at a time, so this also bounds its concurrent delegations.

@@ -23,6 +23,7 @@ from flightdeck.domain.time_budget import TimeBudget
 from tests.fakes.model import answer, call, calls
 from tests.fakes.world import World, world
 from tests.support.mcp_server import McpTestServer, free_port
+from tests.support.trickle import Trickle, trickling
 
 TOKEN = "notes-test-token-0123456789"
 
@@ -272,6 +273,17 @@ def test_a_server_down_at_start_is_reported_and_its_tools_come_when_it_answers(m
         assert "notes__search" in _tool_names(w)
     finally:
         late.stop()
+
+
+def test_a_server_holding_its_listing_open_is_left_out_at_its_timeout_and_the_think_goes_on():
+    """Listing runs inside every think: a server that sends keep-alives and never answers must not hold it."""
+    with trickling(Trickle()) as trickle:
+        w = _world(trickle.url, trickle.url + "/mcp", timeout_ms=1000)
+        w.model.says(answer("without notes"))
+        sid = w.message("hi").session_id
+        assert w.think(sid, 1) == "end_turn"
+        assert not any(n.startswith("notes__") for n in _tool_names(w))
+        assert not trickle.finished.is_set() and trickle.closed.wait(30)
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse, SharedSession
+from flightdeck.adapters.http_peers import OUT_OF_TIME, PeerResponse, SharedSession, fetch, parsed_json
 from flightdeck.domain.time_budget import TimeBudget
 
 if TYPE_CHECKING:
@@ -33,20 +33,13 @@ class A2AHttp:
         timeout_s = self.timeout_s if self._budget is None else self._budget.call_timeout_s(self.timeout_s)
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME)
-        session = self._session.get()
-        import requests  # loaded by the session above
-
-        try:
-            # Never follow redirects: a card must be served where the allowlist says.
-            resp = session.get(
-                url, headers={"Accept": "application/json", **(headers or {})}, timeout=timeout_s, allow_redirects=False
-            )
-        except requests.RequestException as exc:
-            return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500])
-        if len(resp.content) > MAX_CARD_BYTES:
-            return PeerResponse(resp.status_code, None, f"response larger than {MAX_CARD_BYTES} bytes")
-        try:
-            parsed = resp.json()
-        except ValueError:
-            parsed = resp.text[:2000]
-        return PeerResponse(resp.status_code, parsed)
+        # Never follows redirects: a card must be served where the allowlist says.
+        answer = fetch(
+            self._session,
+            "GET",
+            url,
+            timeout_s,
+            MAX_CARD_BYTES,
+            headers={"Accept": "application/json", **(headers or {})},
+        )
+        return PeerResponse(answer.status, parsed_json(answer.body), answer.error)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flightdeck.adapters import http_deadline
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import payload_sha256
 
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
     import requests
 
 OUT_OF_TIME = "not sent: the invocation is out of time"
+# A peer's answer longer than this is not read (API Gateway's payload limit: no Flightdeck agent answers more).
+MAX_ANSWER_BYTES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,7 @@ class SharedSession:
         if self._session is None:
             with self._lock:
                 if self._session is None:
-                    import requests
-
-                    self._session = requests.Session()
+                    self._session = http_deadline.deadline_session()
         return self._session
 
 
@@ -55,14 +57,16 @@ class Peers:
         timeout_s: float,
         session: requests.Session | SharedSession | None = None,
         budget: TimeBudget | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ):
         self.timeout_s = timeout_s
         self._session = session if isinstance(session, SharedSession) else SharedSession(session)
         self._budget = budget
+        self._max_answer_bytes = max_answer_bytes
 
     def within(self, budget: TimeBudget) -> Peers:
         """The same peers (and connection pool) for one invocation: no call outlasts its budget."""
-        return Peers(self.timeout_s, self._session, budget)
+        return Peers(self.timeout_s, self._session, budget, self._max_answer_bytes)
 
     def load(self) -> None:
         """Import requests and make the connection pool now (at init) rather than at the first call."""
@@ -77,22 +81,43 @@ class Peers:
         timeout_s = limit_s if self._budget is None else self._budget.call_timeout_s(limit_s)
         if timeout_s <= 0:
             return PeerResponse(0, None, OUT_OF_TIME, sent)
-        session = self._session.get()
-        import requests  # loaded by the session above
+        # Never follows redirects: a peer must not bounce us to a URL we did not allow.
+        answer = fetch(
+            self._session,
+            "POST",
+            url,
+            timeout_s,
+            self._max_answer_bytes,
+            data=data,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
+        return PeerResponse(answer.status, parsed_json(answer.body), answer.error, sent)
 
-        try:
-            # Never follow redirects: a peer must not bounce us to a URL we did not allow.
-            resp = session.post(
-                url,
-                data=data,
-                headers={"Content-Type": "application/json", **(headers or {})},
-                timeout=timeout_s,
-                allow_redirects=False,
-            )
-        except requests.RequestException as exc:
-            return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500], sent)
-        try:
-            parsed = resp.json()
-        except ValueError:
-            parsed = resp.text[:2000]
-        return PeerResponse(resp.status_code, parsed, request_sha256=sent)
+
+def fetch(
+    session: SharedSession, method: str, url: str, timeout_s: float, max_bytes: int, **kwargs: Any
+) -> PeerResponse:
+    """One request and its answer (body: bytes), the whole exchange within timeout_s (flightdeck.adapters.
+    http_deadline); no redirect followed. Status 0 and why when no answer came, or one longer than max_bytes."""
+    http = session.get()
+    import requests  # loaded by the session above
+
+    try:
+        with http_deadline.exchange(http, method, url, time.monotonic() + timeout_s, **kwargs) as sent:
+            return PeerResponse(sent.response.status_code, sent.read_body(max_bytes))
+    except http_deadline.OutOfTime:
+        return PeerResponse(0, None, f"Timeout: no answer within {timeout_s:g} s")
+    except http_deadline.TooLarge as exc:
+        return PeerResponse(0, None, str(exc))
+    except requests.RequestException as exc:
+        return PeerResponse(0, None, f"{type(exc).__name__}: {exc}"[:500])
+
+
+def parsed_json(body: bytes | None) -> Any:
+    """An answer's JSON, else (not JSON) the start of its text."""
+    if body is None:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body[:2000].decode("utf-8", "replace")

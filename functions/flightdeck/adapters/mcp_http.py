@@ -4,9 +4,10 @@ Protocol versions: 2026-07-28 first (stateless: every request carries its `_meta
 MCP-Protocol-Version, Mcp-Method and Mcp-Name headers); a server that refuses it (HTTP 400/404/405, or JSON-RPC
 -32022 unsupported version) is spoken to in 2025-11-25 (initialize, notifications/initialized, then requests in the
 Mcp-Session-Id it gave; a 404 on that session initializes again once). The version found is kept per URL for the
-process. An answer may be JSON or an SSE stream (the response to our id is read from it); the whole exchange is
-bounded by its timeout (SSE keep-alives do not extend it) and its size by MAX_RESPONSE_BYTES. No redirect is
-followed: a server must answer where the allowlist says.
+process. An answer may be JSON or an SSE stream (the response to our id is read from it); the whole exchange,
+every request of it, is bounded by its timeout (flightdeck.adapters.http_deadline: SSE keep-alives and progress
+notifications do not extend it) and its size by MAX_RESPONSE_BYTES. No redirect is followed: a server must
+answer where the allowlist says.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from flightdeck.adapters import http_deadline
 from flightdeck.adapters.http_peers import SharedSession, json_bytes
 from flightdeck.domain.mcp_ports import McpExchange
 from flightdeck.observability import payload_sha256
@@ -148,85 +150,84 @@ class McpHttp:
         """One POST and its JSON-RPC answer, read within the deadline: (the exchange, the response headers)."""
         data = json_bytes(body)
         sent = payload_sha256(data)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return McpExchange("timeout", detail="no time left", request_sha256=sent, version=version), {}
-        session = self._session.get()
-        import requests  # loaded by the session above
-
         all_headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             **headers,
             **({"Authorization": f"Bearer {token}"} if token else {}),
         }
+        session = self._session.get()
+        import requests  # loaded by the session above
+
+        def failed(outcome: str, detail: str) -> tuple[McpExchange, dict[str, str]]:
+            return McpExchange(outcome, detail=detail[:300], request_sha256=sent, version=version), {}
+
         try:
-            resp = session.post(
-                url,
-                data=data,
-                headers=all_headers,
-                timeout=(min(remaining, 5.0), remaining),
-                allow_redirects=False,
-                stream=True,
-            )
+            with http_deadline.exchange(session, "POST", url, deadline, data=data, headers=all_headers) as sending:
+                resp = sending.response
+                response_headers = {k.lower(): v for k, v in resp.headers.items()}
+
+                def out(outcome: str, result: dict[str, Any] | None = None, detail: str = "") -> McpExchange:
+                    return McpExchange(outcome, result, detail[:500], resp.status_code, sent, version)
+
+                if "id" not in body:  # a notification: 202 and no body
+                    return out("accepted" if resp.status_code in (200, 202) else "http"), response_headers
+                event_stream = response_headers.get("content-type", "").startswith("text/event-stream")
+                try:
+                    raw = sending.read_body(MAX_RESPONSE_BYTES, _SseAnswered() if event_stream else None)
+                except http_deadline.OutOfTime:
+                    return out("timeout", detail="the answer did not come within the timeout"), response_headers
+                except requests.RequestException as exc:
+                    detail = f"the connection broke mid-answer: {type(exc).__name__}"
+                    return out("unreachable", detail=detail), response_headers
+                except http_deadline.TooLarge:
+                    return out("too_large", detail=f"the answer exceeds {MAX_RESPONSE_BYTES} bytes"), response_headers
+                return out(*_answer(resp.status_code, response_headers, raw, body["id"])), response_headers
+        except http_deadline.OutOfTime:
+            return failed("timeout", "no answer within the timeout")
         except requests.Timeout as exc:
-            return McpExchange(
-                "timeout", detail=f"{type(exc).__name__}"[:300], request_sha256=sent, version=version
-            ), {}
+            return failed("timeout", type(exc).__name__)
         except requests.RequestException as exc:
-            detail = f"{type(exc).__name__}: {exc}"[:300]
-            return McpExchange("unreachable", detail=detail, request_sha256=sent, version=version), {}
-        with resp:
-            response_headers = {k.lower(): v for k, v in resp.headers.items()}
-
-            def out(outcome: str, result: dict[str, Any] | None = None, detail: str = "") -> McpExchange:
-                return McpExchange(outcome, result, detail[:500], resp.status_code, sent, version)
-
-            if "id" not in body:  # a notification: 202 and no body
-                return out("accepted" if resp.status_code in (200, 202) else "http"), response_headers
-            try:
-                raw = _read(resp, deadline)
-            except TimeoutError:
-                return out("timeout", detail="the answer did not come within the timeout"), response_headers
-            except requests.RequestException as exc:
-                return out(
-                    "unreachable", detail=f"the connection broke mid-answer: {type(exc).__name__}"
-                ), response_headers
-            except OverflowError:
-                return out("too_large", detail=f"the answer exceeds {MAX_RESPONSE_BYTES} bytes"), response_headers
-            if 300 <= resp.status_code < 400:
-                return out("http", detail="a redirect (not followed)"), response_headers
-            kind = response_headers.get("content-type", "").split(";")[0].strip().lower()
-            message = _sse_answer(raw, body["id"]) if kind == "text/event-stream" else _json(raw)
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                if resp.status_code >= 400:
-                    return out("http", detail=_text(raw)), response_headers
-                return out("protocol", detail="the answer is not a JSON-RPC message"), response_headers
-            if isinstance(message.get("error"), dict):
-                error = message["error"]
-                return out("rpc_error", error, f"{error.get('code')}: {error.get('message', '')}"), response_headers
-            if resp.status_code >= 400:
-                return out("http", detail=_text(raw)), response_headers
-            if message.get("id") != body["id"] or not isinstance(message.get("result"), dict):
-                return out("protocol", detail="the answer is not the result of this request"), response_headers
-            return out("ok", message["result"]), response_headers
+            return failed("unreachable", f"{type(exc).__name__}: {exc}")
 
 
-def _read(resp: Any, deadline: float) -> bytes:
-    """The body, within the deadline and MAX_RESPONSE_BYTES (an SSE stream ends when the server closes it)."""
-    chunks, size = [], 0
-    for chunk in resp.iter_content(chunk_size=16_384):
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise OverflowError
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            raise TimeoutError
-        if b"\n\n" in chunk and resp.headers.get("content-type", "").startswith("text/event-stream"):
-            # The answer is the last event we wait for: stop reading once it is in.
-            if _sse_answer(b"".join(chunks), None, final_only=True) is not None:
-                break
-    return b"".join(chunks)
+def _answer(
+    status: int, headers: dict[str, str], raw: bytes, request_id: Any
+) -> tuple[str, dict[str, Any] | None, str]:
+    """(outcome, result, detail) of an answer read whole."""
+    if 300 <= status < 400:
+        return "http", None, "a redirect (not followed)"
+    kind = headers.get("content-type", "").split(";")[0].strip().lower()
+    message = _sse_answer(raw, request_id) if kind == "text/event-stream" else _json(raw)
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        if status >= 400:
+            return "http", None, _text(raw)
+        return "protocol", None, "the answer is not a JSON-RPC message"
+    if isinstance(message.get("error"), dict):
+        error = message["error"]
+        return "rpc_error", error, f"{error.get('code')}: {error.get('message', '')}"
+    if status >= 400:
+        return "http", None, _text(raw)
+    if message.get("id") != request_id or not isinstance(message.get("result"), dict):
+        return "protocol", None, "the answer is not the result of this request"
+    return "ok", message["result"], ""
+
+
+class _SseAnswered:
+    """Whether an SSE stream's answer is in (the last event we wait for: reading stops there), each event parsed
+    once: a server sending many small reads costs a scan of each, not of the whole stream so far."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()  # since the last event's end (appended in place: many small reads stay cheap)
+
+    def __call__(self, chunk: bytes) -> bool:
+        self._pending += chunk
+        seam = self._pending[-len(chunk) - 3 :]  # an event's end may straddle two reads
+        if b"\n\n" not in seam and b"\r\n\r\n" not in seam:
+            return False
+        *events, rest = bytes(self._pending).replace(b"\r\n", b"\n").split(b"\n\n")
+        self._pending = bytearray(rest)
+        return _sse_answer(b"\n\n".join(events), None, final_only=True) is not None
 
 
 def _json(raw: bytes) -> Any:
