@@ -40,6 +40,7 @@ from flightdeck.domain.records import (
     ToolResult,
     TurnAggregation,
 )
+from flightdeck.domain.token_use import stamp_usage
 
 SERIALIZER = TypeSerializer()
 DESERIALIZER = TypeDeserializer()
@@ -161,8 +162,7 @@ def stamp_of(item: dict[str, Any], dispatched: int, fallback: int) -> Stamp:
         return Stamp(
             at=int(think.get("ended_ms", 0)),
             started=int(think.get("started_ms", 0)),
-            tokens_in=int(usage.get("inputTokens", 0)),
-            tokens_out=int(usage.get("outputTokens", 0)),
+            **stamp_usage(usage),
             dispatched=dispatched,
         )
     return Stamp(at=int(item.get("at") or item.get("accepted_at") or fallback))
