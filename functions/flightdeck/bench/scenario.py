@@ -787,6 +787,7 @@ class StackRun:
                 "think_requests_by_operation",
             )
         }
+        peak_rss_kb = 0  # the think sandboxes' peak resident memory (issue 37: the think's memory)
         for n in range(1, at[-1] + 1):
             content = f"message {n}: how do the figures of report {n} compare with the previous ones?"
             counted = n in at
@@ -818,6 +819,7 @@ class StackRun:
             out["think_requests_by_operation"][key] = {k: round(v, 2) for k, v in sorted(think.aws_requests.items())}
             # What the model was given at this think: the conversation before its reply (compact JSON).
             out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
+            peak_rss_kb = max([peak_rss_kb, *(int(r.get("rss_kb") or 0) for r in think_records)])
         first, last = str(at[0]), str(at[-1])
         # Growth with length, from the first think that reads the session (message 1's reads nothing).
         second = str(at[1]) if len(at) > 1 else first
@@ -837,6 +839,7 @@ class StackRun:
                 ratio(out["read_units_per_think"][last], out["read_units_per_think"][second]), 2
             ),
             "wall_s": round(time.monotonic() - began, 1),
+            "think_peak_rss_mb": round(peak_rss_kb / 1024, 1),
             "basis": "requests and units of the turn worker's own calls per think (one think per message: no "
             "message delegates); message 1 creates the session, and its think starts from what its ingest wrote "
             "(no read); requests_per_message adds the ingest and the queue; history_bytes: the messages the "
