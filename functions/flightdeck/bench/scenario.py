@@ -785,6 +785,7 @@ class StackRun:
                 "thinks",
                 "history_bytes",
                 "think_requests_by_operation",
+                "tokens_per_think",
             )
         }
         peak_rss_kb = 0  # the think sandboxes' peak resident memory (issue 37: the think's memory)
@@ -820,6 +821,9 @@ class StackRun:
             # What the model was given at this think: the conversation before its reply (compact JSON).
             out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
             peak_rss_kb = max([peak_rss_kb, *(int(r.get("rss_kb") or 0) for r in think_records)])
+        # What the local model billed each counted think, by Bedrock's rules (issue 37): the session API's sums.
+        by_turn = self.session(DELEGATOR, sid).get("tokens_by_turn", []) if sid else []
+        out["tokens_per_think"] = {str(n): by_turn[n - 1] for n in at if n <= len(by_turn)}
         first, last = str(at[0]), str(at[-1])
         # Growth with length, from the first think that reads the session (message 1's reads nothing).
         second = str(at[1]) if len(at) > 1 else first

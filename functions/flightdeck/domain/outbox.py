@@ -21,7 +21,6 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import logger
 
-
 # How many of a think's delegations are sent at once: all of them (MAX_TOOLS_PER_TURN is at most 50; issue 37).
 # One after another, k delegations cost k round trips to peers.
 MAX_CONCURRENT_DISPATCHES = 50
