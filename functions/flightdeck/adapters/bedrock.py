@@ -95,7 +95,8 @@ class BedrockModel:
         """The Converse request for this call (exposed for tests and logging)."""
         offered = [*tools, _respond_spec(output_schema)] if output_schema is not None else list(tools)
         rules = prompt_cache.rules_for(self.config.model_id) if self.config.prompt_cache else None
-        points = prompt_cache.plan(system, offered, messages, rules)
+        # A model without cache points costs no planning (the plan encodes the whole request).
+        points = prompt_cache.plan(system, offered, messages, rules) if rules else prompt_cache.Plan(0, ())
         request: dict[str, Any] = {
             "modelId": self.config.model_id,
             "messages": [_with_point(m) if i in points.message_points() else m for i, m in enumerate(messages)],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from contextlib import closing
 
 from flightdeck.domain.prompt_cache import CacheLedger, MemoryLedger
 
@@ -22,25 +21,23 @@ _process_ledger = MemoryLedger()
 
 class FileLedger:
     def __init__(self, path: str) -> None:
-        self.path = path
-        with closing(self._connect()) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL)")
+        # One connection for the process (a warm function's model is built once): a think opens no file.
+        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, expires_ms INTEGER NOT NULL)")
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
-
-    def expiry(self, key: str) -> int | None:
-        with closing(self._connect()) as db:
-            row = db.execute("SELECT expires_ms FROM entries WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row else None
+    def expiries(self, keys: list[str]) -> dict[str, int]:
+        if not keys:
+            return {}
+        marks = ",".join("?" * len(keys))
+        rows = self._db.execute(f"SELECT key, expires_ms FROM entries WHERE key IN ({marks})", keys).fetchall()  # noqa: S608 - placeholders only
+        return {str(k): int(v) for k, v in rows}
 
     def keep(self, keys: list[str], expires_ms: int) -> None:
-        with closing(self._connect()) as db:
-            db.executemany(
-                "INSERT INTO entries (key, expires_ms) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET expires_ms = MAX(expires_ms, excluded.expires_ms)",
-                [(k, expires_ms) for k in keys],
-            )
+        self._db.executemany(
+            "INSERT INTO entries (key, expires_ms) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET expires_ms = MAX(expires_ms, excluded.expires_ms)",
+            [(k, expires_ms) for k in keys],
+        )
 
 
 def shared_ledger() -> CacheLedger:

@@ -57,8 +57,16 @@ def rules_for(model_id: str) -> CacheRules | None:
 
 def estimate_tokens(piece: Any) -> int:
     """A piece's tokens: its compact JSON's UTF-8 bytes / 4, rounded up (a text is its own bytes)."""
-    text = piece if isinstance(piece, str) else json.dumps(piece, separators=(",", ":"), ensure_ascii=False)
-    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
+    return -(-len(_compact(piece)) // BYTES_PER_TOKEN)
+
+
+def _compact(piece: Any) -> bytes:
+    text = (
+        piece
+        if isinstance(piece, str)
+        else json.dumps(piece, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    )
+    return text.encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -98,8 +106,10 @@ def plan(system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]
     points: list[Point] = []
     boundaries: list[Point] = []
     for after, index, pieces in groups:
-        total += sum(estimate_tokens(p) for p in pieces)
-        digest.update(json.dumps([after, pieces], sort_keys=True, ensure_ascii=False).encode("utf-8"))
+        # One encoding a piece, for its tokens and the prefix's hash (sorted keys do not change its length).
+        encoded = [_compact(p) for p in pieces]
+        total += sum(-(-len(e) // BYTES_PER_TOKEN) for e in encoded)
+        digest.update(after.encode("utf-8") + b"\x00" + b"\x00".join(encoded) + b"\x01")
         boundaries.append(Point(after, total, digest.hexdigest(), index))
         if rules is None or (after == "tools" and not rules.tools) or (after == "message" and index not in wanted):
             continue
@@ -119,7 +129,7 @@ def _previous_think_end(messages: list[dict[str, Any]]) -> int:
 class CacheLedger(Protocol):
     """The cache's entries, by prefix key: when each expires (epoch ms). Shared by every caller of one account."""
 
-    def expiry(self, key: str) -> int | None: ...
+    def expiries(self, keys: list[str]) -> dict[str, int]: ...
 
     def keep(self, keys: list[str], expires_ms: int) -> None: ...
 
@@ -130,8 +140,8 @@ class MemoryLedger:
     def __init__(self) -> None:
         self.entries: dict[str, int] = {}
 
-    def expiry(self, key: str) -> int | None:
-        return self.entries.get(key)
+    def expiries(self, keys: list[str]) -> dict[str, int]:
+        return {k: self.entries[k] for k in keys if k in self.entries}
 
     def keep(self, keys: list[str], expires_ms: int) -> None:
         self.entries.update(dict.fromkeys(keys, expires_ms))
@@ -151,7 +161,8 @@ def bill(request: Plan, output_tokens: int, ledger: CacheLedger, now_ms: int, tt
         for p in request.points
         for b in request.boundaries[max(0, position.get(p.key, 0) - LOOKBACK) : position.get(p.key, -1) + 1]
     }
-    live = [b for b in looked.values() if (ledger.expiry(b.key) or 0) > now_ms]
+    expiries = ledger.expiries(list(looked))
+    live = [b for b in looked.values() if expiries.get(b.key, 0) > now_ms]
     hit = max(live, key=lambda b: b.tokens, default=None)
     read = hit.tokens if hit is not None else 0
     last = request.points[-1].tokens if request.points else 0
