@@ -71,7 +71,9 @@ class _Clock:
         return self.ms
 
 
-def round_trips(model_id: str, caching: bool, latency_s: float, at: tuple[int, ...] = MESSAGES) -> dict[int, list]:
+def round_trips(
+    model_id: str, caching: bool, latency_s: float, at: tuple[int, ...] = MESSAGES
+) -> dict[int, list[dict[str, int]]]:
     """The usages of the three thinks of the round trip at each message in `at`: one session on the delegator, every
     message delegating once to the worker (a session of its own), played through the local model."""
     clock, ledger = _Clock(), prompt_cache.MemoryLedger()
@@ -86,7 +88,7 @@ def round_trips(model_id: str, caching: bool, latency_s: float, at: tuple[int, .
         return reply
 
     history: list[Message] = []
-    out: dict[int, list] = {}
+    out: dict[int, list[dict[str, int]]] = {}
     for n in range(1, max(at) + 1):
         history.append({"role": "user", "content": [{"text": f"@{WORKER} check the figures of report {n}"}]})
         asked = think(delegator, history)

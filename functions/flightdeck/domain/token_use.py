@@ -24,6 +24,20 @@ class TokenUse:
     def of(cls, stamp: Stamp) -> TokenUse:
         return cls(stamp.tokens_in, stamp.tokens_out, stamp.cache_read, stamp.cache_write, 1)
 
+    @classmethod
+    def of_usage(cls, usage: dict[str, Any]) -> TokenUse:
+        """A stored reply's Converse usage (its think not counted: a Stamp's tokens)."""
+
+        def tokens(key: str) -> int:
+            return int(usage.get(key, 0))
+
+        return cls(
+            tokens("inputTokens"),
+            tokens("outputTokens"),
+            tokens("cacheReadInputTokens"),
+            tokens("cacheWriteInputTokens"),
+        )
+
     def __add__(self, other: TokenUse) -> TokenUse:
         return TokenUse(
             self.input + other.input,
@@ -41,16 +55,6 @@ class TokenUse:
             "cache_write": self.cache_write,
             "thinks": self.thinks,
         }
-
-
-def stamp_usage(usage: dict[str, Any]) -> dict[str, int]:
-    """A stored reply's usage as Stamp's token fields."""
-    return {
-        "tokens_in": int(usage.get("inputTokens", 0)),
-        "tokens_out": int(usage.get("outputTokens", 0)),
-        "cache_read": int(usage.get("cacheReadInputTokens", 0)),
-        "cache_write": int(usage.get("cacheWriteInputTokens", 0)),
-    }
 
 
 def by_turn(session: Session) -> list[tuple[int, TokenUse]]:
