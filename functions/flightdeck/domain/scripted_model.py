@@ -1,6 +1,6 @@
 """A deterministic local model behind the Converse-shaped interface: no network.
 
-Behaviour, as a pure function of (agent, system, messages, tools):
+Behaviour, as a pure function of (agent, system, messages, tools) (its usage also of the prompt cache's entries):
 
 * New task (the last message is a user message with text):
   - ``@agent-name task`` mentions of agents this agent can delegate to (the
