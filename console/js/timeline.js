@@ -58,7 +58,12 @@ export function renderTimeline(main, context, sessionId) {
     }
     const facts = [];
     if (typeof event.duration_ms === "number") facts.push(`took ${ms(event.duration_ms)}`);
-    if (typeof event.tokens_in === "number") facts.push(`tokens ${event.tokens_in} in / ${event.tokens_out} out`);
+    if (typeof event.tokens_in === "number") {
+      facts.push(`tokens ${event.tokens_in} in / ${event.tokens_out} out`
+        + ` / ${event.tokens_cache_read ?? 0} cache read / ${event.tokens_cache_write ?? 0} cache write`);
+    }
+    // The answer's: its turn's (one task); idle's: the whole session's.
+    if (event.tokens) facts.push(`${event.kind === "idle" ? "session" : "task"} ${tokens(event.tokens)}`);
     if (typeof event.latency_ms === "number") facts.push(`latency ${ms(event.latency_ms)}`);
     if (event.trace_id) facts.push(`trace ${event.trace_id}`);
     const item = h("li", {
@@ -206,6 +211,11 @@ function describe(e) {
   if (RESULTS.has(e.kind) && e.agent) return `${e.agent} ${title}`;
   if (e.kind === "tool_call") return `running ${e.tool}`;
   return title;
+}
+
+function tokens(t) {
+  return `tokens ${t.input} in / ${t.output} out / ${t.cache_read} cache read / ${t.cache_write} cache write`
+    + ` (${t.thinks} think(s))`;
 }
 
 function text(e) {

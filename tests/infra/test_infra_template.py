@@ -306,6 +306,12 @@ def test_memory_from_deploy_section(planner_tpl) -> None:
     assert set(others.values()) == {1024}, others
 
 
+def test_the_think_function_has_256_mb_unless_the_file_says_otherwise(orchestrator_tpl) -> None:
+    # issue 37: a think peaks at about 100 MB resident and waits on the model, billed by GB-s.
+    assert function(orchestrator_tpl, topology.THINK_HANDLER)["MemorySize"] == 256
+    assert function(orchestrator_tpl, "chat_ingest")["MemorySize"] == 512
+
+
 def test_no_managed_policies_on_function_roles(orchestrator_tpl) -> None:
     for handler in topology.HANDLERS:
         role_id = function(orchestrator_tpl, handler)["Role"]["Fn::GetAtt"][0]

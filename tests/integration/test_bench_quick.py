@@ -281,3 +281,30 @@ def test_inbox_counts_what_a_queued_follow_up_costs_to_accept_and_to_consume(res
     assert finite_positive(inbox["consume_wru"])
     table = [line for line in result["_stdout"].splitlines() if line.startswith("| Inbox: a queued follow-up")]
     assert len(table) == 1
+
+
+def test_the_whole_bill_has_every_cell_and_the_default_is_at_most_a_quarter_at_message_50(result):
+    bill = result["bill"]
+    assert bill["model"] and bill["think_memory_mb"] == {"baseline": 512, "default": 256}
+    assert finite_positive(bill["think_peak_rss_mb"]) and bill["think_peak_rss_mb"] < 256
+    for n in (1, 10, 50, 200):
+        for latency in (1, 5):
+            for design in ("baseline", "default"):
+                cell = bill[f"message_{n}"][f"latency_{latency}s"][design]
+                assert all(finite_positive(cell[k]) for k in ("infra", "model_wait", "tokens", "total"))
+    at50 = bill["message_50"]["latency_5s"]
+    assert at50["default"]["total"] <= 0.25 * at50["baseline"]["total"]
+    # The infra is the measured round trip's.
+    assert bill["message_1"]["latency_1s"]["default"]["infra"] == pytest.approx(
+        result["round_trip_one"]["cost_per_million_delegations_usd"]["total"], abs=0.01
+    )
+
+
+def test_the_conversations_thinks_are_billed_by_the_caching_rules_through_the_stack(result):
+    """The local model's tokens, stored with each think and summed by the session API (issue 37): past the
+    priced model's minimum, a think reads the history its previous think sent from the cache."""
+    tokens = result["conversation"]["tokens_per_think"]
+    assert list(tokens) == ["1", "2", "10", "50"]
+    assert all(t["thinks"] == 1 and t["output"] > 0 for t in tokens.values())
+    assert tokens["1"]["cache_read"] == 0
+    assert tokens["50"]["cache_read"] > tokens["50"]["input"] + tokens["50"]["cache_write"]

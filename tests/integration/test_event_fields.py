@@ -67,6 +67,15 @@ def test_a_turn_with_two_delegations_has_times_tokens_peers_and_latencies(aws, m
     assert [data["at"] for _, data in events] == sorted(data["at"] for _, data in events)
     thinks = [data for kind, data in events if kind == "thinking"]
     assert all(t["duration_ms"] >= 0 and t["tokens_in"] > 0 and t["tokens_out"] > 0 for t in thinks), thinks
+    # The model's tokens (issue 37): per think, summed for the turn (the answer) and the session (idle), and the
+    # same in the session API.
+    keys = {"input": "tokens_in", "output": "tokens_out", "cache_read": "tokens_cache_read"}
+    summed = {k: sum(t[v] for t in thinks) for k, v in keys.items()}
+    summed.update(cache_write=sum(t["tokens_cache_write"] for t in thinks), thinks=2)
+    assert next(d["tokens"] for k, d in events if k == "answer") == summed
+    assert next(d["tokens"] for k, d in events if k == "idle") == summed
+    view = agent.api("session_get", SESSION_ID=sid)[2]
+    assert (view["tokens"], view["tokens_by_turn"]) == (summed, [{"turn": 1, **summed}])
     delegations = [data for kind, data in events if kind == "delegating"]
     assert [(d["agent"], d["protocol"], d["trace_id"]) for d in delegations] == [
         ("maps", "flightdeck", TRACE),
@@ -88,7 +97,10 @@ def test_a_timeout_and_a_delegate_question_carry_their_latency_and_fields():
         {"role": "user", "content": [{"text": "go"}]},
         {"role": "assistant", "content": [{"toolUse": u} for u in uses]},
     ]
-    stamps = (Stamp(at=1_000), Stamp(at=1_900, started=1_100, tokens_in=7, tokens_out=3, dispatched=2_000))
+    stamps = (
+        Stamp(at=1_000),
+        Stamp(at=1_900, started=1_100, tokens_in=7, tokens_out=3, cache_read=20, cache_write=4, dispatched=2_000),
+    )
     asked = json.dumps({"status": "input_required", "question": "which year?", "context_id": "c-1"})
     pending = [
         ToolResult("t0", "error", json.dumps({"status": "error", "reason": "timeout"}), "timeout", 32_000),
@@ -103,6 +115,8 @@ def test_a_timeout_and_a_delegate_question_carry_their_latency_and_fields():
         "duration_ms": 800,
         "tokens_in": 7,
         "tokens_out": 3,
+        "tokens_cache_read": 20,
+        "tokens_cache_write": 4,
     }
     assert (events["timeout"]["latency_ms"], events["timeout"]["at"]) == (30_000, iso_ms(32_000))
     answered = events["callback_accepted"]

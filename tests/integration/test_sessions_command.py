@@ -74,6 +74,8 @@ def agents():
                 duration_ms=830,
                 tokens_in=41,
                 tokens_out=12,
+                tokens_cache_read=1500,
+                tokens_cache_write=90,
             ),
             sse(
                 id="tool.t1",
@@ -94,7 +96,14 @@ def agents():
                 latency_ms=1250,
                 at="2025-01-31T12:00:02.200Z",
             ),
-            sse(id="idle.1", kind="idle", turn=1, iteration=2, at="2025-01-31T12:00:03.000Z"),
+            sse(
+                id="idle.1",
+                kind="idle",
+                turn=1,
+                iteration=2,
+                tokens={"input": 60, "output": 30, "cache_read": 3000, "cache_write": 180, "thinks": 2},
+                at="2025-01-31T12:00:03.000Z",
+            ),
         ]
     )
     lane = sse(id="think.1", kind="thinking", think=1, at="2025-01-31T12:00:01.000Z", duration_ms=400) + sse(
@@ -151,7 +160,10 @@ def test_show_replays_with_times_latencies_and_the_readable_delegates_lane(agent
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "session s-1 at orchestrator"
-    assert any(line.startswith("12:00:00.120") and "think 1 (830 ms, tokens 41 in / 12 out)" in line for line in lines)
+    think = "think 1 (830 ms, tokens 41 in / 12 out, 1500 cache read / 90 cache write)"
+    assert any(line.startswith("12:00:00.120") and think in line for line in lines)
+    # The session's tokens, summed (issue 37).
+    assert "tokens, the session: 60 in, 30 out, 3000 cache read, 180 cache write (2 think(s))" in out
     assert any("+1.25 s" in line and "maps asks: which bay?" in line for line in lines)
     assert "trace 4bf92f3577b34da6a3ce929d0e0e4736" in out
     assert "┌ maps" not in out  # no --peer: the delegate's answer only

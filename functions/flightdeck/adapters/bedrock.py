@@ -4,6 +4,12 @@
 reply's text as Bedrock sends it (TextDelta), then the reply assembled from the stream, the
 same ModelReply converse gives (text, toolUse blocks with their JSON input, reasoning).
 
+With prompt caching on (the agent's model.prompt_cache) and a model that takes cache points (the
+capability table: flightdeck.domain.prompt_cache.CAPABILITIES), the request carries cachePoint blocks
+after the tool specs, the system prompt, the last message the previous think sent and the last message,
+where each prefix reaches the model's minimum; the reply's usage then has cacheReadInputTokens and
+cacheWriteInputTokens beside inputTokens and outputTokens.
+
 Given an output_schema (the turn has a contract), the answer is forced through a tool: `respond`
 (RESPOND_TOOL), whose input schema is the output schema (wrapped in an object under "value" when it is
 not one: Bedrock's tool inputs are objects), and toolChoice makes the model call a tool: any tool when
@@ -21,8 +27,10 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from flightdeck.domain import prompt_cache
 from flightdeck.domain.agent import ModelConfig
 from flightdeck.domain.model import RESPOND_TOOL, Message, ModelError, ModelReply, TextDelta, ToolSpec
+from flightdeck.domain.prompt_cache import CACHE_POINT
 
 __all__ = ["BedrockModel", "BedrockModelError", "ModelError", "RETRYABLE_CODES"]
 
@@ -85,20 +93,22 @@ class BedrockModel:
         self, *, system: str, messages: list[Message], tools: list[ToolSpec], output_schema: Any = None
     ) -> dict[str, Any]:
         """The Converse request for this call (exposed for tests and logging)."""
+        offered = [*tools, _respond_spec(output_schema)] if output_schema is not None else list(tools)
+        rules = prompt_cache.rules_for(self.config.model_id) if self.config.prompt_cache else None
+        # A model without cache points costs no planning (the plan encodes the whole request).
+        points = prompt_cache.plan(system, offered, messages, rules) if rules else prompt_cache.Plan(0, ())
         request: dict[str, Any] = {
             "modelId": self.config.model_id,
-            "messages": messages,
+            "messages": [_with_point(m) if i in points.message_points() else m for i, m in enumerate(messages)],
             "inferenceConfig": {"maxTokens": self.config.max_tokens, "temperature": self.config.temperature},
         }
         if system:  # Bedrock refuses an empty system text block
-            request["system"] = [{"text": system}]
+            request["system"] = [{"text": system}, *([CACHE_POINT] if points.at("system") else [])]
+        if offered:
+            request["toolConfig"] = {"tools": [*offered, *([CACHE_POINT] if points.at("tools") else [])]}
         if output_schema is not None:
-            respond = _respond_spec(output_schema)
             # Forced: with other tools, any tool (delegating first stays possible); alone, respond itself.
-            choice = {"any": {}} if tools else {"tool": {"name": RESPOND_TOOL}}
-            request["toolConfig"] = {"tools": [*tools, respond], "toolChoice": choice}
-        elif tools:
-            request["toolConfig"] = {"tools": tools}
+            request["toolConfig"]["toolChoice"] = {"any": {}} if tools else {"tool": {"name": RESPOND_TOOL}}
         return request
 
     def converse(
@@ -250,6 +260,11 @@ def _reply(response: dict[str, Any], model_id: str) -> ModelReply:
         message={"role": message.get("role", "assistant"), "content": message.get("content", [])},
         usage=usage,
     )
+
+
+def _with_point(message: Message) -> Message:
+    """The message with a cache point after its content: the prefix up to it is cached (flightdeck.domain.prompt_cache)."""
+    return {**message, "content": [*message.get("content", []), CACHE_POINT]}
 
 
 # The key a schema that is not an object's travels under in respond's input (tool inputs are objects).

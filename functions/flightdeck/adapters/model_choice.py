@@ -11,7 +11,9 @@ def build_model(agent: AgentDefinition) -> Model:
     """The agent's model: the deterministic local model or Bedrock's Converse API."""
     provider = agent.model.provider
     if provider == "local":
-        return ScriptedModel(agent.model, agent)
+        from flightdeck.adapters.prompt_cache_ledger import shared_ledger
+
+        return ScriptedModel(agent.model, agent, ledger=shared_ledger())
     if provider == "bedrock":
         from flightdeck.adapters.bedrock import BedrockModel  # boto3 only when needed
 

@@ -19,6 +19,7 @@ from flightdeck.api.chat_payloads import MESSAGE_ID_PATTERN, ChatAccepted, ChatR
 from flightdeck.api.payloads import SESSION_ID_PATTERN, ErrorResponse
 from flightdeck.api.resolver import ApiError
 from flightdeck.api.session_payloads import SessionView
+from flightdeck.domain import token_use
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import (
@@ -205,5 +206,7 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         created_at=session.created_at,
         updated_at=session.updated_at,
         question=pending_question(session.messages) if session.status == "idle" else None,
+        tokens=token_use.total(session).as_dict(),
+        tokens_by_turn=[{"turn": turn, **used.as_dict()} for turn, used in token_use.by_turn(session)],
         result=checked_result(session.messages) if session.status == "idle" else None,
     )

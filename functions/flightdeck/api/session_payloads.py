@@ -23,6 +23,14 @@ class SessionView(BaseModel):
         description="While the session is idle after asking for input (its last "
         "think called ask_user): the question. The next message answers it",
     )
+    tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="The model's tokens in all the session's thinks: input (billed at the input price), output, "
+        "cache_read, cache_write, thinks",
+    )
+    tokens_by_turn: list[dict[str, int]] = Field(
+        default_factory=list, description="The same per turn (one task each), in order, each with its `turn`"
+    )
     result: dict[str, Any] | None = Field(
         None,
         description="When the last turn had a contract (a structured call, or a responseSchema) and ended: its "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -158,6 +159,8 @@ def _record(
         "ms": round((time.perf_counter() - started) * 1000, 3),
         "ok": ok,
         "status": status,
+        # The sandbox's peak resident memory so far (Linux: KB), the shared preload it was forked with included.
+        "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     }
     if kind == "sqs" and route.endswith("-timers"):
         record["timers"] = _timer_messages(event)

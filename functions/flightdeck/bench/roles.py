@@ -81,7 +81,7 @@ def roles_from(deployment: DeploymentFile, config: str) -> Roles:
             skills=tuple(s.name or s.id for s in spec.skills),
             env=env,
             memory_mb=spec.deploy.memory_mb,
-            think_memory_mb=spec.deploy.think_memory_mb or spec.deploy.memory_mb,
+            think_memory_mb=spec.deploy.think_memory_mb,
             tool_description=tool_description,
         )
 
@@ -131,7 +131,7 @@ def memory_mb(opts: StackOptions, agent: str) -> int:
 
 
 def think_memory_mb(opts: StackOptions, agent: str) -> int:
-    """The memory of an agent's think function (turn_worker): the file's deploy.think_memory_mb, else its functions'."""
+    """The memory of an agent's think function (turn_worker): the file's deploy.think_memory_mb, else the bench's."""
     roles = opts.roles
     if roles is not None and agent in (DELEGATOR, WORKER):
         return (roles.delegator if agent == DELEGATOR else roles.worker).think_memory_mb

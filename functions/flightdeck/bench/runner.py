@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from flightdeck import topology
-from flightdeck.bench import coldstart, scenario, streaming, sweep
+from flightdeck.bench import bill, coldstart, scenario, streaming, sweep
 from flightdeck.bench import load as load_test
 from flightdeck.bench.prices import PriceTable, load
 from flightdeck.bench.roles import DELEGATOR, Roles, StackOptions, memory_mb, roles_from
@@ -196,6 +196,11 @@ def run(
     mark = time.monotonic()
     result.update(scenario.run(opts.stack, prices, say, logs))
     phases["local_stack"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    say("the whole bill: infra, the model's wait and tokens, baseline and default (issue 37)")
+    result["bill"] = bill.measure(
+        result["round_trip_one"], prices, think_rss_mb=result["conversation"]["think_peak_rss_mb"]
+    )
+    phases["bill"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     if opts.load_sessions:
         config = opts.load_config or (opts.stack.roles.config if opts.stack.roles else str(load_test.EXAMPLE_CONFIG))
         result["load"] = load_test.measure(config, opts.load_sessions, say, logs)

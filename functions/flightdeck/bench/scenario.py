@@ -702,9 +702,12 @@ class StackRun:
         token = self.peer_tokens.get(BENCH_PEER)
         out: dict[str, Any] = {}
         for version in a2a_bench.VERSIONS:
+            warm = time.time()
             a2a_bench.send(self.http, url, token, version, "say hello", f"bench-warm-{version}", 0)  # warm
             self.say(f"counting {n} A2A v{version} round trips on the worker's /a2a")
-            start = time.time()
+            # The blocking send returns once the task is complete, before its think's invocation ends: let that end
+            # before the window opens, or it is counted in it (an extra think and its write).
+            start = self.settle({WORKER}, warm, 0, not_before=time.time())
             client_ms = []
             for i in range(n):
                 sent = time.monotonic()
@@ -785,8 +788,10 @@ class StackRun:
                 "thinks",
                 "history_bytes",
                 "think_requests_by_operation",
+                "tokens_per_think",
             )
         }
+        peak_rss_kb = 0  # the think sandboxes' peak resident memory (issue 37: the think's memory)
         for n in range(1, at[-1] + 1):
             content = f"message {n}: how do the figures of report {n} compare with the previous ones?"
             counted = n in at
@@ -818,6 +823,10 @@ class StackRun:
             out["think_requests_by_operation"][key] = {k: round(v, 2) for k, v in sorted(think.aws_requests.items())}
             # What the model was given at this think: the conversation before its reply (compact JSON).
             out["history_bytes"][key] = len(json.dumps(messages[:-1], separators=(",", ":"), ensure_ascii=False))
+            peak_rss_kb = max([peak_rss_kb, *(int(r.get("rss_kb") or 0) for r in think_records)])
+        # What the local model billed each counted think, by Bedrock's rules (issue 37): the session API's sums.
+        by_turn = self.session(DELEGATOR, sid).get("tokens_by_turn", []) if sid else []
+        out["tokens_per_think"] = {str(n): by_turn[n - 1] for n in at if n <= len(by_turn)}
         first, last = str(at[0]), str(at[-1])
         # Growth with length, from the first think that reads the session (message 1's reads nothing).
         second = str(at[1]) if len(at) > 1 else first
@@ -837,6 +846,7 @@ class StackRun:
                 ratio(out["read_units_per_think"][last], out["read_units_per_think"][second]), 2
             ),
             "wall_s": round(time.monotonic() - began, 1),
+            "think_peak_rss_mb": round(peak_rss_kb / 1024, 1),
             "basis": "requests and units of the turn worker's own calls per think (one think per message: no "
             "message delegates); message 1 creates the session, and its think starts from what its ingest wrote "
             "(no read); requests_per_message adds the ingest and the queue; history_bytes: the messages the "

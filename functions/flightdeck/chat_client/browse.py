@@ -138,7 +138,8 @@ def _describe(kind: str, e: dict[str, Any]) -> str | None:
         return f"message: {preview(str(e.get('text', '')))}"
     if kind == "thinking":
         if "duration_ms" in e:
-            return f"think {e.get('think')} ({_ms(e['duration_ms'])}, tokens {e.get('tokens_in')} in / {e.get('tokens_out')} out)"
+            cached = f", {e.get('tokens_cache_read', 0)} cache read / {e.get('tokens_cache_write', 0)} cache write"
+            return f"think {e.get('think')} ({_ms(e['duration_ms'])}, tokens {e.get('tokens_in')} in / {e.get('tokens_out')} out{cached})"
         return f"think {e.get('think')}"
     if kind == "delegating":
         trace = f", trace {e['trace_id']}" if e.get("trace_id") else ""
@@ -148,13 +149,28 @@ def _describe(kind: str, e: dict[str, Any]) -> str | None:
     if kind in RESULT_KINDS:
         who = str(e.get("agent") or e.get("tool") or "a tool")
         return "  " + describe_result(who, {"status": e.get("status"), "content": [{"text": str(e.get("text", ""))}]})
-    if kind in ("progress", "answer"):
-        return f"  {e.get('text', '')}" if kind == "progress" else f"answer: {preview(str(e.get('text', '')), 200)}"
+    if kind == "progress":
+        return f"  {e.get('text', '')}"
+    if kind == "answer":
+        return f"answer: {preview(str(e.get('text', '')), 200)}" + _tokens(e.get("tokens"), "this task")
     if kind == "question":
         return f"question: {preview(str(e.get('text', '')), 200)}"
     if kind == "idle":
-        return f"idle ({e.get('turn')} message(s), {e.get('iteration')} think iteration(s))"
+        return f"idle ({e.get('turn')} message(s), {e.get('iteration')} think iteration(s))" + _tokens(
+            e.get("tokens"), "the session"
+        )
     return None
+
+
+def _tokens(tokens: Any, what: str) -> str:
+    """The model's tokens of a turn or session (the answer's, the idle event's), on a line of their own."""
+    if not isinstance(tokens, dict):
+        return ""
+    return (
+        f"\n{'':24}tokens, {what}: {tokens.get('input', 0)} in, {tokens.get('output', 0)} out, "
+        f"{tokens.get('cache_read', 0)} cache read, {tokens.get('cache_write', 0)} cache write "
+        f"({tokens.get('thinks', 0)} think(s))"
+    )
 
 
 def _ms(value: Any) -> str:

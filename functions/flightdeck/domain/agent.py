@@ -32,6 +32,18 @@ class ModelConfig(BaseModel):
     think_delay_ms: int = Field(
         0, ge=0, description="provider local: pretend to think this long, to exercise long-running work."
     )
+    prompt_cache: bool = Field(
+        True,
+        description="Cache points after the tool specs, the system prompt and the conversation's stable prefix, "
+        "for the models that take them (flightdeck.domain.prompt_cache); false: none are sent. The local model "
+        "bills its tokens by the same rules.",
+    )
+    history_budget_tokens: int = Field(
+        0,
+        ge=0,
+        description="Keep a think's input under this many tokens (estimated: bytes / 4) by leaving out the oldest "
+        "turns, with a note to the model that they were; 0: the whole history.",
+    )
 
 
 class DelegateTool(BaseModel):

@@ -12,6 +12,7 @@ invocation again, SQS redelivers a retry message): its effects re-run (a re-sent
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flightdeck.domain.delivery import DeliveryMessage, DeliveryStatus, Pending, dead_letter, deliver_answers
@@ -20,16 +21,25 @@ from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.observability import logger
 
+# How many of a think's delegations are sent at once: all of them (MAX_TOOLS_PER_TURN is at most 50; issue 37).
+# One after another, k delegations cost k round trips to peers.
+MAX_CONCURRENT_DISPATCHES = 50
+
 
 def dispatch_now(deps: Deps, bodies: list[dict[str, Any]], budget: TimeBudget | None) -> None:
-    """Send each delegation now, one after the other, each within the invocation's time (what no
-    longer fits goes to the queue); queue what must be retried. Never raises for one delegation.
+    """Send each delegation now, together, each within the invocation's time (what no longer fits goes to
+    the queue); queue what must be retried. Never raises for one delegation.
 
-    Sequential on purpose: the log keys bound for the invocation and the time budget are per
-    thread of execution, and a peer answers a dispatch at once ("pending").
+    Each is its own dispatch, as one alone is (its claim, its idempotent send), in a thread of its own:
+    the log keys bound for the invocation are the process's (every thread's lines carry them), and the
+    time budget is the invocation's deadline, read by each.
     """
-    for body in bodies:
-        _dispatch_one(deps, body, budget)
+    if len(bodies) < 2:
+        for body in bodies:
+            _dispatch_one(deps, body, budget)
+        return
+    with ThreadPoolExecutor(max_workers=min(len(bodies), MAX_CONCURRENT_DISPATCHES)) as pool:
+        list(pool.map(lambda body: _dispatch_one(deps, body, budget), bodies))
 
 
 def _dispatch_one(deps: Deps, body: dict[str, Any], budget: TimeBudget | None) -> None:

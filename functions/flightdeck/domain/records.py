@@ -194,8 +194,10 @@ class Stamp:
 
     at: int = 0  # a message: its arrival; a reply: its think's end; a results message: its latest result
     started: int = 0  # a reply: its think's start
-    tokens_in: int = 0  # a reply: the model's token use
+    tokens_in: int = 0  # a reply: the model's token use (flightdeck.domain.token_use)
     tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     dispatched: int = 0  # a reply that called tools: when they were handed out (its TURN item's created_at)
     results: dict[str, int] = field(default_factory=dict)  # a results message: each result's recorded time
 

@@ -1,6 +1,6 @@
 """A deterministic local model behind the Converse-shaped interface: no network.
 
-Behaviour, as a pure function of (agent, system, messages, tools):
+Behaviour, as a pure function of (agent, system, messages, tools) (its usage also of the prompt cache's entries):
 
 * New task (the last message is a user message with text):
   - ``@agent-name task`` mentions of agents this agent can delegate to (the
@@ -39,6 +39,9 @@ Behaviour, as a pure function of (agent, system, messages, tools):
     context); without one, passed on to whoever gave the task (ask_user:
     "<agent> asks: <question>").
 
+Usage: tokens are estimated from the request (bytes / 4) and billed by Bedrock's prompt-caching rules as
+the model_id (default BILLED_AS) would be: cache reads, writes and input (flightdeck.domain.prompt_cache).
+
 toolUse ids are ``tooluse_`` + 22 characters of a hash of the agent name, the
 conversation so far and the block's index: the same input gives the same ids.
 """
@@ -54,6 +57,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flightdeck.domain import prompt_cache
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
 from flightdeck.domain.builtin_tools import get_tool
@@ -70,6 +74,8 @@ MISMATCH_MARKER = "!prose"
 # `@agent:skill {json}` calls a peer skill's tool; `@agent task => {schema}` asks for a structured answer.
 _SKILL_SUFFIX = re.compile(r":([a-z0-9][a-z0-9_-]*)")
 _SCHEMA_ARROW = "=>"
+# The Bedrock model whose caching rules the local model bills by when its model_id names none.
+BILLED_AS = "anthropic.claude-sonnet-4-20250514-v1:0"
 STOCK_QUESTION = "Could you tell me more about what you need?"
 # The local model's syntax, for people trying it (README "The local model's syntax", `flightdeck chat --help`):
 # what each marker in a message makes the model do. One table, rendered in both places.
@@ -138,10 +144,20 @@ def _words(value: Any) -> int:
 
 
 class ScriptedModel:
-    def __init__(self, config: ModelConfig, agent: AgentDefinition, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        config: ModelConfig,
+        agent: AgentDefinition,
+        sleep: Callable[[float], None] = time.sleep,
+        ledger: prompt_cache.CacheLedger | None = None,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ):
         self.config = config
         self.agent = agent
         self._sleep = sleep
+        # The prompt cache's entries: the account's, shared by every agent of a stack (a process's own by default).
+        self._ledger = ledger if ledger is not None else prompt_cache.MemoryLedger()
+        self._clock_ms = clock_ms
 
     # --- the interface ---------------------------------------------------------
 
@@ -204,13 +220,17 @@ class ScriptedModel:
             task = _call_text(self._task_text(messages))
             content = [{"text": json.dumps(instance_of(output_schema, task), ensure_ascii=False)}]
         message = {"role": "assistant", "content": content}
-        usage_in = _words(system) + sum(_words(m.get("content", [])) for m in messages)
-        usage_out = _words(content)
-        return ModelReply(
-            stop_reason=stop_reason,
-            message=message,
-            usage={"inputTokens": usage_in, "outputTokens": usage_out, "totalTokens": usage_in + usage_out},
-        )
+        return ModelReply(stop_reason=stop_reason, message=message, usage=self._usage(system, messages, tools, message))
+
+    def _usage(self, system: str, messages: list[Message], tools: list[ToolSpec], reply: Message) -> dict[str, int]:
+        """What Bedrock would bill this request as the model it stands in for (flightdeck.domain.prompt_cache):
+        computed from the request by the published rules, not measured."""
+        rules = prompt_cache.rules_for(self.config.model_id or BILLED_AS) if self.config.prompt_cache else None
+        request = prompt_cache.plan(system, tools, messages, rules)
+        output = prompt_cache.estimate_tokens(reply)
+        if rules is None:
+            return prompt_cache.usage(request.total_tokens, output)
+        return prompt_cache.bill(request, output, self._ledger, self._clock_ms(), rules.ttl_s)
 
     # --- parsing ---------------------------------------------------------------
 

@@ -22,7 +22,8 @@ turn it waits on, in order:
 
 Every event has `at`, when it happened (ISO 8601 UTC, ms), from the times the session's items carry
 anyway (records.Stamp; absent for an item stored before they were): a message's arrival, a think's
-start (`thinking`, with `duration_ms`, `tokens_in`, `tokens_out` once its reply is stored: a replay has
+start (`thinking`, with `duration_ms`, `tokens_in`, `tokens_out`, `tokens_cache_read`, `tokens_cache_write`
+once its reply is stored; `answer` carries its turn's `tokens` summed, `idle` the session's: a replay has
 them, a live stream sends the event as the think starts), a call's dispatch (`delegating`, with the
 delegate's `peer_session_id` for one of our agents, its `context_id` when continued, and the session's
 `trace_id`), a result's record (with `latency_ms` from the dispatch), a reply's storing (`answer`,
@@ -45,6 +46,7 @@ from typing import Any
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.asking import asks, pending_question
 from flightdeck.domain.records import Session, Stamp, ToolResult, peer_session_id
+from flightdeck.domain.token_use import TokenUse
 
 PREVIEW_CHARS = 1_000
 KINDS = [
@@ -140,6 +142,7 @@ class _Builder:
         self.inputs = 0
         self.thinks = 0
         self.uses: list[dict[str, Any]] = []  # the tool calls of the latest think that made any
+        self.turn_tokens = self.session_tokens = TokenUse()  # the model's tokens: this turn's (one task), all
 
     def add(self, event: TimelineEvent) -> None:
         if event.id not in self.seen:
@@ -158,6 +161,7 @@ class _Builder:
             self.progress(len(results), len(results), stamp.at)  # the turn complete: all of them
         if not results:
             self.inputs += 1
+            self.turn_tokens = TokenUse()
             data = {"text": _preview(_texts(message)), **_at(stamp.at)}
             self.add(TimelineEvent(f"input.{self.inputs}", "message", data))
 
@@ -166,6 +170,9 @@ class _Builder:
         think: dict[str, Any] = {"think": self.thinks, **_at(stamp.started)}
         if stamp.started and stamp.at:
             think.update(duration_ms=stamp.at - stamp.started, tokens_in=stamp.tokens_in, tokens_out=stamp.tokens_out)
+            think.update(tokens_cache_read=stamp.cache_read, tokens_cache_write=stamp.cache_write)
+        self.turn_tokens += TokenUse.of(stamp)
+        self.session_tokens += TokenUse.of(stamp)
         self.add(TimelineEvent(f"think.{self.thinks}", "thinking", think))
         self.last_ms = max(self.last_ms, stamp.at)
         if asks(message):
@@ -215,7 +222,12 @@ class _Builder:
                 data = {"tool_use_id": tool_use_id, "tool": name, **_at(sent)}
                 self.add(TimelineEvent(f"tool.{tool_use_id}", "tool_call", data))
         if not uses:
-            data = {"think": self.thinks, "text": _texts(message), **_at(stamp.at)}
+            data = {
+                "think": self.thinks,
+                "text": _texts(message),
+                "tokens": self.turn_tokens.as_dict(),
+                **_at(stamp.at),
+            }
             self.add(TimelineEvent(f"answer.{self.thinks}", "answer", data))
 
     def progress(self, answered: int, total: int, at_ms: int = 0) -> None:
@@ -293,7 +305,12 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
         data = {"think": build.thinks + 1, **_at(build.last_ms)}
         build.add(TimelineEvent(f"think.{build.thinks + 1}", "thinking", data))
     if session.status == "idle":
-        data = {"turn": session.user_messages, "iteration": session.turn, **_at(session.updated_at)}
+        data = {
+            "turn": session.user_messages,
+            "iteration": session.turn,
+            "tokens": build.session_tokens.as_dict(),
+            **_at(session.updated_at),
+        }
         build.add(TimelineEvent(f"idle.{session.user_messages}", "idle", data))
     return build.events
 
@@ -349,6 +366,13 @@ DATA_SCHEMA: dict[str, Any] = {
         "duration_ms": _field("integer", "thinking, once its reply is stored: how long the think took"),
         "tokens_in": _field("integer", "thinking, once its reply is stored: the model's input tokens"),
         "tokens_out": _field("integer", "thinking, once its reply is stored: the model's output tokens"),
+        "tokens_cache_read": _field("integer", "thinking, once its reply is stored: input tokens read from the cache"),
+        "tokens_cache_write": _field("integer", "thinking, once its reply is stored: input tokens written to it"),
+        "tokens": _field(
+            "object",
+            "answer: the model's tokens of the turn (one task); idle: of the session: input (not cached), output, "
+            "cache_read, cache_write, thinks",
+        ),
         "tool_use_id": _field("string", "delegating, tool_call and results: the call"),
         "tool": _field("string", "delegating, tool_call and results: the tool's name"),
         "agent": _field("string", "delegating and its results: the delegate"),

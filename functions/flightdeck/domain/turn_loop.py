@@ -14,6 +14,7 @@ from typing import Any
 from flightdeck.domain import asking, builtin_tools, live, mcp_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
+from flightdeck.domain.history_budget import within_budget
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
@@ -241,10 +242,13 @@ def _think(
     s = deps.settings
     try:
         # A message that answers the model's question is given to it as its ask_user call's result.
+        tools = tool_specs(s.agent) + _peer_skill_tools(deps) + mcp_tools.tool_specs(deps)
+        given = asking.answers_as_results(mark_results(for_model(messages)))
         ask: dict[str, Any] = {
             "system": s.agent.system_prompt,
-            "messages": asking.answers_as_results(mark_results(for_model(messages))),
-            "tools": tool_specs(s.agent) + _peer_skill_tools(deps) + mcp_tools.tool_specs(deps),
+            # The agent's history budget (off by default) leaves out the oldest turns (flightdeck.domain.history_budget).
+            "messages": within_budget(s.agent.system_prompt, tools, given, s.agent.model.history_budget_tokens),
+            "tools": tools,
         }
         if output_schema is not None:
             ask["output_schema"] = output_schema

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from typing import Any, Literal, TextIO
 
 from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
+from flightdeck.adapters.prompt_cache_ledger import PROMPT_CACHE_FILE
 from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
 from flightdeck.domain.peers import MCP_CHANNEL
@@ -157,6 +159,8 @@ class LocalStack:
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.log_level = log_level
         self.extra_env = dict(extra_env or {})
+        # The account's prompt cache, as the local models bill it: one file every agent's sandboxes share.
+        self._prompt_cache = tempfile.TemporaryDirectory(prefix="flightdeck-prompt-cache-")
         # [local.mcp_servers]: their processes, the tokens they take (in the agents' environment too), their URLs.
         self._mcp = McpServers()
         self._previous_secrets: dict[str, str] = {}
@@ -237,6 +241,7 @@ class LocalStack:
             # §4 settings from the file; everything after them is fixed by the stack.
             **self.deployment.environment(agent),
             **self._mcp.env,
+            PROMPT_CACHE_FILE: str(Path(self._prompt_cache.name) / "entries.sqlite3"),
             **self.extra_env,
             setting_variable("agent_name"): agent,
             setting_variable("agent_description"): spec.description,
@@ -362,6 +367,7 @@ class LocalStack:
                 self._terminate([self._children[MOTO]])
             self._children.clear()
             self._remove_exit_hooks()
+            self._prompt_cache.cleanup()
 
     # --- start-up steps -------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from flightdeck.domain.records import (
     ToolResult,
     TurnAggregation,
 )
+from flightdeck.domain.token_use import TokenUse
 
 SERIALIZER = TypeSerializer()
 DESERIALIZER = TypeDeserializer()
@@ -158,12 +159,14 @@ def stamp_of(item: dict[str, Any], dispatched: int, fallback: int) -> Stamp:
     """A stored message's times: a reply's think (stored in its ITER item's reply), a message's arrival."""
     if item[SK].startswith("ITER#"):
         reply = json.loads(item["reply"])
-        think, usage = reply.get("think") or {}, reply.get("usage") or {}
+        think, tokens = reply.get("think") or {}, TokenUse.of_usage(reply.get("usage") or {})
         return Stamp(
             at=int(think.get("ended_ms", 0)),
             started=int(think.get("started_ms", 0)),
-            tokens_in=int(usage.get("inputTokens", 0)),
-            tokens_out=int(usage.get("outputTokens", 0)),
+            tokens_in=tokens.input,
+            tokens_out=tokens.output,
+            cache_read=tokens.cache_read,
+            cache_write=tokens.cache_write,
             dispatched=dispatched,
         )
     return Stamp(at=int(item.get("at") or item.get("accepted_at") or fallback))
