@@ -97,9 +97,54 @@ def test_local_up_names_a_server_that_is_down_and_a_tool_it_does_not_offer(monke
         assert line.startswith("[[agents.orchestrator.mcp_servers]] #1 tools: ")
         assert "\"serch\" is not a tool the MCP server 'notes' offers" in line and 'Fix: did you mean "search"?' in line
         [unset] = mcp_probe.warnings(served, {})
-        assert unset.startswith("[[agents.orchestrator.mcp_servers]] #1 credential: env:NOTES_TOKEN is not set")
+        assert unset.startswith("[[agents.orchestrator.mcp_servers]] #1 credential: orchestrator cannot call")
+        assert "env:NOTES_TOKEN is not set in this shell. Fix: export NOTES_TOKEN=" in unset
     finally:
         servers.stop()
     [down] = mcp_probe.warnings(served, servers.env)  # the same file, the server stopped
     assert down.startswith("[[agents.orchestrator.mcp_servers]] #1 url: the MCP server 'notes' at ")
     assert "did not list its tools (unreachable" in down and "Fix: start the server, or correct the url" in down
+
+
+def test_check_aws_asks_each_mcp_server_with_the_token_its_secret_holds(tmp_path, monkeypatch, capsys):
+    """Issue 41: `flightdeck check --aws` lists each MCP server's tools from this machine, with the token read from
+    the Secrets Manager secret its credential names (moto's), and warns as `local up` does; the exit stays 0."""
+    from moto import mock_aws
+
+    from flightdeck import cli
+
+    monkeypatch.delenv("NOTES_TOKEN", raising=False)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    servers = McpServers()
+    try:
+        servers.start(deployment, {})
+        base = servers.urls["notes"]
+        text = demo.TOOLS_SCENARIO_CONFIG.read_text().replace("http://127.0.0.1:8931", base)
+        text = text.replace('credential = "env:NOTES_TOKEN"', 'credential = "secret:notes-token"')
+        path = tmp_path / "tools.toml"
+        path.write_text(text)
+        with mock_aws():
+            import boto3
+
+            missing = cli.main(["check", "--config", str(path), "--aws"])
+            _, err = capsys.readouterr()
+            assert missing == cli.EXIT_OK
+            assert "#1 credential: orchestrator cannot call 'notes': secret:notes-token cannot be read" in err
+            boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+                Name="notes-token", SecretString=servers.env["NOTES_TOKEN"]
+            )
+            assert cli.main(["check", "--config", str(path), "--aws"]) == cli.EXIT_OK
+            out, err = capsys.readouterr()
+            assert "every MCP server listed its tools" in out and "warning" not in err
+            path.write_text(text.replace('tools = ["search",', 'tools = ["serch",'))
+            assert cli.main(["check", "--config", str(path), "--aws"]) == cli.EXIT_OK
+            _, err = capsys.readouterr()
+            assert "#1 tools: \"serch\" is not a tool the MCP server 'notes' offers" in err
+    finally:
+        servers.stop()

@@ -1,12 +1,12 @@
-"""LOCAL ONLY: each agent's MCP servers asked for their tools once at `flightdeck local up`, so that a server that
-is down or a `tools` entry it does not offer is said at start, naming the server, its TOML key and the fix, not
-found later as a turn that quietly went without the tool (the agents then list the servers themselves:
-flightdeck.domain.mcp_tools)."""
+"""Each agent's MCP servers asked for their tools once, at `flightdeck local up` and by `flightdeck check --aws`,
+so that a server that is down or a `tools` entry it does not offer is said at start, naming the server, its TOML
+key and the fix, not found later as a turn that quietly went without the tool (the agents then list the servers
+themselves: flightdeck.domain.mcp_tools)."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from flightdeck.adapters.mcp_http import McpHttp
 from flightdeck.config_file import DeploymentFile, toml_key
@@ -17,18 +17,32 @@ PROBE_TIMEOUT_S = 5.0
 
 
 def warnings(deployment: DeploymentFile, environment: Mapping[str, str], client: McpHttp | None = None) -> list[str]:
-    """One line per problem: a server that does not answer tools/list, or a listed tool it does not offer."""
+    """Locally: each server's token from this environment (its `env:` credential)."""
+
+    def unset(server: McpServer) -> str:
+        name = server.credential.removeprefix("env:")
+        return f"{server.credential} is not set in this shell. Fix: export {name}=<the server's token>"
+
+    return probe(deployment, lambda agent, server: _token(server, environment), unset, client)
+
+
+def probe(
+    deployment: DeploymentFile,
+    token_of: Callable[[str, McpServer], str | None],
+    unset: Callable[[McpServer], str],
+    client: McpHttp | None = None,
+) -> list[str]:
+    """One line per problem: a credential that cannot be had (`unset` says why and the fix), a server that does not
+    answer tools/list, or a listed tool it does not offer. token_of(agent, server): its bearer token ("" for none),
+    or None."""
     client = client or McpHttp()
     lines: list[str] = []
     for agent, spec in deployment.agents.items():
         for index, server in enumerate(spec.mcp_servers):
             key = toml_key(("agents", agent, "mcp_servers", index))
-            token = _token(server, environment)
+            token = token_of(agent, server)
             if token is None:
-                lines.append(
-                    f"{key} credential: {server.credential} is not set in this shell: {agent} cannot call "
-                    f"{server.name!r}. Fix: export {server.credential.removeprefix('env:')}=<the server's token>"
-                )
+                lines.append(f"{key} credential: {agent} cannot call {server.name!r}: {unset(server)}")
                 continue
             exchange = client.list_tools(server.url, token or None, PROBE_TIMEOUT_S)
             listing = read_listing(server, server.url, exchange)

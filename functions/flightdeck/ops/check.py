@@ -43,14 +43,15 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(bedrock)} Bedrock model id(s) checked for shape only; --aws asks Bedrock whether each is enabled"
             )
         return EXIT_OK
-    if not bedrock:
-        print("no agent uses Bedrock: nothing to ask it")
+    if not bedrock and not any(spec.mcp_servers for spec in raw.agents.values()):
+        print("no agent uses Bedrock or an MCP server: nothing to ask")
         return EXIT_OK
     try:
         aws = session(args)
     except OpsError as exc:
-        say(f"--aws asks Bedrock, which needs AWS credentials and a region: {exc}")
+        say(f"--aws asks Bedrock and the MCP servers, which needs AWS credentials and a region: {exc}")
         return exc.code
+    _mcp_servers_answer(args.config, raw, aws)  # warnings: what the deployed agent would find, not a refusal
     failed = 0
     for name, spec in bedrock.items():
         region = spec.deploy.region or str(aws.region_name)
@@ -67,6 +68,42 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             print(f"{args.config}: {key}: {verdict.detail}. Fix: {verdict.fix}", file=sys.stderr)
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _mcp_servers_answer(path: Path, deployment: config_file.DeploymentFile, aws: Any) -> int:
+    """Each agent's MCP servers asked for their tools from this machine, with the token its `secret:` credential
+    names (read with your credentials, in the agent's region): a warning line per problem (flightdeck.local.mcp_probe),
+    so that what the deployed agent would find is known before it starts. The number of problems."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from flightdeck.local.mcp_probe import probe
+
+    why: dict[str, str] = {}
+
+    def token_of(agent: str, server: Any) -> str | None:
+        if not server.credential:
+            return ""
+        name = server.credential.removeprefix("secret:")
+        try:
+            region = deployment.agents[agent].deploy.region or aws.region_name
+            client = aws.client("secretsmanager", region_name=region)
+            return str(client.get_secret_value(SecretId=name)["SecretString"])
+        except (BotoCoreError, ClientError, KeyError) as exc:
+            why[server.credential] = str(exc)[:200]
+            return None
+
+    def unset(server: Any) -> str:
+        return (
+            f"{server.credential} cannot be read ({why.get(server.credential, 'no secret')}). Fix: create the secret "
+            "with the server's token as its value (aws secretsmanager create-secret --name NAME --secret-string ...)"
+        )
+
+    lines = probe(deployment, token_of, unset)
+    for line in lines:
+        print(f"{path}: warning: {line}", file=sys.stderr)
+    if not lines and any(spec.mcp_servers for spec in deployment.agents.values()):
+        print(f"{path}: every MCP server listed its tools, each tool the file names among them")
+    return len(lines)
 
 
 def _runs_locally(path: Path) -> bool:
