@@ -305,7 +305,7 @@ def test_the_syntax_table_is_the_readmes_and_chat_helps():
     from pathlib import Path
 
     from flightdeck.cli import build_parser
-    from flightdeck.domain.scripted_model import SYNTAX
+    from flightdeck.domain.scripted_syntax import SYNTAX
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### The local model's syntax", 1)[1].split("\n#", 1)[0]

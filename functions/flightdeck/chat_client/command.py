@@ -181,7 +181,7 @@ class _IntermixedParser(argparse.ArgumentParser):
 
 def _local_model_syntax() -> str:
     """The local model's markers (provider = "local"), as `chat --help` shows them."""
-    from flightdeck.domain.scripted_model import SYNTAX
+    from flightdeck.domain.scripted_syntax import SYNTAX
 
     width = max(len(marker) for marker, _ in SYNTAX)
     lines = [f"  {marker:<{width}}  {meaning}" for marker, meaning in SYNTAX]
