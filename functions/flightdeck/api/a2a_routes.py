@@ -325,16 +325,20 @@ JSONRPC_RESPONSE_SCHEMA: dict[str, Any] = {
 
 
 def refusal(status: int, code: str, message: str) -> dict[str, Any]:
-    """A proxy response, in JSON-RPC terms (HTTP 200), for a body refused before it is read:
-    over MAX_BODY_BYTES or not JSON-typed (-32600), not UTF-8 (-32700)."""
+    """A proxy response with a JSON-RPC error for an answer given before (or instead of) a method: a body over
+    MAX_BODY_BYTES or not JSON-typed (-32600), not UTF-8 (-32700), as HTTP 200; and, keeping their HTTP
+    status (and the resolver's Allow or Retry-After), what is not a request's fault or not a request at all:
+    no route or method here (404, 405: -32600), a dependency down or a failure (503, 500: -32603)."""
     if code == "malformed_json":
         payload = _error(None, PARSE_ERROR, f"Parse error: {message}")
     elif code == "payload_too_large":
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large ({message})")
+    elif status >= 500:
+        payload = _error(None, INTERNAL_ERROR, f"Internal error: {message}")
     else:
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: {message}")
     return {
-        "statusCode": 200,
+        "statusCode": status if status in (404, 405) or status >= 500 else 200,
         "headers": {"Content-Type": "application/json"},
         "body": json.dumps(payload),
         "isBase64Encoded": False,
@@ -414,3 +418,20 @@ def post_a2a() -> Response[dict[str, Any]]:
     asked = version_asked(event.headers, event.query_string_parameters)
     payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer(), asked)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
+
+
+_NOT_ALLOWED = {
+    405: {
+        "description": "Only POST takes JSON-RPC requests: a JSON-RPC error (-32600); Allow: POST",
+        "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}},
+    }
+}
+
+
+@router.get("/a2a", summary="A2A JSON-RPC endpoint: 405 (POST only)", responses=_NOT_ALLOWED)  # type: ignore[arg-type]
+def get_a2a() -> Response[str]:
+    # A browser or a probe on the card's URL: told in JSON-RPC, as every answer of this endpoint is.
+    reply = refusal(405, "method_not_allowed", "GET is not allowed on /a2a: POST a JSON-RPC request")
+    return Response(
+        status_code=405, content_type=content_types.APPLICATION_JSON, body=reply["body"], headers={"Allow": "POST"}
+    )

@@ -87,8 +87,9 @@ def _one(payload: dict[str, Any]) -> StreamReply:
 def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:
     """The answer to one POST /a2a: a stream, a JSON-RPC response (proxy response), or None when off."""
     d = deps()
-    if get_settings().streaming != "on":
-        return None
+    http = (event.get("requestContext") or {}).get("http") or {}
+    if get_settings().streaming != "on" or (event.get("httpMethod") or http.get("method")) != "POST":
+        return None  # the resolver's route answers (a GET: 405)
     call = validate_rpc(_raw_body(event), version_asked(event.get("headers"), event.get("queryStringParameters")))
     remaining_ms = _remaining_ms(context)
     if isinstance(call, dict):
