@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
 from flightdeck.api import a2a_v1, strict_json
+from flightdeck.api.a2a_version import V03, V10, version_asked, wire_version
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
@@ -55,10 +56,9 @@ NO_STREAMING = (
     "streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
     "use message/send and tasks/get or push notifications"
 )
+DEFAULT_PUSH_CONFIG_ID = "default"
 # The streaming methods: answered as Server-Sent Events by flightdeck.api.a2a_stream_routes.
 STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"}) | a2a_v1.STREAM_METHODS
-VERSION_HEADER = "a2a-version"
-V03, V10 = "0.3", v1.PROTOCOL_VERSION
 
 
 def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
@@ -77,6 +77,21 @@ def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None, caller:
     raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
+def _get_push_v03(
+    deps: Deps, params: GetTaskPushNotificationConfigParams, remaining_ms: int | None, caller: str | None = None
+) -> Any:
+    """tasks/pushNotificationConfig/get; the id "default", when no config has it, names the task's default config
+    (the one set without an id), as a2a-sdk 0.3 and the TCK 0.3.x name it."""
+    try:
+        return a2a.get_push_config(deps, params, remaining_ms, caller)
+    except A2AError:
+        if params.pushNotificationConfigId != DEFAULT_PUSH_CONFIG_ID:
+            raise
+        return a2a.get_push_config(
+            deps, params.model_copy(update={"pushNotificationConfigId": None}), remaining_ms, caller
+        )
+
+
 class _AnyParams(BaseModel):
     pass
 
@@ -89,7 +104,7 @@ METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str |
     "tasks/cancel": (TaskIdParams, a2a.cancel_task),
     "tasks/resubscribe": (TaskIdParams, _not_streamed),
     "tasks/pushNotificationConfig/set": (TaskPushNotificationConfig, a2a.set_push_config),
-    "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, a2a.get_push_config),
+    "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, _get_push_v03),
     "tasks/pushNotificationConfig/list": (ListTaskPushNotificationConfigParams, a2a.list_push_configs),
     "tasks/pushNotificationConfig/delete": (DeleteTaskPushNotificationConfigParams, a2a.delete_push_config),
     "agent/getAuthenticatedExtendedCard": (_AnyParams, _no_extended_card),
@@ -104,31 +119,6 @@ def _error(request_id: Any, code: int, message: str, data: Any = None, version: 
     elif data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def wire_version(asked: str) -> str | None:
-    """The version an A2A-Version value names: "0.3", "1.0", or None for one this endpoint does not serve.
-    Empty means 0.3 (the spec's default); a patch or a later minor of 1 is 1.0, as a2a-sdk compares them."""
-    text = asked.strip()
-    if not text:
-        return V03
-    major, _, rest = text.partition(".")
-    minor = rest.partition(".")[0] or "0"
-    if not (major.isdigit() and minor.isdigit()):
-        return None
-    if int(major) == 1:
-        return V10
-    return V03 if (int(major), int(minor)) == (0, 3) else None
-
-
-def version_asked(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None) -> str:
-    """The request's A2A-Version: its header, else its query parameter, else "" (header names are
-    case-insensitive, a query parameter's name is not)."""
-    for name, value in (headers or {}).items():
-        if name.lower() == VERSION_HEADER and isinstance(value, str):
-            return value
-    value = (query or {}).get("A2A-Version")
-    return value if isinstance(value, str) else ""
 
 
 rpc_error = _error  # for the streaming routes (flightdeck.api.a2a_stream_routes)
