@@ -177,7 +177,13 @@ def skill_contracts_extension(skills: list[Skill], max_concurrent_tasks: int | N
         "AgentCard; without it (a v0.3 client) v1.0's card with v0.3's members merged in. Cache-Control and a "
         "strong ETag; If-None-Match with the current ETag answers 304."
     ),
-    responses={304: {"description": "Not modified: the card the client holds is current"}},
+    responses={
+        200: {
+            "description": "The agent card (ETag, Cache-Control, Vary: A2A-Version)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        304: {"description": "Not modified: the card the client holds is current (no body)", "content": {}},
+    },
 )
 def get_agent_card() -> Response[str]:
     event = router.current_event
