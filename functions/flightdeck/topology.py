@@ -270,6 +270,8 @@ ROUTES: tuple[Route, ...] = (
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a", stream=True),
+    # A GET there (a browser, a probe of the card's URL) is a 405 in JSON-RPC, without a token.
+    Route("GET", "/a2a", "a2a", PUBLIC, stream=True),
     Route(
         "POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push", token_header="x-a2a-notification-token"
     ),
@@ -294,16 +296,23 @@ def route_for(method: str | None, path: str | None) -> Route | None:
 @functools.cache
 def _route_patterns() -> tuple[tuple[re.Pattern[str], Route], ...]:
     # Compiled by the first route_at (a function URL's request), not when every function starts (cold start).
-    return tuple((re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(r.path)) + "$"), r) for r in ROUTES)
+    # A trailing slash is the same path, as API Gateway routes /a2a/ to its /a2a resource (clients that join a
+    # card's URL with "/" post there).
+    return tuple((re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(r.path)) + "/?$"), r) for r in ROUTES)
 
 
 def route_at(method: str | None, path: str | None) -> Route | None:
-    """The route of a request path as sent ("/api/sessions/s-1"), or None: a function URL's event names
-    no resource template (its routeKey is "$default")."""
+    """The route of a request path as sent ("/api/sessions/s-1", "/a2a/"), or None: a function URL's event
+    names no resource template (its routeKey is "$default")."""
     for pattern, route in _route_patterns():
         if route.method == (method or "") and pattern.match(path or ""):
             return route
     return None
+
+
+def methods_at(path: str) -> list[str]:
+    """The methods some route serves at this path (a 405's Allow)."""
+    return sorted({route.method for pattern, route in _route_patterns() if pattern.match(path)})
 
 
 # The handlers whose functions stream their answers. A stream lasts up to STREAM_MAX_MS

@@ -29,6 +29,7 @@ def _uri_text(uri) -> str:
 def test_the_streaming_routes() -> None:
     assert {(r.method, r.path, r.handler) for r in STREAMING_ROUTES} == {
         ("POST", "/a2a", "a2a"),
+        ("GET", "/a2a", "a2a"),  # a 405 in JSON-RPC
         ("GET", "/api/sessions/{session_id}/events", "session_events"),
         # MCP's Streamable HTTP on the a2a function (an answer may be SSE); GET and DELETE answer 405.
         ("POST", "/mcp", "a2a"),

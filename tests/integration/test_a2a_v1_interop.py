@@ -2,7 +2,7 @@
 our agent served over loopback HTTP (flightdeck.local.gateway, moto in-process, streaming on). The client
 reads our card, picks JSONRPC 1.0, and goes through send (blocking by default), get, returnImmediately, push
 configs with authentication (and the push itself, in v1.0's wrapper with its header), ListTasks, cancel, a
-stream to its end, subscribe, a continuation by task id, input-required and its answer, and a typed error."""
+stream to its end, subscribe (refused on a finished task), a continuation by task id, input-required and its answer, and a typed error."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_the_a2a_sdk_1x_client_against_our_agent(aws, monkeypatch, sdk1_python, 
     assert seen["cancel"] == "TASK_STATE_CANCELED" and seen["push_after_delete"] == 0
     assert seen["stream"][0] == "task" and seen["stream"][-1] == "status_update"
     assert seen["stream_end"] == "TASK_STATE_COMPLETED" and "name two rivers" in seen["stream_text"]
-    assert seen["subscribe"][0] == "task"
+    assert seen["subscribe"][0] == "task" and seen["subscribe_finished"] == "UnsupportedOperationError"
     assert seen["continued_same_task"] and seen["continued"] == ["ROLE_USER", "ROLE_AGENT", "ROLE_USER", "ROLE_AGENT"]
     assert seen["asked"] == ["TASK_STATE_INPUT_REQUIRED", "which year?"]
     assert seen["answered"][0] == "TASK_STATE_COMPLETED" and "2024" in seen["answered"][1]

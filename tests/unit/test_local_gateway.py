@@ -85,8 +85,9 @@ def test_path_parameters_come_from_the_template_and_stay_percent_encoded():
 def test_a_parameter_is_one_segment():
     with pytest.raises(NoRoute):
         Router().match("GET", "/api/sessions/a/b")
-    with pytest.raises(NoRoute):
-        Router().match("GET", "/api/sessions/")
+    # A trailing slash is the resource itself (as API Gateway routes it), never a parameter left empty.
+    assert Router().match("GET", "/api/sessions/").route == Route("GET", "/api/sessions", "chat_ingest")
+    assert Router().match("POST", "/a2a/").route.path == "/a2a"
 
 
 def test_literal_segments_win_over_parameters_and_greedy_parameters_take_the_rest():
@@ -110,9 +111,10 @@ def test_unknown_path_and_wrong_method_are_told_apart():
     with pytest.raises(MethodNotAllowed) as info:
         router.match("DELETE", "/api/chat")
     assert info.value.allowed == ("POST",)
-    # Paths match exactly: no trailing-slash folding.
+    # One trailing slash is folded, as API Gateway folds it; more are another path.
+    assert router.match("POST", "/api/chat/").route.path == "/api/chat"
     with pytest.raises(NoRoute):
-        router.match("POST", "/api/chat/")
+        router.match("POST", "/api/chat//")
 
 
 # --- events -------------------------------------------------------------------------------

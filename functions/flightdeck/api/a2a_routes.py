@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
 from flightdeck.api import a2a_v1, strict_json
+from flightdeck.api.a2a_version import V03, V10, version_asked, wire_version
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
@@ -43,7 +44,6 @@ from flightdeck.domain.a2a.wire import (
     TaskPushNotificationConfig,
     TaskQueryParams,
 )
-from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
@@ -56,10 +56,9 @@ NO_STREAMING = (
     "streaming is off on this deployment (STREAMING=off: its HTTP front does not stream responses); "
     "use message/send and tasks/get or push notifications"
 )
+DEFAULT_PUSH_CONFIG_ID = "default"
 # The streaming methods: answered as Server-Sent Events by flightdeck.api.a2a_stream_routes.
 STREAM_METHODS = frozenset({"message/stream", "tasks/resubscribe"}) | a2a_v1.STREAM_METHODS
-VERSION_HEADER = "a2a-version"
-V03, V10 = "0.3", v1.PROTOCOL_VERSION
 
 
 def _not_streamed(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
@@ -78,6 +77,21 @@ def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None, caller:
     raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
+def _get_push_v03(
+    deps: Deps, params: GetTaskPushNotificationConfigParams, remaining_ms: int | None, caller: str | None = None
+) -> Any:
+    """tasks/pushNotificationConfig/get; the id "default", when no config has it, names the task's default config
+    (the one set without an id), as a2a-sdk 0.3 and the TCK 0.3.x name it."""
+    try:
+        return a2a.get_push_config(deps, params, remaining_ms, caller)
+    except A2AError:
+        if params.pushNotificationConfigId != DEFAULT_PUSH_CONFIG_ID:
+            raise
+        return a2a.get_push_config(
+            deps, params.model_copy(update={"pushNotificationConfigId": None}), remaining_ms, caller
+        )
+
+
 class _AnyParams(BaseModel):
     pass
 
@@ -90,7 +104,7 @@ METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str |
     "tasks/cancel": (TaskIdParams, a2a.cancel_task),
     "tasks/resubscribe": (TaskIdParams, _not_streamed),
     "tasks/pushNotificationConfig/set": (TaskPushNotificationConfig, a2a.set_push_config),
-    "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, a2a.get_push_config),
+    "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, _get_push_v03),
     "tasks/pushNotificationConfig/list": (ListTaskPushNotificationConfigParams, a2a.list_push_configs),
     "tasks/pushNotificationConfig/delete": (DeleteTaskPushNotificationConfigParams, a2a.delete_push_config),
     "agent/getAuthenticatedExtendedCard": (_AnyParams, _no_extended_card),
@@ -105,32 +119,6 @@ def _error(request_id: Any, code: int, message: str, data: Any = None, version: 
     elif data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def wire_version(asked: str) -> str | None:
-    """The version an A2A-Version value names: "0.3", "1.0", or None for one this endpoint does not serve.
-    Empty means 0.3 (the spec's default); a patch or a later minor of 1 is 1.0, as a2a-sdk compares them."""
-    text = asked.strip()
-    if not text:
-        return V03
-    major, _, rest = text.partition(".")
-    minor = rest.partition(".")[0] or "0"
-    numbers = parse_nonneg_int(major), parse_nonneg_int(minor)
-    if numbers[0] is None or numbers[1] is None:
-        return None
-    if numbers[0] == 1:
-        return V10
-    return V03 if numbers == (0, 3) else None
-
-
-def version_asked(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None) -> str:
-    """The request's A2A-Version: its header, else its query parameter, else "" (header names are
-    case-insensitive, a query parameter's name is not)."""
-    for name, value in (headers or {}).items():
-        if name.lower() == VERSION_HEADER and isinstance(value, str):
-            return value
-    value = (query or {}).get("A2A-Version")
-    return value if isinstance(value, str) else ""
 
 
 rpc_error = _error  # for the streaming routes (flightdeck.api.a2a_stream_routes)
@@ -327,16 +315,20 @@ JSONRPC_RESPONSE_SCHEMA: dict[str, Any] = {
 
 
 def refusal(status: int, code: str, message: str) -> dict[str, Any]:
-    """A proxy response, in JSON-RPC terms (HTTP 200), for a body refused before it is read:
-    over MAX_BODY_BYTES or not JSON-typed (-32600), not UTF-8 (-32700)."""
+    """A proxy response with a JSON-RPC error for an answer given before (or instead of) a method: a body over
+    MAX_BODY_BYTES or not JSON-typed (-32600), not UTF-8 (-32700), as HTTP 200; and, keeping their HTTP
+    status (and the resolver's Allow or Retry-After), what is not a request's fault or not a request at all:
+    no route or method here (404, 405: -32600), a dependency down or a failure (503, 500: -32603)."""
     if code == "malformed_json":
         payload = _error(None, PARSE_ERROR, f"Parse error: {message}")
     elif code == "payload_too_large":
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: payload too large ({message})")
+    elif status >= 500:
+        payload = _error(None, INTERNAL_ERROR, f"Internal error: {message}")
     else:
         payload = _error(None, INVALID_REQUEST, f"Invalid Request: {message}")
     return {
-        "statusCode": 200,
+        "statusCode": status if status in (404, 405) or status >= 500 else 200,
         "headers": {"Content-Type": "application/json"},
         "body": json.dumps(payload),
         "isBase64Encoded": False,
@@ -416,3 +408,20 @@ def post_a2a() -> Response[dict[str, Any]]:
     asked = version_asked(event.headers, event.query_string_parameters)
     payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer(), asked)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
+
+
+_NOT_ALLOWED = {
+    405: {
+        "description": "Only POST takes JSON-RPC requests: a JSON-RPC error (-32600); Allow: POST",
+        "content": {"application/json": {"schema": JSONRPC_RESPONSE_SCHEMA}},
+    }
+}
+
+
+@router.get("/a2a", summary="A2A JSON-RPC endpoint: 405 (POST only)", responses=_NOT_ALLOWED)  # type: ignore[arg-type]
+def get_a2a() -> Response[str]:
+    # A browser or a probe on the card's URL: told in JSON-RPC, as every answer of this endpoint is.
+    reply = refusal(405, "method_not_allowed", "GET is not allowed on /a2a: POST a JSON-RPC request")
+    return Response(
+        status_code=405, content_type=content_types.APPLICATION_JSON, body=reply["body"], headers={"Allow": "POST"}
+    )

@@ -9,7 +9,8 @@ authentication and the size and type checks here first (flightdeck.api.resolver.
   (Last-Event-ID resumes there: flightdeck.domain.resume), each `data:` line a JSON-RPC
   response with the request's id whose result is an A2A event (flightdeck.domain.a2a.stream),
   as a2a-sdk's client reads them. A refusal of the method itself (a task of another peer,
-  bad parts, a busy context) is the one event of its stream: a JSON-RPC error response.
+  bad parts, a busy context, v1.0's SubscribeToTask on a finished task) is, in v0.3, the one event of
+  its stream: a JSON-RPC error response; in v1.0 that response alone, as JSON.
 
 With STREAMING off this hook answers nothing and the resolver's route answers -32004.
 """
@@ -21,7 +22,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from flightdeck.api.a2a_routes import STREAM_METHODS, V10, RpcCall, rpc_error, run_rpc, validate_rpc, version_asked
+from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
+from flightdeck.api.a2a_version import V10, version_asked
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame, last_event_id
 from flightdeck.domain import resume
@@ -77,7 +79,11 @@ def _frames(request_id: Any, events: Iterator[Any], version: str) -> Iterator[by
         )
 
 
-def _one(payload: dict[str, Any]) -> StreamReply:
+def _refused(payload: dict[str, Any], version: str) -> StreamReply | dict[str, Any]:
+    """A refusal before the stream opens: in v1.0 one JSON-RPC response (as a2a-sdk 1.x answers it; its client and
+    the TCK read it so), in v0.3 the stream's one event (a2a-sdk 0.3's client reads only Server-Sent Events)."""
+    if version == V10:
+        return _json(payload)
     code = payload.get("error", {}).get("code")
     return StreamReply(
         iter([frame(payload)]), outcome={"statusCode": 200, "body": json.dumps({"error": {"code": code}})}
@@ -87,8 +93,9 @@ def _one(payload: dict[str, Any]) -> StreamReply:
 def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, Any] | None:
     """The answer to one POST /a2a: a stream, a JSON-RPC response (proxy response), or None when off."""
     d = deps()
-    if get_settings().streaming != "on":
-        return None
+    http = (event.get("requestContext") or {}).get("http") or {}
+    if get_settings().streaming != "on" or (event.get("httpMethod") or http.get("method")) != "POST":
+        return None  # the resolver's route answers (a GET: 405)
     call = validate_rpc(_raw_body(event), version_asked(event.get("headers"), event.get("queryStringParameters")))
     remaining_ms = _remaining_ms(context)
     if isinstance(call, dict):
@@ -98,25 +105,28 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     return _stream(d, call, remaining_ms, resume.decode(last_event_id(event.get("headers"))))
 
 
-def _stream(d: Any, call: RpcCall, remaining_ms: int | None, cursor: resume.Cursor | None = None) -> StreamReply:
+def _stream(
+    d: Any, call: RpcCall, remaining_ms: int | None, cursor: resume.Cursor | None = None
+) -> StreamReply | dict[str, Any]:
     pace = Pace.of(d.settings, remaining_ms)
     caller = current_peer()
     try:
         if call.method in ("message/stream", "SendStreamingMessage"):
             events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller, cursor)
         else:
-            events = a2a_stream.resubscribe(d, call.params, pace, caller, cursor)
+            events = a2a_stream.resubscribe(d, call.params, pace, caller, cursor, refuse_finished=call.version == V10)
     except A2AError as exc:
-        return _one(rpc_error(call.id, exc.code, exc.message, exc.data, version=call.version))
+        return _refused(rpc_error(call.id, exc.code, exc.message, exc.data, version=call.version), call.version)
     except ItemTooLargeError as exc:
         message = f"Invalid params: the message is too large to store ({exc})"
-        return _one(rpc_error(call.id, INVALID_PARAMS, message, version=call.version))
+        return _refused(rpc_error(call.id, INVALID_PARAMS, message, version=call.version), call.version)
     except Exception:
         logger.exception("A2A stream could not start", extra={"method": call.method})
-        return _one(
+        return _refused(
             rpc_error(
                 call.id, INTERNAL_ERROR, "Internal error: the request could not be processed", version=call.version
-            )
+            ),
+            call.version,
         )
     count("A2AStreamsOpened")
     return StreamReply(_frames(call.id, events, call.version))

@@ -1,13 +1,18 @@
-"""GET /.well-known/agent-card.json: one A2A agent card for v1.0 and v0.3 (both on POST /a2a), built from settings."""
+"""GET /.well-known/agent-card.json: the A2A agent card for v1.0 and v0.3 (both on POST /a2a), built from settings:
+v1.0's exact AgentCard for a request that says A2A-Version 1.0, the merged card otherwise."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, cast
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from flightdeck import __version__
+from flightdeck.api.a2a_version import version_asked, wire_version
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
 from flightdeck.domain.a2a.constants import INPUT_MODES
 from flightdeck.domain.skills.contract import SKILL_CONTRACTS_URI, Skill, SkillCall
@@ -18,6 +23,8 @@ router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init_
 
 A2A_PROTOCOL_VERSION = "0.3.0"
 A2A_V1_PROTOCOL_VERSION = "1.0"
+# The card changes with a deployment, not per request: a client may keep it five minutes, then revalidate (ETag).
+CARD_CACHE_CONTROL = "public, max-age=300"
 # What a streaming client should know (the card's description ends with it when streaming is on).
 STREAMING_NOTE = (
     "Streams (message/stream, tasks/resubscribe) follow a task to its final event; a dropped "
@@ -40,7 +47,9 @@ def _base_url() -> str:
     return f"{proto}://{host}{stage}"
 
 
-def build_agent_card(base_url: str) -> dict[str, Any]:
+def build_agent_card(base_url: str, version: str = "") -> dict[str, Any]:
+    """The agent card: with version "1.0" exactly a2a.proto's AgentCard (a strict v1.0 client parses it), else
+    the merged card both SDKs' parsers accept."""
     settings = get_settings()
     agent = settings.agent
     exposed = [skill for skill in agent.skills if skill.exposed_to("a2a")]
@@ -80,44 +89,52 @@ def build_agent_card(base_url: str) -> dict[str, Any]:
     # On the lean front door /a2a is served by the a2a function's own URL, not under the HTTP API's.
     rpc_url = f"{(settings.public_endpoints.get('a2a') or base_url).rstrip('/')}/a2a"
     security: list[dict[str, list[str]]] = [{PEER_TOKEN_SCHEME: []}] if inbound_auth else []
-    return {
-        # One card for both versions on the same URL (as a2a-sdk 1.x serves its v1.0 card with v0.3's fields
-        # merged in): v1.0 reads supportedInterfaces, securityRequirements and each scheme's typed member;
-        # v0.3 reads url, preferredTransport, protocolVersion, security and each scheme's `type`.
+    # Only what is implemented (flightdeck.domain.a2a.tasks): push notifications yes; SSE streaming where the
+    # deployment's HTTP front streams (STREAMING: the local gateway, the stack's STREAM integrations).
+    capabilities: dict[str, Any] = {
+        "streaming": streaming,
+        "pushNotifications": True,
+        "extendedAgentCard": False,
+        "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks)],
+    }
+    v1_card = {
+        # Both versions on one URL: v1.0 reads supportedInterfaces, v0.3 the url of the merged card.
         "supportedInterfaces": [
             {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": A2A_V1_PROTOCOL_VERSION},
             {"url": rpc_url, "protocolBinding": "JSONRPC", "protocolVersion": A2A_PROTOCOL_VERSION},
         ],
-        "protocolVersion": A2A_PROTOCOL_VERSION,
         "name": settings.agent_name,
         "description": description,
-        "url": rpc_url,
-        "preferredTransport": "JSONRPC",
         "version": settings.agent_version or __version__,
-        # Only what is implemented (flightdeck.domain.a2a.tasks): push notifications yes; SSE streaming where
-        # the deployment's HTTP front streams (STREAMING: the local gateway, the stack's STREAM
-        # integrations); no state-transition history.
-        "capabilities": {
-            "streaming": streaming,
-            "pushNotifications": True,
-            "stateTransitionHistory": False,
-            "extendedAgentCard": False,
-            "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks)],
-        },
+        "capabilities": capabilities,
         "defaultInputModes": list(INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
-        "securitySchemes": {name: _both_shapes(scheme) for name, scheme in schemes.items()},
+        "securitySchemes": {name: {"httpAuthSecurityScheme": _typed(scheme)} for name, scheme in schemes.items()},
         # Each entry is one way to be let in; the card itself stays public.
-        "security": security,
         "securityRequirements": [{"schemes": {n: {"list": scopes} for n, scopes in r.items()}} for r in security],
+    }
+    if version == A2A_V1_PROTOCOL_VERSION:
+        return v1_card
+    # The card a request without A2A-Version gets (a v0.3 client, as the spec reads it): v1.0's with v0.3's
+    # members merged in, as a2a-sdk 1.x serves it: url, preferredTransport, protocolVersion, security, each
+    # scheme's `type` beside its typed member, and stateTransitionHistory (false).
+    return {
+        **v1_card,
+        "protocolVersion": A2A_PROTOCOL_VERSION,
+        "url": rpc_url,
+        "preferredTransport": "JSONRPC",
+        "capabilities": {**capabilities, "stateTransitionHistory": False},
+        "securitySchemes": {
+            name: {**scheme, "httpAuthSecurityScheme": _typed(scheme)} for name, scheme in schemes.items()
+        },
+        "security": security,
     }
 
 
-def _both_shapes(scheme: dict[str, Any]) -> dict[str, Any]:
-    """An http scheme in v0.3's shape (`type`) with v1.0's (a oneof member, httpAuthSecurityScheme) beside it."""
-    typed = {k: v for k, v in scheme.items() if k in ("scheme", "bearerFormat", "description")}
-    return {**scheme, "httpAuthSecurityScheme": typed} if scheme.get("type") == "http" else scheme
+def _typed(scheme: dict[str, Any]) -> dict[str, Any]:
+    """An http scheme's members as v1.0's HTTPAuthSecurityScheme holds them (v0.3 adds `type` beside them)."""
+    return {k: v for k, v in scheme.items() if k in ("scheme", "bearerFormat", "description")}
 
 
 def _example(skill_id: str, example: str | dict[str, Any]) -> str:
@@ -152,6 +169,38 @@ def skill_contracts_extension(skills: list[Skill], max_concurrent_tasks: int | N
     }
 
 
-@router.get("/.well-known/agent-card.json", summary="A2A agent card")
-def get_agent_card() -> dict[str, Any]:
-    return build_agent_card(_base_url())
+@router.get(
+    "/.well-known/agent-card.json",
+    summary="A2A agent card",
+    description=(
+        "The agent card. With A2A-Version: 1.0 (header, or the A2A-Version query parameter) exactly v1.0's "
+        "AgentCard; without it (a v0.3 client) v1.0's card with v0.3's members merged in. Cache-Control and a "
+        "strong ETag; If-None-Match with the current ETag answers 304."
+    ),
+    responses={
+        200: {
+            "description": "The agent card (ETag, Cache-Control, Vary: A2A-Version)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        304: {"description": "Not modified: the card the client holds is current (no body)", "content": {}},
+    },
+)
+def get_agent_card() -> Response[str]:
+    event = router.current_event
+    version = wire_version(version_asked(event.headers, event.query_string_parameters)) or ""
+    body = json.dumps(build_agent_card(_base_url(), version), separators=(",", ":"), sort_keys=True)
+    headers = {
+        "ETag": f'"{hashlib.sha256(body.encode()).hexdigest()[:32]}"',
+        "Cache-Control": CARD_CACHE_CONTROL,
+        "Vary": "A2A-Version",
+    }
+    held = next((v for k, v in (event.headers or {}).items() if k.lower() == "if-none-match"), None)
+    if isinstance(held, str) and _names(held, headers["ETag"]):
+        return Response(status_code=304, body="", headers=headers)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+def _names(if_none_match: str, etag: str) -> bool:
+    """If-None-Match selects this card (RFC 9110 13.1.2: `*`, or a tag in the list, compared weakly)."""
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags

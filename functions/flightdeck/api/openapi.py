@@ -102,7 +102,7 @@ _SUCCESS_CONTENT = {
 
 # Paths whose function answers protocol errors in the protocol's own shape (MCP: JSON-RPC errors with HTTP 4xx,
 # flightdeck.api.mcp): the content their routes declare is what is sent.
-_JSON_RPC_ERRORS = {"/mcp"}
+_JSON_RPC_ERRORS = {"/mcp", "/a2a"}
 
 
 def _one_error_shape(doc: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ so one OpenAPI document describes the whole API.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -52,24 +51,6 @@ def error_response(
     return Response(
         status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": error}, headers=headers or {}
     )
-
-
-@functools.cache
-def _route_patterns() -> list[tuple[re.Pattern[str], str]]:
-    # Compiled by the first path answered 404 or 405, not when the function starts (cold start).
-    return [
-        (
-            re.compile(
-                "^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(r.path).replace(r"\{", "{").replace(r"\}", "}")) + "$"
-            ),
-            r.method,
-        )
-        for r in topology.ROUTES
-    ]
-
-
-def _allowed_methods(path: str) -> list[str]:
-    return sorted({method for pattern, method in _route_patterns() if pattern.match(path)})
 
 
 # A refusal before any route runs: (HTTP status, error code, message) -> a proxy response.
@@ -124,21 +105,45 @@ _REFUSED_JSON_CODES = {
 }
 
 
-def build_resolver(*routers: Router, kind: type[ApiGatewayResolver] = APIGatewayRestResolver) -> ApiGatewayResolver:
+class FunctionUrlResolver(LambdaFunctionUrlResolver):
+    """A function URL's resolver that takes /a2a/ for /a2a, as APIGatewayRestResolver does (a function URL
+    passes the path as sent)."""
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> re.Pattern[str]:
+        return ApiGatewayResolver._compile_regex(rule, base_regex)  # type: ignore[no-any-return]
+
+
+def build_resolver(
+    *routers: Router, kind: type[ApiGatewayResolver] = APIGatewayRestResolver, refuse: Refusal | None = None
+) -> ApiGatewayResolver:
     """A resolver of `kind`: the REST proxy event's (the REST door, and the lean door's HTTP API, whose payload
-    1.0 is the same event), or LambdaFunctionUrlResolver (the lean door's function URLs, payload 2.0)."""
+    1.0 is the same event), or FunctionUrlResolver (the lean door's function URLs, payload 2.0). `refuse`
+    renders its own answers (no route, no such method, a failure) in a protocol's shape (default: the one
+    error shape)."""
     # Every JSON body is parsed by strict_json: bounded depth, finite numbers (a 400, never a 500).
     app = kind(enable_validation=True, json_body_deserializer=strict_json.loads)
     for router in routers:
         app.include_router(router)
 
+    def answer(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
+        if refuse is None:
+            return error_response(status, code, message, headers)
+        proxy = refuse(status, code, message)
+        return Response(
+            status_code=proxy["statusCode"],
+            content_type=content_types.APPLICATION_JSON,
+            body=proxy["body"],
+            headers={**proxy["headers"], **(headers or {})},
+        )
+
     @app.exception_handler(ApiError)  # type: ignore[untyped-decorator]  # unannotated in Powertools
     def _api_error(exc: ApiError) -> Response[Any]:
-        return error_response(exc.status, exc.code, exc.message, exc.headers)
+        return answer(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(strict_json.JsonRefused)  # type: ignore[untyped-decorator]  # unannotated in Powertools
     def _refused_json(exc: strict_json.JsonRefused) -> Response[Any]:
-        return error_response(
+        return answer(
             400, _REFUSED_JSON_CODES.get(exc.reason, "malformed_json"), f"request body is not valid JSON: {exc.message}"
         )
 
@@ -146,7 +151,7 @@ def build_resolver(*routers: Router, kind: type[ApiGatewayResolver] = APIGateway
     def _invalid(exc: RequestValidationError) -> Response[Any]:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            return error_response(400, "malformed_json", "request body is not valid JSON")
+            return answer(400, "malformed_json", "request body is not valid JSON")
         details = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in errors[:MAX_ERROR_DETAILS]
@@ -154,37 +159,40 @@ def build_resolver(*routers: Router, kind: type[ApiGatewayResolver] = APIGateway
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"][1:]) or "body"
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        return error_response(422, "invalid_request", f"{where}: {first['msg']}{more}", details=details)
+        message = f"{where}: {first['msg']}{more}"
+        if refuse is not None:
+            return answer(422, "invalid_request", message)
+        return error_response(422, "invalid_request", message, details=details)
 
     @app.not_found
     def _not_found(exc: NotFoundError) -> Response[Any]:
         path = app.current_event.path
-        allowed = _allowed_methods(path)
+        allowed = topology.methods_at(path)
         # A method another function serves (a function URL takes any path) is not this one's to allow.
         if allowed and app.current_event.http_method not in allowed:
-            return error_response(
+            return answer(
                 405,
                 "method_not_allowed",
                 f"{app.current_event.http_method} is not allowed on {path}",
                 headers={"Allow": ", ".join(allowed)},
             )
-        return error_response(404, "not_found", f"no route for {path}")
+        return answer(404, "not_found", f"no route for {path}")
 
     @app.exception_handler(RequestUnsupportedContentType)  # type: ignore[untyped-decorator]  # unannotated in Powertools
     def _unsupported_type(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return error_response(415, "unsupported_media_type", "send the body as application/json")
+        return answer(415, "unsupported_media_type", "send the body as application/json")
 
     @app.exception_handler(ItemTooLargeError)  # type: ignore[untyped-decorator]  # unannotated in Powertools
     def _too_large_to_store(exc: ItemTooLargeError) -> Response[Any]:
         # Retrying would fail the same way: a 4xx, never a 503.
-        return error_response(413, "too_large", f"the request is too large to store: {exc}")
+        return answer(413, "too_large", f"the request is too large to store: {exc}")
 
     @app.exception_handler([BotoCoreError, ClientError])  # type: ignore[untyped-decorator]  # unannotated in Powertools
     def _aws_unavailable(exc: Exception) -> Response[Any]:
         # DynamoDB or SQS failed or throttled beyond the SDK's own retries: nothing
         # half-done is lost (every write is conditional), so the caller should retry.
         logger.exception("AWS dependency failed")
-        return error_response(
+        return answer(
             503, "service_unavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
         )
 
@@ -192,7 +200,7 @@ def build_resolver(*routers: Router, kind: type[ApiGatewayResolver] = APIGateway
     def _unexpected(exc: Exception) -> Response[Any]:
         # Never a stack trace to the caller; the log has it.
         logger.exception("unhandled error")
-        return error_response(500, "internal_error", "the request could not be processed; it may be retried")
+        return answer(500, "internal_error", "the request could not be processed; it may be retried")
 
     return app
 
@@ -213,18 +221,18 @@ def _served_handlers(app: ApiGatewayResolver) -> frozenset[str]:
 StreamHook = Callable[[dict[str, Any], Any], Any]
 
 
-def _streamed(stream: StreamHook, event: dict[str, Any], context: Any) -> Any:
+def _streamed(stream: StreamHook, event: dict[str, Any], context: Any, render: Refusal) -> Any:
     """The hook's answer; its failures answered as the resolver answers a route's (503, 500)."""
     try:
         return stream(event, context)
     except (BotoCoreError, ClientError):
         logger.exception("AWS dependency failed")
-        response = proxy_error(503, "service_unavailable", "a dependency is unavailable; retry later")
+        response = render(503, "service_unavailable", "a dependency is unavailable; retry later")
         response["headers"]["Retry-After"] = "1"
         return response
     except Exception:
         logger.exception("unhandled error")
-        return proxy_error(500, "internal_error", "the request could not be processed; it may be retried")
+        return render(500, "internal_error", "the request could not be processed; it may be retried")
 
 
 def http_handler(
@@ -237,8 +245,8 @@ def http_handler(
     at), the body size (413) and type (415, not UTF-8: 400) are checked, `stream` answers if
     it will (a StreamReply: Server-Sent Events, written by the server as they come), else the
     route runs (its body parsed by strict_json); then a delegation call gets its one audit line
-    (flightdeck.api.auth). `refuse` renders the size and type refusals (default: the REST
-    error shape; /a2a answers them in JSON-RPC).
+    (flightdeck.api.auth). `refuse` renders the size and type refusals and every answer the resolver
+    gives itself (default: the REST error shape; /a2a answers them in JSON-RPC).
     """
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -246,7 +254,7 @@ def http_handler(
     from flightdeck.observability import lambda_entry
 
     get_settings()  # fail at cold start, naming the variable, if the configuration is bad
-    app = build_resolver(*routers)
+    app = build_resolver(*routers, refuse=refuse)
     served = _served_handlers(app)
     url_app: list[ApiGatewayResolver] = []  # built on the first function URL event: the REST door never needs it
     render = refuse or proxy_error
@@ -255,7 +263,7 @@ def http_handler(
         chosen = app
         if event.get("version") == "2.0":
             if not url_app:
-                url_app.append(build_resolver(*routers, kind=LambdaFunctionUrlResolver))
+                url_app.append(build_resolver(*routers, kind=FunctionUrlResolver, refuse=refuse))
             chosen = url_app[0]
         for router in routers:
             # A router reads current_event through the last resolver that included it: point it at this one.
@@ -269,7 +277,7 @@ def http_handler(
         try:
             response = auth.authenticate(event, route) or _too_large(event, render) or _not_json(event, render)
             if response is None and stream is not None:
-                response = _streamed(stream, event, context)
+                response = _streamed(stream, event, context, render)
             if response is None:
                 response = resolve(event, context)
             response = auth.settle(response)

@@ -13,9 +13,10 @@ error shape `{"error": {"code", "message"}}`):
   `bad_gateway` (API Gateway: 502 `{"message": "Internal server error"}`);
 - no stage prefix in the URL: `http://host:port/api/chat`; the stage is named
   in requestContext only.
-Like API Gateway REST APIs, `path` and `pathParameters` are passed as sent
-(percent-encoded), query string values decoded, and the request body is text
-unless it is not valid UTF-8, in which case it arrives base64-encoded.
+Like API Gateway REST APIs, a path with a trailing slash (`/a2a/`) reaches its
+resource (`/a2a`), `path` and `pathParameters` are passed as sent (percent-encoded),
+query string values decoded, and the request body is text unless it is not valid
+UTF-8, in which case it arrives base64-encoded.
 
 A handler that answers a stream (flightdeck.api.sse.StreamReply: the streaming routes,
 topology `stream`) has its chunks written as they come, with chunked transfer encoding,
@@ -92,7 +93,8 @@ def compile_route(route: topology.Route) -> CompiledRoute:
         else:
             parts.append(re.escape(segment))
             rank.append(0)
-    pattern = re.compile("/" + "/".join(parts))
+    # A trailing slash is the same resource: API Gateway routes /a2a/ to /a2a.
+    pattern = re.compile("/" + "/".join(parts) + "/?")
     return CompiledRoute(route, pattern, tuple(names), tuple(rank))
 
 

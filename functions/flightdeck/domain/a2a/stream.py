@@ -57,7 +57,13 @@ from flightdeck.domain.a2a.tasks import (
     status_of,
     visible_task,
 )
-from flightdeck.domain.a2a.wire import TERMINAL_STATES, MessageSendParams, TaskIdParams
+from flightdeck.domain.a2a.wire import (
+    TERMINAL_STATES,
+    UNSUPPORTED_OPERATION,
+    A2AError,
+    MessageSendParams,
+    TaskIdParams,
+)
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
 from flightdeck.domain.ports import Deps
@@ -306,11 +312,25 @@ def message_stream(
 
 
 def resubscribe(
-    deps: Deps, params: TaskIdParams, pace: Pace, caller: str | None = None, cursor: Cursor | None = None
+    deps: Deps,
+    params: TaskIdParams,
+    pace: Pace,
+    caller: str | None = None,
+    cursor: Cursor | None = None,
+    *,
+    refuse_finished: bool = False,
 ) -> Iterator[Marked[Event] | Note]:
     """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events;
-    with `cursor` (Last-Event-ID), only the events after it."""
+    with `cursor` (Last-Event-ID), only the events after it. `refuse_finished` (v1.0's SubscribeToTask): a task
+    already completed, failed, canceled or rejected is -32004 (UnsupportedOperationError), unless resumed."""
     rec = visible_task(deps, params.id, caller)
+    if refuse_finished and cursor is None and rec.state in TERMINAL_STATES:
+        raise A2AError(
+            UNSUPPORTED_OPERATION,
+            f"Unsupported operation: task {rec.task_id} is {rec.state}, it has no updates to subscribe to "
+            "(GetTask reads it)",
+            {"taskId": rec.task_id, "state": rec.state},
+        )
 
     def events() -> Iterator[Marked[Event] | Note]:
         if cursor is None and rec.state in STREAM_END_STATES:

@@ -13,8 +13,10 @@ two (the proto is the reference; the migration guides have errors):
 - a push config is flat {taskId, id, url, token, authentication: {scheme, credentials}};
 - errors carry `data` as an array of typed objects, a google.rpc.ErrorInfo first (reason, domain).
 
-Inbound models ignore fields they do not know (as the v0.3 ones do); outbound JSON is built here only and
-holds no field the proto lacks (a strict client parses it with protobuf's ParseDict).
+Inbound models read each field by its proto name or its lowerCamelCase JSON name (`task_id` or `taskId`), as
+protobuf's JSON mapping says a parser does, and refuse a field they do not know (as its parsers do by default:
+a field ignored would be a request half done) or one field sent under both names; outbound JSON is built here
+only and holds no field the proto lacks (a strict client parses it with protobuf's ParseDict).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_snake
 
 PROTOCOL_VERSION = "1.0"
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -65,10 +68,27 @@ REASONS = {
 }
 
 
+def _json_names(name: str) -> AliasChoices:
+    """A field's two ProtoJSON names: lowerCamelCase (the attribute's) and the proto's own snake_case."""
+    return AliasChoices(name, to_snake(name))
+
+
 class _In(BaseModel):
     # defer_build: each model is built by its first use, not at import: only A2A v1.0 requests use them,
     # and every call of the a2a function imports this module (cold start).
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+    model_config = ConfigDict(
+        extra="forbid", defer_build=True, alias_generator=AliasGenerator(validation_alias=_json_names)
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_each(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in cls.model_fields:
+                proto = to_snake(name)
+                if proto != name and name in data and proto in data:
+                    raise ValueError(f"{name} and {proto} name one field: send it once")
+        return data
 
 
 # --- inbound (requests) ------------------------------------------------------------------------
