@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
@@ -223,6 +223,13 @@ class AgentSpec(AgentDefinition):
         default_factory=dict,
         description="LOCAL ONLY: who may call it, peer id = token (on AWS: `flightdeck peers add`).",
     )
+    # LOCAL ONLY: this agent's own users (you with curl, `flightdeck chat`, the console): user id -> token,
+    # registered for the user channel (docs/PEERS.md, "Roles"); on AWS `flightdeck peers add --channel user`.
+    users: dict[str, str] = Field(
+        default_factory=dict,
+        description="LOCAL ONLY: its own users (curl, `flightdeck chat`, the console), user id = token: every skill "
+        "and the console's routes (on AWS: `flightdeck peers add --channel user`).",
+    )
     # LOCAL ONLY: the token this agent presents to a service it calls (service name -> token), for
     # services outside this file. An agent of this file that lists us in its `peers` needs no entry:
     # its token for us is taken from there. On AWS: the secret PEER_TOKENS_SECRET_ARN names.
@@ -239,16 +246,30 @@ class AgentSpec(AgentDefinition):
         default_factory=GatewaySection, description="Per-peer usage plans and the authorizer's cache."
     )
 
-    @field_validator("peers")
+    @field_validator("peers", "users")
     @classmethod
-    def _peers_name_themselves(cls, value: dict[str, str]) -> dict[str, str]:
+    def _peers_name_themselves(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for peer_id, token in value.items():
             try:
                 check_peer_id(peer_id)
                 check_token(token, peer_id)
             except PeerTokenError as exc:
-                raise ValueError(f"peers.{peer_id}: {exc}") from None
+                raise ValueError(f"{info.field_name}.{peer_id}: {exc}") from None
         return value
+
+    @model_validator(mode="after")
+    def _users_are_not_peers(self) -> AgentSpec:
+        both = sorted(set(self.peers) & set(self.users))
+        if both:
+            raise ValueError(f"{', '.join(both)}: in both peers and users; a caller is one or the other (one token)")
+        return self
+
+    def callers(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """LOCAL ONLY: every caller the registry takes, id -> (token, the channels it opens)."""
+        return {
+            **{peer: (token, ("a2a",)) for peer, token in self.peers.items()},
+            **{user: (token, ("user",)) for user, token in self.users.items()},
+        }
 
     @field_validator("peer_tokens")
     @classmethod
@@ -264,7 +285,7 @@ class AgentSpec(AgentDefinition):
         """Usage plans: the default one, the unidentified callers' one, one per peer this file names (peers, peer_limits)."""
         overrides = {p: section.limits() for p, section in self.gateway.peer_limits.items()}
         unidentified = PeerLimits(self.gateway.unidentified_rate_limit, self.gateway.unidentified_burst_limit)
-        return usage_plans(self.name, self.gateway.default_limits(), self.peers, overrides, unidentified)
+        return usage_plans(self.name, self.gateway.default_limits(), self.callers(), overrides, unidentified)
 
     def agent_config_json(self) -> str:
         definition = AgentDefinition.model_validate(self.model_dump(include=set(AgentDefinition.model_fields)))

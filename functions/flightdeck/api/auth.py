@@ -46,6 +46,8 @@ class _Request:
     claimed: str | None = None  # the peer a refused token claimed to be
     operation: str = ""  # a finer audit operation than the route's (a2a:<method>)
     proof: PeerProof | None = None  # a token no write has checked yet (checked_by_write routes)
+    route: topology.Route | None = None
+    channels: tuple[str, ...] = ()  # the channels the caller's checked token opens (its roles)
 
 
 _request = _Request()
@@ -68,12 +70,14 @@ def begin(event: dict[str, Any], handlers: frozenset[str] = frozenset()) -> topo
     a route this function does not serve must be its 404, not a token check against a registry it may not read.
     """
     global _request
-    _request = _Request()
     if event.get("version") == "2.0":
         http = (event.get("requestContext") or {}).get("http") or {}
         route = topology.route_at(http.get("method"), event.get("rawPath"))
-        return route if route is not None and route.handler in handlers else None
-    return topology.route_for(event.get("httpMethod"), event.get("resource"))
+        route = route if route is not None and route.handler in handlers else None
+    else:
+        route = topology.route_for(event.get("httpMethod"), event.get("resource"))
+    _request = _Request(route=route)
+    return route
 
 
 def current_peer() -> str | None:
@@ -87,6 +91,26 @@ def note(*, peer: str | None = None, operation: str = "") -> None:
         _request.peer = peer
     if operation:
         _request.operation = operation
+
+
+def caller_is(role: str) -> bool:
+    """Whether the caller holds `role` (flightdeck.topology.TOKEN_ROLES), which its route admits. A token the
+    request's write was to check is read now (one GetItem): ask only off the happy path. INBOUND_AUTH off:
+    everyone holds every role its route admits. Raises ApiError (403, 503) when the registry refuses the token."""
+    from flightdeck.api.resolver import ApiError
+    from flightdeck.wiring import deps
+
+    route = _request.route
+    if route is None or role not in route.roles:
+        return False
+    if deps().settings.inbound_auth == "off":
+        return True
+    if _request.proof is not None:
+        refusal = _check(_request.proof)
+        if refusal is not None:
+            error = json.loads(refusal["body"])["error"]
+            raise ApiError(refusal["statusCode"], error["code"], error["message"], refusal["headers"])
+    return role in _request.channels
 
 
 def pending_proof() -> PeerProof | None:
@@ -135,7 +159,7 @@ def _check(proof: PeerProof) -> dict[str, Any] | None:
     if not result.ok:
         refused(result)
         return _json_response(403, "forbidden", REFUSED_MESSAGE)
-    _request.peer, _request.proof = result.peer_id, None
+    _request.peer, _request.proof, _request.channels = result.peer_id, None, result.channels
     if result.via_previous:
         logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
     return None
@@ -197,6 +221,9 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
     if route is None or route.auth != topology.PEER_AUTH:
         return None
     d = deps()
+    if route.console and d.settings.console != "on":
+        # The console's routes exist only where the console is on (the stack has no method for them either).
+        return _json_response(404, "not_found", f"no route for {route.path}")
     if d.settings.inbound_auth == "off":
         return None
     token = bearer_token(_headers(event).get("authorization"))
@@ -209,7 +236,7 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "a peer bearer token is required (Authorization: Bearer <token>)",
             {"WWW-Authenticate": REALM},
         )
-    proof = proof_of(token, d.clock.now_ms(), route.channel)
+    proof = proof_of(token, d.clock.now_ms(), route.roles)
     if proof is None:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})
