@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from flightdeck import topology
 from flightdeck.domain.peers import AuthResult, PeerProof, bearer_token, judge, peer_of, proof_of
 from flightdeck.observability import audit, count, logger, payload_sha256
+from flightdeck.settings import get_settings
 
 REALM = 'Bearer realm="flightdeck"'
 # The name of the peer bearer scheme in the OpenAPI document and the agent card.
@@ -221,7 +222,7 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
     if route is None or route.auth != topology.PEER_AUTH:
         return None
     d = deps()
-    if route.console and d.settings.console != "on":
+    if route.console and get_settings().console != "on":
         # The console's routes exist only where the console is on (the stack has no method for them either).
         return _json_response(404, "not_found", f"no route for {route.path}")
     if d.settings.inbound_auth == "off":
