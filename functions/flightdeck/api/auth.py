@@ -49,6 +49,7 @@ class _Request:
     proof: PeerProof | None = None  # a token no write has checked yet (checked_by_write routes)
     route: topology.Route | None = None
     channels: tuple[str, ...] = ()  # the channels the caller's checked token opens (its roles)
+    refusal: dict[str, Any] | None = None  # the registry refused the token mid-route: the answer, whatever the route's
 
 
 _request = _Request()
@@ -97,8 +98,8 @@ def note(*, peer: str | None = None, operation: str = "") -> None:
 def caller_is(role: str) -> bool:
     """Whether the caller holds `role` (flightdeck.topology.TOKEN_ROLES), which its route admits. A token the
     request's write was to check is read now (one GetItem): ask only off the happy path. INBOUND_AUTH off:
-    everyone holds every role its route admits. Raises ApiError (403, 503) when the registry refuses the token."""
-    from flightdeck.api.resolver import ApiError
+    everyone holds every role its route admits. A token the registry refuses holds none, and the request is
+    answered that refusal (403, 503: settle), whatever the route answers."""
     from flightdeck.wiring import deps
 
     route = _request.route
@@ -107,11 +108,8 @@ def caller_is(role: str) -> bool:
     if deps().settings.inbound_auth == "off":
         return True
     if _request.proof is not None:
-        refusal = _check(_request.proof)
-        if refusal is not None:
-            error = json.loads(refusal["body"])["error"]
-            raise ApiError(refusal["statusCode"], error["code"], error["message"], refusal["headers"])
-    return role in _request.channels
+        _request.refusal = _check(_request.proof)
+    return _request.refusal is None and role in _request.channels
 
 
 def pending_proof() -> PeerProof | None:
@@ -137,8 +135,10 @@ REFUSED_MESSAGE = "this token is not accepted"
 
 
 def settle(response: Any) -> Any:
-    """The answer to send: `response`, unless the caller's token is still unchecked (no write took it)
-    and the registry refuses it (403) or cannot be read (503)."""
+    """The answer to send: `response`, unless the caller's token is still unchecked (no write took it), or was
+    read by caller_is, and the registry refuses it (403) or cannot be read (503)."""
+    if _request.refusal is not None:
+        return _request.refusal
     if _request.proof is None:
         return response
     return _check(_request.proof) or response
