@@ -27,7 +27,25 @@ ensure() {  # ensure EXTRA: install the project with that extra unless already d
     [ -x "$VENV/bin/python" ] || { echo "dev.sh: [1/3] creating $VENV" >&2; "$PYTHON" -m venv "$VENV"; }
     echo "dev.sh: [2/3] upgrading pip" >&2
     "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-    echo "dev.sh: [3/3] installing flightdeck and its '$extra' dependencies" >&2
+    echo "dev.sh: [3/3] installing flightdeck and its '$extra' dependencies:" >&2
+    # What pip is about to fetch, from pyproject.toml: the runtime's and the extra's own (their dependencies follow).
+    "$VENV/bin/python" - "$extra" >&2 <<'PY' || true
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project["optional-dependencies"]
+wanted, seen = [sys.argv[1]], set()
+names = list(project["dependencies"])
+while wanted:
+    extra = wanted.pop()
+    for requirement in extras.get(extra, []):
+        if requirement.startswith("flightdeck-serverless["):
+            wanted += [e for e in requirement.split("[", 1)[1].rstrip("]").split(",") if e not in seen]
+        else:
+            names.append(requirement)
+    seen.add(extra)
+short = sorted({n.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0] for n in names})
+print("dev.sh:       " + ", ".join(short) + " (pip prints nothing until it is done; a busy machine takes minutes)")
+PY
     "$VENV/bin/python" -m pip install --quiet -e ".[$extra]" >&2
     if [ -n "$a2a1" ] && ! wait "$a2a1"; then
       cat "$a2a1_log" >&2

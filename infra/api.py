@@ -63,6 +63,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from flightdeck import topology
+from flightdeck.domain.peer_usage import QUOTA_MESSAGE, THROTTLED_MESSAGE
 
 from .functions import LOG_RETENTION
 
@@ -169,7 +170,9 @@ _GATEWAY_RESPONSES: tuple[GatewayAnswer, ...] = (
     GatewayAnswer(
         apigateway.ResponseType.REQUEST_TOO_LARGE, "413", "payload_too_large", '"request body exceeds 10 MB"'
     ),
-    GatewayAnswer(apigateway.ResponseType.THROTTLED, "429", "throttled", '"too many requests, retry later"'),
+    GatewayAnswer(
+        apigateway.ResponseType.THROTTLED, "429", "throttled", json.dumps(THROTTLED_MESSAGE), {"Retry-After": "'1'"}
+    ),
     GatewayAnswer(
         apigateway.ResponseType.MISSING_AUTHENTICATION_TOKEN,
         "404",
@@ -191,9 +194,7 @@ _GATEWAY_RESPONSES: tuple[GatewayAnswer, ...] = (
     GatewayAnswer(
         apigateway.ResponseType.INVALID_API_KEY, "403", "forbidden", '"this peer has no usage plan on this agent"'
     ),
-    GatewayAnswer(
-        apigateway.ResponseType.QUOTA_EXCEEDED, "429", "quota_exceeded", '"this peer\'s daily quota is used up"'
-    ),
+    GatewayAnswer(apigateway.ResponseType.QUOTA_EXCEEDED, "429", "quota_exceeded", json.dumps(QUOTA_MESSAGE)),
     # The authorizer failed (the registry unreachable) or answered something API Gateway cannot use.
     GatewayAnswer(apigateway.ResponseType.AUTHORIZER_FAILURE, *_UNAVAILABLE),
     GatewayAnswer(apigateway.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, *_UNAVAILABLE),

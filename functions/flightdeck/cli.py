@@ -125,6 +125,8 @@ def local_up(args: argparse.Namespace) -> int:
             print(f"flightdeck: {name} on {url}", file=sys.stderr)
         if args.log_dir is not None:
             print(f"flightdeck: every agent's JSON log in {args.log_dir}/<agent>.log", file=sys.stderr)
+        for line in stack.mcp_warnings():
+            print(f"flightdeck: warning: {args.config}: {line}", file=sys.stderr)
         print(f"flightdeck: moto on {stack.moto_endpoint}; Ctrl-C stops everything", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass

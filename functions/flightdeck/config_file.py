@@ -24,6 +24,7 @@ from pydantic_core import ErrorDetails
 
 from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.allowlist import Allowlist
+from flightdeck.domain.invalid_value import InvalidValue
 from flightdeck.domain.peer_usage import PeerLimits, UsagePlanSpec, usage_plans
 from flightdeck.domain.peers import PeerTokenError, check_peer_id, check_token, new_token
 from flightdeck.settings import Settings
@@ -54,6 +55,9 @@ class ConfigFileError(ValueError):
     @classmethod
     def of(cls, path: str | Path, problems: Sequence[Problem]) -> ConfigFileError:
         return cls("\n".join(p.render(path) for p in problems), problems, path)
+
+
+_PEER_ID_FIX = "use lower-case letters, digits and '-', starting with a letter or digit"
 
 
 class DeploySection(BaseModel):
@@ -121,9 +125,9 @@ class DeploySection(BaseModel):
         for email in value:
             # local@domain.tld: no spaces, one @, a dot in the domain (SNS sends the confirmation)
             if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s.]+", email):
-                raise ValueError(f"alarm_emails: {email!r} is not an e-mail address")
+                raise InvalidValue(f"{email!r} is not an e-mail address", "write it as name@example.com")
             if email.lower() in seen:
-                raise ValueError(f"alarm_emails: {email!r} is listed twice")
+                raise InvalidValue(f"{email!r} is listed twice", f"remove one {email!r}")
             seen.add(email.lower())
         return value
 
@@ -181,7 +185,7 @@ class GatewaySection(BaseModel):
             try:
                 check_peer_id(peer_id)
             except PeerTokenError as exc:
-                raise ValueError(f"peer_limits.{peer_id}: {exc}") from None
+                raise InvalidValue(f"{peer_id!r}: {exc}", _PEER_ID_FIX, (peer_id,)) from None
         return value
 
     def default_limits(self) -> PeerLimits:
@@ -230,6 +234,12 @@ class AgentSpec(AgentDefinition):
         description="LOCAL ONLY: its own users (curl, `flightdeck chat`, the console), user id = token: every skill "
         "and the console's routes (on AWS: `flightdeck peers add --channel user`).",
     )
+    # LOCAL ONLY: MCP clients that may call its /mcp (client id -> token "fdp_<client_id>_<secret>"), registered
+    # with the mcp channel only, as `flightdeck peers add --channel mcp` does on AWS.
+    mcp_clients: dict[str, str] = Field(
+        default_factory=dict,
+        description="LOCAL ONLY: MCP clients that may call its /mcp, client id = token (on AWS: `flightdeck peers add --channel mcp`).",
+    )
     # LOCAL ONLY: the token this agent presents to a service it calls (service name -> token), for
     # services outside this file. An agent of this file that lists us in its `peers` needs no entry:
     # its token for us is taken from there. On AWS: the secret PEER_TOKENS_SECRET_ARN names.
@@ -246,29 +256,51 @@ class AgentSpec(AgentDefinition):
         default_factory=GatewaySection, description="Per-peer usage plans and the authorizer's cache."
     )
 
-    @field_validator("peers", "users")
+    @field_validator("peers", "users", "mcp_clients")
     @classmethod
-    def _peers_name_themselves(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    def _callers_name_themselves(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for peer_id, token in value.items():
             try:
                 check_peer_id(peer_id)
+            except PeerTokenError as exc:
+                raise InvalidValue(f"{peer_id!r}: {exc}", _PEER_ID_FIX, (peer_id,)) from None
+            try:
                 check_token(token, peer_id)
             except PeerTokenError as exc:
-                raise ValueError(f"{info.field_name}.{peer_id}: {exc}") from None
+                example = f"fdp_{peer_id}_{'x' * 32}"
+                raise InvalidValue(
+                    str(exc),
+                    f"a token for {peer_id} starts fdp_{peer_id}_ and has a secret of 32+ characters A-Z a-z 0-9 _ -: "
+                    f'{peer_id} = "{example}" (`flightdeck peers add` makes one; locally any such string will do)',
+                    (peer_id,),
+                ) from None
         return value
 
     @model_validator(mode="after")
-    def _users_are_not_peers(self) -> AgentSpec:
-        both = sorted(set(self.peers) & set(self.users))
+    def _one_registry_entry_per_caller(self) -> AgentSpec:
+        # Peers, users and MCP clients share the agent's peer registry, one entry per id.
+        both = sorted(set(self.peers) & set(self.mcp_clients))
         if both:
-            raise ValueError(f"{', '.join(both)}: in both peers and users; a caller is one or the other (one token)")
+            raise InvalidValue(
+                f"{both[0]!r} is also in peers: a peer and an MCP client share the agent's registry",
+                f'give the MCP client an id of its own, e.g. "{both[0]}-mcp" = "fdp_{both[0]}-mcp_..."',
+                ("mcp_clients", both[0]),
+            )
+        taken = sorted(set(self.users) & (set(self.peers) | set(self.mcp_clients)))
+        if taken:
+            raise InvalidValue(
+                f"{taken[0]!r} is also a peer or an MCP client: users, peers and MCP clients share the agent's registry",
+                "give the user an id of its own (one token opens one id's channels)",
+                ("users", taken[0]),
+            )
         return self
 
     def callers(self) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """LOCAL ONLY: every caller the registry takes, id -> (token, the channels it opens)."""
+        """LOCAL ONLY: every caller the registry takes, id -> (token, the channels it opens: its roles)."""
         return {
             **{peer: (token, ("a2a",)) for peer, token in self.peers.items()},
             **{user: (token, ("user",)) for user, token in self.users.items()},
+            **{client: (token, ("mcp",)) for client, token in self.mcp_clients.items()},
         }
 
     @field_validator("peer_tokens")
@@ -278,7 +310,11 @@ class AgentSpec(AgentDefinition):
             try:
                 check_token(token)
             except PeerTokenError as exc:
-                raise ValueError(f"peer_tokens.{service}: {exc}") from None
+                raise InvalidValue(
+                    str(exc),
+                    f"write the token {service} issued us, fdp_<our id at {service}>_<32+ characters>",
+                    (service,),
+                ) from None
         return value
 
     def usage_plans(self) -> list[UsagePlanSpec]:
@@ -546,17 +582,9 @@ def _explain(err: ErrorDetails, example: str = "") -> tuple[str, str]:
         return "is required", "add it"
     if kind == "value_error" and "at least 32 characters" in msg:
         return msg, f"use 32 or more random characters, e.g. {_random_secret_hint()}"
-    if kind == "value_error" and "MCP credential" in msg:
-        return (
-            msg,
-            'write credential = "env:NOTES_TOKEN" (locally) or "secret:<secret name>" (on AWS), and keep the token there',
-        )
-    if kind == "value_error" and ("peer token" in msg or "fdp_" in msg or "peer id" in msg):
-        return msg, (
-            "a token is fdp_<peer id>_<secret of 32+ characters A-Z a-z 0-9 _ ->; "
-            "`flightdeck peers add` makes one, locally any such string will do"
-        )
-    return msg, "correct the value (see the comments in examples/two-agents.toml)"
+    if kind == "value_error" and isinstance(ctx.get("error"), InvalidValue):
+        return msg, ctx["error"].fix
+    return msg, f"see what {kind} means for this key in docs/CONFIGURATION.md"
 
 
 def _setting_problem(table: str, name: str, value: Any) -> Problem | None:
@@ -619,6 +647,9 @@ def _structure_problem(err: ErrorDetails) -> Problem:
             f"the agent name {_show(loc[1])} is not allowed",
             "rename the section: lower-case letters, digits, '-' and '_', starting with a letter or digit",
         )
+    refused = (err.get("ctx") or {}).get("error")
+    if isinstance(refused, InvalidValue) and refused.at:
+        key = toml_key((*loc, *refused.at))  # the value itself, not only the table that refused it
     message, fix = _explain(err)
     return Problem(key, message, fix)
 
@@ -638,7 +669,8 @@ def parse(raw: dict[str, Any], path: str | Path = "<deployment>") -> DeploymentF
                 problems.append(problem)
             table[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     try:
-        deployment = DeploymentFile.model_validate(raw)
+        # Strict: a deployment file says what it means ("2500" is not a number of milliseconds).
+        deployment = DeploymentFile.model_validate(raw, strict=True)
     except ValidationError as exc:
         problems.extend(_structure_problem(err) for err in exc.errors(include_url=False))
         raise ConfigFileError.of(path, _once(problems)) from None

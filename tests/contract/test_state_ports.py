@@ -549,6 +549,44 @@ def test_a_session_past_its_retention_is_taken_over_by_a_new_one_until_ttl_delet
         state.take_message(sid, user("more"), RETENTION_MS, owner="bob")
 
 
+def asks(question):
+    blocks = [{"toolUse": {"toolUseId": "q-1", "name": "ask_user", "input": {"question": question}}}]
+    return {"stop_reason": "tool_use", "message": {"role": "assistant", "content": blocks}}
+
+
+def test_a_question_is_closed_once_and_only_while_its_session_waits_for_the_answer(state, clock, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, owner="alice")
+    state.save_iteration(sid, 1, asks("which?"), RETENTION_MS, ends_turn=True)  # idle, waiting for the answer
+    canceled = {"role": "user", "content": [{"toolResult": {"toolUseId": "q-1", "content": [{"text": "x"}]}}]}
+    closing = [
+        (int(MessageSlot.CLOSING_RESULTS), canceled),
+        (int(MessageSlot.CLOSING_TEXT), final("closed")["message"]),
+    ]
+    waiting = state.get_session(sid)
+    assert not state.close_question(waiting, closing, RETENTION_MS, "bob")  # another's session: nothing
+    later = dataclasses.replace(waiting, turn=2)
+    assert not state.close_question(later, closing, RETENTION_MS, "alice")  # not the question's turn
+    clock.advance(5)
+    assert state.close_question(waiting, closing, RETENTION_MS, "alice")
+    assert not state.close_question(waiting, closing, RETENTION_MS, "alice")  # closed already
+    session = state.get_session(sid)
+    assert session.status == "idle" and session.messages[-2:] == [canceled, final("closed")["message"]]
+    assert session.updated_at == clock.now and state.owed_think(sid) is None
+    # The next message starts a turn of its own.
+    assert state.take_message(sid, user("next"), RETENTION_MS, owner="alice").turn == 2
+    assert state.get_session(sid).messages[-1] == user("next")
+
+
+def test_a_question_answered_first_is_not_closed(state, sid):
+    state.take_message(sid, user("task"), RETENTION_MS, owner="alice")
+    state.save_iteration(sid, 1, asks("which?"), RETENTION_MS, ends_turn=True)
+    waiting = state.get_session(sid)
+    state.take_message(sid, user("the answer"), RETENTION_MS, owner="alice")  # busy at turn 2
+    closing = [(int(MessageSlot.CLOSING_TEXT), final("closed")["message"])]
+    assert not state.close_question(waiting, closing, RETENTION_MS, "alice")
+    assert state.get_session(sid).messages[-1] == user("the answer")
+
+
 def test_a_canceled_session_takes_no_message_in(state, sid):
     state.take_message(sid, user("task"), RETENTION_MS)
     state.cancel_session(sid, None)

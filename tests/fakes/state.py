@@ -548,6 +548,20 @@ class MemoryState:
             p.messages[(turn, int(slot))] = _stored(message)
         return TurnEnd(True, write())
 
+    def close_question(
+        self, session: Session, closing: list[tuple[int, dict[str, Any]]], retention_ms: int, owner: str | None
+    ) -> bool:
+        p, turn = self._part(session.session_id), session.turn
+        meta = p.meta
+        if meta is None or (meta.status, meta.turn) != ("idle", turn) or (owner is not None and meta.owner != owner):
+            return False
+        if any((turn, int(slot)) in p.messages for slot, _ in closing):
+            return False
+        for slot, message in closing:
+            p.messages[(turn, int(slot))] = _stored(message)
+        meta.updated_at = self.now_ms()
+        return True
+
     # --- IterationsPort ----------------------------------------------------------------------
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
         stored = self._part(session_id).iterations.get(turn)

@@ -176,3 +176,31 @@ def test_app_py_refuses_an_agent_with_inbound_auth_off_unless_told_it_is_a_test_
         if r["Type"] == "AWS::Lambda::Function"
     ]
     assert envs and all(env["INBOUND_AUTH"] == "off" for env in envs)
+
+
+def test_the_bedrock_example_synthesizes_with_each_agents_model_granted(tmp_path: Path) -> None:
+    """examples/bedrock.toml (issue 41): both stacks synthesize in the region the file names, and each turn worker
+    may invoke its own model only: the orchestrator's inference profile (and its base model in the profile's
+    regions), the worker's foundation model in its stack's region."""
+    result = _run_app(tmp_path, {}, ("--config", "examples/bedrock.toml", "-c", "bundleDeps=false", "-c", "nag=false"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert {"Flightdeck-orchestrator", "Flightdeck-worker"} <= _stacks(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["artifacts"]["Flightdeck-worker"]["environment"].endswith("/us-east-1")
+
+    def bedrock_resources(stack: str) -> str:
+        template = json.loads((tmp_path / f"{stack}.template.json").read_text())
+        found = []
+        for resource in template["Resources"].values():
+            if resource["Type"] != "AWS::IAM::Policy":
+                continue
+            for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                if "bedrock:InvokeModel" in actions:
+                    found.append(json.dumps(statement["Resource"]))
+        return " ".join(found)
+
+    orchestrator, worker = bedrock_resources("Flightdeck-orchestrator"), bedrock_resources("Flightdeck-worker")
+    assert "inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in orchestrator
+    assert "foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0" in orchestrator
+    assert "foundation-model/amazon.nova-lite-v1:0" in worker and "claude" not in worker

@@ -776,7 +776,12 @@ EXPECTED_AUTH_RESPONSES = {
                      {"gatewayresponse.header.WWW-Authenticate": "'Bearer realm=\"flightdeck\"'"}),
     "ACCESS_DENIED": ("403", "forbidden", "this token is not accepted", None),
     "INVALID_API_KEY": ("403", "forbidden", "this peer has no usage plan on this agent", None),
-    "QUOTA_EXCEEDED": ("429", "quota_exceeded", "this peer's daily quota is used up", None),
+    "QUOTA_EXCEEDED": ("429", "quota_exceeded", "this peer's daily quota is used up ([agents.NAME.gateway] "
+                       "peer_quota_per_day; peer_limits.PEER.quota_per_day for one peer)", None),
+    # A throttle names the keys that set the limit, and when to come back.
+    "THROTTLED": ("429", "throttled", "too many requests: over this caller's usage plan ([agents.NAME.gateway] "
+                  "peer_rate_limit and peer_burst_limit; peer_limits.PEER for one peer) or the stage's throttle "
+                  "([agents.NAME.deploy] throttle_rate); retry later", {"gatewayresponse.header.Retry-After": "'1'"}),
     "AUTHORIZER_FAILURE": ("503", "service_unavailable", "a dependency is unavailable; retry later",
                            {"gatewayresponse.header.Retry-After": "'1'"}),
     "AUTHORIZER_CONFIGURATION_ERROR": ("503", "service_unavailable", "a dependency is unavailable; retry later",

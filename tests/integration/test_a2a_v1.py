@@ -5,6 +5,7 @@ and the merged card. The strict a2a-sdk 1.x client: tests/integration/test_a2a_v
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -258,3 +259,28 @@ def test_v03_push_config_get_with_the_task_id_alone_answers_its_one_config_under
     ok(rpc(orchestrator, "tasks/pushNotificationConfig/set", {"taskId": task["id"], "pushNotificationConfig": config}))
     got = ok(rpc(orchestrator, "tasks/pushNotificationConfig/get", {"id": task["id"]}))
     assert got == {"taskId": task["id"], "pushNotificationConfig": config}
+
+
+# Issue 36, defect 4: where a number is meant, text that str.isdigit() passes ("²": int() fails, a -32603;
+# "٣": int() reads 3; 5,000 nines: int() refuses) or int() takes (" 1", "-1") is no number this server wrote.
+FORGED_NUMBERS = ["²", "٣", "-1", " 1", "1e3", "1_0", "9" * 5000]
+
+
+@pytest.mark.parametrize("token", FORGED_NUMBERS)
+def test_a_push_config_page_token_that_is_not_ascii_digits_is_invalid_params(orchestrator, token):
+    task = send(orchestrator, "hello")
+    listed = call(orchestrator, "ListTaskPushNotificationConfigs", {"taskId": task["id"], "pageToken": token})
+    err(listed, -32602, "INVALID_PARAMS")
+
+
+@pytest.mark.parametrize("offset", FORGED_NUMBERS)
+def test_a_context_listing_page_token_that_is_not_ascii_digits_is_invalid_params(orchestrator, offset):
+    context = send(orchestrator, "hello")["contextId"]
+    token = base64.urlsafe_b64encode(f"ctx:{offset}".encode()).rstrip(b"=").decode()
+    err(call(orchestrator, "ListTasks", {"contextId": context, "pageToken": token}), -32602, "INVALID_PARAMS")
+
+
+@pytest.mark.parametrize("version", ["².0", "1.²", "٣.0", "1e3", "-1.0", " 1.0x", "9" * 5000 + ".0"])
+def test_an_a2a_version_that_is_not_ascii_digits_is_not_supported(orchestrator, version):
+    # "².0" passed isdigit() and failed int(): the REST shape's HTTP 500, not a JSON-RPC answer.
+    err(call(orchestrator, "GetTask", {"id": "a~b"}, headers={"A2A-Version": version}), -32009, "VERSION_NOT_SUPPORTED")

@@ -6,6 +6,7 @@ stack on loopback). Each refusal changes nothing."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -172,3 +173,30 @@ def test_the_inspector_reads_an_allowlisted_card_and_relays_json_rpc(stack):
         assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (path, kwargs, answer.text)
     answer = requests.get(f"{url}/api/inspector/card", params={"url": card_url}, timeout=10)
     assert answer.status_code == 401
+
+
+def test_the_readmes_local_mcp_key_opens_the_workers_mcp(stack):
+    """README "Using an agent from an MCP client", run as written against `./dev.sh up`'s example: the
+    LOCAL ONLY key of examples/two-agents.toml opens the worker's /mcp, and /mcp only."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:  # CI has curl: there a missing one is a failure, not a skip
+        assert os.environ.get("CI") != "true", "curl is not installed"
+        pytest.skip("curl is not installed")
+    section = (REPO / "README.md").read_text().split("## Using an agent from an MCP client", 1)[1].split("\n## ", 1)[0]
+    token = re.search(r"^TOKEN=(\S+)", section, re.MULTILINE).group(1)
+    command = re.search(r"```bash\n(curl .*?)\n```", section, re.DOTALL).group(1)
+    env = {"API": stack.urls["worker"].rstrip("/"), "TOKEN": token, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60, check=True)
+    names = [t["name"] for t in json.loads(out.stdout)["result"]["tools"]]
+    assert {"summarise", "count_words", "ask"} <= set(names), names
+    # An MCP client's key is not a peer's: the A2A door and the chat API refuse it.
+    chat = requests.post(
+        f"{stack.urls['worker'].rstrip('/')}/api/chat",
+        json={"content": "hello"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert chat.status_code == 403, chat.text

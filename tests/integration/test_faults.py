@@ -1,4 +1,5 @@
-"""Faults at the AWS edge: throttling is retried and loses nothing; an outage answers 503 and a retry succeeds."""
+"""Faults at the AWS edge: throttling is retried and loses nothing; an outage answers 503 and a retry succeeds
+(write collisions, which the SDK does not retry: test_transaction_conflicts.py)."""
 
 import contextlib
 
@@ -7,14 +8,7 @@ from botocore.config import Config
 
 from flightdeck import wiring
 from tests.integration.test_api_callbacks import post, result_items, start_turn
-
-
-class _Raw:
-    def __init__(self, body: bytes):
-        self.body = body
-
-    def stream(self, **_):
-        yield self.body
+from tests.support.collisions import RawBody
 
 
 def _throttle(times: int):
@@ -30,7 +24,7 @@ def _throttle(times: int):
     def hook(request, **kwargs):
         if remaining["n"] > 0:
             remaining["n"] -= 1
-            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, RawBody(body))
         return None
 
     return hook, remaining

@@ -71,3 +71,35 @@ def test_each_server_is_served_on_a_free_port_and_the_agents_urls_point_there(mo
         first.stop()
         second.stop()
     assert stopped and not any(_answers(p) for p in stopped if p)
+
+
+def test_local_up_names_a_server_that_is_down_and_a_tool_it_does_not_offer(monkeypatch):
+    """Issue 41: the probe `flightdeck local up` runs at start (flightdeck.local.mcp_probe). Each problem is one
+    line naming the server's TOML key and the fix; a server that answers with every listed tool says nothing."""
+    from flightdeck.local import mcp_probe
+
+    monkeypatch.delenv("NOTES_TOKEN", raising=False)
+    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    servers = McpServers()
+    try:
+        servers.start(deployment, {})
+        served = servers.with_served_urls(deployment)
+        assert mcp_probe.warnings(served, servers.env) == []
+        spec = served.agents["orchestrator"]
+        [server] = spec.mcp_servers
+        misspelled = server.model_copy(
+            update={"tools": [t.model_copy(update={"name": "serch"}) for t in server.tools[:1]]}
+        )
+        wrong_tool = served.model_copy(
+            update={"agents": {**served.agents, "orchestrator": spec.model_copy(update={"mcp_servers": [misspelled]})}}
+        )
+        [line] = mcp_probe.warnings(wrong_tool, servers.env)
+        assert line.startswith("[[agents.orchestrator.mcp_servers]] #1 tools: ")
+        assert "\"serch\" is not a tool the MCP server 'notes' offers" in line and 'Fix: did you mean "search"?' in line
+        [unset] = mcp_probe.warnings(served, {})
+        assert unset.startswith("[[agents.orchestrator.mcp_servers]] #1 credential: env:NOTES_TOKEN is not set")
+    finally:
+        servers.stop()
+    [down] = mcp_probe.warnings(served, servers.env)  # the same file, the server stopped
+    assert down.startswith("[[agents.orchestrator.mcp_servers]] #1 url: the MCP server 'notes' at ")
+    assert "did not list its tools (unreachable" in down and "Fix: start the server, or correct the url" in down

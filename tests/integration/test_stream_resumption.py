@@ -11,6 +11,7 @@ status-update, the last event.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import uuid
@@ -221,7 +222,13 @@ def test_the_buffered_events_route_resumes_from_last_event_id(aws, monkeypatch, 
         unknown = requests.get(
             f"{url}/api/sessions/{sid}/events", headers={**headers, "Last-Event-ID": "c1.not-ours"}, timeout=30
         )
+        # Nor one whose position is no number this server writes (Infinity was an OverflowError: a 5xx).
+        infinite = "c1." + base64.urlsafe_b64encode(b'{"a":"x","t":[Infinity,0,0]}').decode()
+        forged = requests.get(
+            f"{url}/api/sessions/{sid}/events", headers={**headers, "Last-Event-ID": infinite}, timeout=30
+        )
     expected = [e.id for e in read_events([full]) if isinstance(e, ServerEvent)]
     assert [e.id for e in seen] == expected and seen[-1].event == "idle"
     assert after_all.status_code == 200 and after_all.text == ""
     assert unknown.status_code == 200 and unknown.content == full
+    assert forged.status_code == 200 and forged.content == full

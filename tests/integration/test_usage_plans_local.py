@@ -123,6 +123,9 @@ def test_a_peer_over_its_rate_is_throttled_and_others_are_not(stack):
     assert 429 in statuses[2:]
     throttled = session_get(stack, TOKENS["bob"])
     assert throttled.status_code == 429 and throttled.json()["error"]["code"] == "throttled"
+    # It names what sets the limit, and when to come back (issue 41: 49 of a 100-session burst were refused so).
+    assert "peer_rate_limit and peer_burst_limit" in throttled.json()["error"]["message"]
+    assert throttled.headers["Retry-After"] == "1"
     assert session_get(stack, TOKENS["alice"]).status_code == 404  # alice's bucket is her own
     time.sleep(1.2)
     assert session_get(stack, TOKENS["bob"]).status_code == 404

@@ -314,9 +314,9 @@ def test_a_delegating_tool_named_like_the_built_in_ask_user_is_refused_unless_as
     path = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"')
     [line] = problem_lines(refused(path, capsys))
     assert line == (
-        f"{path}: [agents.orchestrator]: delegate 'critic': its tool name ask_user is the built-in "
-        "ask_user tool's; give it another tool_name, or set ask_user = false. Fix: correct the value "
-        "(see the comments in examples/two-agents.toml)."
+        f"{path}: [[agents.orchestrator.delegates]] #2 tool_name: delegate 'critic': its tool name ask_user is "
+        'the built-in ask_user tool\'s. Fix: give it another tool_name (e.g. "ask_critic_agent"), or set '
+        "ask_user = false."
     )
     off = variant(tmp_path, 'agent = "critic"', 'agent = "critic"\ntool_name = "ask_user"').read_text()
     path.write_text(off.replace("[agents.orchestrator]\n", "[agents.orchestrator]\nask_user = false\n", 1))
@@ -381,17 +381,20 @@ def test_inbound_auth_off_is_refused_for_aws_naming_the_key_unless_a_test_rig_is
     [
         (
             'id = "q"\ninput_schema = { type = "object", properties = { a = { type = "nope" } } }',
-            "[[agents.critic.skills]] #1: input_schema: not a valid JSON Schema: at /properties/a/type",
+            "[[agents.critic.skills]] #1 input_schema: not a valid JSON Schema: at /properties/a/type",
         ),
         (
             'id = "q"\ninput_schema = { type = "object", required = ["x"] }\nexamples = [{ y = 1 }]',
-            '[[agents.critic.skills]] #1: examples[0] does not match input_schema: "x" is a required property',
+            '[[agents.critic.skills]] #1 examples[0]: does not match input_schema: "x" is a required property',
         ),
         (
             'id = "q"\noutput_schema = { "$ref" = "https://attacker.example/s.json" }',
-            "[[agents.critic.skills]] #1: output_schema: $ref 'https://attacker.example/s.json' is not local",
+            "[[agents.critic.skills]] #1 output_schema: $ref 'https://attacker.example/s.json' is not local",
         ),
-        ('id = "q"\nhandler = "magic"', "skills[0] (q): unknown handler 'magic'; known: calculator, word_count"),
+        (
+            'id = "q"\nhandler = "magic"',
+            "[[agents.critic.skills]] #1 handler: 'magic' is not a handler. Fix: use one of: calculator, word_count",
+        ),
         ('id = "Not An Id"', "[[agents.critic.skills]] #1 id: must match pattern"),
         ('id = "q"\nexpose = ["smoke-signals"]', "[[agents.critic.skills]] #1 expose"),
     ],
@@ -401,3 +404,18 @@ def test_a_skill_s_schemas_are_checked_when_the_file_is_read_naming_the_toml_key
     path.write_text(BASE + "\n[[agents.critic.skills]]\n" + skill + "\n")
     err = refused(path, capsys)
     assert message in err, err
+
+
+@pytest.mark.parametrize("example", ["two-agents", "three-agents", "bedrock", "mcp-tools"])
+def test_every_example_passes_flightdeck_check_where_it_runs(example, capsys):
+    """Each bundled file passes `flightdeck check --local`, and every one but mcp-tools (its credential is an env:
+    reference, for a local run) `flightdeck check` as for AWS; that one's refusal points at --local."""
+    path = str(REPO / "examples" / f"{example}.toml")
+    assert cli.main(["check", "--config", path, "--local"]) == cli.EXIT_OK
+    capsys.readouterr()
+    if example != "mcp-tools":
+        assert cli.main(["check", "--config", path]) == cli.EXIT_OK
+        return
+    assert cli.main(["check", "--config", path]) == cli.EXIT_USAGE
+    _, err = capsys.readouterr()
+    assert f"for a local run: flightdeck check --local --config {path}" in err

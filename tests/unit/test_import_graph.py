@@ -207,14 +207,15 @@ def test_the_a2a_version_tables_import_each_other_one_way_only():
 
 
 # The DynamoDB state (flightdeck.adapters.dynamo): a store per port over shared layers. Each module may
-# import only the layers below its own (keys < codec < table < ops < the stores < store); a store imports
+# import only the layers below its own (keys, conflicts < codec < table < ops < the stores < store); a store imports
 # no other store (the sessions store its intake alone), so what stores share lives in ops, by name.
 # Outside the package only the shared layers and the composed StateStore are imported.
 _DYNAMO = "flightdeck.adapters.dynamo"
 _DYNAMO_LAYERS = {
     "keys": set(),
+    "conflicts": set(),
     "codec": {"keys"},
-    "table": {"keys", "codec"},
+    "table": {"keys", "codec", "conflicts"},
     "ops": {"keys", "codec", "table"},
     **{s: {"keys", "codec", "table", "ops"} for s in ("intake", "iterations", "turns", "liveness", "dispatch")},
     "sessions": {"keys", "codec", "table", "ops", "intake"},

@@ -493,3 +493,26 @@ def test_an_http_1_0_client_gets_the_stream_up_to_the_connection_s_end(streaming
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding" not in head and body == b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
+
+
+def test_a_client_that_hangs_up_is_no_traceback_but_a_real_error_still_is(capsys):
+    """Issue 41: local logs printed ConnectionResetError tracebacks whenever a client disconnected."""
+    import socketserver
+
+    from flightdeck.local.net import QuietDisconnects
+
+    class Server(QuietDisconnects, socketserver.BaseServer):
+        pass
+
+    server = Server(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    for error in (ConnectionResetError(104, "reset"), BrokenPipeError(32, "pipe")):
+        try:
+            raise error
+        except ConnectionError:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a real bug" in capsys.readouterr().err

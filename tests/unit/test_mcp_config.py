@@ -65,7 +65,7 @@ def test_on_aws_the_credential_is_a_secret(tmp_path):
 def test_a_server_named_like_a_delegate_is_refused(tmp_path):
     text = AGENT.replace('name = "notes"', 'name = "worker"') + '[[agents.reader.delegates]]\nagent = "worker"\n'
     problems = _problems(tmp_path, text)
-    assert any("MCP server 'worker': a delegate has that agent name" in p for p in problems)
+    assert any("#1 name: is 'worker', a delegate's agent name" in p for p in problems)
 
 
 def test_a_tool_timeout_past_what_a_worker_can_wait_is_refused(tmp_path):

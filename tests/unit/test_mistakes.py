@@ -24,6 +24,26 @@ protocol = "a2a"
 card_url = "https://partner.example/.well-known/agent-card.json"
 """
 
+# Appended after the file's last line: an MCP server of the orchestrator, and two skills of the critic with one id.
+LAST_LINE = "think_delay_ms = 300"
+MCP_SERVER = """
+
+[agents.orchestrator.allowed_hosts]
+notes = "http://127.0.0.1:8931"
+
+[[agents.orchestrator.mcp_servers]]
+name = "notes"
+url = "{url}"
+credential = "{cred}"
+"""
+DUPLICATE_SKILLS = """
+
+[[agents.critic.skills]]
+id = "review"
+[[agents.critic.skills]]
+id = "review"
+"""
+
 
 def rows() -> list[tuple[int, str, str]]:
     """(number, what the message names, the fix) of each row of the table: the backticked text of its
@@ -159,6 +179,27 @@ MAKE: dict[int, Callable[[Path, pytest.CaptureFixture[str], pytest.MonkeyPatch],
         c,
         "[agents.critic]\n",
         '[agents.researcher.deploy]\nfront_door = "lean"\nconsole = true\n\n[agents.critic]\n',
+    ),
+    16: lambda t, c, m: _up(t, c, "think_delay_ms = 200", 'think_delay_ms = "200"'),
+    17: lambda t, c, m: _up(t, c, LAST_LINE, LAST_LINE + MCP_SERVER.format(url="127.0.0.1:8931/mcp", cred="")),
+    18: lambda t, c, m: _up(t, c, LAST_LINE, LAST_LINE + DUPLICATE_SKILLS),
+    19: lambda t, c, m: _up(
+        t,
+        c,
+        "fdp_orchestrator_LOCAL-ONLY-orchestrator-calls-critic-0123",
+        "fdp_critic_LOCAL-ONLY-orchestrator-calls-0123",
+    ),
+    20: lambda t, c, m: _up(t, c, LAST_LINE, LAST_LINE + '\n[[agents.critic.skills]]\nid = "x"\nhandler = "nosuch"\n'),
+    21: lambda t, c, m: _up(
+        t, c, LAST_LINE, LAST_LINE + MCP_SERVER.format(url="http://127.0.0.1:8931/mcp", cred="fdp_x_" + "y" * 32)
+    ),
+    22: lambda t, c, m: _refused(
+        c,
+        "check",
+        "--config",
+        str(
+            _file(t, LAST_LINE, LAST_LINE + MCP_SERVER.format(url="http://127.0.0.1:8931/mcp", cred="env:NOTES_TOKEN"))
+        ),
     ),
 }
 

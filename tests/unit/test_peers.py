@@ -138,7 +138,7 @@ def test_the_file_gives_each_agent_its_token_for_the_agents_that_list_it(tmp_pat
         ('[agents.worker.peers]\norchestrator = "fdp_someoneelse_' + "a" * 43 + '"', "names peer 'someoneelse'"),
         ('[agents.worker.peers]\norchestrator = "letmein"', "fdp_<peer_id>_<secret>"),
         ('[agents.worker.peers]\nBad_Id = "fdp_x_' + "a" * 43 + '"', "peer id"),
-        ('[agents.worker]\npeer_tokens = { orchestrator = "letmein" }', "peer_tokens.orchestrator"),
+        ('[agents.worker]\npeer_tokens = { orchestrator = "letmein" }', "[agents.worker.peer_tokens].orchestrator"),
     ],
 )
 def test_malformed_peers_in_the_file_are_refused(tmp_path, table, problem):

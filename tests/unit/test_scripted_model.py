@@ -277,3 +277,43 @@ def test_an_mcp_tool_marker_calls_the_tool_with_the_text_as_its_required_string(
         system="", messages=[{"role": "user", "content": [{"text": '!notes__search {"query": "x"}'}]}], tools=tools
     )
     assert json_reply.tool_uses[0]["input"] == {"query": "x"}
+
+
+def test_an_mcp_tool_that_is_not_offered_is_said_to_be_unavailable_not_answered_as_text():
+    """Issue 41: with the server down (or the tool not among those it lists) the tool is not offered; the turn
+    says so in its answer instead of echoing the task as if nothing was wanted."""
+    from flightdeck.domain.agent import McpServer
+
+    agent = AgentDefinition(
+        name="reader", mcp_servers=[McpServer(name="notes", url="http://127.0.0.1:8931/mcp", credential="")]
+    )
+    reply = ScriptedModel(ModelConfig(), agent).converse(
+        system="", messages=[{"role": "user", "content": [{"text": "!notes__search owls"}]}], tools=[]
+    )
+    assert reply.stop_reason == "end_turn" and not reply.tool_uses
+    [block] = reply.message["content"]
+    assert "Not called, not available: !notes__search (its MCP server did not list it" in block["text"]
+    # `!word` naming no server of the agent stays ordinary text.
+    plain = ScriptedModel(ModelConfig(), agent).converse(
+        system="", messages=[{"role": "user", "content": [{"text": "wow!great__stuff"}]}], tools=[]
+    )
+    assert "not available" not in plain.message["content"][0]["text"]
+
+
+def test_the_syntax_table_is_the_readmes_and_chat_helps():
+    """The local model's markers, one table (SYNTAX) shown in the README and in `flightdeck chat --help`."""
+    from pathlib import Path
+
+    from flightdeck.cli import build_parser
+    from flightdeck.domain.scripted_model import SYNTAX
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### The local model's syntax", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| in a")]
+    shown = [tuple(c.strip().strip("`") for c in row.strip("|").split("|")) for row in rows]
+    assert shown == list(SYNTAX)
+    parser = build_parser()
+    chat = parser._subparsers._group_actions[0].choices["chat"]  # the `chat` subcommand's own parser
+    help_text = chat.format_help()
+    for marker, meaning in SYNTAX:
+        assert marker in help_text and meaning in help_text

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from flightdeck import topology
 from flightdeck.adapters.dynamo.keys import FIRST_MSG
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.session_list import InvalidCursorError, SessionPage, SessionSummary, first_message_of
 
 PK, SK, TTL = topology.PARTITION_KEY, topology.SORT_KEY, topology.TTL_ATTRIBUTE
@@ -34,7 +34,7 @@ META = "META"
 FIRST, CALLS = "first_message", "calls"
 _CURSOR_TYPES = {PK: "S", SK: "S", OWNER: "S", CREATED: "N"}
 # Epoch milliseconds: 13 digits until the year 2286; DynamoDB takes up to 38.
-_CREATED_DIGITS = re.compile(r"[0-9]{1,20}")
+_CREATED_DIGITS = 20
 _de = TypeDeserializer()
 
 
@@ -70,9 +70,9 @@ def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
         raise InvalidCursorError("the cursor is not one this listing handed out")
     if key[OWNER]["S"] != owner or key[SK]["S"] != META or not key[PK]["S"].startswith(SESSION_PREFIX):
         raise InvalidCursorError("the cursor is not one of this caller's listing")
-    # A number DynamoDB takes (ASCII digits: str.isdigit() also admits "²" and other scripts' digits, which
-    # it refuses as a 5xx) and keys it can send (a lone surrogate has no UTF-8): a forged cursor is a 400.
-    if not _CREATED_DIGITS.fullmatch(key[CREATED]["N"]) or not utf8(key[PK]["S"]):
+    # A number DynamoDB takes (ASCII digits: it refuses "²" and other scripts' digits as a 5xx) and keys it
+    # can send (a lone surrogate has no UTF-8): a forged cursor is a 400.
+    if parse_nonneg_int(key[CREATED]["N"], _CREATED_DIGITS) is None or not utf8(key[PK]["S"]):
         raise InvalidCursorError("the cursor is not one this listing handed out")
     return key
 

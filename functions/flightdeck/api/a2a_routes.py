@@ -43,6 +43,7 @@ from flightdeck.domain.a2a.wire import (
     TaskPushNotificationConfig,
     TaskQueryParams,
 )
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.observability import logger
@@ -114,11 +115,12 @@ def wire_version(asked: str) -> str | None:
         return V03
     major, _, rest = text.partition(".")
     minor = rest.partition(".")[0] or "0"
-    if not (major.isdigit() and minor.isdigit()):
+    numbers = parse_nonneg_int(major), parse_nonneg_int(minor)
+    if numbers[0] is None or numbers[1] is None:
         return None
-    if int(major) == 1:
+    if numbers[0] == 1:
         return V10
-    return V03 if (int(major), int(minor)) == (0, 3) else None
+    return V03 if numbers == (0, 3) else None
 
 
 def version_asked(headers: Mapping[str, Any] | None, query: Mapping[str, Any] | None) -> str:

@@ -30,6 +30,7 @@ from flightdeck.domain.a2a.wire import (
     TaskPushNotificationConfig,
     TaskQueryParams,
 )
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.ports import Deps
 
 Core = Callable[[Deps, Any, "int | None", "str | None"], Any]
@@ -58,8 +59,8 @@ def _create_push_to_core(p: v1.CreatePushConfigRequest) -> TaskPushNotificationC
 
 def _list_push(deps: Deps, params: v1.ListPushConfigsRequest, remaining_ms: int | None, caller: str | None) -> Any:
     views = a2a.list_push_configs(deps, ListTaskPushNotificationConfigParams(id=params.taskId), remaining_ms, caller)
-    offset = int(params.pageToken) if params.pageToken and params.pageToken.isdigit() else 0
-    if params.pageToken and not params.pageToken.isdigit():
+    offset = parse_nonneg_int(params.pageToken) if params.pageToken else 0
+    if offset is None:
         raise A2AError(-32602, "Invalid params: pageToken is not one this listing handed out", {"field": "pageToken"})
     size = params.pageSize or len(views) or 1
     page = views[offset : offset + size]

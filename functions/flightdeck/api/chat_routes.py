@@ -39,8 +39,7 @@ from flightdeck.wiring import deps
 
 router = Router()  # type: ignore[no-untyped-call]  # Powertools' Router.__init__ has no annotations
 
-# When an agent at its max_concurrent_tasks is worth asking again (a turn takes seconds to minutes).
-AGENT_BUSY_RETRY_AFTER_S = 5
+AGENT_BUSY_RETRY_AFTER_S = AgentBusyError.retry_after_s
 
 _ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
     "application/json": {"model": ErrorResponse}

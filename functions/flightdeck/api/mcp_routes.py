@@ -41,7 +41,8 @@ def _answer() -> Response[Any]:
         "tools/call with a progressToken whose client accepts text/event-stream is answered as SSE "
         "(notifications/progress, then the response). 400: not JSON (-32700), not one message (-32600), "
         "an unsupported version (-32022) or headers that do not match the body (-32020); 404: a method "
-        "2026-07-28 does not define (-32601)."
+        "2026-07-28 does not define (-32601). A request that fails otherwise is -32603 (HTTP 200); a "
+        "notification that could not be taken, HTTP 500 with that error and no id."
     ),
     responses={
         200: {
@@ -70,6 +71,10 @@ def _answer() -> Response[Any]:
         },
         413: {"description": "Body too large (-32600)", "content": {"application/json": {"schema": _RPC}}},
         415: {"description": "Not a JSON body (-32600)", "content": {"application/json": {"schema": _RPC}}},
+        500: {
+            "description": "A notification that could not be taken (-32603, no id)",
+            "content": {"application/json": {"schema": _RPC}},
+        },
     },
 )
 def post_mcp() -> Response[Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from flightdeck import __version__, topology
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
+from flightdeck.domain.numerals import parse_nonneg_int
 
 
 def document() -> dict[str, Any]:
@@ -124,7 +125,7 @@ def _one_error_shape(doc: dict[str, Any]) -> None:
                             "schema": {"$ref": f"#/components/schemas/{_SUCCESS_CONTENT[(path, method, status)]}"}
                         }
                     }
-                elif status.isdigit() and int(status) >= 400:
+                elif (parse_nonneg_int(status) or 0) >= 400:
                     if path in _JSON_RPC_ERRORS and "HTTPValidationError" not in json.dumps(
                         response.get("content", "")
                     ):

@@ -179,6 +179,15 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._nested = False
 
 
+def _local_model_syntax() -> str:
+    """The local model's markers (provider = "local"), as `chat --help` shows them."""
+    from flightdeck.domain.scripted_model import SYNTAX
+
+    width = max(len(marker) for marker, _ in SYNTAX)
+    lines = [f"  {marker:<{width}}  {meaning}" for marker, meaning in SYNTAX]
+    return 'the local model (provider = "local") reads these markers in a message:\n' + "\n".join(lines)
+
+
 def add_chat_command(commands: Any) -> None:
     sub = commands.add_parser(
         "chat",
@@ -198,7 +207,8 @@ def add_chat_command(commands: Any) -> None:
         epilog="examples:\n"
         '  flightdeck chat http://127.0.0.1:8080 "@worker count these words"\n'
         "  FLIGHTDECK_TOKEN=fdp_user_... flightdeck chat https://abc.execute-api.eu-west-1.amazonaws.com/prod\n"
-        '  flightdeck chat --a2a https://agent.example.com/.well-known/agent-card.json "hello"',
+        '  flightdeck chat --a2a https://agent.example.com/.well-known/agent-card.json "hello"\n\n'
+        + _local_model_syntax(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub.__class__ = _IntermixedParser  # add_parser offers no parser class of one's own

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flightdeck.domain.invalid_value import InvalidValue
 from flightdeck.domain.model import RESPOND_TOOL
 from flightdeck.domain.skills.contract import Skill, skill_of
 from flightdeck.domain.skills.handlers import HANDLERS
@@ -75,7 +76,11 @@ class DelegateTool(BaseModel):
     @model_validator(mode="after")
     def _a2a_needs_a_card(self) -> DelegateTool:
         if self.protocol == "a2a" and not self.card_url.startswith(("http://", "https://")):
-            raise ValueError(f"delegate {self.agent!r}: protocol 'a2a' needs an http(s) card_url")
+            raise InvalidValue(
+                f"delegate {self.agent!r}: protocol 'a2a' needs an http(s) card_url",
+                'add card_url = "https://<peer host>/.well-known/agent-card.json" (its host under allowed_hosts)',
+                ("card_url",),
+            )
         return self
 
     @property
@@ -151,9 +156,11 @@ class McpServer(BaseModel):
     def _credential_is_a_reference(cls, value: str) -> str:
         if value and not re.fullmatch(MCP_CREDENTIAL, value):
             # Never echo it: it may be the token itself.
-            raise ValueError(
+            raise InvalidValue(
                 'an MCP credential is a reference, "env:NAME" (an environment variable) or "secret:NAME" '
-                "(a Secrets Manager secret), never the token itself"
+                "(a Secrets Manager secret), never the token itself",
+                'write credential = "env:NOTES_TOKEN" (locally) or "secret:<secret name>" (on AWS), and keep the '
+                "token there",
             )
         return value
 
@@ -161,7 +168,10 @@ class McpServer(BaseModel):
     @classmethod
     def _url_is_http(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError("an MCP server's url must be http(s)")
+            raise InvalidValue(
+                f"{value!r} is not an http(s) URL",
+                f'write it with its scheme, e.g. url = "http://{value.split("://")[-1]}"',
+            )
         return value
 
     @field_validator("tools", mode="before")
@@ -229,14 +239,23 @@ class AgentDefinition(BaseModel):
         ids = [s.id for s in self.skills]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
-            raise ValueError(f"agent {self.name!r} has several skills with id {', '.join(duplicates)}")
+            second = next(i for i, skill_id in enumerate(ids) if skill_id in duplicates and ids.index(skill_id) < i)
+            raise InvalidValue(
+                f"is {ids[second]!r}, the id of skill #{ids.index(ids[second]) + 1} too",
+                f'give each skill an id of its own, e.g. id = "{ids[second]}-2"',
+                ("skills", second, "id"),
+            )
         for index, skill in enumerate(self.skills):
             if not skill.handler:
                 continue
             handler = HANDLERS.get(skill.handler)
             if handler is None:
                 known = ", ".join(sorted(HANDLERS))
-                raise ValueError(f"skills[{index}] ({skill.id}): unknown handler {skill.handler!r}; known: {known}")
+                raise InvalidValue(
+                    f"{skill.handler!r} is not a handler",
+                    f"use one of: {known}; or remove it (the model answers)",
+                    ("skills", index, "handler"),
+                )
             # A skill bound to a handler takes the handler's contract unless it declares its own.
             self.skills[index] = skill.model_copy(
                 update={
@@ -253,9 +272,10 @@ class AgentDefinition(BaseModel):
     def _ask_user_is_one_tool(self) -> AgentDefinition:
         clash = next((d for d in self.delegates if d.name == "ask_user"), None) if self.ask_user else None
         if clash is not None:
-            raise ValueError(
-                f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's; "
-                "give it another tool_name, or set ask_user = false"
+            raise InvalidValue(
+                f"delegate {clash.agent!r}: its tool name ask_user is the built-in ask_user tool's",
+                f'give it another tool_name (e.g. "ask_{clash.agent}_agent"), or set ask_user = false',
+                ("delegates", self.delegates.index(clash), "tool_name"),
             )
         return self
 
@@ -265,9 +285,10 @@ class AgentDefinition(BaseModel):
         # that name would be answered as the final reply instead of delegated to.
         clash = next((d for d in self.delegates if d.name == RESPOND_TOOL), None)
         if clash is not None:
-            raise ValueError(
-                f"delegate {clash.agent!r}: its tool name {RESPOND_TOOL} is reserved for answers held to a "
-                "schema; give it another tool_name"
+            raise InvalidValue(
+                f"delegate {clash.agent!r}: its tool name {RESPOND_TOOL} is reserved for answers held to a schema",
+                f'give it another tool_name, e.g. "ask_{clash.agent}"',
+                ("delegates", self.delegates.index(clash), "tool_name"),
             )
         return self
 
@@ -277,7 +298,11 @@ class AgentDefinition(BaseModel):
         names = [d.name for d in self.delegates] + list(self.builtin_tools)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"agent {self.name!r} has several tools named {', '.join(duplicates)}")
+            raise InvalidValue(
+                f"agent {self.name!r} has several tools named {', '.join(duplicates)}",
+                "give each delegate a tool_name of its own (a delegate's tool is ask_<agent> unless tool_name says), "
+                "or drop the built-in tool of that name from builtin_tools",
+            )
         return self
 
     @model_validator(mode="after")
@@ -287,12 +312,19 @@ class AgentDefinition(BaseModel):
         names = [m.name for m in self.mcp_servers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"agent {self.name!r} has several MCP servers named {', '.join(duplicates)}")
+            second = next(i for i, n in enumerate(names) if n in duplicates and names.index(n) < i)
+            raise InvalidValue(
+                f"is {names[second]!r}, the name of MCP server #{names.index(names[second]) + 1} too",
+                f'give each MCP server a name of its own, e.g. name = "{names[second]}-2"',
+                ("mcp_servers", second, "name"),
+            )
         clash = next((m for m in self.mcp_servers if self.delegate_for_agent(m.name) is not None), None)
         if clash is not None:
-            raise ValueError(
-                f"MCP server {clash.name!r}: a delegate has that agent name, and <name>__<tool> would name both "
-                "its skills and this server's tools; rename the server"
+            raise InvalidValue(
+                f"is {clash.name!r}, a delegate's agent name: <name>__<tool> would name both its skills and this "
+                "server's tools",
+                f'rename the server, e.g. name = "{clash.name}-tools"',
+                ("mcp_servers", self.mcp_servers.index(clash), "name"),
             )
         return self
 

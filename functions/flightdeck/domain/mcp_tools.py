@@ -61,6 +61,8 @@ class Listing:
     tools: tuple[McpToolInfo, ...] = ()
     problem: str = ""
     version: str = ""
+    # Tools its configuration names (`tools`) that the server did not list.
+    missing: tuple[str, ...] = ()
 
 
 _listings: dict[str, tuple[float, Listing]] = {}
@@ -96,6 +98,8 @@ def read_listing(server: McpServer, url: str, exchange: McpExchange) -> Listing:
     if not isinstance(raw, list):
         return Listing(url, problem="not a tools/list result (no tools list)")
     tools = []
+    offered = {entry["name"] for entry in raw if isinstance(entry, dict) and isinstance(entry.get("name"), str)}
+    missing = tuple(t.name for t in server.tools or () if t.name not in offered)
     for entry in raw:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not server.allows(entry["name"]):
             continue
@@ -110,7 +114,7 @@ def read_listing(server: McpServer, url: str, exchange: McpExchange) -> Listing:
         info = McpToolInfo(server.name, entry["name"], str(entry.get("description") or "")[:1000], schema)
         if len(info.tool_name) <= MAX_TOOL_NAME and all(c.isalnum() or c in "_-" for c in info.tool_name):
             tools.append(info)
-    return Listing(url, tuple(tools), version=exchange.version)
+    return Listing(url, tuple(tools), version=exchange.version, missing=missing)
 
 
 def listing(deps: Deps, server: McpServer, budget: TimeBudget | None = None) -> Listing:
@@ -137,6 +141,11 @@ def listing(deps: Deps, server: McpServer, budget: TimeBudget | None = None) -> 
         logger.warning(
             "an MCP server could not be listed: its tools are not offered until it is",
             extra={"server": server.name, "url": url, "detail": found.problem},
+        )
+    elif found.missing:
+        logger.warning(
+            "an MCP server does not offer tools its configuration names: they are not offered to the model",
+            extra={"server": server.name, "url": url, "tools": list(found.missing)},
         )
     _listings[key] = (now + (LISTING_RETRY_S if found.problem else LISTING_TTL_S), found)
     return found

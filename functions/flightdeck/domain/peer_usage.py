@@ -33,6 +33,17 @@ USAGE_KEY_PREFIX = "fdu-"
 # peer ids (flightdeck.domain.peers), so no real peer can share its key.
 UNIDENTIFIED = "_unidentified"
 
+# What a 429 of the gateway says (infra/api.py on AWS, flightdeck.local.peer_gate locally): the keys that set the
+# limit it hit, so that whoever is refused knows what to raise.
+THROTTLED_MESSAGE = (
+    "too many requests: over this caller's usage plan ([agents.NAME.gateway] peer_rate_limit and peer_burst_limit; "
+    "peer_limits.PEER for one peer) or the stage's throttle ([agents.NAME.deploy] throttle_rate); retry later"
+)
+QUOTA_MESSAGE = (
+    "this peer's daily quota is used up ([agents.NAME.gateway] peer_quota_per_day; peer_limits.PEER.quota_per_day "
+    "for one peer)"
+)
+
 
 def usage_key(agent: str, peer_id: str) -> str:
     """The API key value `peer_id` is metered under when calling `agent` (44 characters: API Gateway wants 20-128)."""

@@ -90,6 +90,9 @@ class SessionsPort(Protocol):
         retention_ms: int,
         session: Session | None = None,
     ) -> TurnEnd: ...
+    def close_question(
+        self, session: Session, closing: list[tuple[int, dict[str, Any]]], retention_ms: int, owner: str | None
+    ) -> bool: ...
 
 
 class IterationsPort(Protocol):

@@ -33,6 +33,9 @@ class AgentBusyError(Exception):
     """The agent already has max_concurrent_tasks sessions busy: a message that would start a turn is refused
     (nothing stored); one for a busy session still queues."""
 
+    # When it is worth asking again (a turn takes seconds to minutes), on every door: Retry-After, retryAfterSeconds.
+    retry_after_s = 5
+
     def __init__(self, limit: int):
         super().__init__(f"the agent is at its max_concurrent_tasks ({limit})")
         self.limit = limit

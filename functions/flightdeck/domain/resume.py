@@ -25,8 +25,9 @@ import json
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.timeline import TimelineEvent
 
 T = TypeVar("T")
@@ -84,16 +85,24 @@ def decode(value: str | None) -> Cursor | None:
     try:
         body = json.loads(base64.urlsafe_b64decode(value[len(PREFIX) :] + "=" * (-len(value) % 4)))
         t = body.get("t")
+        position = [parse_nonneg_int(n) for n in t] if isinstance(t, list) and len(t) == 3 else None
+        if position is not None and None in position:
+            return None  # not a number this server wrote (Infinity, "²", -1): no cursor
         return Cursor(
             a=body.get("a") if isinstance(body.get("a"), str) else None,
             x=tuple(str(h) for h in body.get("x") or []),
-            t=(int(t[0]), int(t[1]), int(t[2])) if isinstance(t, list) and len(t) == 3 else None,
+            t=cast("tuple[int, int, int]", tuple(position)) if position is not None else None,
             s=body.get("s") if isinstance(body.get("s"), str) else None,
-            e=int(body["e"]) if isinstance(body.get("e"), int) else None,
+            e=_offset(body.get("e")),
             f=bool(body.get("f")),
         )
     except (ValueError, TypeError, binascii.Error, AttributeError, IndexError):
         return None
+
+
+def _offset(value: Any) -> int | None:
+    # -1: the answer's chunks were all sent (flightdeck.domain.a2a.stream.ANSWERED).
+    return -1 if type(value) is int and value == -1 else parse_nonneg_int(value)
 
 
 def short(event_id: str) -> str:

@@ -71,6 +71,19 @@ MISMATCH_MARKER = "!prose"
 _SKILL_SUFFIX = re.compile(r":([a-z0-9][a-z0-9_-]*)")
 _SCHEMA_ARROW = "=>"
 STOCK_QUESTION = "Could you tell me more about what you need?"
+# The local model's syntax, for people trying it (README "The local model's syntax", `flightdeck chat --help`):
+# what each marker in a message makes the model do. One table, rendered in both places.
+SYNTAX: tuple[tuple[str, str], ...] = (
+    ("@agent task", "delegate the task to that agent (one tool call per mention, all at once)"),
+    ("@agent:skill {json}", "call that agent's skill with JSON arguments (a skill its card offers)"),
+    ("@agent task => {schema}", "delegate and ask for an answer matching a JSON Schema (or shorthand)"),
+    ("!tool args", "run one of the agent's built-in tools with args"),
+    ("!server__tool args", "call an MCP server's tool: JSON args, or text as its first required string"),
+    ("?ask question?", "ask the caller that question first (the built-in ask_user tool)"),
+    ("?answer text", "the answer this agent gives a delegate that asks it a question"),
+    ("!prose", "answer in prose even where a schema is asked for (the demo's mismatch)"),
+    ("anything else", "answered by the agent itself: word count and the words reversed"),
+)
 _TASK_PREVIEW_CHARS = 80
 
 
@@ -223,8 +236,11 @@ class ScriptedModel:
                 # `?ask` stays in the text: it is the task's (or a delegate's task's) own
             elif name in self.agent.builtin_tools and name in available and get_tool(name) is not None:
                 markers.append((m.start(), m.end(), ("local", name, name)))
-            elif name in available and self.agent.mcp_server(name.partition("__")[0]) is not None:
-                markers.append((m.start(), m.end(), ("mcp", name, name)))
+            elif self.agent.mcp_server(name.partition("__")[0]) is not None and "__" in name:
+                # A tool of one of its MCP servers: called when offered, else said to be unavailable (the server
+                # is down, or does not list that tool), never answered as if it had been called.
+                kind = "mcp" if name in available else "unknown"
+                markers.append((m.start(), m.end(), (kind, name, "!" + name if kind == "unknown" else name)))
             # any other `!word` is ordinary text
         segments = []
         for i, (_, end, marker) in enumerate(markers):
@@ -346,8 +362,16 @@ class ScriptedModel:
 
     @staticmethod
     def _unknown_line(unknown: list[str]) -> str:
-        names = ", ".join(f"@{n}" for n in unknown)
-        return f"Not delegated, unknown agent(s): {names}."
+        """`unknown` holds agent names, and `!server__tool` for MCP tools that were not offered."""
+        agents = [f"@{n}" for n in unknown if not n.startswith("!")]
+        tools = [n for n in unknown if n.startswith("!")]
+        lines = [f"Not delegated, unknown agent(s): {', '.join(agents)}."] if agents else []
+        if tools:
+            lines.append(
+                f"Not called, not available: {', '.join(tools)} (its MCP server did not list it: the server is "
+                "down, or it offers no such tool; the agent's log says which)."
+            )
+        return " ".join(lines)
 
     # --- results in ------------------------------------------------------------
 

@@ -15,6 +15,10 @@ The same write marks a think owed: if the canceller dies before closing, the swe
 think and the turn worker closes the session instead of thinking (run_turn). The close ends the
 turn as any turn ends: a message waiting in the inbox starts the next turn in the same write (never
 idle with a message left waiting), and the reply route the canceled task had is retired.
+
+A session waiting for the answer to its question is idle: nothing to stop. close_question closes the
+question instead (MCP's tasks/cancel), with the same closing messages, in one write conditioned on the
+session still waiting.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flightdeck.domain.asking import pending_question
 from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.peers import require_caller
 from flightdeck.domain.ports import Deps
@@ -61,6 +66,27 @@ def cancel_session(deps: Deps, session_id: str, caller: str | None) -> CancelOut
     if session is not None and session.status == SESSION_CANCELED:
         close_canceled(deps, session)
     return CancelOutcome(session_id, turn, canceled=True)
+
+
+def close_question(deps: Deps, session: Session, caller: str | None) -> bool:
+    """The caller stops waiting on a session that waits for its answer (idle, its last reply asked): the
+    question is closed as a canceled session's turn is (a canceled result for each ask_user call, the
+    closing line), so that the session's next message is a message of its own, not the answer. One
+    conditional write; False when nothing is asked, or the answer was taken first (the session works on it)."""
+    require_caller(deps.settings.inbound_auth, caller)
+    if session.status != "idle" or pending_question(session.messages) is None:
+        return False
+    closing = _closing_messages(deps, session)
+    if not deps.sessions.close_question(session, closing, deps.settings.session_retention_ms, caller):
+        return False
+    count("QuestionsCanceled")
+    timeline(
+        "question_canceled",
+        f"its caller stopped waiting for the answer at turn {session.turn}",
+        session_id=session.session_id,
+        turn=session.turn,
+    )
+    return True
 
 
 def close_canceled(deps: Deps, session: Session) -> bool:

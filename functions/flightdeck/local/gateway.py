@@ -49,6 +49,7 @@ from flightdeck.api.sse import StreamReply
 from flightdeck.local.console_files import ConsoleFiles
 from flightdeck.local.function_url import build_function_url_event
 from flightdeck.local.invocation import LOCAL_ACCOUNT_ID, Function, FunctionRegistry, error_type, log_failure
+from flightdeck.local.net import QuietDisconnects
 from flightdeck.local.peer_gate import PeerGate
 
 log = logging.getLogger("flightdeck.local")
@@ -512,7 +513,7 @@ class _GatewayRequestHandler(http.server.BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class GatewayServer(http.server.ThreadingHTTPServer):
+class GatewayServer(QuietDisconnects, http.server.ThreadingHTTPServer):
     """The HTTP side: on a given address, or on an already listening socket (handed down by a parent)."""
 
     daemon_threads = True

@@ -41,6 +41,7 @@ from urllib.parse import unquote
 from flightdeck import topology
 from flightdeck.api.sse import StreamReply
 from flightdeck.local.invocation import Function, FunctionRegistry, error_payload, log_failure
+from flightdeck.local.net import QuietDisconnects
 
 log = logging.getLogger("flightdeck.local")
 
@@ -316,7 +317,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         log.debug("lambda api: " + format, *args)
 
 
-class LambdaApiServer(http.server.ThreadingHTTPServer):
+class LambdaApiServer(QuietDisconnects, http.server.ThreadingHTTPServer):
     """The Invoke API on an already listening loopback socket."""
 
     daemon_threads = True

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import logging
 import socket
+import sys
 import urllib.error
 import urllib.request
 
@@ -49,3 +51,14 @@ def answers_http(url: str, timeout_s: float = 2.0) -> bool:
         return True
     except (OSError, urllib.error.URLError):
         return False
+
+
+class QuietDisconnects:
+    """For a socketserver server: a client that hangs up mid-answer is a debug line, not a traceback on stderr
+    (socketserver prints one for every error it catches; a closed browser tab or a Ctrl-C'd curl is no error)."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            logging.getLogger(__name__).debug("client %s disconnected", client_address)
+            return
+        super().handle_error(request, client_address)  # type: ignore[misc]

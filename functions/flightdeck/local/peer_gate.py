@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flightdeck.adapters.usage_plans import KeyPlan
+from flightdeck.domain.peer_usage import QUOTA_MESSAGE, THROTTLED_MESSAGE
 from flightdeck.local.invocation import Function
 
 log = logging.getLogger("flightdeck.local")
@@ -57,8 +58,8 @@ UNAUTHORIZED = _refusal(
 )
 ACCESS_DENIED = _refusal(403, "forbidden", "this token is not accepted")
 INVALID_API_KEY = _refusal(403, "forbidden", "this peer has no usage plan on this agent")
-THROTTLED = _refusal(429, "throttled", "too many requests, retry later")
-QUOTA_EXCEEDED = _refusal(429, "quota_exceeded", "this peer's daily quota is used up")
+THROTTLED = _refusal(429, "throttled", THROTTLED_MESSAGE, {"Retry-After": "1"})
+QUOTA_EXCEEDED = _refusal(429, "quota_exceeded", QUOTA_MESSAGE)
 AUTHORIZER_FAILURE = _refusal(
     503, "service_unavailable", "a dependency is unavailable; retry later", {"Retry-After": "1"}
 )

@@ -197,6 +197,12 @@ class LocalStack:
         """[local.mcp_servers] name -> the base URL it is served at (once started)."""
         return dict(self._mcp.urls)
 
+    def mcp_warnings(self) -> list[str]:
+        """Each agent's MCP servers that are down or lack a tool its `tools` names (flightdeck.local.mcp_probe)."""
+        from flightdeck.local.mcp_probe import warnings
+
+        return warnings(self.deployment, {**os.environ, **self._mcp.env})
+
     @property
     def console_url(self) -> str:
         """The web console, served by the first agent of the file (each agent serves it under /console/)."""

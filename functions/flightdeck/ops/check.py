@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
         deployment = config_file.load_checked(args.config, runtime, local_model=runtime == "local")
     except config_file.ConfigFileError as exc:
         say("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
+        if runtime == "aws" and _runs_locally(args.config):
+            say(f"these refuse it for AWS only; for a local run: flightdeck check --local --config {args.config}")
         return EXIT_USAGE
     raw = config_file.load(args.config)
     bedrock = {name: spec for name, spec in raw.agents.items() if spec.model.provider == "bedrock"}
@@ -65,6 +67,15 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             print(f"{args.config}: {key}: {verdict.detail}. Fix: {verdict.fix}", file=sys.stderr)
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _runs_locally(path: Path) -> bool:
+    """Whether `flightdeck local` would take the file (it refuses fewer things than a deployment does)."""
+    try:
+        config_file.load_checked(path, "local", local_model=True)
+    except config_file.ConfigFileError:
+        return False
+    return True
 
 
 def add_command(commands: Any) -> None:

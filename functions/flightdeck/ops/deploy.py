@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from flightdeck import config_file, topology
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.ops.aws import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OpsError, add_aws_options, failure, say, session
 
 # The CDK CLI this repository is tested with (npx runs exactly it; `aws-cdk` alone would float).
@@ -156,7 +157,7 @@ def check_bootstrap(aws: Any, target: Target, own_account: str) -> Check:
             raise
         return Check(name, False, f"no parameter {BOOTSTRAP_PARAMETER} (another qualifier's bootstrap?)", fix)
     version = str(value.get("Value", ""))
-    if not version.isdigit() or int(version) < MIN_BOOTSTRAP_VERSION:
+    if (parse_nonneg_int(version) or 0) < MIN_BOOTSTRAP_VERSION:
         return Check(name, False, f"bootstrap version {version}, the templates need >= {MIN_BOOTSTRAP_VERSION}", fix)
     return Check(name, True, f"{BOOTSTRAP_STACK} {status}, version {version}")
 

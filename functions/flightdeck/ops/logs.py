@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flightdeck import config_file
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.local import log_view
 from flightdeck.ops.aws import EXIT_OK, EXIT_USAGE, OpsError, Stack, add_aws_options, failure, say, session
 
@@ -147,10 +148,10 @@ def follow(
 
 def since(text: str, now_ms: int) -> int:
     """--since 10m / 2h / 1d / 30s: a start time in ms."""
-    unit = text[-1:]
-    if unit not in _UNITS or not text[:-1].isdigit():
+    unit, amount = text[-1:], parse_nonneg_int(text[:-1], 9)
+    if unit not in _UNITS or amount is None:
         raise OpsError(f"--since {text!r}: write a number and s, m, h or d (e.g. 10m)", EXIT_USAGE)
-    return now_ms - int(text[:-1]) * _UNITS[unit] * 1000
+    return now_ms - amount * _UNITS[unit] * 1000
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,8 @@ read-then-write:
     ends idle only while that count equals the consumed one (else it starts the next turn).
 moto does not delete expired items (nor does AWS promptly): reads filter on the TTL attribute.
 
-Layout: `table` (client, clock, reads, transactions), `keys` (key layout, attribute names), `codec`
+Layout: `table` (client, clock, reads, transactions), `conflicts` (the client's retry of a write that
+collided with a transaction), `keys` (key layout, attribute names), `codec`
 (item <-> record), `ops` (the transaction items several stores put in one write), a store per port
 (`sessions` with `intake`, `iterations`, `turns`, `liveness`, `dispatch`), and `store.StateStore`, the
 one object that serves them all. Writes that cross aggregates stay one transaction: the code is split,

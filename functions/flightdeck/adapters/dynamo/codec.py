@@ -29,6 +29,7 @@ from flightdeck.adapters.dynamo.keys import (
     TTL,
     WATCH,
 )
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.records import (
     Iteration,
     LiveText,
@@ -174,8 +175,9 @@ def this_life(items: list[dict[str, Any]], base_turn: int, created_at: int) -> l
 
     def turn_of(item: dict[str, Any]) -> int | None:
         head = item[SK].split("#")
-        if head[0] in ("ITER", "MSG", "TURN", "RESULT", "DISPATCH") and len(head) > 1 and head[1].isdecimal():
-            return int(head[1])
+        turn = parse_nonneg_int(head[1]) if len(head) > 1 else None
+        if head[0] in ("ITER", "MSG", "TURN", "RESULT", "DISPATCH") and turn is not None:
+            return turn
         if head[0] == "INBOX":
             return int(item["turn"]) if int(item.get("turn", 0)) else None
         return None

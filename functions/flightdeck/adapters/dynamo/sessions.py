@@ -139,6 +139,32 @@ class SessionStore(IntakeStore):
         )
         return TurnEnd(reasons is None, started)
 
+    def close_question(
+        self, session: Session, closing: list[tuple[int, dict[str, Any]]], retention_ms: int, owner: str | None
+    ) -> bool:
+        """Close the question the idle session (as read) ended its turn with, its caller having stopped waiting
+        for the answer: the closing messages ((slot, message)) stored at that turn, in one transaction
+        conditioned on the session still idle at that turn (and owned by owner), so that an answer taken first
+        wins and this writes nothing. False then, or when the question is closed already (its slots are taken)."""
+        turn, pk, expires = session.turn, session_pk(session.session_id), self.expiry(retention_ms)
+        ops = [self._put_message_op(pk, turn, slot, message, expires) for slot, message in closing]
+        condition = "attribute_exists(#pk) AND turn = :turn AND #status = :idle"
+        names = {"#pk": PK, "#status": "status"}
+        values = attr_values(turn=turn, idle="idle", now=self.now_ms())
+        if owner is not None:
+            condition += " AND #owner = :owner"
+            names["#owner"] = "owner"
+            values.update(attr_values(owner=owner))
+        meta = {
+            "TableName": self.table,
+            "Key": ddb_item(**{PK: pk, SK: META}),
+            "UpdateExpression": "SET updated_at = :now",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        return self.transact([*ops, {"Update": meta}]) is None
+
     # --- reply routes (B side) -----------------------------------------------------------
     def get_route(self, session_id: str) -> ReplyRoute | None:
         meta = self.read_item(session_pk(session_id), META)

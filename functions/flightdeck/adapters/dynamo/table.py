@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -12,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from flightdeck import topology
 from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, plain_item
+from flightdeck.adapters.dynamo.conflicts import ConflictBackoff, ConflictRetryingClient, collided
 from flightdeck.adapters.dynamo.keys import PK, SK, TTL
 from flightdeck.domain.records import ItemTooLargeError
 
@@ -43,9 +43,12 @@ class Table:
         clock: Callable[[], int] | None = None,
         owed_think_grace_ms: int = OWED_THINK_GRACE_MS,
         owed_in_index: bool = True,
+        conflicts: ConflictBackoff | None = None,
     ):
         self.table = table_name
         self._client = client
+        self.conflicts = conflicts or ConflictBackoff()
+        self._retrying: ConflictRetryingClient | None = None
         self._clock = clock or (lambda: int(time.time() * 1000))
         self.owed_think_grace_ms = owed_think_grace_ms
         # False: the table's stream starts owed thinks, and a mark enters the index only on a recovery path
@@ -54,9 +57,12 @@ class Table:
 
     @property
     def client(self) -> Any:
+        """The table's client: every write on it retries a collision with a transaction (adapters.dynamo.conflicts)."""
         if self._client is None:
             self._client = boto3.client("dynamodb")
-        return self._client
+        if self._retrying is None or self._retrying.raw is not self._client:
+            self._retrying = ConflictRetryingClient(self._client, self.conflicts)
+        return self._retrying
 
     def now_ms(self) -> int:
         return self._clock()
@@ -101,30 +107,20 @@ class Table:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def transact(self, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        """Run a transaction; None on success, else the cancellation reasons.
-
-        TransactionConflict (another transaction on the same items) is retried here;
-        condition failures are the caller's to interpret.
-        """
-        for attempt in range(8):
-            try:
-                self.client.transact_write_items(TransactItems=items)
-                return None
-            except ClientError as exc:
-                if too_large(exc):
-                    raise ItemTooLargeError(str(exc.response.get("Error", {}).get("Message", ""))) from exc
-                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                    raise
-                # botocore-stubs types the reasons as TypedDicts; callers read them as plain dicts.
-                reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
-                codes = {r.get("Code") for r in reasons}
-                if any(
-                    r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower() for r in reasons
-                ):
-                    raise ItemTooLargeError(
-                        next(str(r.get("Message")) for r in reasons if r.get("Code") == "ValidationError")
-                    ) from exc
-                if "ConditionalCheckFailed" in codes or not codes & {"TransactionConflict", "ThrottlingError"}:
-                    return reasons or [{"Code": "ConditionalCheckFailed"}]
-                time.sleep(random.uniform(0, 0.02 * 2**attempt))
-        raise RuntimeError("transaction kept conflicting")
+        """Run a transaction; None on success, else the cancellation reasons (a failed condition among
+        them: the caller's to interpret). A collision with another write is retried by the client."""
+        try:
+            self.client.transact_write_items(TransactItems=items)
+            return None
+        except ClientError as exc:
+            if too_large(exc):
+                raise ItemTooLargeError(str(exc.response.get("Error", {}).get("Message", ""))) from exc
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException" or collided(exc):
+                raise  # a collision past the retry budget: the caller's 503, like any AWS failure
+            # botocore-stubs types the reasons as TypedDicts; callers read them as plain dicts.
+            reasons = cast(list[dict[str, Any]], exc.response.get("CancellationReasons") or [])
+            if any(r.get("Code") == "ValidationError" and "size" in str(r.get("Message", "")).lower() for r in reasons):
+                raise ItemTooLargeError(
+                    next(str(r.get("Message")) for r in reasons if r.get("Code") == "ValidationError")
+                ) from exc
+            return reasons or [{"Code": "ConditionalCheckFailed"}]

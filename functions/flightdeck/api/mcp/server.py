@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
 from flightdeck import __version__
@@ -518,11 +519,13 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
     if event.get("isBase64Encoded"):
         raw = base64.b64decode(raw).decode("utf-8")  # not UTF-8 was refused before (resolver._not_json)
     request_id: Any = None
+    notification = False
     try:
         body, request_id = _parse(raw)
         request = _check(body, request_id, headers)
         note(operation=f"mcp:{request.method[:64]}")
         if not request.has_id:
+            notification = True
             return _notification(request)
         d = deps()
         getter = getattr(context, "get_remaining_time_in_millis", None)
@@ -552,6 +555,27 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
         return _error(request_id, exc)
     except ItemTooLargeError as exc:
         return _error(request_id, McpError(INVALID_PARAMS, f"Invalid params: too large to store ({exc})"))
+    except Exception as exc:  # noqa: BLE001 - every answer of this door is JSON-RPC, never the REST shape
+        return _error(request_id, _internal(exc, notification))
+
+
+def _internal(exc: Exception, notification: bool) -> McpError:
+    """-32603 for what nothing above maps, with the request's id (the log has the trace). A request's error is
+    its response (HTTP 200, as every JSON-RPC error here); a notification not taken is HTTP 500 (Streamable
+    HTTP: an error status, its body a JSON-RPC error without an id). DynamoDB or SQS failing is worth a retry."""
+    status = 500 if notification else 200
+    if isinstance(exc, (BotoCoreError, ClientError)):
+        logger.exception("MCP request failed: AWS dependency failed")
+        return McpError(
+            INTERNAL_ERROR,
+            "Internal error: a dependency is unavailable; retry later",
+            {"retryAfterSeconds": 1},
+            status,
+        )
+    logger.exception("MCP request failed")
+    return McpError(
+        INTERNAL_ERROR, "Internal error: the request could not be processed; it may be retried", None, status
+    )
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -25,19 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from flightdeck.api.mcp import tools
-from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
+from flightdeck.api.mcp.wire import AGENT_BUSY, INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import ingest_chat, read_session
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import (
     SESSION_CANCELED,
+    AgentBusyError,
     InboxFullError,
     Session,
     SessionBusyError,
     SessionNotFoundError,
     Stamp,
 )
-from flightdeck.domain.session_cancel import CLOSING_TEXT, cancel_session
+from flightdeck.domain.session_cancel import CLOSING_TEXT, cancel_session, close_question
 from flightdeck.domain.timeline import iso_ms
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -266,6 +267,14 @@ def update(d: Deps, raw: str, responses: Any, caller: str | None) -> None:
         return  # answered already: the session is working on the answer
     except SessionNotFoundError:
         raise _unknown(raw) from None
+    except AgentBusyError as exc:
+        # Not taken (the question stays outstanding): an error, not the ack, so that the client sends it again.
+        raise McpError(
+            AGENT_BUSY,
+            f"Agent busy: {exc.limit} tasks are under way (its max_concurrent_tasks); the answer was not taken: "
+            f"send this tasks/update again in {exc.retry_after_s} s",
+            {"reason": "agent_busy", "maxConcurrentTasks": exc.limit, "retryAfterSeconds": exc.retry_after_s},
+        ) from None
 
 
 def _answer_text(key: str, response: Any) -> str:
@@ -289,11 +298,16 @@ def _answer_text(key: str, response: Any) -> str:
 
 
 def cancel(d: Deps, raw: str, caller: str | None, modern: bool) -> dict[str, Any] | None:
-    """tasks/cancel: the session stops if this task is the one it works on (its delegations are told to stop).
+    """tasks/cancel: the session stops if this task is the one it works on (its delegations are told to stop);
+    a task waiting for input has its question closed (the session's next message is not its answer).
     2026-07-28 acks always (idempotent); 2025-11-25 answers the cancelled task, and -32602 for a finished one."""
     session, task = find(d, raw, caller)
     if task.status in ("working", "input_required") and session.status != "idle":
         cancel_session(d, session.session_id, caller)
+        _, task = find(d, raw, caller)
+    elif modern and task.status == "input_required":
+        if not close_question(d, session, caller):
+            cancel_session(d, session.session_id, caller)  # its answer was taken first: the task works on it
         _, task = find(d, raw, caller)
     elif not modern and task.status == "input_required":
         task = TaskView(task.ref, "completed", task.created_ms, task.updated_ms, task.state)

@@ -25,7 +25,13 @@ from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat, read_session, user_turn
 from flightdeck.domain.ports import Deps
-from flightdeck.domain.records import InboxFullError, Session, SessionBusyError, SessionNotFoundError
+from flightdeck.domain.records import (
+    AgentBusyError,
+    InboxFullError,
+    Session,
+    SessionBusyError,
+    SessionNotFoundError,
+)
 from flightdeck.domain.session_cancel import cancel_session
 from flightdeck.domain.skills.contract import CallError, Skill, SkillCall, bind, checked_result
 from flightdeck.domain.skills.schemas import errors as schema_errors
@@ -42,8 +48,16 @@ _STATUS_OUTPUT: dict[str, Any] = {
     "properties": {
         "session_id": {"type": "string", "description": "the session of this call: get_result and cancel take it"},
         "status": {"enum": ["completed", "working", "input_required", "canceled"]},
-        "answer": {"type": ["string", "null"], "description": "the agent's answer (input_required: its question)"},
-        "data": {"description": "a skill call's answer, held to the skill's output schema"},
+        # anyOf branches of one type each, not a type array or an empty schema: clients that map tool schemas
+        # onto a one-type dialect (Gemini's OpenAPI subset) take them (the MCP Inspector's --strict check).
+        "answer": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "the agent's answer (input_required: its question)",
+        },
+        "data": {
+            "anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")],
+            "description": "a skill call's answer, held to the skill's output schema",
+        },
         "schema_mismatch": {"type": "boolean"},
         "errors": {"type": "array", "items": {"type": "string"}},
     },
@@ -259,6 +273,17 @@ def skill_result(skill: Skill, state: dict[str, Any]) -> dict[str, Any]:
     return {**_result(structured, _text(data)), "_meta": {"flightdeck/session_id": sid}}
 
 
+def agent_busy_result(exc: AgentBusyError) -> dict[str, Any]:
+    """A call refused because the agent is at its max_concurrent_tasks (nothing stored): a tool execution
+    error, so that the model reads it and calls again later (docs/MCP.md, "A busy agent, and failures")."""
+    text = (
+        f"the agent is busy: {exc.limit} tasks are under way, its max_concurrent_tasks; nothing was started. "
+        f"Call again in {exc.retry_after_s} s."
+    )
+    meta = {"flightdeck/reason": "agent_busy", "flightdeck/retry_after_s": exc.retry_after_s}
+    return {**_result(None, text, True), "_meta": meta}
+
+
 class InvalidArguments(Exception):
     """Arguments that do not match the tool's input schema: a tool execution error (isError, the problems
     listed, as MCP asks of input validation: the model can correct them); nothing was stored."""
@@ -384,6 +409,9 @@ def _call(
         raise _not_found(session_id or "") from None
     except (SessionBusyError, InboxFullError):
         yield _result(None, f"session {session_id!r} is working on an earlier message: call {GET_RESULT} first", True)
+        return
+    except AgentBusyError as exc:
+        yield agent_busy_result(exc)
         return
     if as_task:
         # Stored (a tasks/get of it resolves from now on): the client polls instead of this request waiting.

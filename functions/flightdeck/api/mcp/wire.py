@@ -36,6 +36,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020  # 2026-07-28: a required header missing, malformed, or not the body's value
 UNSUPPORTED_VERSION = -32022  # 2026-07-28: UnsupportedProtocolVersionError
+# An implementation-defined server error (JSON-RPC's -32000 to -32099): the agent is at its max_concurrent_tasks
+# and took nothing; data.retryAfterSeconds says when to send again (the A2A door's code for the same).
+AGENT_BUSY = -32000
 
 # How long a client may cache a list (2026-07-28 CacheableResult): the tools change only with a redeploy.
 LIST_TTL_MS = 300_000

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from flightdeck.domain.a2a.ports import parse_task_id, ports
 from flightdeck.domain.a2a.tasks import render_task
 from flightdeck.domain.a2a.wire import INVALID_PARAMS, A2AError
+from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps
 
@@ -97,9 +98,13 @@ def _context_page(
     offset = 0
     if token:
         try:
-            offset = int(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().removeprefix("ctx:"))
+            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
         except (ValueError, binascii.Error, UnicodeDecodeError):
-            raise A2AError(INVALID_PARAMS, "Invalid params: pageToken is not one this listing handed out") from None
+            text = ""
+        given = parse_nonneg_int(text.removeprefix("ctx:")) if text.startswith("ctx:") else None
+        if given is None:
+            raise A2AError(INVALID_PARAMS, "Invalid params: pageToken is not one this listing handed out")
+        offset = given
     more = offset + size < len(ids)
     next_token = base64.urlsafe_b64encode(f"ctx:{offset + size}".encode()).rstrip(b"=").decode() if more else None
     return ids[offset : offset + size], next_token, len(ids)

@@ -331,8 +331,7 @@ def validate_push_config(deps: Deps, config: PushNotificationConfig, task_id: st
 # --- message/send --------------------------------------------------------------------------
 
 
-# When an agent at its max_concurrent_tasks is worth asking again (as /api/chat's Retry-After says).
-AGENT_BUSY_RETRY_AFTER_S = 5
+AGENT_BUSY_RETRY_AFTER_S = AgentBusyError.retry_after_s
 
 
 def _agent_busy(exc: AgentBusyError, **data: Any) -> A2AError:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flightdeck.domain.invalid_value import InvalidValue
 from flightdeck.domain.skills.schemas import SCHEMA_VERSION, SchemaError, check_schema, errors
 
 Channel = Literal["a2a", "mcp", "internal"]
@@ -66,12 +67,18 @@ class Skill(BaseModel):
                 try:
                     check_schema(schema)
                 except SchemaError as exc:
-                    raise ValueError(f"{key}: {exc}") from None
+                    raise InvalidValue(
+                        str(exc), "correct the schema (JSON Schema 2020-12; docs/SKILLS.md)", (key,)
+                    ) from None
         for index, example in enumerate(self.examples):
             if isinstance(example, dict) and self.input_schema is not None:
                 wrong = errors(self.input_schema, example)
                 if wrong:
-                    raise ValueError(f"examples[{index}] does not match input_schema: {'; '.join(wrong)}")
+                    raise InvalidValue(
+                        f"does not match input_schema: {'; '.join(wrong)}",
+                        "make the example match input_schema, or remove it",
+                        ("examples", index),
+                    )
         return self
 
     @property
