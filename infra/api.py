@@ -1,4 +1,5 @@
-"""API: a REST API with one Lambda proxy method per `flightdeck.topology.ROUTES` entry.
+"""API: a REST API with one Lambda proxy method per `flightdeck.topology.ROUTES` entry (a console route
+only with deploy.console).
 
 Adding a route is adding a `Route` to topology.ROUTES. A route served by a new
 handler module also needs that handler's permissions (infra/access.py ACCESS) and

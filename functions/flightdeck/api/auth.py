@@ -5,7 +5,9 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
 1. `authenticate`: on a route whose topology auth is "peer" (POST /api/chat, POST /a2a,
    GET /api/sessions/{id}) the `Authorization: Bearer fdp_<peer>_<secret>` header is checked
    against the peer registry before anything else (size, JSON, schema): missing or malformed
-   is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403.
+   is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403, and so is
+   a token issued for none of the route's roles (topology Route.roles: the one route x role table). A
+   console route (Route.console) where the console is off (CONSOLE) is 404, whoever asks.
    The routes read the caller with `current_peer()` and hand it to the domain, which
    enforces ownership. On a route that commits its request in one write (topology
    `checked_by_write`: POST /api/chat) only the token's shape is checked here: the write
