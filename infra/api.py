@@ -1,4 +1,5 @@
-"""API: a REST API with one Lambda proxy method per `flightdeck.topology.ROUTES` entry.
+"""API: a REST API with one Lambda proxy method per `flightdeck.topology.ROUTES` entry (a console route
+only with deploy.console).
 
 Adding a route is adding a `Route` to topology.ROUTES. A route served by a new
 handler module also needs that handler's permissions (infra/access.py ACCESS) and
@@ -215,6 +216,7 @@ class Api(Construct):
         throttle_burst: int,
         authorizer_cache_s: int,
         log_removal_policy: RemovalPolicy,
+        console: bool = False,
     ) -> None:
         super().__init__(scope, id)
         access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION, removal_policy=log_removal_policy)
@@ -304,6 +306,8 @@ class Api(Construct):
         integrations: dict[str, apigateway.LambdaIntegration] = {}
         self.methods: list[apigateway.Method] = []
         for route in topology.ROUTES:
+            if route.console and not console:
+                continue  # the console's routes exist only beside its page (deploy.console)
             if route.handler not in AUTHENTICATION:
                 raise ValueError(
                     f"route {route.method} {route.path}: say in infra/api.py AUTHENTICATION how handler "

@@ -39,6 +39,7 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "STREAMING",
+    "CONSOLE",
 )
 # Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
 LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
@@ -163,6 +164,8 @@ def agent_environment(
             # The stack serves the streaming routes through STREAM integrations and the Lambda Web Adapter
             # (infra/api.py, infra/functions.py): the card may say so.
             "STREAMING": "on",
+            # The console's routes exist only where its page is served (infra/console.py).
+            "CONSOLE": "on" if spec.deploy.console else "off",
         }
     )
     try:

@@ -124,6 +124,8 @@ class LeanDoor(Construct):
         for route in topology.ROUTES:
             if route.handler in topology.STREAMING_HANDLERS:
                 continue  # an HTTP API cannot stream: these are at their function's URL only
+            if route.console:
+                continue  # the console needs the REST door (config_file refuses it here): so do its routes
             if route.handler not in by_handler:
                 by_handler[route.handler] = integrations.HttpLambdaIntegration(
                     f"{construct_id(route.handler)}Integration",

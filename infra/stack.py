@@ -318,6 +318,7 @@ class FlightdeckStack(Stack):
             throttle_burst=spec.deploy.throttle_burst,
             authorizer_cache_s=spec.gateway.authorizer_cache_s,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+            console=spec.deploy.console,
         )
         api_base_url.value = api.base_url
         if spec.deploy.console:

@@ -227,6 +227,13 @@ class AgentSpec(AgentDefinition):
         default_factory=dict,
         description="LOCAL ONLY: who may call it, peer id = token (on AWS: `flightdeck peers add`).",
     )
+    # LOCAL ONLY: this agent's own users (you with curl, `flightdeck chat`, the console): user id -> token,
+    # registered for the user channel (docs/PEERS.md, "Roles"); on AWS `flightdeck peers add --channel user`.
+    users: dict[str, str] = Field(
+        default_factory=dict,
+        description="LOCAL ONLY: its own users (curl, `flightdeck chat`, the console), user id = token: every skill "
+        "and the console's routes (on AWS: `flightdeck peers add --channel user`).",
+    )
     # LOCAL ONLY: MCP clients that may call its /mcp (client id -> token "fdp_<client_id>_<secret>"), registered
     # with the mcp channel only, as `flightdeck peers add --channel mcp` does on AWS.
     mcp_clients: dict[str, str] = Field(
@@ -249,7 +256,7 @@ class AgentSpec(AgentDefinition):
         default_factory=GatewaySection, description="Per-peer usage plans and the authorizer's cache."
     )
 
-    @field_validator("peers", "mcp_clients")
+    @field_validator("peers", "users", "mcp_clients")
     @classmethod
     def _callers_name_themselves(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for peer_id, token in value.items():
@@ -271,7 +278,7 @@ class AgentSpec(AgentDefinition):
 
     @model_validator(mode="after")
     def _one_registry_entry_per_caller(self) -> AgentSpec:
-        # Peers and MCP clients share the agent's peer registry, one entry per id.
+        # Peers, users and MCP clients share the agent's peer registry, one entry per id.
         both = sorted(set(self.peers) & set(self.mcp_clients))
         if both:
             raise InvalidValue(
@@ -279,7 +286,22 @@ class AgentSpec(AgentDefinition):
                 f'give the MCP client an id of its own, e.g. "{both[0]}-mcp" = "fdp_{both[0]}-mcp_..."',
                 ("mcp_clients", both[0]),
             )
+        taken = sorted(set(self.users) & (set(self.peers) | set(self.mcp_clients)))
+        if taken:
+            raise InvalidValue(
+                f"{taken[0]!r} is also a peer or an MCP client: users, peers and MCP clients share the agent's registry",
+                "give the user an id of its own (one token opens one id's channels)",
+                ("users", taken[0]),
+            )
         return self
+
+    def callers(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """LOCAL ONLY: every caller the registry takes, id -> (token, the channels it opens: its roles)."""
+        return {
+            **{peer: (token, ("a2a",)) for peer, token in self.peers.items()},
+            **{user: (token, ("user",)) for user, token in self.users.items()},
+            **{client: (token, ("mcp",)) for client, token in self.mcp_clients.items()},
+        }
 
     @field_validator("peer_tokens")
     @classmethod
@@ -299,8 +321,7 @@ class AgentSpec(AgentDefinition):
         """Usage plans: the default one, the unidentified callers' one, one per peer this file names (peers, peer_limits)."""
         overrides = {p: section.limits() for p, section in self.gateway.peer_limits.items()}
         unidentified = PeerLimits(self.gateway.unidentified_rate_limit, self.gateway.unidentified_burst_limit)
-        callers = [*self.peers, *self.mcp_clients]
-        return usage_plans(self.name, self.gateway.default_limits(), callers, overrides, unidentified)
+        return usage_plans(self.name, self.gateway.default_limits(), self.callers(), overrides, unidentified)
 
     def agent_config_json(self) -> str:
         definition = AgentDefinition.model_validate(self.model_dump(include=set(AgentDefinition.model_fields)))

@@ -432,6 +432,7 @@ def add_peers_command(commands: Any) -> Any:
         "  flightdeck peers add --agent worker orchestrator --endpoint-url http://127.0.0.1:5000\n"
         "  flightdeck peers add --agent worker partner --usage-plan-id abc123\n"
         "  flightdeck peers add --agent worker claude-desktop --channel mcp   # an MCP client's key\n"
+        "  flightdeck peers add --agent orchestrator user --channel user      # you: curl, chat, the console\n"
         "  flightdeck peers rotate --agent worker orchestrator --grace-seconds 3600\n"
         "  flightdeck peers revoke --agent worker orchestrator\n"
         "  flightdeck peers list --agent worker\n"
@@ -463,9 +464,10 @@ def add_peers_command(commands: Any) -> Any:
     add.add_argument(
         "--channel",
         action="append",
-        choices=["a2a", "mcp"],
-        help="what the token opens, repeatable: a2a (POST /api/chat, /a2a, the sessions routes: agents and "
-        "their users; the default) or mcp (POST /mcp: an MCP client's key); both: --channel a2a --channel mcp",
+        choices=["a2a", "mcp", "user"],
+        help="what the token opens (its roles, docs/PEERS.md), repeatable: a2a (a peer agent's: POST /api/chat, "
+        "/a2a, the sessions routes; the default), user (the agent's own user's: those, every skill, the console's "
+        "routes) or mcp (POST /mcp: an MCP client's key); two: --channel a2a --channel mcp",
     )
     add.add_argument(
         "--usage-plan-id",

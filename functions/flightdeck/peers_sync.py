@@ -6,7 +6,8 @@ What the file implies (grants()):
   peer: a token registered in the delegate's peer registry (its SHA-256) and a usage key in its default plan, the
   token itself put in the delegator's peer tokens secret (PEER_TOKENS_SECRET_ARN's: the JSON object service ->
   token) under the delegate's service name;
-- each delegator takes a `user` peer: you, with `flightdeck chat` or curl. Its token is printed on stdout, once;
+- each delegator takes a `user` peer: you, with `flightdeck chat`, curl or the console, its token for the user
+  channel (docs/PEERS.md, "Roles"). Its token is printed on stdout, once;
 - each `[[agents.X.mcp_servers]]` entry that is another agent Y of the file (its url under X's
   `allowed_hosts.Y`) takes an MCP client key: the peer `X-mcp` at Y, scoped to the mcp channel (as
   `flightdeck peers add --channel mcp`), the key itself put as the whole value of the secret its
@@ -54,6 +55,7 @@ SECRET_OUTPUT = "PeerTokensSecretArn"
 # With --endpoint-url: the peer tokens secret of an agent (on AWS the stack names it).
 LOCAL_SECRET_NAME = "flightdeck-{agent}-peer-tokens"
 USER_PEER = "user"
+USER_CHANNEL = "user"
 # The peer id of agent X's MCP client key at another agent of the file: its own peer, apart from X's delegation
 # token (each is rotated or revoked alone; each has its own usage key).
 MCP_PEER = "{client}-mcp"
@@ -244,8 +246,8 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
         elif grant.holder:
             current = held[grant.holder].get(grant.service, "")
             ok = active and bool(current) and record is not None and token_sha256(current) == record.token_sha256
-        else:
-            ok = active
+        else:  # the user: a token for the user channel (one made before roles were is a peer agent's: replaced)
+            ok = active and record is not None and USER_CHANNEL in record.channels
         # The key before the token (as `peers add`): a token API Gateway would refuse is never handed out.
         plan_id = plan_ids[grant.agent]
         if plan_id is not None:
@@ -257,6 +259,8 @@ def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
         if grant.secret:
             # Scoped to MCP alone (replacing an active record of another scope, or a lost key's hash).
             registry.add(grant.peer, token, replace=active, channels=(MCP_CHANNEL,))
+        elif not grant.holder:
+            registry.add(grant.peer, token, replace=active, channels=(USER_CHANNEL,))
         elif active:
             registry.rotate(grant.peer, token)
         else:

@@ -245,6 +245,13 @@ class Settings(BaseModel):
         alias="STREAMING",
         description="`on` where the HTTP front streams (set by `flightdeck local` and the stack): SSE on message/stream, tasks/resubscribe and the events route; `off`: -32004, and the events route answers the timeline so far.",
     )
+    # The web console's routes (topology Route.console: the inspector, the delegate lanes) exist only where
+    # the console is served: deploy.console on AWS (the stack sets it), every agent locally.
+    console: Literal["on", "off"] = Field(
+        "off",
+        alias="CONSOLE",
+        description="`on` where the web console is served (set by `flightdeck local` and by the stack for deploy.console = true): its routes (/api/inspector/*, the delegate lanes) exist; `off`: they are 404.",
+    )
     # A stream reads the state at most once per interval (flightdeck.domain.streaming).
     stream_poll_interval_ms: Annotated[int, Field(ge=100, le=10_000)] = Field(
         1_000, alias="STREAM_POLL_INTERVAL_MS", description="A stream reads the state at most once per interval."

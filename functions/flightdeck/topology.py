@@ -223,6 +223,18 @@ PEER_AUTH = "peer"  # a peer bearer token from the agent's peer registry (flight
 CALLBACK_AUTH = "callback"  # the HMAC callback token this agent minted for one delegation
 PUBLIC = "public"  # nobody needs to
 
+# Who may call a route (docs/PEERS.md, "Roles"). A peer token's channels (its registry record,
+# flightdeck.domain.peers.TOKEN_CHANNELS) name its holder's roles, so these three are channel names too.
+USER = "user"  # the agent's own users: you with curl, `flightdeck chat`, the web console
+PEER_AGENT = "a2a"  # another agent delegating to this one (native /api/chat, or A2A)
+MCP_CLIENT = "mcp"  # an MCP client (POST /mcp)
+DELEGATE = "delegate"  # a delegate answering one of this agent's delegations, with the callback token minted for it
+ANYONE = "anyone"  # no credential
+TOKEN_ROLES: tuple[str, ...] = (USER, PEER_AGENT, MCP_CLIENT)
+ROLES: tuple[str, ...] = (*TOKEN_ROLES, DELEGATE, ANYONE)
+# The roles each kind of authentication admits (a route names which of them it lets in).
+_ROLES_OF_AUTH = {PEER_AUTH: frozenset(TOKEN_ROLES), CALLBACK_AUTH: frozenset({DELEGATE}), PUBLIC: frozenset({ANYONE})}
+
 
 @dataclass(frozen=True)
 class Route:
@@ -230,6 +242,9 @@ class Route:
     path: str  # API Gateway resource path, {param} for path parameters
     handler: str
     auth: str = PEER_AUTH
+    # Who may call it (ROLES): the one route x role table, enforced by flightdeck.api.auth. PEER_AUTH: a token
+    # must be issued for one of these channels; an A2A peer's token does not open /mcp, nor the console's routes.
+    roles: tuple[str, ...] = (USER, PEER_AGENT)
     # The audit log's operation for a delegation call on this route ("": not a delegation call, not audited).
     audit: str = ""
     # CALLBACK_AUTH: the header that carries the token, checked before the body is read
@@ -242,11 +257,15 @@ class Route:
     # transaction, instead of a read before it (flightdeck.api.auth); only for a route whose every
     # effect follows that write.
     checked_by_write: bool = False
-    # PEER_AUTH: the channel a peer's token must be issued for (flightdeck.domain.peers.TOKEN_CHANNELS):
-    # an A2A peer's token does not open /mcp, nor an MCP client's key the A2A routes, unless issued for both.
-    channel: str = "a2a"
+    # The web console's: it exists only on an agent whose console is on (deploy.console; the CONSOLE setting).
+    console: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.roles or not set(self.roles) <= _ROLES_OF_AUTH[self.auth]:
+            raise ValueError(f"route {self.method} {self.path}: roles {self.roles} do not fit auth {self.auth!r}")
 
 
+_CONSOLE_ONLY = (USER,)
 # Every HTTP route, and the Lambda handler module that serves it.
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/chat", "chat_ingest", PEER_AUTH, audit="chat", checked_by_write=True),
@@ -257,33 +276,52 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/api/sessions/{session_id}/cancel", "chat_ingest", PEER_AUTH, audit="session_cancel"),
     # The session's timeline as Server-Sent Events: its own function, which reads and never writes.
     Route("GET", "/api/sessions/{session_id}/events", "session_events", PEER_AUTH, stream=True),
-    # What the web console reads (flightdeck.api.console_routes): a delegate's timeline of the caller's
-    # delegation, and an allowlisted A2A agent's card and JSON-RPC endpoint relayed for the inspector.
-    Route("GET", "/api/sessions/{session_id}/delegations/{tool_use_id}/events", "chat_ingest", PEER_AUTH),
-    Route("GET", "/api/inspector/card", "chat_ingest", PEER_AUTH),
-    Route("POST", "/api/inspector/rpc", "chat_ingest", PEER_AUTH, audit="inspector"),
+    # What the web console reads (flightdeck.api.console_routes), for its user only: a delegate's timeline of
+    # the caller's delegation, and an allowlisted A2A agent's card and JSON-RPC endpoint relayed for the inspector.
     Route(
-        "POST", "/api/tools/response", "callback", CALLBACK_AUTH, audit="tool_response", token_header="authorization"
+        "GET",
+        "/api/sessions/{session_id}/delegations/{tool_use_id}/events",
+        "chat_ingest",
+        PEER_AUTH,
+        roles=_CONSOLE_ONLY,
+        console=True,
     ),
-    Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, audit="tool_responses"),
-    Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC),
+    Route("GET", "/api/inspector/card", "chat_ingest", PEER_AUTH, roles=_CONSOLE_ONLY, console=True),
+    Route("POST", "/api/inspector/rpc", "chat_ingest", PEER_AUTH, roles=_CONSOLE_ONLY, audit="inspector", console=True),
+    Route(
+        "POST",
+        "/api/tools/response",
+        "callback",
+        CALLBACK_AUTH,
+        roles=(DELEGATE,),
+        audit="tool_response",
+        token_header="authorization",
+    ),
+    Route("POST", "/api/tools/responses", "callback", CALLBACK_AUTH, roles=(DELEGATE,), audit="tool_responses"),
+    Route("GET", "/.well-known/agent-card.json", "agent_card", PUBLIC, roles=(ANYONE,)),
     # A2A v0.3 JSON-RPC (the agent card's url), and A2A peers' push notifications for our delegations
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a", stream=True),
     # A GET there (a browser, a probe of the card's URL) is a 405 in JSON-RPC, without a token.
     Route("GET", "/a2a", "a2a", PUBLIC, stream=True),
     Route(
-        "POST", "/api/a2a/push", "callback", CALLBACK_AUTH, audit="a2a_push", token_header="x-a2a-notification-token"
+        "POST",
+        "/api/a2a/push",
+        "callback",
+        CALLBACK_AUTH,
+        roles=(DELEGATE,),
+        audit="a2a_push",
+        token_header="x-a2a-notification-token",
     ),
     # MCP (Streamable HTTP, protocol versions 2026-07-28 and 2025-11-25: flightdeck.api.mcp), served by the
     # a2a function: it streams (SSE progress), and it may ingest, read and cancel sessions as /a2a does.
     # GET and DELETE answer 405 (no standalone stream, no protocol sessions), without a token.
-    Route("POST", "/mcp", "a2a", PEER_AUTH, audit="mcp", stream=True, channel="mcp"),
-    Route("GET", "/mcp", "a2a", PUBLIC, stream=True),
-    Route("DELETE", "/mcp", "a2a", PUBLIC, stream=True),
+    Route("POST", "/mcp", "a2a", PEER_AUTH, roles=(MCP_CLIENT,), audit="mcp", stream=True),
+    Route("GET", "/mcp", "a2a", PUBLIC, roles=(ANYONE,), stream=True),
+    Route("DELETE", "/mcp", "a2a", PUBLIC, roles=(ANYONE,), stream=True),
     # Liveness (the agent's name and version) and the API's OpenAPI document: public, served with the card.
-    Route("GET", "/health", "agent_card", PUBLIC),
-    Route("GET", "/openapi.json", "agent_card", PUBLIC),
+    Route("GET", "/health", "agent_card", PUBLIC, roles=(ANYONE,)),
+    Route("GET", "/openapi.json", "agent_card", PUBLIC, roles=(ANYONE,)),
 )
 _ROUTES_BY_KEY = {(r.method, r.path): r for r in ROUTES}
 

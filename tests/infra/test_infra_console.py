@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from template_queries import methods_by_route, resources
 
+from flightdeck import topology
 from flightdeck.local.console_files import SECURITY_HEADERS as LOCAL_HEADERS
 from infra.console import BASE_MARKER, CONSOLE_DIR, CSP, SECURITY_HEADERS, SET_CSP, console_files
 from tests.support.apigw_mock import render
@@ -58,3 +59,16 @@ def test_no_function_bucket_or_custom_resource_serves_it_and_the_worker_has_none
     assert assets and not [f for f in static if f.read_bytes() in ours]
     # The same functions as the worker's (the console adds none).
     assert len(resources(orchestrator, "AWS::Lambda::Function")) == len(resources(worker, "AWS::Lambda::Function"))
+
+
+def test_the_console_s_api_routes_exist_only_beside_its_page(synth) -> None:
+    """Issue 36: the inspector and the delegate lanes are the console's: no method for them where it is off, and
+    the functions are told (CONSOLE) so that a route the gateway lacks is 404 there too."""
+    console_routes = {(r.method, r.path) for r in topology.ROUTES if r.console}
+    for stack, on in (("Flightdeck-orchestrator", True), ("Flightdeck-worker", False)):
+        template = synth.templates[stack]
+        methods = set(methods_by_route(template))
+        assert (console_routes <= methods) if on else not console_routes & methods, stack
+        for function in resources(template, "AWS::Lambda::Function").values():
+            variables = function["Properties"]["Environment"]["Variables"]
+            assert variables["CONSOLE"] == ("on" if on else "off"), stack

@@ -47,7 +47,7 @@ from flightdeck.local.stack import LocalStack
 pytestmark = pytest.mark.slow
 
 # The example's LOCAL ONLY token of the orchestrator's `user` peer (examples/two-agents.toml).
-USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].peers["user"]
+USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].users["user"]
 WORKER_THINK_MS = 700  # long enough for a session to be seen busy
 # The orchestrator's answer is written over this long: the events stream polls every 100 ms, and sends
 # the text as it grows.
@@ -787,7 +787,7 @@ def test_a_refused_token_says_what_to_fix(orchestrator, capsys, token, says):
     out, err = capsys.readouterr()
     assert out == ""
     assert says in err and "--token or FLIGHTDECK_TOKEN" in err, err
-    assert "[agents.NAME.peers]" in err and "flightdeck peers add" in err
+    assert "[agents.NAME.users]" in err and "flightdeck peers add" in err
 
 
 def test_the_repl_checks_the_token_before_the_first_message(orchestrator, capsys, monkeypatch):

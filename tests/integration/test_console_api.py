@@ -157,8 +157,16 @@ def test_the_inspector_reads_an_allowlisted_card_and_relays_json_rpc(stack):
         ("POST", "/api/inspector/rpc", {"json": {**body, "version": "2.0"}}, 422, "invalid_request"),
         ("POST", "/api/inspector/rpc", {"json": {"url": found["rpc_url"]}}, 422, "invalid_request"),
         ("POST", "/api/inspector/rpc", {"data": "{not json"}, 400, "malformed_json"),
+        # Allowed, but not a card's URL (issue 36): nothing fetched.
+        ("GET", "/api/inspector/card", {"params": {"url": f"{worker}/no-card-here"}}, 400, "not_a_card_url"),
         # Allowed, but no card there (the worker answers 404): said as the gateway's failure, nothing relayed.
-        ("GET", "/api/inspector/card", {"params": {"url": f"{worker}/no-card-here"}}, 502, "card_unreadable"),
+        (
+            "GET",
+            "/api/inspector/card",
+            {"params": {"url": f"{worker}/nested/.well-known/agent-card.json"}},
+            502,
+            "card_unreadable",
+        ),
     ]
     for method, path, kwargs, status, code in refusals:
         answer = requests.request(method, f"{url}{path}", headers=USER, timeout=10, **kwargs)

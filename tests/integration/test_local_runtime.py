@@ -37,7 +37,7 @@ _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # The example's LOCAL ONLY token of the orchestrator's `user` peer (examples/two-agents.toml).
-USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].peers["user"]
+USER_TOKEN = config_file.load(config_file.DEFAULT_CONFIG).agents["orchestrator"].users["user"]
 
 
 def http(method: str, url: str, body: Any = None, token: str | None = USER_TOKEN) -> tuple[int, Any]:

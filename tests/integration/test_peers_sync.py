@@ -143,8 +143,8 @@ class Team:
                 key = self.key(user_of_tools, server)
                 assert peer_of(key) == f"{self.name(user_of_tools)}-mcp"
                 record = self.registry(server).get_peer(peer_of(key))
-                assert judge(record, proof_of(key, 0, "mcp")).status == AuthStatus.OK
-                assert judge(record, proof_of(key, 0, "a2a")).status == AuthStatus.OUT_OF_SCOPE  # MCP alone
+                assert judge(record, proof_of(key, 0, ("mcp",))).status == AuthStatus.OK
+                assert judge(record, proof_of(key, 0, ("a2a",))).status == AuthStatus.OUT_OF_SCOPE  # MCP alone
                 found = apigateway.lookup(usage_key(self.name(server), peer_of(key)))
                 assert found is not None and found.enabled and found.plan_id
 

@@ -98,10 +98,10 @@ class Agent:
     def registry(self) -> PeerRegistry:
         return PeerRegistry(self.table, self.dynamodb)
 
-    def add_peer(self, peer_id: str) -> str:
-        """Register another calling peer; returns its token."""
+    def add_peer(self, peer_id: str, channels: tuple[str, ...] = ("a2a",)) -> str:
+        """Register another calling peer, its token opening `channels` (its roles); returns its token."""
         token = new_token(peer_id)
-        self.registry.add(peer_id, token, replace=True)
+        self.registry.add(peer_id, token, replace=True, channels=channels)
         return token
 
     def auth_headers(self, token: Any = _DEFAULT) -> dict[str, str]:
@@ -308,6 +308,7 @@ def make_agent(
         "TOOL_CALLBACK_SECRET_PREVIOUS": PREVIOUS_SECRET,
         "ALLOWED_HOST_MAPPING": allow,
         "ASYNC_TOOL_TIMEOUT_MS": "300000",
+        "CONSOLE": "on",  # as `flightdeck local` runs every agent
         **res.environment(),
         **(extra_env or {}),
     }
@@ -320,7 +321,8 @@ def make_agent(
     agent = Agent(name, env, res.queue_urls, res.dlq_urls, res.table_name, sqs, dynamodb, cohort=cohort)
     cohort.append(agent)
     _active[:] = [agent]
-    agent.peer_token = agent.add_peer(TEST_PEER)
+    # The tests' caller is both a peer agent and a user (every route that takes a token but /mcp, every skill).
+    agent.peer_token = agent.add_peer(TEST_PEER, channels=("a2a", "user"))
     return agent
 
 

@@ -75,3 +75,25 @@ def test_a_lane_is_the_session_derived_from_the_call_at_one_of_our_delegates_onl
     for other in ("echo", "critic"):
         with pytest.raises(LaneNotReadableError):
             delegate_lane(agent, "s-1", "tooluse_1", other)
+
+
+def test_a_card_url_is_a_base_url_and_a_card_path_and_nothing_else():
+    from flightdeck.domain.inspector import is_card_url
+
+    for url in (
+        "http://h/.well-known/agent-card.json",
+        "https://h:8443/agents/echo/.well-known/agent-card.json",
+        "http://h/.well-known/agent.json",
+    ):
+        assert is_card_url(url), url
+    for url in (
+        "http://h/",
+        "http://h/admin",
+        "http://h/.well-known/agent-card.json?x=1",
+        "http://h/.well-known/agent-card.json#x",
+        "http://h/a/../.well-known/agent-card.json",
+        "http://h/a%2F..%2F/.well-known/agent-card.json",
+        "http://h/admin;/.well-known/agent-card.json",
+        "http://h/.well-known/agent-card.json/extra",
+    ):
+        assert not is_card_url(url), url

@@ -16,7 +16,7 @@ def deployment() -> config_file.DeploymentFile:
 
 
 def test_plan_picks_the_first_agent_with_delegates(deployment):
-    token = deployment.agents["orchestrator"].peers["user"]
+    token = deployment.agents["orchestrator"].users["user"]
     assert demo.plan(deployment, "parallel") == demo.Plan(
         "orchestrator", ("worker",), "@worker task one @worker task two", token
     )

@@ -152,10 +152,10 @@ def test_a_token_opens_only_the_channels_it_was_issued_for():
     token = new_token("claude")
     mcp_only = PeerRecord("claude", token_sha256(token), "active", 1, channels=("mcp",))
     legacy = PeerRecord("claude", token_sha256(token), "active", 1)  # stored before scopes: a2a alone
-    assert judge(mcp_only, proof_of(token, 2, "mcp")).ok
-    assert judge(mcp_only, proof_of(token, 2, "a2a")).status is AuthStatus.OUT_OF_SCOPE
-    assert judge(legacy, proof_of(token, 2, "a2a")).ok
-    assert judge(legacy, proof_of(token, 2, "mcp")).status is AuthStatus.OUT_OF_SCOPE
+    assert judge(mcp_only, proof_of(token, 2, ("mcp",))).ok
+    assert judge(mcp_only, proof_of(token, 2, ("a2a",))).status is AuthStatus.OUT_OF_SCOPE
+    assert judge(legacy, proof_of(token, 2, ("a2a",))).ok
+    assert judge(legacy, proof_of(token, 2, ("mcp",))).status is AuthStatus.OUT_OF_SCOPE
     assert judge(mcp_only, proof_of(token, 2)).ok  # the authorizer meters any channel
     # A wrong secret is unknown, never out of scope: a guess learns nothing of scopes.
-    assert judge(mcp_only, proof_of(new_token("claude"), 2, "a2a")).status is AuthStatus.UNKNOWN
+    assert judge(mcp_only, proof_of(new_token("claude"), 2, ("a2a",))).status is AuthStatus.UNKNOWN

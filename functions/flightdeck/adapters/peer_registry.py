@@ -3,7 +3,7 @@
     pk "PEER#<peer_id>"   sk "PEER"
     peer_id, token_sha256, status (active | revoked), created_at, rotated_at, revoked_at (epoch ms),
     previous_sha256 + previous_valid_until (epoch ms): the token replaced by the last rotation,
-    accepted until then (absent: no grace); channels (a string set: "a2a", "mcp"): what the token
+    accepted until then (absent: no grace); channels (a string set: "a2a", "mcp", "user"): what the token
     opens (absent: "a2a" alone, as before scopes existed).
 
 No expiry attribute: a peer stays until revoked. The handlers read it (GetItem,
@@ -89,13 +89,13 @@ def proof_check(table: str, proof: PeerProof) -> dict[str, Any]:
         "#status = :active AND (token_sha256 = :sha OR (previous_sha256 = :sha AND previous_valid_until > :now))"
     )
     values = _vals(active=ACTIVE, sha=proof.token_sha256, now=proof.now_ms)
-    if proof.channel:
-        # A record without channels predates scopes: it opens the a2a channel alone.
-        scope = "contains(channels, :channel)"
-        if proof.channel == A2A_CHANNEL:
-            scope = f"(attribute_not_exists(channels) OR {scope})"
-        condition += f" AND {scope}"
-        values.update(_vals(channel=proof.channel))
+    if proof.channels:
+        # One of the route's channels; a record without channels predates scopes: it opens the a2a channel alone.
+        scopes = [f"contains(channels, :channel{i})" for i in range(len(proof.channels))]
+        if A2A_CHANNEL in proof.channels:
+            scopes.insert(0, "attribute_not_exists(channels)")
+        condition += f" AND ({' OR '.join(scopes)})"
+        values.update(_vals(**{f"channel{i}": c for i, c in enumerate(proof.channels)}))
     return {
         "ConditionCheck": {
             "TableName": table,

@@ -5,7 +5,9 @@ Every API function's entry point (flightdeck.api.resolver.http_handler) runs, pe
 1. `authenticate`: on a route whose topology auth is "peer" (POST /api/chat, POST /a2a,
    GET /api/sessions/{id}) the `Authorization: Bearer fdp_<peer>_<secret>` header is checked
    against the peer registry before anything else (size, JSON, schema): missing or malformed
-   is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403.
+   is 401 with `WWW-Authenticate: Bearer realm="flightdeck"`, unknown, wrong or revoked is 403, and so is
+   a token issued for none of the route's roles (topology Route.roles: the one route x role table). A
+   console route (Route.console) where the console is off (CONSOLE) is 404, whoever asks.
    The routes read the caller with `current_peer()` and hand it to the domain, which
    enforces ownership. On a route that commits its request in one write (topology
    `checked_by_write`: POST /api/chat) only the token's shape is checked here: the write
@@ -34,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from flightdeck import topology
 from flightdeck.domain.peers import AuthResult, PeerProof, bearer_token, judge, peer_of, proof_of
 from flightdeck.observability import audit, count, logger, payload_sha256
+from flightdeck.settings import get_settings
 
 REALM = 'Bearer realm="flightdeck"'
 # The name of the peer bearer scheme in the OpenAPI document and the agent card.
@@ -46,6 +49,9 @@ class _Request:
     claimed: str | None = None  # the peer a refused token claimed to be
     operation: str = ""  # a finer audit operation than the route's (a2a:<method>)
     proof: PeerProof | None = None  # a token no write has checked yet (checked_by_write routes)
+    route: topology.Route | None = None
+    channels: tuple[str, ...] = ()  # the channels the caller's checked token opens (its roles)
+    refusal: dict[str, Any] | None = None  # the registry refused the token mid-route: the answer, whatever the route's
 
 
 _request = _Request()
@@ -68,12 +74,14 @@ def begin(event: dict[str, Any], handlers: frozenset[str] = frozenset()) -> topo
     a route this function does not serve must be its 404, not a token check against a registry it may not read.
     """
     global _request
-    _request = _Request()
     if event.get("version") == "2.0":
         http = (event.get("requestContext") or {}).get("http") or {}
         route = topology.route_at(http.get("method"), event.get("rawPath"))
-        return route if route is not None and route.handler in handlers else None
-    return topology.route_for(event.get("httpMethod"), event.get("resource"))
+        route = route if route is not None and route.handler in handlers else None
+    else:
+        route = topology.route_for(event.get("httpMethod"), event.get("resource"))
+    _request = _Request(route=route)
+    return route
 
 
 def current_peer() -> str | None:
@@ -87,6 +95,23 @@ def note(*, peer: str | None = None, operation: str = "") -> None:
         _request.peer = peer
     if operation:
         _request.operation = operation
+
+
+def caller_is(role: str) -> bool:
+    """Whether the caller holds `role` (flightdeck.topology.TOKEN_ROLES), which its route admits. A token the
+    request's write was to check is read now (one GetItem): ask only off the happy path. INBOUND_AUTH off:
+    everyone holds every role its route admits. A token the registry refuses holds none, and the request is
+    answered that refusal (403, 503: settle), whatever the route answers."""
+    from flightdeck.wiring import deps
+
+    route = _request.route
+    if route is None or role not in route.roles:
+        return False
+    if deps().settings.inbound_auth == "off":
+        return True
+    if _request.proof is not None:
+        _request.refusal = _check(_request.proof)
+    return _request.refusal is None and role in _request.channels
 
 
 def pending_proof() -> PeerProof | None:
@@ -112,8 +137,10 @@ REFUSED_MESSAGE = "this token is not accepted"
 
 
 def settle(response: Any) -> Any:
-    """The answer to send: `response`, unless the caller's token is still unchecked (no write took it)
-    and the registry refuses it (403) or cannot be read (503)."""
+    """The answer to send: `response`, unless the caller's token is still unchecked (no write took it), or was
+    read by caller_is, and the registry refuses it (403) or cannot be read (503)."""
+    if _request.refusal is not None:
+        return _request.refusal
     if _request.proof is None:
         return response
     return _check(_request.proof) or response
@@ -135,7 +162,7 @@ def _check(proof: PeerProof) -> dict[str, Any] | None:
     if not result.ok:
         refused(result)
         return _json_response(403, "forbidden", REFUSED_MESSAGE)
-    _request.peer, _request.proof = result.peer_id, None
+    _request.peer, _request.proof, _request.channels = result.peer_id, None, result.channels
     if result.via_previous:
         logger.info("peer authenticated with its previous token (rotation grace)", extra={"peer": result.peer_id})
     return None
@@ -197,6 +224,9 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
     if route is None or route.auth != topology.PEER_AUTH:
         return None
     d = deps()
+    if route.console and get_settings().console != "on":
+        # The console's routes exist only where the console is on (the stack has no method for them either).
+        return _json_response(404, "not_found", f"no route for {route.path}")
     if d.settings.inbound_auth == "off":
         return None
     token = bearer_token(_headers(event).get("authorization"))
@@ -209,7 +239,7 @@ def authenticate(event: dict[str, Any], route: topology.Route | None) -> dict[st
             "a peer bearer token is required (Authorization: Bearer <token>)",
             {"WWW-Authenticate": REALM},
         )
-    proof = proof_of(token, d.clock.now_ms(), route.channel)
+    proof = proof_of(token, d.clock.now_ms(), route.roles)
     if proof is None:
         count("InboundAuthRefused")
         logger.warning("inbound call refused: malformed token", extra={"auth_check": "malformed"})

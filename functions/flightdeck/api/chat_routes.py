@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 
+from flightdeck import topology
 from flightdeck.api import auth
 from flightdeck.api.auth import current_peer
 from flightdeck.api.chat_payloads import MESSAGE_ID_PATTERN, ChatAccepted, ChatRequest
@@ -32,7 +33,7 @@ from flightdeck.domain.chat import (
 )
 from flightdeck.domain.peers import PeerRefusedError
 from flightdeck.domain.records import AgentBusyError, InboxFullError, SessionBusyError, SessionNotFoundError
-from flightdeck.domain.skills.contract import CallError, checked_result
+from flightdeck.domain.skills.contract import CallError, Contract, checked_result
 from flightdeck.domain.skills.schemas import SchemaError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
 from flightdeck.wiring import deps
@@ -80,6 +81,19 @@ _ERRORS: dict[int, OpenAPIResponse] = {
 }
 
 
+def _contract(request: ChatRequest) -> tuple[str, Contract | None]:
+    """The request's contract, its skill bound on the caller's channel: a peer agent calls the skills exposed
+    to a2a, the agent's own user every skill. Whether the caller is a user is asked only when a peer could not
+    make the call (its token is then read: no read on the happy path), so a refusal lists only what it may call."""
+    fields = (request.content, request.skill, request.arguments, request.response_schema, request.timeout_seconds)
+    try:
+        return chat_contract(deps(), *fields, channel="a2a")
+    except CallError:
+        if not auth.caller_is(topology.USER):
+            raise
+    return chat_contract(deps(), *fields, channel="internal")
+
+
 @router.post(
     "/api/chat",
     summary="Give this agent a task",
@@ -116,9 +130,7 @@ def post_chat(
             "message_id and the Idempotency-Key header name different messages: give one, or the same id in both",
         )
     try:
-        content, contract = chat_contract(
-            deps(), request.content, request.skill, request.arguments, request.response_schema, request.timeout_seconds
-        )
+        content, contract = _contract(request)
     except SchemaError as exc:
         raise ApiError(400, "invalid_response_schema", f"responseSchema: {exc}") from None
     except CallError as exc:

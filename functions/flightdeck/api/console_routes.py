@@ -31,7 +31,7 @@ from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.chat import read_session
 from flightdeck.domain.delegate_lane import LaneNotReadableError, delegate_lane
-from flightdeck.domain.inspector import V1, check_card
+from flightdeck.domain.inspector import CARD_PATH, V1, check_card, is_card_url
 from flightdeck.domain.peers import require_caller
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.wiring import deps
@@ -43,7 +43,12 @@ _ERROR_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentMode
 }
 _AUTH: dict[int, OpenAPIResponse] = {
     401: {"description": "No peer bearer token, or a malformed one (WWW-Authenticate: Bearer)", "content": _ERROR_BODY},
-    403: {"description": "The token is unknown, wrong or revoked", "content": _ERROR_BODY},
+    403: {
+        "description": "The token is unknown, wrong or revoked, or not a user's (the console's routes are its "
+        "user's alone: docs/PEERS.md)",
+        "content": _ERROR_BODY,
+    },
+    404: {"description": "The console is off on this agent: its routes do not exist", "content": _ERROR_BODY},
 }
 TOOL_USE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 AGENT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -101,7 +106,8 @@ def _allowed(url: str) -> str:
         **_AUTH,
         404: {
             "description": "No such session of the caller (`session_not_found`), or no delegate session to read: "
-            "an agent this one does not delegate to, an A2A peer, or no such call (`lane_not_readable`)",
+            "an agent this one does not delegate to, an A2A peer, or no such call (`lane_not_readable`); the console "
+            "is off on this agent (`not_found`)",
             "content": _ERROR_BODY,
         },
         422: {"description": "session_id, tool_use_id or agent malformed", "content": _ERROR_BODY},
@@ -150,7 +156,9 @@ def get_delegate_lane(
             "content": {"application/json": {"model": InspectorCard}},
         },
         400: {
-            "description": "The URL is under none of ALLOWED_HOST_MAPPING's base URLs (`url_not_allowed`)",
+            "description": "The URL is under none of ALLOWED_HOST_MAPPING's base URLs (`url_not_allowed`), or is "
+            "not an agent card's: a base URL and /.well-known/agent-card.json (or agent.json), no query "
+            "(`not_a_card_url`)",
             "content": _ERROR_BODY,
         },
         **_AUTH,
@@ -167,6 +175,8 @@ def get_inspector_card(
     d = deps()
     require_caller(d.settings.inbound_auth, current_peer())
     checked = _allowed(url)
+    if not is_card_url(checked):
+        raise ApiError(400, "not_a_card_url", f"{checked!r} is not an agent card's URL (it ends in {CARD_PATH})")
     from flightdeck.adapters import peer_reads  # the console's reads only: requests loads on first use
 
     answer = peer_reads.get(checked, {"Accept": "application/json"})

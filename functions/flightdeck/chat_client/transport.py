@@ -18,8 +18,8 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 _TOKEN_SOURCES = f"--token or {TOKEN_ENV}"
 _WHERE_TOKENS_COME_FROM = (
-    "locally, the agent's [agents.NAME.peers] entry of the deployment file; "
-    "on AWS, `flightdeck peers add --agent NAME PEER` prints one"
+    "locally, the agent's [agents.NAME.users] (or [agents.NAME.peers]) entry of the deployment file; "
+    "on AWS, `flightdeck peers add --agent NAME USER --channel user` prints one"
 )
 
 

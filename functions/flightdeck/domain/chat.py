@@ -11,7 +11,7 @@ from typing import Any
 from flightdeck.domain.peers import PeerProof, require_caller, visible_to
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import Session, SessionNotFoundError
-from flightdeck.domain.skills.contract import CONTRACT_KEY, Contract, SkillCall, bind, text_call
+from flightdeck.domain.skills.contract import CONTRACT_KEY, Channel, Contract, SkillCall, bind, text_call
 from flightdeck.domain.skills.schemas import response_schema as response_schema_of
 from flightdeck.observability import count, logger, timeline
 
@@ -207,16 +207,18 @@ def chat_contract(
     arguments: dict[str, Any] | None,
     response_schema: Any,
     timeout_seconds: int | None,
+    channel: Channel,
 ) -> tuple[str, Contract | None]:
     """The text and contract of a message to this agent's own API: a structured call (`skill` and
-    `arguments`, or the text `skill:<id> {json}`), a caller's responseSchema (JSON Schema or the
-    shorthand), a bound on the request. Raises CallError or SchemaError, listing what is wrong."""
+    `arguments`, or the text `skill:<id> {json}`) to a skill exposed to the caller's `channel` ("internal":
+    the agent's own user, who may call every skill; "a2a": a peer agent), a caller's responseSchema (JSON
+    Schema or the shorthand), a bound on the request. Raises CallError or SchemaError, listing what is wrong."""
     call = SkillCall(skill=skill, arguments=arguments or {}) if skill else text_call(content)
     schema = response_schema_of(response_schema) if response_schema is not None else None
     deadline_ms = None
     if timeout_seconds:
         bound_ms = min(timeout_seconds * 1000, deps.settings.async_tool_timeout_ms)  # capped by the agent's own
         deadline_ms = deps.clock.now_ms() + bound_ms
-    contract = bind(deps.settings.agent.skills, "internal", call, schema, deadline_ms)
+    contract = bind(deps.settings.agent.skills, channel, call, schema, deadline_ms)
     text = call.as_text() if call is not None and not content else content
     return text, contract

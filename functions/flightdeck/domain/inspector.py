@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 V1, V03 = "1.0", "0.3"
 CARD_PATH = "/.well-known/agent-card.json"
+# Where an A2A agent serves its card, at its base URL (which may have a path): v0.3 and v1.0's, and A2A 0.2's.
+CARD_PATHS = (CARD_PATH, "/.well-known/agent.json")
 # What a card of either version must have (A2A v0.3 AgentCard and v1.0 AgentCard, JSON names).
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -70,3 +73,13 @@ def check_card(card: Any) -> CardCheck:
 def _kind(kind: type | tuple[type, ...]) -> str:
     names: dict[type, str] = {str: "string", dict: "object", list: "list"}
     return names.get(kind, "value") if isinstance(kind, type) else "value"
+
+
+def is_card_url(url: str) -> bool:
+    """Whether `url` names an agent card (a card path under a base URL, nothing after it): the inspector's card
+    read fetches cards, not whatever else an allowlisted host serves. No escapes, parameters or dot segments,
+    which a server may read as another path."""
+    parts = urlsplit(url)
+    path = parts.path
+    plain = not (parts.query or parts.fragment or "%" in path or ";" in path or "/../" in path or "/./" in path)
+    return plain and path.endswith(CARD_PATHS)

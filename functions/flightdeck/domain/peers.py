@@ -39,12 +39,14 @@ MAX_TOKEN_CHARS = len(TOKEN_PREFIX) + 63 + 1 + 256
 ACTIVE = "active"
 REVOKED = "revoked"
 
-# The channels a token opens (its record's scope): "a2a", the peer routes (POST /api/chat, /a2a, the
-# sessions routes: agents and their users), and "mcp", POST /mcp (MCP clients). A record stored before
-# scopes existed has none and opens "a2a" alone, as it always did.
+# The channels a token opens (its record's scope), each a role (flightdeck.topology.TOKEN_ROLES; which routes
+# each opens: docs/PEERS.md): "a2a", a peer agent's (POST /api/chat, /a2a, the sessions routes); "user", the
+# agent's own user's (those, every skill, and the console's routes); "mcp", an MCP client's (POST /mcp). A record
+# stored before scopes existed has none and opens "a2a" alone, as it always did.
 A2A_CHANNEL = "a2a"
 MCP_CHANNEL = "mcp"
-TOKEN_CHANNELS: tuple[str, ...] = (A2A_CHANNEL, MCP_CHANNEL)
+USER_CHANNEL = "user"
+TOKEN_CHANNELS: tuple[str, ...] = (A2A_CHANNEL, MCP_CHANNEL, USER_CHANNEL)
 DEFAULT_CHANNELS: tuple[str, ...] = (A2A_CHANNEL,)
 
 # Compared against when there is no record, so a refusal costs about the same either way.
@@ -133,6 +135,7 @@ class AuthResult:
     # The authenticated peer (OK), else the id the token claims (None if malformed).
     peer_id: str | None = None
     via_previous: bool = False  # accepted with the previous token, during a rotation's grace period
+    channels: tuple[str, ...] = ()  # OK: the channels the token opens (the caller's roles)
 
     @property
     def ok(self) -> bool:
@@ -162,9 +165,9 @@ def judge(record: PeerRecord | None, proof: PeerProof) -> AuthResult:
     if not (current or via_previous):
         return AuthResult(AuthStatus.UNKNOWN, peer_id)
     # Scope only once the token is proven: a guess learns nothing of which channels a peer has.
-    if proof.channel and proof.channel not in record.channels:
+    if proof.channels and not set(proof.channels) & set(record.channels):
         return AuthResult(AuthStatus.OUT_OF_SCOPE, peer_id)
-    return AuthResult(AuthStatus.OK, peer_id, via_previous=via_previous)
+    return AuthResult(AuthStatus.OK, peer_id, via_previous=via_previous, channels=record.channels)
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,9 @@ class PeerProof:
     peer_id: str
     token_sha256: str
     now_ms: int
-    # The channel the request came in on (TOKEN_CHANNELS); "": any (the authorizer, which only meters).
-    channel: str = ""
+    # The channels the request's route admits (TOKEN_CHANNELS): the token must open one; (): any (the
+    # authorizer, which only meters).
+    channels: tuple[str, ...] = ()
 
 
 class PeerRefusedError(Exception):
@@ -190,10 +194,10 @@ class PeerRefusedError(Exception):
         self.result = result
 
 
-def proof_of(token: str, now_ms: int, channel: str = "") -> PeerProof | None:
-    """The proof a well-formed token offers on `channel` (None: malformed, a 401)."""
+def proof_of(token: str, now_ms: int, channels: tuple[str, ...] = ()) -> PeerProof | None:
+    """The proof a well-formed token offers for a route admitting `channels` (None: malformed, a 401)."""
     peer_id = peer_of(token)
-    return None if peer_id is None else PeerProof(peer_id, token_sha256(token), now_ms, channel)
+    return None if peer_id is None else PeerProof(peer_id, token_sha256(token), now_ms, channels)
 
 
 def check_channels(channels: list[str] | tuple[str, ...]) -> tuple[str, ...]:

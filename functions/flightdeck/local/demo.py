@@ -42,7 +42,7 @@ POLL_INTERVAL_S = 0.25
 # The timeout scenario: the orchestrator gives up long before the worker answers.
 TIMEOUT_SCENARIO_WAIT_MS = 3000
 TIMEOUT_SCENARIO_THINK_MS = 8000
-# The peer the demo calls the delegator as: its token is the delegator's [agents.NAME.peers] entry.
+# The user the demo calls the delegator as: its token is the delegator's [agents.NAME.users] entry.
 DEMO_PEER = "user"
 # The event streams read the state this often (flightdeck.domain.streaming): a lively timeline.
 DEMO_ENV = {"STREAM_POLL_INTERVAL_MS": "200"}
@@ -100,15 +100,15 @@ def check_demo(deployment: DeploymentFile, path: str | Path) -> None:
             ],
         )
     spec = deployment.agents[delegator]
-    if DEMO_PEER in spec.peers or deployment.environment(delegator).get("INBOUND_AUTH", "required") == "off":
+    if DEMO_PEER in spec.callers() or deployment.environment(delegator).get("INBOUND_AUTH", "required") == "off":
         return
-    peers_key = config_file.toml_key(("agents", delegator, "peers"))
+    peers_key = config_file.toml_key(("agents", delegator, "users"))
     raise config_file.ConfigFileError.of(
         path,
         [
             config_file.Problem(
                 f"{peers_key}.{DEMO_PEER}",
-                f'is missing: the demo sends its task to {delegator} as the peer "{DEMO_PEER}", which {delegator} '
+                f'is missing: the demo sends its task to {delegator} as the user "{DEMO_PEER}", which {delegator} '
                 "would refuse (401)",
                 f'add {DEMO_PEER} = "{new_peer_token(DEMO_PEER)}" under {peers_key} (LOCAL ONLY; any '
                 f"fdp_{DEMO_PEER}_<32+ characters>)",
@@ -144,7 +144,7 @@ def plan(deployment: DeploymentFile, scenario: str, message: str | None = None) 
         # A tool of the delegator's MCP server (the local model's !<server>__<tool> marker).
         "tools": f"!{TOOLS_SCENARIO_TOOL} owl",
     }
-    token = deployment.agents[delegator].peers.get(DEMO_PEER, "")
+    token = deployment.agents[delegator].callers().get(DEMO_PEER, ("", ()))[0]
     if message is not None:
         return Plan(delegator, delegates, message, token, custom=True)
     return Plan(delegator, delegates, tasks[scenario], token)
@@ -398,8 +398,8 @@ def send_task(base_url: str, content: str, token: str = "") -> str:
     status, body = http_json("POST", base_url + "/api/chat", {"content": content}, token=token)
     if status in (401, 403):
         raise DemoError(
-            f"POST {base_url}/api/chat answered {status}: {body}; the demo calls as peer "
-            f'{DEMO_PEER!r}: give the delegator a [agents.NAME.peers] {DEMO_PEER} = "fdp_{DEMO_PEER}_..." entry'
+            f"POST {base_url}/api/chat answered {status}: {body}; the demo calls as user "
+            f'{DEMO_PEER!r}: give the delegator a [agents.NAME.users] {DEMO_PEER} = "fdp_{DEMO_PEER}_..." entry'
         )
     if not 200 <= status < 300 or not isinstance(body, dict) or not body.get("session_id"):
         raise DemoError(f"POST {base_url}/api/chat answered {status}: {body}")

@@ -36,7 +36,6 @@ from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.prompt_cache_ledger import PROMPT_CACHE_FILE
 from flightdeck.adapters.usage_plans import UsagePlans
 from flightdeck.config_file import DeploymentFile
-from flightdeck.domain.peers import MCP_CHANNEL
 from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.mcp_servers import McpServers
@@ -259,6 +258,8 @@ class LocalStack:
             setting_variable("peer_tokens"): json.dumps(self.deployment.outbound_tokens(agent)),
             # The gateway streams the streaming routes' answers (flightdeck.local.gateway).
             setting_variable("streaming"): "on",
+            # Every agent's gateway serves the console (--console-agents below): its routes exist.
+            setting_variable("console"): "on",
             "POWERTOOLS_SERVICE_NAME": agent,
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_METRICS_NAMESPACE,
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -414,12 +415,10 @@ class LocalStack:
         for name, spec in self.deployment.agents.items():
             # The resource prefix of an agent is its name.
             self._resources[name] = create_agent_resources(name, dynamodb=dynamodb, sqs=sqs)
-            # Who may call it: the hashes of the file's LOCAL ONLY peer tokens, in its peer registry.
+            # Who may call it: the hashes of the file's LOCAL ONLY peer and user tokens, in its peer registry.
             registry = PeerRegistry(self._resources[name].table_name, dynamodb)
-            for peer_id, token in spec.peers.items():
-                registry.add(peer_id, token, replace=True)
-            for client_id, token in spec.mcp_clients.items():
-                registry.add(client_id, token, replace=True, channels=(MCP_CHANNEL,))
+            for peer_id, (token, channels) in spec.callers().items():
+                registry.add(peer_id, token, replace=True, channels=channels)
             # Their usage plans and keys, as the stack creates them (infra/usage_plans.py).
             usage.create_for(name, spec.usage_plans())
             # LOCAL ONLY secret from the file; without one, a random secret for this run
