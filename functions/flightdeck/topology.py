@@ -303,7 +303,7 @@ ROUTES: tuple[Route, ...] = (
     # (served with the callbacks: same token check, same permissions).
     Route("POST", "/a2a", "a2a", PEER_AUTH, audit="a2a", stream=True),
     # A GET there (a browser, a probe of the card's URL) is a 405 in JSON-RPC, without a token.
-    Route("GET", "/a2a", "a2a", PUBLIC, stream=True),
+    Route("GET", "/a2a", "a2a", PUBLIC, roles=(ANYONE,), stream=True),
     Route(
         "POST",
         "/api/a2a/push",
