@@ -31,6 +31,7 @@ from flightdeck.domain.chat import (
 )
 from flightdeck.domain.peers import PeerRefusedError
 from flightdeck.domain.records import AgentBusyError, InboxFullError, SessionBusyError, SessionNotFoundError
+from flightdeck.domain.session_outcome import outcome
 from flightdeck.domain.skills.contract import CallError, checked_result
 from flightdeck.domain.skills.schemas import SchemaError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
@@ -205,5 +206,6 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         created_at=session.created_at,
         updated_at=session.updated_at,
         question=pending_question(session.messages) if session.status == "idle" else None,
+        outcome=outcome(session),
         result=checked_result(session.messages) if session.status == "idle" else None,
     )
