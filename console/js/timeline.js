@@ -72,7 +72,7 @@ export function renderTimeline(main, context, sessionId) {
     const shown = JSON.stringify(event);
     const before = into.seen.get(event.id);
     if (before && before.shown === shown) return; // a replay of what is drawn
-    const previous = [...into.events.values()].at(-1);
+    const previous = [...into.events.values()].filter((e) => e.kind !== "idle").at(-1);
     into.events.set(event.id, event);
     if (event.kind === "idle" && event.outcome) setOutcome(into, event.outcome);
     draw();
@@ -248,7 +248,7 @@ export function renderTimeline(main, context, sessionId) {
   };
 }
 
-// previous: the lane's event before it (a message after a question is its answer).
+// previous: the lane's event before it, idle aside (a message after a question is its answer).
 function describe(e, previous) {
   const title = TITLES[e.kind] || e.kind;
   if (e.kind === "thinking") return `think ${e.think ?? ""}`;

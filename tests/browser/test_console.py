@@ -331,16 +331,20 @@ def test_a_question_is_answered_from_the_page(page):
     send_new(page, "?ask which year? summarise")
     page.wait_for_selector("#question-form:not([hidden])", timeout=WAIT_MS)
     assert "which year?" in page.inner_text("#question-text")
+    wait_drawn(page, "#session-status.input_required")
+    assert page.inner_text("#session-status") == "waiting for input"
     page.focus("#answer")
     page.keyboard.type("2024")
     page.keyboard.press("Enter")
     done = wait_drawn(page, "[data-lane='self'] li[data-kind='answer']:has-text('told')")
     assert 'told "2024"' in done.inner_text()
     # Drawn as a question and its answer, and the wait for it as a bar.
-    kinds = [(s["kind"], s["text"]) for s in steps(page, "self")]
+    kinds = [(s["kind"], s["text"]) for s in steps(page, "self") if s["kind"] != "idle"]
     [asked_at] = [i for i, (k, _) in enumerate(kinds) if k == "question"]
     assert kinds[asked_at][1].startswith("asks for input") and "which year?" in kinds[asked_at][1]
-    assert kinds[asked_at + 1][0] == "message" and kinds[asked_at + 1][1].startswith("the answer to its question"), kinds
+    assert kinds[asked_at + 1][0] == "message" and kinds[asked_at + 1][1].startswith("the answer to its question"), (
+        kinds
+    )
     assert [b for b in page.evaluate(BARS) if b["kind"] == "input"]
     assert page.is_hidden("#question-form")
 
@@ -401,7 +405,10 @@ def test_a_refused_dispatch_shows_as_refused(page):
     assert page.is_visible("[data-agent='stranger'] [data-outcome='refused']")
     assert "stranger refused" in page.inner_text("[data-lane='self']")
     [bar] = [b for b in page.evaluate(BARS) if b["kind"] == "call"]
-    assert bar["outcome"] == "refused" and bar["target"] == "", bar
+    assert bar["outcome"] == "refused" and bar["text"].startswith("stranger: refused"), bar
+    # Its delegate's row says so, with nothing in it: no session was made.
+    assert "refused" in page.inner_text(f".wf-row[data-row='{bar['target']}']")
+    assert not [b for b in page.evaluate(BARS) if b["row"] == bar["target"]]
     shot(page, "refused")
     OUTCOME_OF["failed"] = session
 
@@ -455,7 +462,7 @@ def test_the_page_fits_a_390_px_screen(chromium, stack):
         shot(phone, "mobile")
         phone.click(f"tr[data-session='{OUTCOME_OF['completed']}'] a")
         phone.wait_for_selector("#session-status.completed")
-        phone.wait_for_selector(".wf-bar")
+        phone.wait_for_function("() => document.querySelectorAll(\"li[data-kind='idle']\").length >= 3")
         assert phone.evaluate(width) <= 390
         shot(phone, "mobile-timeline")
     finally:
@@ -525,8 +532,10 @@ def test_another_agent_of_the_file_and_an_answer_drawn_as_it_is_written(page, st
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('Token kept')")
     # The writer delegates to no one: its placeholder names no agent.
-    page.wait_for_function("() => !document.getElementById('new-message').placeholder.startsWith('@')"
-                           " && document.getElementById('new-message').placeholder !== 'a message'")
+    page.wait_for_function(
+        "() => !document.getElementById('new-message').placeholder.startsWith('@')"
+        " && document.getElementById('new-message').placeholder !== 'a message'"
+    )
     # A first think starts before any stream watches its session: it is not streamed. The page's stream
     # marks the session watched (docs/STREAMING.md), so the follow-up's think streams its text.
     send_new(page, "tell the story of the owl")

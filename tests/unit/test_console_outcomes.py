@@ -44,14 +44,25 @@ def _failed(reason: str) -> ToolResult:
 @pytest.mark.parametrize(
     "messages,expected",
     [
-        ([TASK, CALLS, _results(ToolResult("t1", "success", "owls", ResultSource.CALLBACK), NILE), ANSWER], "completed"),
+        (
+            [TASK, CALLS, _results(ToolResult("t1", "success", "owls", ResultSource.CALLBACK), NILE), ANSWER],
+            "completed",
+        ),
         ([TASK, CALLS, _results(error_result("t1", "timeout", ResultSource.TIMEOUT), NILE), ANSWER], "timed_out"),
         ([TASK, CALLS, _results(_failed("dispatch_failed"), NILE), ANSWER], "failed"),
         ([TASK, CALLS, _results(_failed("peer_failed"), NILE), ANSWER], "failed"),
         ([TASK, error_reply("model_error", "throttled").message], "failed"),
         ([TASK, {"role": "assistant", "content": [{"text": CLOSING_TEXT}]}], "canceled"),
         (
-            [TASK, {"role": "assistant", "content": [{"toolUse": {"toolUseId": "q", "name": ASK_USER, "input": {"question": "Which year?"}}}]}],
+            [
+                TASK,
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"toolUse": {"toolUseId": "q", "name": ASK_USER, "input": {"question": "Which year?"}}}
+                    ],
+                },
+            ],
             "input_required",
         ),
     ],
@@ -77,8 +88,14 @@ def test_progress_while_waiting_does_not_count_a_timeout_as_answered():
 
     timeout = error_result("t1", "timeout", ResultSource.TIMEOUT)
     waiting = Session(
-        "s1", "busy", 1, [TASK, CALLS], user_messages=1,
-        aggregation=TurnAggregation("s1", 1, frozenset({"t1", "t2"}), total=2, received=1, status="waiting", deadline_ms=0),
+        "s1",
+        "busy",
+        1,
+        [TASK, CALLS],
+        user_messages=1,
+        aggregation=TurnAggregation(
+            "s1", 1, frozenset({"t1", "t2"}), total=2, received=1, status="waiting", deadline_ms=0
+        ),
     )
     [progress] = [e for e in derive(waiting, [timeout], AGENT) if e.kind == "progress"] or [None]
     assert progress is None  # nothing answered yet: no "1 of 2 answered"
@@ -87,7 +104,9 @@ def test_progress_while_waiting_does_not_count_a_timeout_as_answered():
 def test_a_skill_call_shows_its_skill_and_arguments():
     call = {
         "role": "assistant",
-        "content": [{"toolUse": {"toolUseId": "t1", "name": "worker__summarise", "input": {"text": "owls", "words": 3}}}],
+        "content": [
+            {"toolUse": {"toolUseId": "t1", "name": "worker__summarise", "input": {"text": "owls", "words": 3}}}
+        ],
     }
     [delegating] = [e for e in derive(_idle(TASK, call, status="busy"), [], AGENT) if e.kind == "delegating"]
     assert delegating.data["skill"] == "summarise"
