@@ -141,6 +141,16 @@ def shot(page: Any, name: str) -> None:
     assert (SHOTS / f"console-{name}.png").stat().st_size > 10_000
 
 
+def chat(stack: LocalStack, text: str) -> requests.Response:
+    """A new session at the orchestrator, started as curl would (not through the page)."""
+    return requests.post(
+        f"{stack.urls['orchestrator']}/api/chat",
+        json={"content": text},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+
+
 def send_new(page: Any, text: str) -> str:
     """A new session's first message, typed and sent with Ctrl+Enter; its id (the page opens its timeline)."""
     page.evaluate("location.hash = '#/sessions'")
@@ -292,12 +302,7 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     assert page.is_disabled("#next-page") and page.is_disabled("#prev-page")
     page.fill("#filter", "")
     # Live: a session started elsewhere (here with curl's request) shows up without a reload.
-    started = requests.post(
-        f"{stack.urls['orchestrator']}/api/chat",
-        json={"content": "started elsewhere"},
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=10,
-    ).json()["session_id"]
+    started = chat(stack, "started elsewhere").json()["session_id"]
     page.wait_for_selector(f"tr[data-session='{started}'] td:has-text('started elsewhere')", timeout=WAIT_MS)
     accessible(page)
     shot(page, "sessions")
@@ -352,12 +357,7 @@ def test_a_question_is_answered_from_the_page(page):
 def test_the_list_pages(page, stack):
     # Six sessions by now (the tests above made four): five a page, then one.
     for text in ("one more", "and another"):
-        answer = requests.post(
-            f"{stack.urls['orchestrator']}/api/chat",
-            json={"content": text},
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            timeout=10,
-        )
+        answer = chat(stack, text)
         assert answer.status_code == 202, answer.text
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
@@ -414,12 +414,7 @@ def test_a_refused_dispatch_shows_as_refused(page):
 
 
 def test_each_outcome_is_named_in_the_list(page, stack):
-    asked = requests.post(
-        f"{stack.urls['orchestrator']}/api/chat",
-        json={"content": "?ask which colour? paint the shed"},
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=10,
-    ).json()["session_id"]
+    asked = chat(stack, "?ask which colour? paint the shed").json()["session_id"]
     OUTCOME_OF["input_required"] = asked
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
