@@ -162,7 +162,7 @@ class _Builder:
         if results:
             # The turn complete: every call has its result, but only its answers are answered (as the answer
             # counts them); the rest are counted by what became of them.
-            self.progress(kinds.count("answered"), len(results), stamp.at, unanswered=kinds)
+            self.progress(kinds.count("answered"), len(results), stamp.at, fates=kinds)
         if not results:
             self.inputs += 1
             data = {"text": _preview(_texts(message)), **_at(stamp.at)}
@@ -227,29 +227,15 @@ class _Builder:
             data = {"think": self.thinks, "text": _texts(message), **_at(stamp.at)}
             self.add(TimelineEvent(f"answer.{self.thinks}", "answer", data))
 
-    def progress(self, answered: int, total: int, at_ms: int = 0, unanswered: list[str] | None = None) -> None:
+    def progress(self, answered: int, total: int, at_ms: int = 0, fates: list[str] | None = None) -> None:
         """How many of the latest think's calls are answered, when it delegated and made several calls;
-        unanswered: what each result became (a completed turn), the ones not answered counted by it."""
+        fates: what each result became (a completed turn: progress_of)."""
         delegations = sum(1 for u in self.uses if self.agent.delegate_for_tool(str(u.get("name", ""))) is not None)
-        if total < PROGRESS_MIN_CALLS or not delegations or (answered < 1 and unanswered is None):
+        if total < PROGRESS_MIN_CALLS or not delegations or (answered < 1 and fates is None):
             return
         what = "delegations" if delegations == len(self.uses) else "calls"
-        others = {k: (unanswered or []).count(k) for k in _UNANSWERED if k in (unanswered or [])}
-        told = ", ".join(f"{n} {_UNANSWERED[k]}" for k, n in others.items())
-        self.add(
-            TimelineEvent(
-                f"progress.{self.thinks}.{answered}" + ("" if unanswered is None else ".done"),
-                "progress",
-                {
-                    "think": self.thinks,
-                    "answered": answered,
-                    "total": total,
-                    **({"unanswered": others} if others else {}),
-                    "text": f"{answered} of {total} {what} answered" + (f" ({told})" if told else ""),
-                    **_at(at_ms),
-                },
-            )
-        )
+        event_id, data = progress_of(self.thinks, what, total, answered, fates)
+        self.add(TimelineEvent(event_id, "progress", {**data, **_at(at_ms)}))
 
     def result(self, tool_use_id: str, status: str, text: str, at_ms: int = 0) -> str:
         """Adds the result's event; what became of the call: answered, asked, or its result's kind."""
@@ -267,19 +253,43 @@ class _Builder:
             data.update(_asked(text))
         kind = _result_kind(status, text, delegate is not None)
         self.add(TimelineEvent(f"result.{tool_use_id}", kind, data))
-        if status == "success":
-            return "asked" if "question" in data else "answered"
-        return kind if kind in _UNANSWERED else "failed"
+        return became(status, text)
 
 
 # What became of a call that was not answered, as a progress event counts it.
-_UNANSWERED = {
+UNANSWERED = {
     "asked": "asked a question",
     "timeout": "timed out",
     "dispatch_failed": "refused",
     "canceled": "canceled",
     "failed": "failed",
 }
+
+
+def became(status: str, text: str) -> str:
+    """What became of a call, by its result, as the answer counts it: answered, or one of UNANSWERED."""
+    if status == "success":
+        return "asked" if _asked(text) else "answered"
+    kind = _result_kind(status, text, True)
+    return kind if kind in UNANSWERED else "failed"
+
+
+def progress_of(
+    think: int, what: str, total: int, answered: int, fates: list[str] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A progress event's id and data: `answered` of `total` calls. fates: what each result became, once the
+    turn has them all; the ones not answered are counted by it, and the id is then not a live count's (a stream
+    that sent "1 of 2" live sends "1 of 2 (1 timed out)" too)."""
+    others = {k: fates.count(k) for k in UNANSWERED if k in fates} if fates else {}
+    told = ", ".join(f"{n} {UNANSWERED[k]}" for k, n in others.items())
+    data = {
+        "think": think,
+        "answered": answered,
+        "total": total,
+        **({"unanswered": others} if others else {}),
+        "text": f"{answered} of {total} {what} answered" + (f" ({told})" if told else ""),
+    }
+    return f"progress.{think}.{answered}" + (".done" if others else ""), data
 
 
 def _skill_call(tool: str, free_text_tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -414,7 +424,7 @@ DATA_SCHEMA: dict[str, Any] = {
             "object",
             "progress, once the turn has every result: the calls not answered, counted by what became of them",
             additionalProperties={"type": "integer"},
-            propertyNames={"enum": list(_UNANSWERED)},
+            propertyNames={"enum": list(UNANSWERED)},
         ),
         "skill": _field("string", "delegating to one of the delegate's skills: its id"),
         "arguments": _field("string", "delegating to a skill: its arguments as JSON (first 1,000 characters)"),
