@@ -5,7 +5,7 @@ which refuse a request without the user's token as they refuse any other (401/40
 
 Each file is a GET method with a MOCK integration whose response template is the file itself, base64-encoded
 and decoded by API Gateway ($util.base64Decode): no Lambda runs, nothing is in the Lambda asset, no bucket and
-no custom resource to upload with (about 45 KB of templates, far under API Gateway's limits). The page's
+no custom resource to upload with (about 70 KB of templates, far under API Gateway's limits). The page's
 <base href="/console/"> gets the stage in front ($context.stage), so its relative URLs and the API's
 paths resolve under /prod/.
 """

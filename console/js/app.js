@@ -55,11 +55,28 @@ function route() {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  if (!token()) say("Enter your user token (kept only for this browser tab)");
+  if (!token()) {
+    // The first visit: where the token comes from, before anything is asked of the API (no 401 to show).
+    say("Enter your user token above (kept only for this browser tab)");
+    main.replaceChildren(firstVisit());
+    return;
+  }
   const session = hash.match(/^#\/session\/(.+)$/);
   if (session) dispose = renderTimeline(main, context, decodeURIComponent(session[1])) || (() => {});
   else if (view === "inspector") dispose = renderInspector(main) || (() => {});
   else dispose = renderSessions(main, context) || (() => {});
+}
+
+function firstVisit() {
+  const agent = context.agent;
+  return h("section", { id: "first-visit", class: "first-visit" },
+    h("h2", {}, "A user token opens this console"),
+    h("p", {}, `Everything the console shows comes from ${agent}'s API, read with a user token: a peer token that ${agent} knows, kept in this tab only.`),
+    h("ul", {},
+      h("li", {}, "Locally: the ", h("code", {}, "user"), " peer of ", h("code", {}, `[agents.${agent}.peers]`),
+        " in the deployment file (", h("code", {}, "fdp_user_…"), "), as the README's curl lines use it."),
+      h("li", {}, "Deployed: ", h("code", {}, `flightdeck peers add --agent ${agent} user`), " prints one (docs/PEERS.md).")),
+    h("p", {}, "Enter it in ", h("strong", {}, "User token"), " and press Enter."));
 }
 
 start();

@@ -1,9 +1,11 @@
-"""The web console in a real headless browser (issue 29), against one local stack: every action by keyboard.
+"""The web console in a real headless browser (issues 29 and 40), against one local stack: every action by keyboard.
 
-A chat that delegates twice, its two delegate lanes filling while they work; times and latencies; a payload
-expanded; the sessions list, live, filtered and paged; a second session canceled; a question answered; the inspector
-opening a strict a2a-sdk 1.x agent and chatting with it; on each view a basic accessibility check (every
-control labelled, every text's contrast ratio computed in the page). Screenshots go to docs/img/ with
+A chat that delegates twice, its two delegate lanes filling while they work, and its waterfall (bars placed by
+time, a delegation linked to its delegate's row, the total and the critical path); times and latencies; a payload
+expanded; the sessions list, live, filtered and paged; a second session canceled; a question answered; a
+delegation timed out and its progress count; a refused dispatch; each outcome in the list; the page at 390 px;
+the first visit; the inspector opening a strict a2a-sdk 1.x agent and chatting with it; on each view a basic
+accessibility check (every control labelled, every text's contrast ratio computed in the page). Screenshots go to docs/img/ with
 FLIGHTDECK_SCREENSHOTS=docs/img, else under .pytest_cache/console-screenshots/.
 """
 
@@ -139,6 +141,16 @@ def shot(page: Any, name: str) -> None:
     assert (SHOTS / f"console-{name}.png").stat().st_size > 10_000
 
 
+def chat(stack: LocalStack, text: str) -> requests.Response:
+    """A new session at the orchestrator, started as curl would (not through the page)."""
+    return requests.post(
+        f"{stack.urls['orchestrator']}/api/chat",
+        json={"content": text},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+
+
 def send_new(page: Any, text: str) -> str:
     """A new session's first message, typed and sent with Ctrl+Enter; its id (the page opens its timeline)."""
     page.evaluate("location.hash = '#/sessions'")
@@ -172,9 +184,64 @@ def steps(page: Any, lane: str) -> list[dict[str, Any]]:
     )
 
 
+# Every bar of the waterfall: its row, kind, times (ms from the task's start) and where the page drew it.
+BARS = """() => [...document.querySelectorAll('.wf-bar')].map((b) => {
+  const track = b.parentElement.getBoundingClientRect(), box = b.getBoundingClientRect();
+  return {row: b.closest('.wf-row').dataset.row, kind: b.dataset.kind, start: Number(b.dataset.start),
+    end: Number(b.dataset.end), outcome: b.dataset.outcome, target: b.dataset.target, text: b.textContent,
+    left: box.left - track.left, width: box.width, track: track.width, critical: b.classList.contains('critical')};
+})"""
+
+
+def waterfall_is_drawn_by_time(page: Any, lanes: list[list[str]]) -> None:
+    """Bars placed on one axis by their times: a bar's left edge and width are its start and duration at the
+    chart's scale; a later step's bar starts to the right of an earlier one's; each delegation links to its
+    delegate's row; the total is the task's span and the critical path goes through a delegate."""
+    bars = page.evaluate(BARS)
+    total = int(page.get_attribute("#wf-total", "data-ms"))
+    assert total > 0 and page.inner_text("#wf-total").startswith("Total ")
+    for b in bars:
+        scale = b["track"] / total
+        assert abs(b["left"] - b["start"] * scale) <= 1.5, b
+        if (b["end"] - b["start"]) * scale >= 3:  # a bar drawn at its minimum width says nothing of its length
+            assert abs(b["width"] - (b["end"] - b["start"]) * scale) <= 1.5, b
+    mine = [b for b in bars if b["row"] == "self" and b["kind"] == "think"]
+    assert len(mine) == 2 and mine[1]["start"] > mine[0]["end"] and mine[1]["left"] > mine[0]["left"], mine
+    calls = [b for b in bars if b["kind"] == "call" and b["row"].startswith("self/")]
+    assert len(calls) == 2 and all(c["outcome"] == "answered" for c in calls), calls
+    # Widths in proportion to durations: the longer call is the wider, by as much.
+    longer, shorter = sorted(calls, key=lambda c: c["end"] - c["start"], reverse=True)
+    assert longer["width"] >= shorter["width"]
+    [wait] = [b for b in bars if b["row"] == "self" and b["kind"] == "wait"]
+    assert wait["start"] == min(c["start"] for c in calls) and wait["end"] == max(c["end"] for c in calls)
+    delegates = {key for key, _ in lanes[1:]}
+    assert {c["target"] for c in calls} == delegates
+    for key in delegates:
+        theirs = [b for b in bars if b["row"] == key and b["kind"] == "think"]
+        [started] = [c for c in calls if c["target"] == key]
+        assert theirs and theirs[0]["start"] >= started["start"] and theirs[0]["left"] >= started["left"] - 1
+    # The delegation bar opens its delegate's row.
+    target = calls[0]["target"]
+    page.focus(f".wf-bar[data-target='{target}']")
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => document.activeElement?.dataset.row === '{target}'")
+    assert "#/session/" in page.url  # the timeline stays open
+    # The critical path: this session's thinks and the delegation answered last (the end waited on it).
+    assert all(b["critical"] for b in mine)
+    last, first = sorted(calls, key=lambda c: c["end"], reverse=True)
+    assert last["critical"] and (not first["critical"] or first["end"] == last["end"]), calls
+    assert "worker answered" in page.inner_text("#wf-critical")
+    assert "tokens over" in page.inner_text("#wf-tokens")
+
+
+# A session of each outcome, as the tests make them (the list names each: test_each_outcome_is_named_in_the_list).
+OUTCOME_OF: dict[str, str] = {}
+
+
 def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stack):
     session = send_new(page, "@worker list three owls @worker name two rivers")
-    wait_drawn(page, "#session-status.idle")
+    OUTCOME_OF["completed"] = session
+    wait_drawn(page, "#session-status.completed")
     lanes = page.eval_on_selector_all("[data-lane]", "els => els.map(e => [e.dataset.lane, e.dataset.agent])")
     assert lanes[0] == ["self", "orchestrator"] and [agent for _, agent in lanes[1:]] == ["worker", "worker"], lanes
     for key, _ in lanes[1:]:
@@ -210,15 +277,20 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     page.keyboard.press("Enter")
     payload = json.loads(page.inner_text(f"[data-lane='{worker_lane}'] li[data-kind='answer'] details[open] pre"))
     assert payload["kind"] == "answer" and payload["session_id"] == worker_lane and ISO.match(payload["at"])
+    waterfall_is_drawn_by_time(page, lanes)
     accessible(page)
     shot(page, "timeline")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#waterfall").screenshot(path=str(SHOTS / "console-waterfall.png"))
 
     # The list: first message, status, agent, times, turns, delegations; the filter.
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
     row = page.wait_for_selector(f"tr[data-session='{session}']")
     cells = row.eval_on_selector_all("td", "tds => tds.map(t => t.textContent)")
-    assert cells[0] == "@worker list three owls @worker name two rivers" and cells[1:3] == ["idle", "orchestrator"]
+    row = page.wait_for_selector(f"tr[data-session='{session}']:has([data-outcome='completed'])")
+    cells = row.eval_on_selector_all("td", "tds => tds.map(t => t.textContent)")
+    assert cells[0] == "@worker list three owls @worker name two rivers" and cells[1:3] == ["completed", "orchestrator"]
     assert all(re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$", c) for c in cells[3:5]) and cells[5:] == ["1", "2"]
     page.focus("#filter")
     page.keyboard.type("no such words")
@@ -230,12 +302,7 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     assert page.is_disabled("#next-page") and page.is_disabled("#prev-page")
     page.fill("#filter", "")
     # Live: a session started elsewhere (here with curl's request) shows up without a reload.
-    started = requests.post(
-        f"{stack.urls['orchestrator']}/api/chat",
-        json={"content": "started elsewhere"},
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=10,
-    ).json()["session_id"]
+    started = chat(stack, "started elsewhere").json()["session_id"]
     page.wait_for_selector(f"tr[data-session='{started}'] td:has-text('started elsewhere')", timeout=WAIT_MS)
     accessible(page)
     shot(page, "sessions")
@@ -243,6 +310,7 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
 
 def test_a_second_session_is_canceled_from_its_timeline(page, stack):
     session = send_new(page, "@slowpoke take all the time you need")
+    OUTCOME_OF["canceled"] = session
     wait_drawn(page, "[data-lane='self'] li[data-kind='delegating']")
     # The delegate's lane, drawn while it thinks (20 s).
     wait_drawn(page, "[data-agent='slowpoke'] li[data-kind='message']")
@@ -256,7 +324,8 @@ def test_a_second_session_is_canceled_from_its_timeline(page, stack):
     answer = requests.get(
         f"{stack.urls['orchestrator']}/api/sessions/{session}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
     ).json()
-    assert answer["status"] == "idle", answer
+    assert answer["status"] == "idle" and answer["outcome"] == "canceled", answer
+    wait_drawn(page, "#session-status.canceled")
     # Nothing to cancel any more: said so, not an error.
     page.focus("#cancel")
     page.keyboard.press("Enter")
@@ -267,23 +336,28 @@ def test_a_question_is_answered_from_the_page(page):
     send_new(page, "?ask which year? summarise")
     page.wait_for_selector("#question-form:not([hidden])", timeout=WAIT_MS)
     assert "which year?" in page.inner_text("#question-text")
+    wait_drawn(page, "#session-status.input_required")
+    assert page.inner_text("#session-status") == "waiting for input"
     page.focus("#answer")
     page.keyboard.type("2024")
     page.keyboard.press("Enter")
     done = wait_drawn(page, "[data-lane='self'] li[data-kind='answer']:has-text('told')")
     assert 'told "2024"' in done.inner_text()
+    # Drawn as a question and its answer, and the wait for it as a bar.
+    kinds = [(s["kind"], s["text"]) for s in steps(page, "self") if s["kind"] != "idle"]
+    [asked_at] = [i for i, (k, _) in enumerate(kinds) if k == "question"]
+    assert kinds[asked_at][1].startswith("asks for input") and "which year?" in kinds[asked_at][1]
+    assert kinds[asked_at + 1][0] == "message" and kinds[asked_at + 1][1].startswith("the answer to its question"), (
+        kinds
+    )
+    assert [b for b in page.evaluate(BARS) if b["kind"] == "input"]
     assert page.is_hidden("#question-form")
 
 
 def test_the_list_pages(page, stack):
     # Six sessions by now (the tests above made four): five a page, then one.
     for text in ("one more", "and another"):
-        answer = requests.post(
-            f"{stack.urls['orchestrator']}/api/chat",
-            json={"content": text},
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            timeout=10,
-        )
+        answer = chat(stack, text)
         assert answer.status_code == 202, answer.text
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
@@ -303,6 +377,110 @@ def test_the_list_pages(page, stack):
     page.keyboard.press("Enter")
     page.wait_for_selector("#page-label:has-text('page 1')")
     page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 5")
+
+
+def test_a_delegation_that_times_out_is_counted_as_the_answer_counts_it(page):
+    """sleepy thinks 8 s, its caller waits 2 s (its delegate's timeout_ms): the turn ends with a timeout result."""
+    session = send_new(page, "@worker list three owls @sleepy count the sheep")
+    wait_drawn(page, "#session-status.timed_out")
+    assert page.inner_text("#session-status") == "timed out"
+    [progress] = [s for s in steps(page, "self") if s["kind"] == "progress"]
+    [answer] = [s for s in steps(page, "self") if s["kind"] == "answer"]
+    assert "1 of 2 delegations answered (1 timed out)" in progress["text"], progress
+    assert "1 of 2 delegations answered." in answer["text"], answer
+    assert "sleepy timed out" in page.inner_text("[data-lane='self']")
+    bars = {b["outcome"] for b in page.evaluate(BARS) if b["kind"] == "call"}
+    assert bars == {"answered", "timed out"}, bars
+    shot(page, "timeout")
+    OUTCOME_OF["timed_out"] = session
+
+
+def test_a_refused_dispatch_shows_as_refused(page):
+    """stranger knows no orchestrator token: the task is never handed over, no session is made there."""
+    session = send_new(page, "@stranger say hello")
+    wait_drawn(page, "#session-status.failed")
+    lane = wait_drawn(page, "[data-agent='stranger'] .note:has-text('Refused')")
+    assert "never handed to stranger" in lane.inner_text()
+    assert "cannot be read" not in page.inner_text("#lanes")
+    assert page.is_visible("[data-agent='stranger'] [data-outcome='refused']")
+    assert "stranger refused" in page.inner_text("[data-lane='self']")
+    [bar] = [b for b in page.evaluate(BARS) if b["kind"] == "call"]
+    assert bar["outcome"] == "refused" and bar["text"].startswith("stranger: refused"), bar
+    # Its delegate's row says so, with nothing in it: no session was made.
+    assert "refused" in page.inner_text(f".wf-row[data-row='{bar['target']}']")
+    assert not [b for b in page.evaluate(BARS) if b["row"] == bar["target"]]
+    shot(page, "refused")
+    OUTCOME_OF["failed"] = session
+
+
+def test_each_outcome_is_named_in_the_list(page, stack):
+    asked = chat(stack, "?ask which colour? paint the shed").json()["session_id"]
+    OUTCOME_OF["input_required"] = asked
+    page.focus("nav a[data-view='sessions']")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#page-size")
+    page.select_option("#page-size", "20")
+    for outcome, session in OUTCOME_OF.items():
+        wait_drawn(page, f"tr[data-session='{session}'] [data-outcome='{outcome}']")
+    words = {o: page.inner_text(f"tr[data-session='{s}'] [data-outcome]") for o, s in OUTCOME_OF.items()}
+    assert words == {
+        "completed": "completed",
+        "canceled": "canceled",
+        "timed_out": "timed out",
+        "failed": "failed",
+        "input_required": "waiting for input",
+    }, words
+    # The filter by outcome.
+    page.select_option("#status-filter", "timed_out")
+    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 1")
+    assert page.get_attribute("tr[data-session]", "data-session") == OUTCOME_OF["timed_out"]
+    page.select_option("#status-filter", "")
+    # The placeholder names one of this agent's own delegates.
+    assert page.get_attribute("#new-message", "placeholder").startswith("@worker ")
+    shot(page, "outcomes")
+
+
+def test_the_page_fits_a_390_px_screen(chromium, stack):
+    context = chromium.new_context(viewport={"width": 390, "height": 844})
+    context.set_default_timeout(WAIT_MS)
+    phone = context.new_page()
+    try:
+        phone.goto(stack.console_url)
+        phone.focus("#token")
+        phone.keyboard.type(TOKEN)
+        phone.keyboard.press("Enter")
+        phone.wait_for_selector("tr[data-session] [data-outcome]")
+        width = "() => document.scrollingElement.scrollWidth"
+        assert phone.evaluate(width) <= 390
+        forget = phone.locator("#forget-token").bounding_box()
+        assert forget["x"] >= 0 and forget["x"] + forget["width"] <= 390, forget
+        shot(phone, "mobile")
+        phone.click(f"tr[data-session='{OUTCOME_OF['completed']}'] a")
+        phone.wait_for_selector("#session-status.completed")
+        phone.wait_for_function("() => document.querySelectorAll(\"li[data-kind='idle']\").length >= 3")
+        assert phone.evaluate(width) <= 390
+        shot(phone, "mobile-timeline")
+    finally:
+        context.close()
+
+
+def test_the_first_visit_says_where_the_token_comes_from(chromium, stack):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    first = context.new_page()
+    asked: list[int] = []
+    first.on("response", lambda r: asked.append(r.status) if "/api/" in r.url else None)
+    try:
+        first.goto(stack.console_url)
+        hint = first.wait_for_selector("#first-visit")
+        assert "flightdeck peers add --agent orchestrator user" in hint.inner_text()
+        assert "[agents.orchestrator.peers]" in hint.inner_text()
+        first.wait_for_selector("#status:has-text('Enter your user token')")
+        assert first.get_attribute("#status", "class") == "status"  # not an error
+        assert "401" not in first.inner_text("body") and asked == []  # nothing asked of the API without a token
+        shot(first, "first-visit")
+    finally:
+        context.close()
 
 
 def test_the_inspector_opens_an_a2a_sdk_agent_and_chats_with_it(page, echo_agent):
@@ -348,6 +526,11 @@ def test_another_agent_of_the_file_and_an_answer_drawn_as_it_is_written(page, st
     page.keyboard.type(TOKEN)
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('Token kept')")
+    # The writer delegates to no one: its placeholder names no agent.
+    page.wait_for_function(
+        "() => !document.getElementById('new-message').placeholder.startsWith('@')"
+        " && document.getElementById('new-message').placeholder !== 'a message'"
+    )
     # A first think starts before any stream watches its session: it is not streamed. The page's stream
     # marks the session watched (docs/STREAMING.md), so the follow-up's think streams its text.
     send_new(page, "tell the story of the owl")

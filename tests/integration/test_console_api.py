@@ -38,6 +38,8 @@ def test_the_listing_shows_first_message_agent_turns_and_delegations_in_the_same
     [row] = body["sessions"]
     assert row["first_message"] == "@maps chart the bay @tides tables"
     assert (row["agent"], row["turns"], row["delegations"], row["status"]) == ("orchestrator", 1, 2, "busy")
+    # The agents a message may @-mention (the console's placeholder), from its configuration: no request more.
+    assert body["delegates"] == ["maps", "tides"]
     # The timeline view's reads: the token, the session's query, its waiting turn's results.
     timeline(agent, sid)
     assert counted.take() == ["GetItem", "Query", "Query"]
@@ -85,8 +87,9 @@ def test_a_delegates_lane_is_read_through_the_delegator_for_the_owner_only(stack
         f"{url}/api/chat", json={"session_id": sid, "content": "@worker name two owls"}, headers=USER
     )
     assert answer.status_code == 202, answer.text
-    _wait_idle(url, sid)
+    assert _wait_idle(url, sid)["outcome"] == "completed"
     events = _events(requests.get(f"{url}/api/sessions/{sid}/events?follow=false", headers=USER).text)
+    assert events[-1]["kind"] == "idle" and events[-1]["outcome"] == "completed"  # the list's and the timeline's word
     [delegation] = [e for e in events if e["kind"] == "delegating"]
     lane_url = f"{url}/api/sessions/{sid}/delegations/{delegation['tool_use_id']}/events?agent=worker"
 

@@ -144,13 +144,16 @@ def test_a_delegation_s_timeline_keeps_its_ids_from_waiting_to_answered():
     assert _kinds(answered) == _kinds(waiting)[:4] + [
         ("result.t1", "timeout"),
         ("result.t2", "callback_accepted"),
-        ("progress.1.2", "progress"),  # the turn complete: all of its calls answered (a timeout included)
+        # The turn complete: its answers counted as the answer counts them, the timeout named (issue 40).
+        ("progress.1.1.done", "progress"),
         ("think.2", "thinking"),
         ("answer.2", "answer"),
         ("idle.1", "idle"),
     ]
     assert answered[-2].data["text"] == "1 of 2 delegations answered."
-    assert describe(answered[6]) == "2 of 2 delegations answered"
+    assert describe(answered[6]) == "1 of 2 delegations answered (1 timed out)"
+    assert answered[6].data["unanswered"] == {"timeout": 1}
+    assert answered[-1].data["outcome"] == "timed_out"
     assert [describe(e) for e in answered[2:6]] == [
         "delegating to worker: list owls",
         "delegating to worker: name rivers",

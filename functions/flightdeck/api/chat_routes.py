@@ -33,6 +33,7 @@ from flightdeck.domain.chat import (
 )
 from flightdeck.domain.peers import PeerRefusedError
 from flightdeck.domain.records import AgentBusyError, InboxFullError, SessionBusyError, SessionNotFoundError
+from flightdeck.domain.session_outcome import outcome
 from flightdeck.domain.skills.contract import CallError, Contract, checked_result
 from flightdeck.domain.skills.schemas import SchemaError
 from flightdeck.observability import bind, trace_id_of, valid_traceparent
@@ -220,5 +221,6 @@ def get_session(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)]) ->
         question=pending_question(session.messages) if session.status == "idle" else None,
         tokens=token_use.total(session).as_dict(),
         tokens_by_turn=[{"turn": turn, **used.as_dict()} for turn, used in token_use.by_turn(session)],
+        outcome=outcome(session),
         result=checked_result(session.messages) if session.status == "idle" else None,
     )

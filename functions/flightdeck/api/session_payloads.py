@@ -31,6 +31,12 @@ class SessionView(BaseModel):
     tokens_by_turn: list[dict[str, int]] = Field(
         default_factory=list, description="The same per turn (one task each), in order, each with its `turn`"
     )
+    outcome: Literal["working", "input_required", "canceled", "failed", "timed_out", "completed"] = Field(
+        "completed",
+        description="What became of its last turn: working (busy), input_required (it asked), canceled, failed "
+        "(an error answer, or a delegation refused or answered with an error), timed_out (a delegation had no "
+        "answer in time), completed",
+    )
     result: dict[str, Any] | None = Field(
         None,
         description="When the last turn had a contract (a structured call, or a responseSchema) and ended: its "
@@ -68,4 +74,7 @@ class SessionList(BaseModel):
     sessions: list[SessionSummary] = Field(description="The caller's own sessions, newest first")
     next_cursor: str | None = Field(
         None, description="Pass as ?cursor= for the next page; null on the last page (which may be empty)"
+    )
+    delegates: list[str] = Field(
+        default_factory=list, description="The agents this agent delegates to (a message's @-mentions)"
     )

@@ -70,6 +70,7 @@ def get_sessions(
             for s in page.sessions
         ],
         next_cursor=page.cursor,
+        delegates=[d.agent for d in settings.agent.delegates],
     )
 
 

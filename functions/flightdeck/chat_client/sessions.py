@@ -41,6 +41,7 @@ from flightdeck.chat_client.transport import (
     send,
     server_message,
 )
+from flightdeck.domain.timeline import became, progress_of
 
 DELEGATE_TOOL_PREFIX = "ask_"  # flightdeck.domain.agent.DelegateTool.name, unless a tool_name is configured
 TEXT_DELTA = "text_delta"  # flightdeck.domain.session_events.TEXT_DELTA
@@ -188,8 +189,9 @@ def timeline_of(messages: list[dict[str, Any]], busy: bool) -> list[dict[str, An
             )
         if len(results) >= 2 and any(delegated):  # the turn complete: the events route's last progress
             what = "delegations" if all(delegated) else "calls"
-            n = len(results)
-            events.append({"id": f"progress.{thinks}.{n}", "kind": "progress", "text": f"{n} of {n} {what} answered"})
+            fates = [became(str(r.get("status", "success")), _text(_blocks(r))) for r in results]
+            event_id, data = progress_of(thinks, what, len(results), fates.count("answered"), fates)
+            events.append({"id": event_id, "kind": "progress", "text": data["text"]})
         if not results:
             inputs += 1
             events.append({"id": f"input.{inputs}", "kind": "message", "text": _text(blocks)})

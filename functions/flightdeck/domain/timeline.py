@@ -14,11 +14,14 @@ turn it waits on, in order:
   tool_result        a local tool's result
   progress           how many of the turn's calls are answered ("2 of 3 delegations answered") in a turn
                      that delegated and made at least two calls: while it waits, from its TURN item's
-                     received/total (read with the session), each count once; when it completed, "n of n"
-                     after its results (a replay has only that one: the counts before were live)
+                     received/total (read with the session, less the results read that are not answers),
+                     each count once; when it completed, after its results, the answers of all ("1 of 2
+                     delegations answered (1 timed out)", as the answer counts them; a replay has only that
+                     one: the counts before were live)
   answer             the model ended its turn: the answer
   question           the model ended its turn asking for input (ask_user): the question
-  idle               the session is idle again (the last event of a stream)
+  idle               the session is idle again (the last event of a stream), with its last turn's outcome
+                     (flightdeck.domain.session_outcome)
 
 Every event has `at`, when it happened (ISO 8601 UTC, ms), from the times the session's items carry
 anyway (records.Stamp; absent for an item stored before they were): a message's arrival, a think's
@@ -46,6 +49,7 @@ from typing import Any
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.asking import asks, pending_question
 from flightdeck.domain.records import Session, Stamp, ToolResult, peer_session_id
+from flightdeck.domain.session_outcome import OUTCOMES, outcome
 from flightdeck.domain.token_use import TokenUse
 
 PREVIEW_CHARS = 1_000
@@ -152,13 +156,16 @@ class _Builder:
     def user(self, message: dict[str, Any], stamp: Stamp = Stamp()) -> None:
         self.last_ms = max(self.last_ms, stamp.at)
         results = [b["toolResult"] for b in message.get("content", []) if "toolResult" in b]
+        kinds = []
         for result in results:
             text = "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
             tool_use_id = str(result.get("toolUseId", ""))
             status = str(result.get("status", "success"))
-            self.result(tool_use_id, status, text, stamp.results.get(tool_use_id, stamp.at))
+            kinds.append(self.result(tool_use_id, status, text, stamp.results.get(tool_use_id, stamp.at)))
         if results:
-            self.progress(len(results), len(results), stamp.at)  # the turn complete: all of them
+            # The turn complete: every call has its result, but only its answers are answered (as the answer
+            # counts them); the rest are counted by what became of them.
+            self.progress(kinds.count("answered"), len(results), stamp.at, fates=kinds)
         if not results:
             self.inputs += 1
             self.turn_tokens = TokenUse()
@@ -210,6 +217,8 @@ class _Builder:
                             "agent": delegate.agent,
                             "protocol": delegate.protocol,
                             "task": _preview(str(args.get("task", ""))),
+                            # A call of one of its skills (`<agent>__<skill id>`): the skill and its arguments.
+                            **(_skill_call(name, delegate.name, args)),
                             # A delegation that continues the delegate's session (answering its question).
                             **({"context_id": context} if context else {}),
                             **({"peer_session_id": peer} if delegate.protocol == "flightdeck" else {}),
@@ -230,27 +239,18 @@ class _Builder:
             }
             self.add(TimelineEvent(f"answer.{self.thinks}", "answer", data))
 
-    def progress(self, answered: int, total: int, at_ms: int = 0) -> None:
-        """How many of the latest think's calls are answered, when it delegated and made several calls."""
+    def progress(self, answered: int, total: int, at_ms: int = 0, fates: list[str] | None = None) -> None:
+        """How many of the latest think's calls are answered, when it delegated and made several calls;
+        fates: what each result became (a completed turn: progress_of)."""
         delegations = sum(1 for u in self.uses if self.agent.delegate_for_tool(str(u.get("name", ""))) is not None)
-        if total < PROGRESS_MIN_CALLS or not delegations or answered < 1:
+        if total < PROGRESS_MIN_CALLS or not delegations or (answered < 1 and fates is None):
             return
         what = "delegations" if delegations == len(self.uses) else "calls"
-        self.add(
-            TimelineEvent(
-                f"progress.{self.thinks}.{answered}",
-                "progress",
-                {
-                    "think": self.thinks,
-                    "answered": answered,
-                    "total": total,
-                    "text": f"{answered} of {total} {what} answered",
-                    **_at(at_ms),
-                },
-            )
-        )
+        event_id, data = progress_of(self.thinks, what, total, answered, fates)
+        self.add(TimelineEvent(event_id, "progress", {**data, **_at(at_ms)}))
 
-    def result(self, tool_use_id: str, status: str, text: str, at_ms: int = 0) -> None:
+    def result(self, tool_use_id: str, status: str, text: str, at_ms: int = 0) -> str:
+        """Adds the result's event; what became of the call: answered, asked, or its result's kind."""
         use = self.calls.get(tool_use_id, {})
         name = str(use.get("name", ""))
         delegate = self.agent.delegate_for_tool(name)
@@ -263,7 +263,52 @@ class _Builder:
         if delegate is not None:
             data["agent"] = delegate.agent
             data.update(_asked(text))
-        self.add(TimelineEvent(f"result.{tool_use_id}", _result_kind(status, text, delegate is not None), data))
+        kind = _result_kind(status, text, delegate is not None)
+        self.add(TimelineEvent(f"result.{tool_use_id}", kind, data))
+        return became(status, text)
+
+
+# What became of a call that was not answered, as a progress event counts it.
+UNANSWERED = {
+    "asked": "asked a question",
+    "timeout": "timed out",
+    "dispatch_failed": "refused",
+    "canceled": "canceled",
+    "failed": "failed",
+}
+
+
+def became(status: str, text: str) -> str:
+    """What became of a call, by its result, as the answer counts it: answered, or one of UNANSWERED."""
+    if status == "success":
+        return "asked" if _asked(text) else "answered"
+    kind = _result_kind(status, text, True)
+    return kind if kind in UNANSWERED else "failed"
+
+
+def progress_of(
+    think: int, what: str, total: int, answered: int, fates: list[str] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A progress event's id and data: `answered` of `total` calls. fates: what each result became, once the
+    turn has them all; the ones not answered are counted by it, and the id is then not a live count's (a stream
+    that sent "1 of 2" live sends "1 of 2 (1 timed out)" too)."""
+    others = {k: fates.count(k) for k in UNANSWERED if k in fates} if fates else {}
+    told = ", ".join(f"{n} {UNANSWERED[k]}" for k, n in others.items())
+    data = {
+        "think": think,
+        "answered": answered,
+        "total": total,
+        **({"unanswered": others} if others else {}),
+        "text": f"{answered} of {total} {what} answered" + (f" ({told})" if told else ""),
+    }
+    return f"progress.{think}.{answered}" + (".done" if others else ""), data
+
+
+def _skill_call(tool: str, free_text_tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    if tool == free_text_tool or "__" not in tool:
+        return {}
+    shown = {k: v for k, v in args.items() if k != "context_id"}
+    return {"skill": tool.partition("__")[2], "arguments": _preview(json.dumps(shown, ensure_ascii=False))}
 
 
 def _asked(text: str) -> dict[str, Any]:
@@ -298,8 +343,10 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
             build.result(result.tool_use_id, result.status, result.text, result.recorded_ms)
         agg = session.aggregation
         if agg is not None and agg.turn == session.turn and agg.status == "waiting":
-            # The turn's own count (its TURN item, read with the session): no read or write more.
-            build.progress(agg.received, agg.total, max((r.recorded_ms for r in pending), default=0))
+            # The turn's own count (its TURN item, read with the session): no read or write more; a timeout or
+            # an error among the results read is received, not answered.
+            unanswered = sum(1 for r in pending if r.status != "success")
+            build.progress(agg.received - unanswered, agg.total, max((r.recorded_ms for r in pending), default=0))
     elif session.status == "busy" and last.get("role") != "assistant":
         # A message or the results are in and the next think is under way (or owed): due since the last of them.
         data = {"think": build.thinks + 1, **_at(build.last_ms)}
@@ -309,6 +356,7 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
             "turn": session.user_messages,
             "iteration": session.turn,
             "tokens": build.session_tokens.as_dict(),
+            "outcome": outcome(session),
             **_at(session.updated_at),
         }
         build.add(TimelineEvent(f"idle.{session.user_messages}", "idle", data))
@@ -390,8 +438,21 @@ DATA_SCHEMA: dict[str, Any] = {
         "text": _field("string", "message, answer, question, results (first 1,000 characters), progress"),
         "question": _field("string", "a delegate's result asking for input: its question"),
         "latency_ms": _field("integer", "results (callback_accepted, timeout, ...): from the call's dispatch"),
-        "answered": _field("integer", "progress: calls answered"),
+        "answered": _field("integer", "progress: calls answered (an answer; not a timeout, refusal or error)"),
         "total": _field("integer", "progress: calls made"),
+        "unanswered": _field(
+            "object",
+            "progress, once the turn has every result: the calls not answered, counted by what became of them",
+            additionalProperties={"type": "integer"},
+            propertyNames={"enum": list(UNANSWERED)},
+        ),
+        "skill": _field("string", "delegating to one of the delegate's skills: its id"),
+        "arguments": _field("string", "delegating to a skill: its arguments as JSON (first 1,000 characters)"),
+        "outcome": _field(
+            "string",
+            "idle: what became of the session's last turn (flightdeck.domain.session_outcome)",
+            enum=list(OUTCOMES),
+        ),
         "turn": _field("integer", "idle: the session's user messages"),
         "iteration": _field("integer", "idle: the latest think iteration; text_delta: its think"),
         "attempt": _field("integer", "text_delta: the model attempt"),
