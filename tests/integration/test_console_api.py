@@ -129,6 +129,11 @@ def test_the_inspector_reads_an_allowlisted_card_and_relays_json_rpc(stack):
     found = answer.json()
     assert found["card"]["name"] == "worker" and found["problems"] == [], found
     assert found["version"] == "1.0" and found["rpc_url"].startswith(worker) and found["rpc_allowed"] is True
+    # Given the agent's base URL, the inspector reads the card there, as `flightdeck chat --a2a` does (issue 41).
+    for base in (worker, worker + "/"):
+        by_base = requests.get(f"{url}/api/inspector/card", params={"url": base}, headers=USER, timeout=10)
+        assert by_base.status_code == 200, by_base.text
+        assert by_base.json()["url"] == card_url and by_base.json()["card"] == found["card"]
 
     send = {
         "jsonrpc": "2.0",

@@ -172,7 +172,6 @@ def test_an_internal_skill_call_is_refused_to_a_revoked_user(agent):
     "url",
     [
         "http://127.0.0.1:9/admin",
-        "http://127.0.0.1:9/",
         "http://127.0.0.1:9/.well-known/agent-card.json?next=/admin",
         "http://127.0.0.1:9/admin;/.well-known/agent-card.json",
         "http://127.0.0.1:9/mcp",

@@ -31,7 +31,7 @@ from flightdeck.api.sse import EVENT_STREAM, SSE_HEADERS
 from flightdeck.domain.allowlist import UnknownServiceError
 from flightdeck.domain.chat import read_session
 from flightdeck.domain.delegate_lane import LaneNotReadableError, delegate_lane
-from flightdeck.domain.inspector import CARD_PATH, V1, check_card, is_card_url
+from flightdeck.domain.inspector import CARD_PATH, V1, card_url_of, check_card, is_card_url
 from flightdeck.domain.peers import require_caller
 from flightdeck.domain.records import SessionNotFoundError
 from flightdeck.wiring import deps
@@ -157,8 +157,8 @@ def get_delegate_lane(
         },
         400: {
             "description": "The URL is under none of ALLOWED_HOST_MAPPING's base URLs (`url_not_allowed`), or is "
-            "not an agent card's: a base URL and /.well-known/agent-card.json (or agent.json), no query "
-            "(`not_a_card_url`)",
+            "not an agent card's: a base URL (which gets /.well-known/agent-card.json appended), or one ending in "
+            "/.well-known/agent-card.json (or agent.json), no query (`not_a_card_url`)",
             "content": _ERROR_BODY,
         },
         **_AUTH,
@@ -170,11 +170,11 @@ def get_delegate_lane(
     },
 )
 def get_inspector_card(
-    url: Annotated[str, Query(min_length=1, max_length=2048, description="the card's URL")],
+    url: Annotated[str, Query(min_length=1, max_length=2048, description="the card's URL, or the agent's base URL")],
 ) -> InspectorCard:
     d = deps()
     require_caller(d.settings.inbound_auth, current_peer())
-    checked = _allowed(url)
+    checked = _allowed(card_url_of(url))
     if not is_card_url(checked):
         raise ApiError(400, "not_a_card_url", f"{checked!r} is not an agent card's URL (it ends in {CARD_PATH})")
     from flightdeck.adapters import peer_reads  # the console's reads only: requests loads on first use

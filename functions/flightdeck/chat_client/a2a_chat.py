@@ -57,6 +57,7 @@ from flightdeck.domain.a2a.wire import (
     Task,
     TaskStatus,
 )
+from flightdeck.domain.inspector import card_url_of
 
 CARD_PATH = "/.well-known/agent-card.json"
 # A stream may be quiet for a long time while the agent works (servers send keep-alive comments, a2a-sdk
@@ -138,7 +139,7 @@ def card_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise Problem(f"{url!r} is not a card URL: give one starting with http:// or https://", code=EXIT_USAGE)
-    return url.rstrip("/") + CARD_PATH if parts.path in ("", "/") else url
+    return card_url_of(url)
 
 
 def sse_data(response: requests.Response) -> Iterator[str]:

@@ -75,6 +75,13 @@ def _kind(kind: type | tuple[type, ...]) -> str:
     return names.get(kind, "value") if isinstance(kind, type) else "value"
 
 
+def card_url_of(url: str) -> str:
+    """The card's URL for what a user gives (the console's inspector, `flightdeck chat --a2a`): a host's root gets
+    /.well-known/agent-card.json appended; anything else is taken as the card's own URL."""
+    parts = urlsplit(url)
+    return url.rstrip("/") + CARD_PATH if parts.path in ("", "/") and not (parts.query or parts.fragment) else url
+
+
 def is_card_url(url: str) -> bool:
     """Whether `url` names an agent card (a card path under a base URL, nothing after it): the inspector's card
     read fetches cards, not whatever else an allowlisted host serves. No escapes, parameters or dot segments,
