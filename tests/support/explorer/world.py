@@ -245,7 +245,8 @@ class World:
 
     def pass_time(self, seconds: float) -> None:
         """A function waits (a stream between its polls): time passes on this clock, nothing else runs meanwhile."""
-        self.clock.now += int(seconds * 1000)
+        # At least a millisecond: the stream's last wait is what is left of its time, a float that int() took to 0.
+        self.clock.now += max(1, round(seconds * 1000))
 
     def mcp(self, method: str, params: dict[str, Any]) -> Any:
         """POST /mcp as an MCP client of 2026-07-28 that declares the tasks extension, with its own key (the
