@@ -122,6 +122,7 @@ LONGEST_FIRST = (
     "integration/test_fuzz_api.py",
     "integration/test_api_callbacks.py",
     "integration/test_crash_points_a2a.py",
+    "integration/test_crash_points_doors.py",
     "integration/test_a2a_chat_resume.py",
     "integration/test_skills_api.py",
     "integration/test_peers_admin.py",

@@ -539,8 +539,6 @@ def test_an_answer_of_exactly_the_limit_is_kept_whole(small_limit, peer):
 
 
 def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, peer):
-    import time as _time
-
     from flightdeck.handlers import deadline_timer
     from flightdeck.local.invocation import LocalLambdaContext
 
@@ -573,13 +571,18 @@ def test_ten_polls_of_a_slow_peer_end_within_the_invocation_and_poll_on(agent, p
         for i, tid in enumerate(tool_use_ids)
     ]
 
+    # The invocation's time on a clock of the test's: each poll of the slow peer takes 0.4 s of it, however
+    # long the machine takes besides (a busy one ran the real clock out before the polls' own time did).
+    spent_s = [0.0]
+
     def slow(body):
-        _time.sleep(0.4)
+        spent_s[0] += 0.4
         return 200, _result(body, _task("working"))
 
     peer.rpc = slow
     before = len(peer.posts)
     context = LocalLambdaContext(function_name="orchestrator-timers", timeout_s=3.2)
+    context.get_remaining_time_in_millis = lambda: max(0, int((3.2 - spent_s[0]) * 1000))  # type: ignore[method-assign]
     assert deadline_timer.handler(agent.sqs_event("timers", polls), context) == {"batchItemFailures": []}
     assert context.get_remaining_time_in_millis() > 0  # 10 polls of 0.4 s did not run it out
     assert 1 <= len(peer.posts) - before < 10

@@ -1,10 +1,10 @@
 """The SQS workers of one agent on moto: dispatch, delivery, deadline timer, sweep, and redelivery."""
 
 import json
-import time
 
 import pytest
 
+from tests.support.clock import Clock
 from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
 
@@ -22,14 +22,42 @@ def peer():
     p.close()
 
 
+TIMEOUT_MS = 2_000
+
+
 @pytest.fixture
-def agent(aws, monkeypatch, peer):
-    """An orchestrator whose worker (and own callback service) is the scripted peer."""
-    return make_agent(
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def timers():
+    """The timers the agent arms, (body, delay_s), as they are sent."""
+    return []
+
+
+@pytest.fixture
+def agent(aws, monkeypatch, peer, clock, timers):
+    """An orchestrator whose worker (and own callback service) is the scripted peer, on a clock the test
+    moves: its deadlines pass when a test says, never because the machine was slow between two steps. Its
+    timers are recorded and sent undelayed (SQS delays are real time): a test receives them when its clock
+    says they are due."""
+    agent = make_agent(
         monkeypatch,
         allow=f"worker:{peer.url},orchestrator:{peer.url}",
-        extra_env={"DISPATCH_MAX_ATTEMPTS": "3", "ASYNC_TOOL_TIMEOUT_MS": "2000"},
+        extra_env={"DISPATCH_MAX_ATTEMPTS": "3", "ASYNC_TOOL_TIMEOUT_MS": str(TIMEOUT_MS)},
     )
+    on_clock(monkeypatch, clock, timers)
+    return agent
+
+
+def on_clock(monkeypatch, clock, timers) -> None:
+    from flightdeck.wiring import deps, state_store
+
+    monkeypatch.setattr(state_store(), "_clock", clock)
+    queues = deps().queues
+    send = queues.send_timer
+    monkeypatch.setattr(queues, "send_timer", lambda body, delay_s: (timers.append((body, delay_s)), send(body, 0)))
 
 
 def think(agent, content, sid=None):
@@ -92,12 +120,13 @@ def test_refused_dispatch_records_dispatch_failed_and_completes_the_turn(agent, 
     assert "failed" in s["messages"][-1]["content"][0]["text"]
 
 
-def test_unreachable_worker_after_retries_is_dispatch_failed(agent, peer, monkeypatch):
+def test_unreachable_worker_after_retries_is_dispatch_failed(agent, peer, monkeypatch, clock, timers):
     peer.close()
     monkeypatch.setenv("DISPATCH_MAX_ATTEMPTS", "1")
     from flightdeck import wiring
 
     wiring.reset()
+    on_clock(monkeypatch, clock, timers)
     sid = think(agent, "@worker one")
     agent.run_queue("dispatch")
     agent.run_queue("turns")
@@ -106,23 +135,26 @@ def test_unreachable_worker_after_retries_is_dispatch_failed(agent, peer, monkey
     assert "unreachable" in s["messages"][2]["content"][0]["toolResult"]["content"][0]["text"]
 
 
-def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent, peer):
+def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent, peer, clock, timers):
+    t0 = clock.now
     sid = think(agent, "@worker one @worker two")
     agent.run_queue("dispatch")
     tokens = [r["body"]["reply"]["bearerToken"] for r in peer.requests]
     assert agent.api("tool_response", TOKEN=tokens[0], RESULT="first answer")[0] == 202
-    assert agent.receive("timers") == []  # delayed until the deadline
     agg = agent.turn_item(sid, 1)
     timer = {"session_id": sid, "turn": 1, "deadline_ms": int(agg["deadline_ms"])}
-    assert 1 <= (timer["deadline_ms"] - int(time.time() * 1000)) / 1000 <= 2.1
+    assert timer["deadline_ms"] == t0 + TIMEOUT_MS
+    assert timers == [(timer, TIMEOUT_MS // 1000)]  # delayed until the deadline
     from flightdeck.domain.deadlines import TimerMessage, fire_timer
     from flightdeck.wiring import deps
 
+    clock.now += 1_000
     assert fire_timer(deps(), TimerMessage(**timer)) == "rechained"  # early: it chains itself on
-    time.sleep(2.2)
-    timers = agent.receive("timers")
-    assert len(timers) == 2 and all(json.loads(t["Body"]) == timer for t in timers)
-    assert agent.run_queue("timers", timers) == {"batchItemFailures": []}
+    assert timers[1] == (timer, 1)  # on again, for what is left
+    clock.now = timer["deadline_ms"]
+    fired = agent.receive("timers")
+    assert len(fired) == 2 and all(json.loads(t["Body"]) == timer for t in fired)
+    assert agent.run_queue("timers", fired) == {"batchItemFailures": []}
     assert fire_timer(deps(), TimerMessage(**timer)) == "already_complete"
     status, _, body = agent.api("tool_response", TOKEN=tokens[1], RESULT="too late")
     assert status == 410
@@ -136,7 +168,7 @@ def test_deadline_timer_synthesizes_timeouts_once_and_late_callback_is_410(agent
     assert s["status"] == "idle" and "timeout" in s["messages"][-1]["content"][0]["text"]
 
 
-def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer, monkeypatch):
+def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer, monkeypatch, clock):
     from flightdeck.domain.deadlines import sweep
     from flightdeck.wiring import deps, state_store
 
@@ -145,11 +177,8 @@ def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer, monkeypatch)
     monkeypatch.setattr(state_store(), "owed_think_grace_ms", 500)
     sids = [think(agent, f"@worker job {i}") for i in range(3)]
     assert sweep(deps()) == 0  # nothing overdue yet
-    time.sleep(2.1)
-    assert (
-        state_store().list_overdue(int(time.time() * 1000))
-        and len(state_store().list_overdue(int(time.time() * 1000))) == 3
-    )
+    clock.now += TIMEOUT_MS + 100
+    assert len(state_store().list_overdue(clock.now)) == 3
     from flightdeck.handlers import sweeper
     from flightdeck.local.invocation import LocalLambdaContext
     from tests.support.harness import load_event
@@ -161,7 +190,7 @@ def test_sweep_reads_only_overdue_turns_from_the_index(agent, peer, monkeypatch)
     assert sorted(t["session_id"] for t in agent.bodies("turns")) == sorted(sids)
 
 
-def test_think_delivered_twice_has_one_effect(agent, peer):
+def test_think_delivered_twice_has_one_effect(agent, peer, timers):
     sid = new_session_id()
     agent.api("chat_post", body={"session_id": sid, "content": "@worker one"})
     [msg] = agent.receive("turns")
@@ -175,10 +204,7 @@ def test_think_delivered_twice_has_one_effect(agent, peer):
     assert len({json.dumps(r["body"], sort_keys=True) for r in peer.requests}) == 1  # one request, replayed
     # The redelivery re-arms the turn's timer (the first run may have died before arming it): a
     # second firing finds the turn as the first left it. Both name the turn's one deadline.
-    delayed = agent.sqs.get_queue_attributes(
-        QueueUrl=agent.queue_urls["timers"], AttributeNames=["ApproximateNumberOfMessagesDelayed"]
-    )
-    assert delayed["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "2"
+    assert len(timers) == 2 and timers[0] == timers[1] and timers[0][1] == TIMEOUT_MS // 1000
     agg = agent.turn_item(sid, 1)
     assert agg["status"] == "waiting" and agg["received"] == 0 and len(agg["expected"]) == 1
     assert len(session(agent, sid)["messages"]) == 2

@@ -30,9 +30,10 @@ def web_server():
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    for _ in range(500):
-        if server.started:
-            break
+    # Waited for, not given a fixed time: on a busy machine the server takes longer to start.
+    started_by = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < started_by, "the server did not start"
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -385,15 +385,24 @@ class StackRun:
         self._records.sort(key=lambda r: r.get("t", 0.0))
         return self._records
 
-    def settle(self, agents: set[str], start: float, timers: int, not_before: float, timeout_s: float = 60.0) -> float:
-        """Wait until `timers` deadline-timer messages of the window ran and the agents went quiet; returns now."""
+    def settle(
+        self, agents: set[str], start: float, timers: int, not_before: float, timeout_s: float = 60.0, thinks: int = 0
+    ) -> float:
+        """Wait until `timers` deadline-timer messages and `thinks` thinks of the window ran and the agents went
+        quiet; returns now."""
         deadline = time.monotonic() + timeout_s
         while True:
             now = time.time()
             window = [r for r in between(self.records(), start, now) if r.get("agent") in agents]
-            fired = sum(int(r.get("n") or 1) for r in window if r.get("k") == "inv" and r.get("fn") == "deadline_timer")
+            ended = Counter(r.get("fn") for r in window if r.get("k") == "inv" for _ in range(int(r.get("n") or 1)))
+            fired = ended["deadline_timer"]
             busy = [r["t"] for r in window if category(r) in ("handler", "event_source_mapping")]
-            if fired >= timers and now >= not_before and (not busy or now - max(busy) >= SETTLE_QUIET_S):
+            if (
+                fired >= timers
+                and ended["turn_worker"] >= thinks
+                and now >= not_before
+                and (not busy or now - max(busy) >= SETTLE_QUIET_S)
+            ):
                 return now
             if time.monotonic() > deadline:
                 raise BenchError(f"{sorted(agents)} did not settle: {fired} of {timers} deadline timers ran")
@@ -654,6 +663,12 @@ class StackRun:
         )
         return modes
 
+    def _warmed(self, agent: str, since: float, thinks: int) -> float:
+        """When the warm-up calls made since `since` have ended on `agent`, their thinks included: the start of a
+        counted window. A call's answer can go back before its think has finished (an A2A task is answered once
+        it completes; the think then marks it notified): a window started at once counted that write too."""
+        return self.settle({agent}, since, 0, not_before=time.time(), thinks=thinks)
+
     def _counted_window(self, agent: str, start: float, n: int) -> dict[str, Any]:
         """What `agent` used since `start` (no deadline timers to wait for), per call of n, priced."""
         end = self.settle({agent}, start, 0, not_before=time.time())
@@ -677,12 +692,14 @@ class StackRun:
             "handler_skill": (HANDLER_SKILL["id"], lambda i: {"text": f"check the figures of report {i}"}),
             "ask": ("ask", lambda i: {"message": f"check the figures of report {i}"}),
         }
+        warm = time.time()
         for tool, arguments in calls.values():
             mcp_bench.call(self.http, url, token, tool, arguments(-1), 0)  # warm: the a2a function's first request
+        start = self._warmed(WORKER, warm, thinks=len(calls))
         out: dict[str, Any] = {}
         for label, (tool, arguments) in calls.items():
             self.say(f"counting {n} MCP tools/call of {tool} on the worker's /mcp")
-            start = time.time()
+            start = max(start, time.time())
             client_ms = []
             for i in range(n):
                 sent = time.monotonic()
@@ -705,9 +722,7 @@ class StackRun:
             warm = time.time()
             a2a_bench.send(self.http, url, token, version, "say hello", f"bench-warm-{version}", 0)  # warm
             self.say(f"counting {n} A2A v{version} round trips on the worker's /a2a")
-            # The blocking send returns once the task is complete, before its think's invocation ends: let that end
-            # before the window opens, or it is counted in it (an extra think and its write).
-            start = self.settle({WORKER}, warm, 0, not_before=time.time())
+            start = self._warmed(WORKER, warm, thinks=1)
             client_ms = []
             for i in range(n):
                 sent = time.monotonic()

@@ -17,7 +17,7 @@ from typing import Any
 
 from flightdeck.domain.a2a.ports import task_id_of
 from flightdeck.domain.a2a.tasks import task_key_of
-from tests.support.explorer.world import World
+from tests.support.explorer.world import CRASHED, World
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,80 @@ def a2a_question(w: World) -> None:
     w.settle()
 
 
+# --- skills, MCP server, A2A v1.0 ------------------------------------------------------------------
+
+
+def skill_by_handler(w: World) -> None:
+    """A structured call to a skill bound to a handler: answered without the model, held to its schema."""
+    w.chat("s-skill-handler", "", "m-1", skill="count_words", arguments={"text": "one two three"})
+    w.settle()
+
+
+def skill_by_model(w: World) -> None:
+    """A structured call to a skill the model answers, held to its output schema."""
+    w.chat("s-skill-model", "", "m-1", skill="get_quote", arguments={"product": "widget", "quantity": 3})
+    w.settle()
+
+
+def _mcp_result(answer: Any) -> dict[str, Any]:
+    """A /mcp answer's JSON-RPC result ({} for none: the function died, or an error)."""
+    if answer is CRASHED or not isinstance(answer[2], dict):
+        return {}
+    result = answer[2].get("result")
+    return result if isinstance(result, dict) else {}
+
+
+def mcp_server_tools_call(w: World) -> None:
+    """MCP tools/call of `ask` on /mcp, taken as a task (the client polls tasks/get), with a delegation behind it."""
+    task = _mcp_result(
+        w.mcp("tools/call", {"name": "ask", "arguments": {"message": "@worker look up the tide tables"}})
+    )
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+    if task.get("taskId"):
+        w.mcp("tasks/get", {"taskId": task["taskId"]})
+
+
+def mcp_server_tasks_update(w: World) -> None:
+    """MCP tools/call whose agent asks the client a question; tasks/update answers it, and the task goes on."""
+    task = _mcp_result(w.mcp("tools/call", {"name": "ask", "arguments": {"message": "?ask which year? the plan"}}))
+    w.settle()
+    if not task.get("taskId"):
+        return
+    asked = _mcp_result(w.mcp("tasks/get", {"taskId": task["taskId"]}))
+    if asked.get("status") != "input_required":
+        return  # the client answers a question it has seen
+    key = next(iter(asked["inputRequests"]))
+    answer = {key: {"action": "accept", "content": {"answer": "2024"}}}
+    w.mcp("tasks/update", {"taskId": task["taskId"], "inputResponses": answer})
+    w.settle()
+
+
+def _v1_message(sid: str, text: str, message_id: str) -> dict[str, Any]:
+    return {"role": "ROLE_USER", "messageId": message_id, "contextId": sid, "parts": [{"text": text}]}
+
+
+def a2a_v1_send(w: World) -> None:
+    """A2A v1.0 SendMessage (returnImmediately: the client polls), with a delegation behind it."""
+    message = _v1_message("a1-send", "@worker a long job", "am-1")
+    w.a2a("SendMessage", {"message": message, "configuration": {"returnImmediately": True}}, version="1.0")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
+def a2a_v1_subscribe(w: World) -> None:
+    """A2A v1.0 SubscribeToTask while the task works (its stream watches the session, then closes without a
+    final event), and again from its last event once the think ran: the rest, to the final status."""
+    message = _v1_message("a1-sub", "count the moons of mars", "am-1")
+    w.a2a("SendMessage", {"message": message, "configuration": {"returnImmediately": True}}, version="1.0")
+    task_id = _task_id("a1-sub", "am-1")
+    first = w.subscribe(task_id)
+    w.settle()
+    w.subscribe(task_id, first.last_id if first is not None else "")
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("chat", chat),
     Scenario("one-delegation", one_delegation),
@@ -224,4 +298,22 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("a2a-continue", a2a_continue),
     Scenario("a2a-cancel", a2a_cancel),
     Scenario("a2a-question-answer", a2a_question),
+    Scenario("skill-by-handler", skill_by_handler),
+    Scenario("skill-by-model", skill_by_model),
+    Scenario("mcp-server-tools-call", mcp_server_tools_call),
+    Scenario("mcp-server-tasks-update", mcp_server_tasks_update),
+    Scenario("a2a-v1-send", a2a_v1_send),
+    Scenario("a2a-v1-subscribe", a2a_v1_subscribe),
+)
+# The front doors added after the engine (skills, the MCP server, A2A v1.0): a module of their own
+# (tests/integration/test_crash_points_doors.py), so that pytest-xdist runs them beside the engine's.
+DOORS = frozenset(
+    {
+        "skill-by-handler",
+        "skill-by-model",
+        "mcp-server-tools-call",
+        "mcp-server-tasks-update",
+        "a2a-v1-send",
+        "a2a-v1-subscribe",
+    }
 )

@@ -23,6 +23,8 @@ from flightdeck import wiring
 from flightdeck.adapters import model_choice
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.mcp_http import McpHttp
+from flightdeck.domain.peers import new_token
+from flightdeck.domain.streaming import Pace
 from flightdeck.local.resources import create_table
 from flightdeck.local.streams import StreamReader, enable_stream
 from tests.support.explorer.catalogue import Scenario
@@ -45,7 +47,27 @@ AGENT_CONFIG = {
     "mcp_servers": [
         {"name": "notes", "url": f"{PEERS}/mcp", "tools": ["search", {"name": "slow", "timeout_ms": 15000}]}
     ],
+    # Skills its callers call (POST /api/chat, /mcp): one answered by its handler, one by the model.
+    "skills": [
+        {"id": "count_words", "handler": "word_count", "expose": ["a2a", "mcp"]},
+        {
+            "id": "get_quote",
+            "description": "Price a product",
+            "input_schema": {
+                "type": "object",
+                "properties": {"product": {"type": "string"}, "quantity": {"type": "integer"}},
+                "required": ["product"],
+            },
+            "output_schema": {
+                "type": "object",
+                "properties": {"product": {"type": "string"}, "price": {"type": "number"}},
+                "required": ["product", "price"],
+            },
+            "expose": ["a2a", "mcp"],
+        },
+    ],
 }
+MCP_CLIENT = "mcp-client"
 STREAM_CHUNK_MS = 60  # the model's time per streamed piece: the relay writes every other one
 MODES = {"ci": {"seeds": (0,)}, "nightly": {"seeds": (0, 1, 2, 3, 4)}}
 
@@ -81,6 +103,16 @@ def _mcp_call(
     self: McpHttp, url: str, token: str | None, tool: str, arguments: dict[str, Any], timeout_s: float
 ) -> Any:
     return _world().mcp_call(tool, arguments)
+
+
+def _paced_on_the_world(real: Any) -> Any:
+    """Pace.of with the world's clock: a stream's polls pass on it (no real sleep), nothing else running."""
+
+    def of(cls: type[Pace], settings: Any, remaining_ms: int | None = None, **clock: Any) -> Pace:
+        world = _world()
+        return real(cls, settings, remaining_ms, monotonic=lambda: world.clock.now / 1000, sleep=world.pass_time)
+
+    return of
 
 
 class RecordedModel:
@@ -146,9 +178,17 @@ class Explorer:
             extra_env={
                 "AGENT_CONFIG": json.dumps(AGENT_CONFIG),
                 "STREAM_POLL_INTERVAL_MS": "100",
+                # A2A streams (SubscribeToTask): each polls on the world's clock, and one that sees no final
+                # event closes after a second of it (the client subscribes again).
+                "STREAMING": "on",
+                "STREAM_MAX_MS": "1000",
                 "THINK_START": think_start,
             },
         )
+        self.mcp_key = new_token(MCP_CLIENT)
+        self._add_mcp_client()
+        real_pace = Pace.of.__func__  # type: ignore[attr-defined]
+        monkeypatch.setattr(Pace, "of", classmethod(_paced_on_the_world(real_pace)))
         monkeypatch.setattr(Peers, "post_json", _post_json)
         monkeypatch.setattr(McpHttp, "list_tools", _mcp_list)
         monkeypatch.setattr(McpHttp, "call_tool", _mcp_call)
@@ -156,6 +196,9 @@ class Explorer:
         monkeypatch.setattr(model_choice, "build_model", lambda agent: RecordedModel(real_build(agent)))
         self.runs = 0
         self.last: World | None = None
+
+    def _add_mcp_client(self) -> None:
+        self.agent.registry.add(MCP_CLIENT, self.mcp_key, replace=True, channels=("mcp",))
 
     def _fresh(self, crash_at: int | None, seed: int) -> World:
         # The same table and queues, emptied: the functions' clients and settings stay.
@@ -170,8 +213,10 @@ class Explorer:
             agent.dynamodb.delete_table(TableName=agent.table)
             create_table(agent.dynamodb, agent.name)
             agent.registry.add(TEST_PEER, agent.peer_token, replace=True)
+            self._add_mcp_client()
         RECORDER.clear()
         world = World(agent, Clock(int(time.time() * 1000)), crash_at=crash_at, rng=random.Random(seed))
+        world.mcp_key = self.mcp_key
         if streamed:
             world.stream = StreamReader(_streams(), enable_stream(agent.dynamodb, agent.table))
         if seed:  # nightly: the order of due work, and whether a client retries, vary by seed

@@ -47,7 +47,8 @@ def _views(world: World, raw: list[dict[str, Any]]) -> Views:
     the store from the scanned items: its read of a snapshot, so no request more."""
     store = wiring.state_store()
     out = {}
-    for sid in world.sessions:
+    # Every session stored, not only those the scenario named (an MCP call's session is named by the agent).
+    for sid in dict.fromkeys([*world.sessions, *sorted({i["pk"]["S"][2:] for i in raw})]):
         mine = [i for i in raw if i["pk"]["S"] == f"S#{sid}"]
         session = store.get_session(sid, json.dumps(mine)) if mine else None
         if session is not None:

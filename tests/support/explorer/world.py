@@ -20,10 +20,11 @@ import json
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from flightdeck import topology, wiring
 from flightdeck.adapters.http_peers import PeerResponse
+from flightdeck.api.sse import StreamReply
 from flightdeck.domain.mcp_ports import McpExchange
 from flightdeck.local.invocation import LocalLambdaContext
 from flightdeck.local.streams import StreamReader
@@ -40,6 +41,33 @@ QUEUE_ORDER = ("turns", "dispatch", "delivery", "timers")
 BIG_JUMP_MS = 10 * 60_000
 MAX_RECOVERY_ROUNDS = 80
 CRASHED = object()
+
+
+MCP_VERSION = "2026-07-28"
+MCP_META = {
+    "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+    "io.modelcontextprotocol/clientInfo": {"name": "explorer", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+}
+
+
+@dataclass
+class Subscription:
+    """What a client read of one A2A v1.0 stream: its events (the JSON-RPC results) and the last event's id."""
+
+    events: list[dict[str, Any]]
+    last_id: str
+
+    @classmethod
+    def of(cls, raw: bytes) -> Subscription:
+        events, last_id = [], ""
+        for block in raw.decode().split("\n\n"):
+            for line in block.splitlines():
+                if line.startswith("id: "):
+                    last_id = line[4:]
+                elif line.startswith("data: "):
+                    events.append(json.loads(line[6:]).get("result") or {})
+        return cls(events, last_id)
 
 
 @dataclass
@@ -98,6 +126,7 @@ class World:
     asks: list[Ask] = field(default_factory=list)
     mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (function, tool, arguments' JSON)
     auto_answer: bool = False
+    mcp_key: str = ""  # an MCP client's key (the mcp channel)
     # Queues (by key) whose messages are each delivered twice at once, as a standard SQS queue may.
     delivered_twice: set[str] = field(default_factory=set)
     _twice_seen: set[str] = field(default_factory=set)
@@ -173,8 +202,11 @@ class World:
         return CRASHED
 
     def chat(self, sid: str, content: str, message_id: str, reply_token: str = "", **fields: Any) -> Any:
+        """POST /api/chat; content "" for a structured call (fields: skill and its arguments)."""
         self._session(sid)
-        body: dict[str, Any] = {"session_id": sid, "content": content, "message_id": message_id, **fields}
+        body: dict[str, Any] = {"session_id": sid, "message_id": message_id, **fields}
+        if content:
+            body["content"] = content
         if reply_token:
             self.reply_tokens[reply_token] = sid
             body["reply"] = {"callbackService": "orchestrator", "bearerToken": reply_token}
@@ -184,12 +216,63 @@ class World:
         self.canceled.add(sid)
         return self.http("session_cancel", SESSION_ID=sid)
 
-    def a2a(self, method: str, params: dict[str, Any]) -> Any:
+    def a2a(self, method: str, params: dict[str, Any], version: str = "0.3") -> Any:
+        """POST /a2a, in A2A v0.3 or (version "1.0", its A2A-Version header) v1.0."""
         context = (params.get("message") or {}).get("contextId")
         if context:
             self._session(context)
         body = {"jsonrpc": "2.0", "id": f"r-{len(self.steps)}", "method": method, "params": params}
-        return self.http("a2a_message_send", body)
+        return self.http("a2a_message_send", body, {"A2A-Version": version} if version != "0.3" else None)
+
+    def subscribe(self, task_id: str, last_event_id: str = "") -> Subscription | None:
+        """A2A v1.0 SubscribeToTask, its stream read to its end (the stream's polls pass on this clock: one
+        that sees no final event closes after STREAM_MAX_MS, and the client subscribes again). None: the
+        function died (a client that retries subscribes once more, from the same event)."""
+        body = {"jsonrpc": "2.0", "id": f"r-{len(self.steps)}", "method": "SubscribeToTask", "params": {"id": task_id}}
+        headers = {"A2A-Version": "1.0", **({"Last-Event-ID": last_event_id} if last_event_id else {})}
+        event = _post_event("/a2a", body, {**self.agent.auth_headers(), **headers})
+        module = importlib.import_module("flightdeck.handlers.a2a")
+
+        def read() -> Subscription:
+            reply = module.handler(json.loads(json.dumps(event)), LocalLambdaContext(function_name="a2a"))
+            return Subscription.of(b"".join(reply.chunks) if isinstance(reply, StreamReply) else b"")
+
+        for _ in range(2 if self.client_retries else 1):
+            got = self.run("a2a", read)
+            if got is not CRASHED:
+                return cast(Subscription, got)
+        return None
+
+    def pass_time(self, seconds: float) -> None:
+        """A function waits (a stream between its polls): time passes on this clock, nothing else runs meanwhile."""
+        # At least a millisecond: the stream's last wait is what is left of its time, a float that int() took to 0.
+        self.clock.now += max(1, round(seconds * 1000))
+
+    def mcp(self, method: str, params: dict[str, Any]) -> Any:
+        """POST /mcp as an MCP client of 2026-07-28 that declares the tasks extension, with its own key (the
+        mcp channel): a tools/call that starts work answers its task at once, and the client polls it."""
+        body = {
+            "jsonrpc": "2.0",
+            "id": f"r-{len(self.steps)}",
+            "method": method,
+            "params": {**params, "_meta": MCP_META},
+        }
+        headers = {"MCP-Protocol-Version": MCP_VERSION, "Mcp-Method": method, "Authorization": f"Bearer {self.mcp_key}"}
+        headers["Host"] = "127.0.0.1"  # an agent with no public URL serves /mcp on loopback only
+        name = params.get("name", params.get("taskId"))
+        if isinstance(name, str):
+            headers["Mcp-Name"] = name
+        event = _post_event("/mcp", body, headers)
+        answer = CRASHED
+        for _ in range(2 if self.client_retries else 1):
+            answer = self.run("a2a", lambda: self.agent.call(json.loads(json.dumps(event)), "a2a"))
+            if answer is not CRASHED:
+                break
+        result = answer[2].get("result") if answer is not CRASHED and isinstance(answer[2], dict) else None
+        task_id = result.get("taskId") if isinstance(result, dict) else None
+        if isinstance(task_id, str):
+            self._session(task_id.split(":", 1)[0])  # <session>:<n>:<tool> (flightdeck.api.mcp.tasks)
+        return answer
 
     def watch(self, sid: str) -> None:
         """A stream follows the session (its own function's mark; the relay holds no invariant)."""
@@ -465,6 +548,18 @@ class World:
             ConsistentRead=True,
         )
         self.asks.append(Ask(sid, turn, "Item" in got, snapshot))
+
+
+def _post_event(resource: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:
+    """API Gateway's event of a POST to `resource` (one of the a2a function's): the sample's, re-addressed."""
+    event = load_event("api/a2a_message_send.json")
+    event["resource"] = event["path"] = event["requestContext"]["resourcePath"] = event["requestContext"]["path"] = (
+        resource
+    )
+    event["body"] = json.dumps(body)
+    for k, v in headers.items():
+        event["headers"][k], event["multiValueHeaders"][k] = v, [v]
+    return event
 
 
 def _route_handler(event_name: str) -> str:
