@@ -14,6 +14,7 @@ from typing import Any
 from flightdeck.domain import asking, builtin_tools, live, mcp_tools
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
+from flightdeck.domain.limits import MAX_REPLY_BYTES
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
@@ -46,11 +47,6 @@ class ThinkRetry(Exception):
     def __init__(self, delay_s: int, detail: str):
         super().__init__(detail)
         self.delay_s = delay_s
-
-
-# A model reply is stored twice at most (the iteration and its message): past this many
-# bytes it could not be stored, so the turn ends with an error answer instead.
-MAX_REPLY_BYTES = 180_000
 
 
 def run_turn(
