@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.allowlist import Allowlist, AllowlistError, parse_endpoints
 from flightdeck.domain.config import DomainSettings
+from flightdeck.domain.limits import MAX_ANSWER_BYTES, MAX_STORED_RESULT_BYTES
 from flightdeck.domain.peers import PeerTokenError, check_token
 
 
@@ -197,11 +198,12 @@ class Settings(BaseModel):
         pattern=r"^(/[A-Za-z0-9_.-]+)*$",
     )
 
-    # A result (B's answer) above this many UTF-8 bytes is refused with 413.
-    max_result_bytes: Annotated[int, Field(gt=0, le=300_000)] = Field(
-        64_000,
+    # A result (B's answer, an MCP tool's) above this many UTF-8 bytes is not taken: its call ends with a
+    # result_too_large error result. The default is the callback protocol's answer limit (domain.limits).
+    max_result_bytes: Annotated[int, Field(gt=0, le=MAX_STORED_RESULT_BYTES)] = Field(
+        MAX_ANSWER_BYTES,
         alias="MAX_RESULT_BYTES",
-        description="A larger result is refused with 413, never truncated (a larger A2A answer becomes a `result_too_large` error result).",
+        description="A larger result is never truncated: its call ends at once with a `result_too_large` error result (a callback carrying one is answered 413). The default is the largest answer a delegate sends.",
     )
     # Whole request bodies above this are refused with 413 before parsing.
     max_body_bytes: Annotated[int, Field(gt=0, le=10_000_000)] = Field(

@@ -626,6 +626,32 @@ def test_an_owed_mark_is_deferred_only_while_it_is_that_turns_and_due(state, clo
     assert not state.defer_owed_think(f"{sid}-none", 1)
 
 
+# --- think claims (issue 36, defect 8) ------------------------------------------------------------------------
+def test_a_think_is_claimed_by_one_run_until_its_lease_ends(state, sid, clock):
+    assert state.claim_think(sid, 1, "run-a", lease_ms=10_000)
+    assert state.claim_think(sid, 1, "run-a", lease_ms=10_000)  # its own claim (a run re-reading the store)
+    assert not state.claim_think(sid, 1, "run-b", lease_ms=10_000)  # a second run of that think stops
+    assert state.claim_think(sid, 2, "run-c", lease_ms=10_000)  # the next turn's think is its own
+    assert not state.claim_think(sid, 1, "run-b")  # and a run of an earlier turn's is stale
+    clock.advance(10_001)  # the holder's invocation is over: it died, or it is done
+    assert state.claim_think(sid, 2, "run-d")
+
+
+def test_a_lease_is_never_longer_than_the_grace_a_resend_waits(state, sid, clock):
+    assert state.claim_think(sid, 1, "run-a", lease_ms=10 * GRACE_MS)
+    clock.advance(GRACE_MS + 1)
+    assert state.claim_think(sid, 1, "run-b")
+
+
+def test_a_claim_given_back_is_taken_at_once_and_only_its_holder_gives_it_back(state, sid):
+    assert state.claim_think(sid, 1, "run-a", lease_ms=10_000)
+    state.release_think(sid, 1, "run-b")  # not its holder: nothing changes
+    assert not state.claim_think(sid, 1, "run-b", lease_ms=10_000)
+    state.release_think(sid, 1, "run-a")
+    assert state.claim_think(sid, 1, "run-b", lease_ms=10_000)
+    state.release_think(f"{sid}-none", 1, "run-a")  # nothing to give back: no error
+
+
 # --- dispatch claims ---------------------------------------------------------------------------------------
 def test_a_dispatch_is_claimed_until_it_is_settled(state, sid):
     assert state.claim_dispatch(sid, 1, "a", RETENTION_MS)

@@ -142,6 +142,7 @@ class _Partition:
     turns: dict[int, _Turn] = field(default_factory=dict)
     results: dict[tuple[int, str], ToolResult] = field(default_factory=dict)  # RESULT#<turn>#<id>
     dispatches: dict[tuple[int, str], str] = field(default_factory=dict)  # DISPATCH#<turn>#<id>: status
+    claim: tuple[int, str, int] | None = None  # THINK: (turn, run, until ms)
 
 
 def _calls_tools(reply: dict[str, Any]) -> bool:
@@ -566,6 +567,19 @@ class MemoryState:
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
         stored = self._part(session_id).iterations.get(turn)
         return Iteration(session_id, turn, _stored(stored[0])) if stored else None
+
+    def claim_think(self, session_id: str, turn: int, run: str, lease_ms: int | None = None) -> bool:
+        p, now = self._part(session_id), self.now_ms()
+        lease = self.owed_think_grace_ms if lease_ms is None else min(max(0, lease_ms), self.owed_think_grace_ms)
+        if p.claim is not None and not (p.claim[0] < turn or p.claim[2] < now or p.claim[1] == run):
+            return False
+        p.claim = (turn, run, now + lease)
+        return True
+
+    def release_think(self, session_id: str, turn: int, run: str) -> None:
+        p = self._part(session_id)
+        if p.claim is not None and p.claim[:2] == (turn, run):
+            p.claim = None
 
     def save_iteration(
         self,

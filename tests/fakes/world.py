@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightdeck.domain import think_claim
 from flightdeck.domain.agent import AgentDefinition, DelegateTool
 from flightdeck.domain.allowlist import Allowlist
 from flightdeck.domain.chat import Accepted, ReplyRequest, ingest_chat
@@ -80,8 +81,13 @@ class World:
         return ingest_chat(self.deps, text, session_id, reply=reply, **kwargs)
 
     def think(self, session_id: str, turn: int, attempt: int = 1) -> str:
-        """The turn worker's run of one think."""
-        return run_turn(self.deps, session_id, turn, attempt=attempt)
+        """The turn worker's run of one think: one that raises gives its claim back (flightdeck.domain.thinks)."""
+        run = think_claim.new_run()
+        try:
+            return run_turn(self.deps, session_id, turn, attempt=attempt, run=run)
+        except Exception:
+            think_claim.give_back(self.deps, session_id, turn, run)
+            raise
 
     def session(self, session_id: str) -> Session:
         session = self.state.get_session(session_id)

@@ -1,5 +1,6 @@
 """POST /api/tools/response(s) through the callback handler on moto: every status, and the races."""
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -119,13 +120,38 @@ def test_malformed_bodies(orchestrator, event, status, code):
     assert orchestrator.table_items() == before
 
 
-def test_oversized_result_is_413_not_truncated(orchestrator, monkeypatch):
+def _too_large_result(agent, sid):
+    [item] = result_items(agent, sid)
+    return item["result_status"]["S"], json.loads(item["text"]["S"])
+
+
+def test_an_oversized_result_is_413_and_ends_its_call_with_a_result_too_large_error(orchestrator):
     sid, turn, [tid] = start_turn(orchestrator)
-    before = orchestrator.table_items()
-    status, _, body = post(orchestrator, orchestrator.token(sid, turn, tid), "é" * 40_000)  # 80,000 bytes > 64,000
+    status, _, body = post(orchestrator, orchestrator.token(sid, turn, tid), "é" * 90_001)  # 180,002 bytes > 180,000
     assert status == 413 and body["error"]["code"] == "too_large"
-    assert orchestrator.table_items() == before
-    assert post(orchestrator, orchestrator.token(sid, turn, tid), "fits")[0] == 202
+    # Never cut short, never stored: the call ends with an error that says so, and the turn goes on now.
+    status_, error = _too_large_result(orchestrator, sid)
+    assert (status_, error["reason"]) == ("error", "result_too_large") and "180000 bytes" in error["detail"]
+    assert orchestrator.turn_item(sid, turn)["status"] == "complete" and len(orchestrator.bodies("turns")) == 1
+    assert post(orchestrator, orchestrator.token(sid, turn, tid), "fits")[:1] == (200,)  # its result is in
+
+
+@pytest.mark.parametrize("token", ["good", "forged"])
+def test_a_body_over_max_body_bytes_ends_its_call_only_when_its_header_token_is_good(orchestrator, monkeypatch, token):
+    monkeypatch.setenv("MAX_BODY_BYTES", "5000")
+    from flightdeck import wiring
+
+    wiring.reset()
+    sid, turn, [tid] = start_turn(orchestrator)
+    good = orchestrator.token(sid, turn, tid)
+    status, _, body = post(orchestrator, good if token == "good" else _tampered(good), "x" * 6000)
+    if token == "forged":  # the body is never read, and nothing is recorded
+        assert status == 401 and result_items(orchestrator, sid) == []
+        assert orchestrator.turn_item(sid, turn)["status"] == "waiting"
+        return
+    assert status == 413 and body["error"]["code"] == "payload_too_large"
+    assert _too_large_result(orchestrator, sid)[1]["reason"] == "result_too_large"
+    assert orchestrator.turn_item(sid, turn)["status"] == "complete"
 
 
 def test_batch_items_are_independent(orchestrator):

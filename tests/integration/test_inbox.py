@@ -279,6 +279,12 @@ def test_another_peers_session_stays_invisible_to_a_follow_up(orchestrator):
 # --- B side: a busy delegated session answers each delegation on its own route -------------------------
 
 
+def _past_the_claims_lease() -> None:
+    store = wiring.state_store()
+    later = store.now_ms() + store.owed_think_grace_ms + 1
+    store._clock = lambda: later
+
+
 def test_a_second_delegation_to_a_busy_session_is_answered_separately_on_its_own_route(orchestrator, monkeypatch):
     hand_outbound_to_queues(monkeypatch)
     sid = new_session_id()
@@ -304,7 +310,9 @@ def test_a_second_delegation_to_a_busy_session_is_answered_separately_on_its_own
     assert 'Task: "the second delegated task"' in deliveries[1]["result"]
     assert deliveries[0]["result"] != deliveries[1]["result"]
     assert orchestrator.item(f"S#{sid}", "META")["route"]["status"] == "retired"
-    # A late redelivery of the first think re-sends its answer to the first route only (the caller dedupes).
+    # A late redelivery of the first think (past its first run's claim) re-sends its answer to the first
+    # route only (the caller dedupes).
+    _past_the_claims_lease()
     orchestrator.run_queue("turns", [think])
     assert [d["bearer_token"] for d in orchestrator.bodies("delivery")] == [first_token]
 
@@ -320,7 +328,9 @@ def test_a_redelivered_think_whose_answer_started_the_queued_turn_resends_to_its
     assert [d["bearer_token"] for d in orchestrator.bodies("delivery")] == [tokens[0]]
     # The same think again (a retried invocation): the answer of turn 1 goes to its route once more,
     # and turn 2's think is started again (a start has no deduplication; the second run of turn 2
-    # finds its reply stored, or the session moved on, and stores nothing new).
+    # finds its reply stored, or the session moved on, and stores nothing new). Lambda retries it a minute
+    # on, past the first run's claim (a second start within it stops there: flightdeck.domain.think_claim).
+    _past_the_claims_lease()
     orchestrator.run_queue("turns", [think])
     assert [d["bearer_token"] for d in orchestrator.bodies("delivery")] == [tokens[0]]
     assert [b["turn"] for b in orchestrator.bodies("turns")] == [2, 2]

@@ -24,8 +24,7 @@ def relays():
     to_worker.close()
 
 
-@pytest.fixture
-def pair(aws, monkeypatch, relays):
+def make_pair(monkeypatch, relays, **orchestrator_env: str):
     """An orchestrator delegating to a worker; each reaches the other through its relay."""
     to_orchestrator, to_worker = relays
     allow = f"worker:{to_worker.url},orchestrator:{to_orchestrator.url}"
@@ -35,10 +34,19 @@ def pair(aws, monkeypatch, relays):
         monkeypatch,
         "orchestrator",
         allow=allow,
-        extra_env={"PEER_TOKENS": json.dumps({"worker": orchestrator_token}), "DISPATCH_MAX_ATTEMPTS": "3"},
+        extra_env={
+            "PEER_TOKENS": json.dumps({"worker": orchestrator_token}),
+            "DISPATCH_MAX_ATTEMPTS": "3",
+            **orchestrator_env,
+        },
     )
     to_orchestrator.agent, to_worker.agent = orchestrator, worker
     return orchestrator, worker
+
+
+@pytest.fixture
+def pair(aws, monkeypatch, relays):
+    return make_pair(monkeypatch, relays)
 
 
 def clock_ahead(monkeypatch, seconds: float) -> None:
@@ -185,3 +193,70 @@ def test_seven_answers_whose_batch_is_too_large_are_each_delivered(pair, relays,
     }
     assert recorded == answers  # every answer, whole
     assert orchestrator.turn_item(sid, 1)["status"] == "complete"
+
+
+# --- defect 5 (issue 36): an answer too large for its caller ends its call at once ------------------
+
+
+def _ends_as_too_large(orchestrator, sid: str) -> dict:
+    """The orchestrator's turn went on without a timeout: idle, the call's result a result_too_large error."""
+    orchestrator.run_queue("turns")  # the next think, started by the call's completion
+    session = orchestrator.api("session_get", SESSION_ID=sid)[2]
+    assert session["status"] == "idle", session
+    [result] = tool_results(session)
+    error = json.loads(result["content"][0]["text"])
+    assert (result["status"], error["reason"]) == ("error", "result_too_large"), result
+    assert orchestrator.turn_item(sid, 1)["completed_by"] == "callback"  # not a timer, not the sweep
+    return error
+
+
+@pytest.mark.parametrize("limit", ["MAX_RESULT_BYTES", "MAX_BODY_BYTES"])
+def test_an_answer_over_the_callers_limit_ends_its_call_at_once_and_dead_letters_nothing(
+    aws, monkeypatch, relays, limit
+):
+    # The caller takes fewer bytes than the worker's answer: as a result (MAX_RESULT_BYTES), or as a body,
+    # which it refuses unread (MAX_BODY_BYTES; the header token says which call it answers).
+    orchestrator, worker = make_pair(monkeypatch, relays, **{limit: "20000"})
+    to_orchestrator, _ = relays
+    sid = new_session_id()
+    task = "@worker " + "word " * 3000  # the worker's answer quotes it twice: over 30,000 bytes
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": task})[0] == 202
+    orchestrator.run_queue("turns")  # the think dispatches inline
+    with worker.acting():
+        worker.run_queue("turns")  # the worker answers inline: refused for its size, then its error goes
+        assert worker.receive("delivery") == [] and worker.receive("delivery", dlq=True) == []
+    first, second = to_orchestrator.exchanges
+    assert (first.path, first.status, len(first.body) > 30_000) == ("/api/tools/response", 413, True)
+    # The caller recorded the call as too large when it refused it: the worker's small error is a duplicate.
+    assert (second.status, json.loads(second.body)["status"]) == (200, "error")
+    _ends_as_too_large(orchestrator, sid)
+
+
+def test_an_answer_over_the_protocols_limit_is_sent_as_its_error(pair, relays, monkeypatch):
+    from flightdeck.domain.limits import MAX_ANSWER_BYTES
+
+    hand_outbound_to_queues(monkeypatch)
+    orchestrator, worker = pair
+    to_orchestrator, _ = relays
+    sid = new_session_id()
+    assert orchestrator.api("chat_post", body={"session_id": sid, "content": "@worker write it all"})[0] == 202
+    orchestrator.run_queue("turns")
+    [dispatch] = orchestrator.bodies("dispatch")
+    answer = "é" * (MAX_ANSWER_BYTES // 2 + 1)  # a handler's answer, say: no model reply is this large
+    with worker.acting():
+        from flightdeck.wiring import deps
+
+        deps().queues.send_delivery(
+            {
+                "session_id": "peer-session",
+                "callback_service": "orchestrator",
+                "bearer_token": orchestrator.token(sid, 1, dispatch["tool_use_id"]),
+                "result": answer,
+            }
+        )
+        assert worker.run_queue("delivery") == {"batchItemFailures": []}
+        assert worker.receive("delivery", dlq=True) == []
+    [sent] = to_orchestrator.exchanges  # the error in its place, not the answer: nothing a caller refuses
+    assert (sent.status, len(sent.body) < 1_000) == (202, True)
+    error = _ends_as_too_large(orchestrator, sid)
+    assert f"{MAX_ANSWER_BYTES + 2} bytes; at most {MAX_ANSWER_BYTES} are sent" in error["detail"]

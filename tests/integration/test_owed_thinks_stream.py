@@ -75,9 +75,9 @@ def test_a_reader_given_other_filters_reads_what_they_let_through(streamed):
     agent.api("chat_post", body={"session_id": sid, "content": "just answer"})
     consume(reader)
     run_thinks(agent)
-    # Every record (the bench's index accounting reads them all): the think's ITER and META writes.
+    # Every record (the bench's index accounting reads them all): the think's claim, its ITER and META writes.
     records = reader.read(filters=({},))
-    assert sorted(r["dynamodb"]["Keys"]["sk"]["S"] for r in records) == ["ITER#000001", "META"]
+    assert sorted(r["dynamodb"]["Keys"]["sk"]["S"] for r in records) == ["ITER#000001", "META", "THINK"]
 
 
 def test_a_write_while_a_mark_stands_does_not_start_it_again(streamed):

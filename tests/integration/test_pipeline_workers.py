@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from flightdeck import wiring
 from tests.support.clock import Clock
 from tests.support.harness import hand_outbound_to_queues, make_agent, new_session_id
 from tests.support.peer import ScriptedPeer
@@ -260,7 +261,12 @@ def test_end_turn_delivers_once_and_retires_the_route(agent, peer):
     assert status == 202
     [msg] = agent.receive("turns")
     agent.run_queue("turns", [msg])
-    agent.run_queue("turns", [msg])  # delivered twice
+    # Delivered twice, the second after the first run's claim has lapsed (a second start within it stops at
+    # its claim, flightdeck.domain.think_claim).
+    store = wiring.state_store()
+    later = store.now_ms() + store.owed_think_grace_ms + 1
+    store._clock = lambda: later
+    agent.run_queue("turns", [msg])
     # The answer's write retired the route and ended the turn in one transaction, so the
     # redelivered think cannot tell whether the first run delivered: it sends the same answer
     # again, and the caller records it once (a duplicate). The model was asked once.
@@ -290,9 +296,7 @@ def emitted_metrics(capsys) -> dict[str, float]:
     return totals
 
 
-@pytest.mark.parametrize(
-    "status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False), (413, False)]
-)
+@pytest.mark.parametrize("status,expect_retry", [(503, True), (429, True), (410, False), (401, False), (404, False)])
 def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(
     agent, peer, capsys, status, expect_retry
 ):
@@ -315,6 +319,26 @@ def test_delivery_retries_only_what_can_succeed_and_dead_letters_what_it_drops(
         assert json.loads(json.loads(kept["Body"])["body"])["result"] == "r"
         assert f"HTTP {status}" in json.loads(kept["Body"])["reason"]
         assert metrics["DeliveriesDeadLettered"] == 1 and metrics["DeliveriesRefused"] == 1
+
+
+@pytest.mark.parametrize("refused", [1, 2])
+def test_an_answer_refused_for_its_size_is_sent_as_its_result_too_large_error(agent, peer, refused):
+    peer.statuses = [413] * refused
+    from flightdeck.wiring import deps
+
+    deps().queues.send_delivery(
+        {"session_id": "s", "callback_service": "orchestrator", "bearer_token": "t" * 20, "result": "r" * 500}
+    )
+    assert agent.run_queue("delivery") == {"batchItemFailures": []}
+    answer, error = peer.requests  # the answer, then its error in its place: the caller's call ends now
+    assert answer["body"]["result"] == "r" * 500 and error["body"]["status"] == "error"
+    assert json.loads(error["body"]["result"])["reason"] == "result_too_large"
+    dead = agent.receive("delivery", dlq=True)
+    if refused == 1:
+        assert dead == []
+    else:  # the error refused too: dropped, and kept with the reason, as any answer its target refuses
+        [kept] = dead
+        assert "HTTP 413" in json.loads(kept["Body"])["reason"]
 
 
 def test_delivery_to_an_unknown_service_goes_to_the_dead_letter_queue(agent, peer):

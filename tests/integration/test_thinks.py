@@ -127,10 +127,16 @@ def test_a_new_session_s_first_think_reads_nothing_it_starts_from_what_its_inges
     assert event["session_id"] == sid and event["snapshot"]
     calls = _store_calls()
     assert run(event) == {"outcome": "end_turn"}
-    assert calls == ["TransactWriteItems"]  # the reply and the turn's end; no Query
+    assert calls == ["PutItem", "TransactWriteItems"]  # its claim; the reply and the turn's end; no Query
     session = orchestrator.api("session_get", SESSION_ID=sid)[2]
     assert session["status"] == "idle" and [m["role"] for m in session["messages"]] == ["user", "assistant"]
-    # Lambda retrying that think: its write finds the reply stored, and it goes on from the store.
+    # A second start of that think while the first run's claim holds: it stops before the model.
+    assert run(event) == {"outcome": "fenced"}
+    # After the claim's lease, a run of it (Lambda retrying it): its write finds the reply stored, and it goes
+    # on from the store.
+    store = wiring.state_store()
+    later = store.now_ms() + store.owed_think_grace_ms + 1
+    store._clock = lambda: later
     assert run(event) == {"outcome": "skipped"}
     assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"] == session["messages"]
 
@@ -145,7 +151,7 @@ def test_a_snapshot_too_large_for_the_invoke_payload_is_left_out_and_the_think_r
     assert "snapshot" not in event
     calls = _store_calls()
     assert run(event) == {"outcome": "end_turn"}
-    assert calls == ["Query", "TransactWriteItems"]
+    assert calls == ["Query", "PutItem", "TransactWriteItems"]
 
 
 def test_a_session_canceled_after_its_ingest_is_not_answered_by_its_first_think(orchestrator):

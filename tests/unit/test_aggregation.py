@@ -157,9 +157,14 @@ def test_the_sweep_times_out_a_turn_whose_timer_was_lost():
     assert w.thinks.take() == [(sid, 2)]
 
 
-def test_an_answer_with_a_forged_or_oversized_result_is_refused_and_records_nothing():
+def test_a_forged_answer_records_nothing_and_an_oversized_one_ends_its_call_as_too_large():
     w = world(max_result_bytes=100)
     sid, tokens = delegated(w, "ask_worker")
-    assert accept_callback(w.deps, tokens["t1"] + "x", "forged").status is CallbackStatus.UNAUTHORIZED
-    assert accept_callback(w.deps, tokens["t1"], "x" * 101).status is CallbackStatus.TOO_LARGE
+    assert accept_callback(w.deps, tokens["t1"] + "x" * 101, "forged").status is CallbackStatus.UNAUTHORIZED
     assert w.state.get_results(sid, 1) == [] and w.session(sid).aggregation.status == "waiting"
+    # Its token is good: the call ends now, with an error saying why (the text itself is never stored).
+    outcome = accept_callback(w.deps, tokens["t1"], "x" * 101)
+    assert (outcome.status, outcome.completed) == (CallbackStatus.TOO_LARGE, True)
+    [result] = w.state.get_results(sid, 1)
+    assert (result.status, json.loads(result.text)["reason"]) == ("error", "result_too_large")
+    assert w.thinks.take() == [(sid, 2)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -37,6 +37,9 @@ from flightdeck import topology
 from flightdeck.domain.peers import AuthResult, PeerProof, bearer_token, judge, peer_of, proof_of
 from flightdeck.observability import audit, count, logger, payload_sha256
 from flightdeck.settings import get_settings
+
+if TYPE_CHECKING:
+    from flightdeck.domain.tokens import CallbackClaims
 
 REALM = 'Bearer realm="flightdeck"'
 # The name of the peer bearer scheme in the OpenAPI document and the agent card.
@@ -52,6 +55,7 @@ class _Request:
     route: topology.Route | None = None
     channels: tuple[str, ...] = ()  # the channels the caller's checked token opens (its roles)
     refusal: dict[str, Any] | None = None  # the registry refused the token mid-route: the answer, whatever the route's
+    callback: CallbackClaims | None = None  # a callback route's header token, verified
 
 
 _request = _Request()
@@ -204,7 +208,13 @@ def _callback_token(event: dict[str, Any], route: topology.Route) -> dict[str, A
     if claims is None:
         return _json_response(401, "unauthorized", invalid, CALLBACK_WWW_AUTHENTICATE)
     note(peer=claims.name)
+    _request.callback = claims
     return None
+
+
+def callback_claims() -> CallbackClaims | None:
+    """The claims of this request's callback header token, verified before the body was read (else None)."""
+    return _request.callback
 
 
 def _authorizer_vouches(event: dict[str, Any], peer_id: str) -> bool:

@@ -32,7 +32,7 @@ _HTTP = {
     CallbackStatus.DUPLICATE: (200, "already recorded; do not retry"),
     CallbackStatus.LATE: (410, "the turn is complete or unknown, or this result was not expected; do not retry"),
     CallbackStatus.UNAUTHORIZED: (401, "invalid or expired callback token"),
-    CallbackStatus.TOO_LARGE: (413, "result exceeds the maximum size"),
+    CallbackStatus.TOO_LARGE: (413, "the result exceeds the maximum size; recorded as a result_too_large error"),
 }
 
 
@@ -54,7 +54,7 @@ def _bearer_token() -> str:
         400: {"description": "Not JSON, nested deeper than 32 levels, too wide, or a number out of range"},
         401: {"description": "Bad, tampered or expired token (checked before the body is read)"},
         410: {"description": "Late: the turn is complete or unknown, or the id was not expected (do not retry)"},
-        413: {"description": "Result or body too large"},
+        413: {"description": "Result or body too large (recorded as a result_too_large error result)"},
         422: {"description": "Body does not match the schema, or the result is not valid Unicode text"},
     },
 )

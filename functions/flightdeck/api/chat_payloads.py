@@ -7,9 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from flightdeck.api.payloads import MAX_TOKEN_CHARS, SESSION_ID_PATTERN, Text
-
-# A message is stored in one DynamoDB item (400 KB): its content is bounded by its UTF-8 size.
-MAX_CONTENT_BYTES = 200_000
+from flightdeck.domain.limits import MAX_CONTENT_BYTES
 
 
 class ReplyTo(BaseModel):

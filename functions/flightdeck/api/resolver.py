@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from flightdeck import topology
 from flightdeck.api import strict_json
-from flightdeck.domain.records import ItemTooLargeError
+from flightdeck.domain.records import ItemTooLargeError, ResultSource, error_result
 from flightdeck.observability import logger
 from flightdeck.settings import get_settings
 
@@ -87,12 +87,26 @@ def _not_json(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
 
 
 def _too_large(event: dict[str, Any], refuse: Refusal) -> dict[str, Any] | None:
-    """413 before any parsing: validation would otherwise read the whole body first."""
+    """413 before any parsing: validation would otherwise read the whole body first. A callback whose header
+    token is good has its call recorded as a result_too_large error (never its body: it is not read), so the
+    caller's turn goes on at once rather than at the call's deadline."""
+    from flightdeck.api import auth
+
     body = event.get("body") or ""
     limit = get_settings().max_body_bytes
     if len(body) <= limit and len(body.encode("utf-8", "surrogatepass")) <= limit:
         return None
-    return refuse(413, "payload_too_large", f"request body exceeds {limit} bytes")
+    message = f"request body exceeds {limit} bytes"
+    claims = auth.callback_claims()
+    if claims is not None:
+        from flightdeck.domain.callbacks import record_too_large
+        from flightdeck.wiring import deps
+
+        result = error_result(
+            claims.tool_use_id, "result_too_large", ResultSource.CALLBACK, f"the callback's {message}"
+        )
+        record_too_large(deps(), claims, result)
+    return refuse(413, "payload_too_large", message)
 
 
 # A body wrong in every field gets the first few problems, not a response as large as itself.

@@ -113,6 +113,12 @@ def input_required_result(question: str, context_id: str, task_id: str = "") -> 
     return json.dumps(body, ensure_ascii=False)
 
 
+def recorded_text(answer: str, status: str, context_id: str = "") -> str:
+    """A delegate's answer as its caller records it: a question (status input_required) with the context
+    that takes its answer. Both sides measure this against the answer limit (flightdeck.domain.limits)."""
+    return input_required_result(answer, context_id) if status == INPUT_REQUIRED else answer
+
+
 def parse_input_required(text: str) -> dict[str, str] | None:
     """The fields of an input_required tool result text, or None when it is not one."""
     try:

@@ -4,12 +4,16 @@ The callback service is resolved through ALLOWED_HOST_MAPPING again at delivery
 time (fail closed). Answers bound for the same service in one batch go in one
 request to its batch endpoint; a batch refused for its size (413) is sent again
 in halves, and one refused as a whole in any other way goes one answer per
-request. An answer is dropped only when the target refuses that answer itself
-or its retries are spent, and then it is counted, logged and dead-lettered.
+request. An answer its caller cannot take for its size (over the protocol's
+answer limit, flightdeck.domain.limits, or refused 413) goes as a small
+`result_too_large` error result instead, so the caller's call ends at once. An
+answer is dropped only when the target refuses that answer itself or its retries
+are spent, and then it is counted, logged and dead-lettered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 from collections import defaultdict
@@ -19,9 +23,11 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from flightdeck.domain.allowlist import CALLBACK_ENDPOINT, UnknownServiceError
-from flightdeck.domain.asking import INPUT_REQUIRED
+from flightdeck.domain.asking import INPUT_REQUIRED, recorded_text
 from flightdeck.domain.dispatch import RETRYABLE_STATUSES, backoff_s
+from flightdeck.domain.limits import MAX_ANSWER_BYTES
 from flightdeck.domain.ports import Deps, audit_post
+from flightdeck.domain.records import error_text
 from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.observability import count, logger, timeline
 
@@ -43,7 +49,7 @@ class DeliveryMessage(BaseModel):
 
 class DeliveryStatus(str, enum.Enum):
     DELIVERED = "delivered"  # accepted, or already recorded (duplicate)
-    REFUSED = "refused"  # the target refused this answer itself (401/403/410/413...): no retry, dead-lettered
+    REFUSED = "refused"  # the target refused this answer itself (401/403/410...): no retry, dead-lettered
     RETRY = "retry"
     DEAD = "dead"  # unknown service or retry budget spent: to the dead-letter queue
 
@@ -87,11 +93,33 @@ def _classify(deps: Deps, item: Pending, http_status: int, detail: str) -> Deliv
     )
 
 
+def _answer_bytes(message: DeliveryMessage) -> int:
+    """The answer's size as its caller measures it (flightdeck.domain.callbacks)."""
+    return len(recorded_text(message.result, message.status, message.context_id).encode("utf-8", "surrogatepass"))
+
+
+def too_large_instead(item: Pending, detail: str) -> Pending:
+    """A small result_too_large error result in place of an answer its caller cannot take: the caller's call
+    ends now, not at its deadline (the answer itself is never cut short)."""
+    count("AnswersTooLarge")
+    error = error_text("result_too_large", f"the answer is {_answer_bytes(item.message)} bytes; {detail}")
+    message = item.message.model_copy(update={"result": error, "status": "error", "context_id": ""})
+    return dataclasses.replace(item, message=message)
+
+
+def _sendable(item: Pending) -> Pending:
+    """The answer, or, over the protocol's answer limit (which every caller's default takes), its error."""
+    if _answer_bytes(item.message) <= MAX_ANSWER_BYTES:
+        return item
+    logger.warning("answer over the protocol's limit; a result_too_large error goes instead")
+    return too_large_instead(item, f"at most {MAX_ANSWER_BYTES} are sent")
+
+
 def deliver_answers(deps: Deps, items: list[Pending], budget: TimeBudget | None = None) -> dict[str, DeliveryOutcome]:
     """budget: the invocation's time; what there is no time left to send goes back (see `if_time_allows`)."""
     outcomes: dict[str, DeliveryOutcome] = {}
     by_service: dict[str, list[Pending]] = defaultdict(list)
-    for item in items:
+    for item in map(_sendable, items):
         try:
             base = deps.settings.allowed_host_mapping.resolve(item.message.callback_service, CALLBACK_ENDPOINT)
         except UnknownServiceError as exc:
@@ -150,13 +178,23 @@ def _headers(item: Pending) -> dict[str, str]:
     return headers
 
 
-def _deliver_one(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
+def _deliver_one(deps: Deps, base: str, item: Pending, *, refused_size: bool = False) -> DeliveryOutcome:
+    """refused_size: the caller refused this answer for its size already (413): this is its error, sent once."""
     answer = deps.peers.post_json(base + CALLBACK_PATH, _answer_body(item.message), _headers(item))
     audit_post(
         "delivery", item.message.callback_service, answer, session_id=item.message.session_id, attempt=item.attempt
     )
+    if answer.status == 413 and not refused_size:
+        return _too_large_refused(deps, base, item)
     detail = answer.error or (str(answer.body)[:300] if answer.status >= 300 else "")
     return _classify(deps, item, answer.status, detail)
+
+
+def _too_large_refused(deps: Deps, base: str, item: Pending) -> DeliveryOutcome:
+    """The caller refused the answer for its size (its MAX_RESULT_BYTES or MAX_BODY_BYTES is below ours): its
+    result_too_large error goes in its place (a caller that recorded one already answers it as a duplicate)."""
+    logger.warning("answer refused for its size (413); a result_too_large error goes instead")
+    return _deliver_one(deps, base, too_large_instead(item, "its caller refused it for its size"), refused_size=True)
 
 
 def _deliver_each(deps: Deps, base: str, group: list[Pending], budget: TimeBudget | None) -> dict[str, DeliveryOutcome]:
@@ -205,6 +243,8 @@ def _deliver_group(
         status = answer.status if answer.status != 200 else 502
         return {i.key: _classify(deps, i, status, detail) for i in group}
     return {
-        item.key: _classify(deps, item, int(r.get("http_status", 0)), str(r.get("status", "")))
+        item.key: _too_large_refused(deps, base, item)
+        if int(r.get("http_status", 0)) == 413
+        else _classify(deps, item, int(r.get("http_status", 0)), str(r.get("status", "")))
         for item, r in zip(group, results)
     }

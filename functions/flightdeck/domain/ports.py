@@ -99,6 +99,12 @@ class IterationsPort(Protocol):
     """Think iterations: a model reply, stored once with the state change it makes."""
 
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None: ...
+    # The fence before the model is asked: True if this run (`run`, its own id) holds the think's claim now:
+    # no other run holds one it took less than its lease ago (lease_ms: what is left of that run's invocation,
+    # capped at the owed-think grace, so a re-send after the grace finds a dead run's claim lapsed).
+    def claim_think(self, session_id: str, turn: int, run: str, lease_ms: int | None = None) -> bool: ...
+    # A run that ends without storing its reply (an error, a throttled model's retry) gives its claim back.
+    def release_think(self, session_id: str, turn: int, run: str) -> None: ...
     def save_iteration(
         self,
         session_id: str,

@@ -99,11 +99,16 @@ class ToolResult:
         return {"toolResult": {"toolUseId": self.tool_use_id, "content": [{"text": self.text}], "status": self.status}}
 
 
-def error_result(tool_use_id: str, reason: str, source: ResultSource, detail: str = "") -> ToolResult:
+def error_text(reason: str, detail: str = "") -> str:
+    """A structured error, as a tool result's text (and a delegate's error answer)."""
     body: dict[str, Any] = {"status": "error", "reason": reason}
     if detail:
         body["detail"] = detail
-    return ToolResult(tool_use_id, "error", json.dumps(body), source)
+    return json.dumps(body)
+
+
+def error_result(tool_use_id: str, reason: str, source: ResultSource, detail: str = "") -> ToolResult:
+    return ToolResult(tool_use_id, "error", error_text(reason, detail), source)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flightdeck.domain import think_claim
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.turn_loop import ThinkRetry, run_turn
@@ -53,17 +54,25 @@ def hand_to_sweep(deps: Deps, message: ThinkMessage) -> str:
 
 
 def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -> str:
-    """Run think iteration message.turn; returns run_turn's outcome, or RETRY_SCHEDULED."""
+    """Run think iteration message.turn; returns run_turn's outcome, or RETRY_SCHEDULED.
+
+    A run that ends by raising (a throttled model's retry included) gives its think's claim back, so the
+    next run takes it at once (flightdeck.domain.think_claim)."""
     bind(session_id=message.session_id, turn=message.turn)
+    run = think_claim.new_run()
     try:
         return run_turn(
-            deps, message.session_id, message.turn, message.traceparent, message.attempt, budget, message.snapshot
+            deps, message.session_id, message.turn, message.traceparent, message.attempt, budget, message.snapshot, run
         )
     except ThinkRetry as retry:
+        think_claim.give_back(deps, message.session_id, message.turn, run)
         # The think stays owed, but due only once its retry could have run: the sweep must not start it
-        # (at attempt 1) while the retry waits or runs. Only this throttled path pays the write.
+        # (at attempt 1) while the retry waits or runs. Only this throttled path pays these writes.
         deps.liveness.defer_owed_think(message.session_id, message.turn, retry.delay_s * 1000)
         deps.thinks.retry_later(
             message.session_id, message.turn, message.traceparent, message.attempt + 1, retry.delay_s
         )
         return RETRY_SCHEDULED
+    except Exception:
+        think_claim.give_back(deps, message.session_id, message.turn, run)
+        raise

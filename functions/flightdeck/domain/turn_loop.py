@@ -11,10 +11,11 @@ import json
 import math
 from typing import Any
 
-from flightdeck.domain import asking, builtin_tools, live, mcp_tools
+from flightdeck.domain import asking, builtin_tools, live, mcp_tools, think_claim
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
 from flightdeck.domain.history_budget import within_budget
+from flightdeck.domain.limits import MAX_REPLY_BYTES
 from flightdeck.domain.model import ModelError, ModelReply, error_reply
 from flightdeck.domain.outbox import deliver_now, dispatch_now
 from flightdeck.domain.ports import Deps
@@ -49,11 +50,6 @@ class ThinkRetry(Exception):
         self.delay_s = delay_s
 
 
-# A model reply is stored twice at most (the iteration and its message): past this many
-# bytes it could not be stored, so the turn ends with an error answer instead.
-MAX_REPLY_BYTES = 180_000
-
-
 def run_turn(
     deps: Deps,
     session_id: str,
@@ -62,9 +58,11 @@ def run_turn(
     attempt: int = 1,
     budget: TimeBudget | None = None,
     snapshot: str = "",
+    run: str = "",
 ) -> str:
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | input_required | canceled |
-    error, or resent (a redelivery after the turn ended re-sent what follows its answer).
+    error, resent (a redelivery after the turn ended re-sent what follows its answer), or fenced (another run
+    of this think holds its claim: this one stops, having asked nothing and written nothing).
 
     attempt: the model attempt this think is (its event says so: 2, 3... after a throttled model). A
     retryable model error below the model's attempt budget raises ThinkRetry; past it, or for any other model error,
@@ -75,8 +73,10 @@ def run_turn(
     from the store; so does a second run of this think (Lambda retrying it), once its write finds the
     first run's reply stored: it has asked the model once more, for nothing (a retry is rare; the
     read it saves is on every new session).
+    run: this run's id, for its think claim (flightdeck.domain.think_claim; a new one when not given).
     """
     s = deps.settings
+    run = run or think_claim.new_run()
     session = deps.sessions.get_session(session_id, snapshot)
     if session is not None and session.turn == turn + 1 and session.input is not None and session.input.seq:
         # This think's answer ended its turn and, in the same write, started the next one with a queued
@@ -111,11 +111,13 @@ def run_turn(
         return "canceled"
     seed: TurnSeed | None = None
     if iteration is None:
+        contract = turn_contract(session.messages)
+        handler = _handler_of(deps, contract)
+        if not handler and not think_claim.claimed(deps, session_id, turn, run, budget):
+            return "fenced"  # another run of this think asks the model
         timeline(
             "turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn
         )
-        contract = turn_contract(session.messages)
-        handler = _handler_of(deps, contract)
         started_ms = deps.clock.now_ms()
         if handler:
             # A structured call to a skill bound to a handler: answered without the model.
@@ -151,12 +153,12 @@ def run_turn(
         except LookupError:
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             if snapshot:  # it changed after its ingest (a cancel): what is stored decides what follows
-                return run_turn(deps, session_id, turn, traceparent, attempt, budget)
+                return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run)
             return "skipped"
         if snapshot and not iteration.fresh:
             # A second run of this think: the first one's reply is stored, and what followed its write
             # is re-run from the session as stored now (not from the ingest's snapshot).
-            return run_turn(deps, session_id, turn, traceparent, attempt, budget)
+            return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run)
         if not iteration.fresh:
             seed = None  # another delivery of this think stored its reply first
         elif not calls:

@@ -79,6 +79,16 @@ def follow_up_while_busy(w: World) -> None:
     w.settle()
 
 
+def think_started_twice(w: World) -> None:
+    """Each think starts twice, the second run while the first asks the model (a start held past the grace
+    beside the sweep's re-send): one run asks, the other finds the think claimed and stops."""
+    w.started_twice = True
+    w.chat("s-twice", "@worker look up the tide tables", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
 def cancel_while_waiting(w: World) -> None:
     w.chat("s-cancel", "@worker a long job", "m-1")
     w.settle()
@@ -283,6 +293,7 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("one-delegation", one_delegation),
     Scenario("two-delegations", two_delegations),
     Scenario("follow-up-while-busy", follow_up_while_busy),
+    Scenario("think-started-twice", think_started_twice),
     Scenario("cancel-while-waiting", cancel_while_waiting),
     Scenario("cancel-with-queued-follow-up", cancel_with_queued_follow_up),
     Scenario("delegated-to-us", delegated_to_us),

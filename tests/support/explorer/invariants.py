@@ -150,6 +150,11 @@ def model_asked_twice(world: World, items: list[dict[str, Any]], views: Views) -
     ]
 
 
+def model_asked_beside(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
+    """No two runs of one think ask the model at once: the second finds the first's claim and stops (§6)."""
+    return [f"{a.session_id}: think {a.turn} asked by two runs at once" for a in world.asks if a.beside]
+
+
 def mcp_called_twice(world: World, items: list[dict[str, Any]], views: Views) -> list[str]:
     """No deferred MCP call made twice: the dispatch worker calls a slow tool at most once, whatever it died
     after (flightdeck.domain.mcp_tools.run_deferred). An inline call is the think's: a think that died before
@@ -170,6 +175,7 @@ INVARIANTS: dict[str, Callable[[World, list[dict[str, Any]], Views], list[str]]]
     "every delegation settled exactly once": delegations_settled,
     "no answer delivered twice": answered_twice,
     "no model asked twice for one think": model_asked_twice,
+    "no model asked by two runs of one think at once": model_asked_beside,
     "no deferred MCP call made twice": mcp_called_twice,
 }
 

@@ -89,6 +89,7 @@ class Ask:
     turn: int
     stored_already: bool  # the think's reply was stored when the model was asked
     from_snapshot: bool  # a new session's first think, run from its ingest's snapshot (§6)
+    beside: bool = False  # asked while another run of the same think was asking (started_twice)
 
 
 @dataclass
@@ -129,6 +130,11 @@ class World:
     mcp_key: str = ""  # an MCP client's key (the mcp channel)
     # Queues (by key) whose messages are each delivered twice at once, as a standard SQS queue may.
     delivered_twice: set[str] = field(default_factory=set)
+    # Each think's first start runs once more while that run asks the model: a start Lambda held past the
+    # grace beside the sweep's re-send, or the stream's starter starting it again (§6).
+    started_twice: bool = False
+    _twin: Invocation | None = None
+    _twin_of: tuple[str, int] | None = None  # the think whose first run is asking while its twin runs
     _twice_seen: set[str] = field(default_factory=set)
     scanned: list[dict[str, Any]] | None = None  # the session items the invariants read (raw)
     running: str | None = None
@@ -412,6 +418,8 @@ class World:
     def _run_invocation(self, invocation: Invocation) -> None:
         self._invocations = [(d, i) for d, i in self._invocations if i is not invocation]
         module = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
+        if self.started_twice and invocation.attempts == 0 and self._twin_of is None:
+            self._twin = Invocation(invocation.function_name, dict(invocation.event))
         invocation.attempts += 1
         event = invocation.event
         self._think = (event["session_id"], int(event["turn"]), bool(event.get("snapshot")))
@@ -547,7 +555,20 @@ class World:
             Key={"pk": {"S": f"S#{sid}"}, "sk": {"S": f"ITER#{turn:06d}"}},
             ConsistentRead=True,
         )
-        self.asks.append(Ask(sid, turn, "Item" in got, snapshot))
+        self.asks.append(Ask(sid, turn, "Item" in got, snapshot, beside=self._twin_of == (sid, turn)))
+        twin, self._twin = self._twin, None
+        if twin is not None and twin.event["session_id"] == sid and int(twin.event["turn"]) == turn:
+            self._run_twin(twin, (sid, turn))
+
+    def _run_twin(self, twin: Invocation, think: tuple[str, int]) -> None:
+        """The twin start runs to its end inside the first run's model call; then the first run goes on."""
+        outer = (self.running, self.dead, self._think)
+        self._twin_of = think
+        try:
+            self._run_invocation(twin)
+        finally:
+            self._twin_of = None
+            self.running, self.dead, self._think = outer
 
 
 def _post_event(resource: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:

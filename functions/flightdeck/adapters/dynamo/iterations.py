@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from flightdeck.adapters.dynamo.codec import attr_values, calls_tools, ddb_item, dumps, iteration_of, plain_item
-from flightdeck.adapters.dynamo.keys import PK, SK, TTL, iter_sk, session_pk
+from flightdeck.adapters.dynamo.keys import PK, SK, THINK_CLAIM, TTL, iter_sk, session_pk
 from flightdeck.adapters.dynamo.ops import StateOps, with_route
+from flightdeck.adapters.dynamo.table import is_condition_failure
 from flightdeck.domain.records import Iteration, Session, TurnSeed
 
 
@@ -16,6 +19,47 @@ class IterationStore(StateOps):
     def get_iteration(self, session_id: str, turn: int) -> Iteration | None:
         item = self.read_item(session_pk(session_id), iter_sk(turn))
         return iteration_of(session_id, turn, item) if item is not None else None
+
+    def claim_think(self, session_id: str, turn: int, run: str, lease_ms: int | None = None) -> bool:
+        """One conditional PutItem of the session's claim item (1 write unit): taken when there is none, it is
+        an earlier turn's, its lease is over, or it is this run's already."""
+        now = self.now_ms()
+        lease = self.owed_think_grace_ms if lease_ms is None else min(max(0, lease_ms), self.owed_think_grace_ms)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=ddb_item(
+                    **{
+                        PK: session_pk(session_id),
+                        SK: THINK_CLAIM,
+                        "turn": turn,
+                        "run": run,
+                        "until": now + lease,
+                        TTL: self.expiry(self.owed_think_grace_ms),
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(#pk) OR #turn < :turn OR #until < :now OR #run = :run",
+                ExpressionAttributeNames={"#pk": PK, "#turn": "turn", "#until": "until", "#run": "run"},
+                ExpressionAttributeValues=attr_values(turn=turn, now=now, run=run),
+            )
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def release_think(self, session_id: str, turn: int, run: str) -> None:
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=ddb_item(**{PK: session_pk(session_id), SK: THINK_CLAIM}),
+                ConditionExpression="#turn = :turn AND #run = :run",
+                ExpressionAttributeNames={"#turn": "turn", "#run": "run"},
+                ExpressionAttributeValues=attr_values(turn=turn, run=run),
+            )
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
 
     def save_iteration(
         self,

@@ -51,6 +51,10 @@ FIRST_KEY = "first_key"
 # Larger messages keep their own item: META is rewritten by every step of the session, and each of those
 # writes is billed by META's size (1 unit per KB, 2 in a transaction).
 FIRST_MSG_MAX_BYTES = 400
+# A session's think claim (flightdeck.adapters.dynamo.iterations.claim_think): one small item, taken over by
+# each think before it asks the model; not META, whose writes are billed by its size and start the stream's
+# starter (ARCHITECTURE §3).
+THINK_CLAIM = "THINK"
 # The live relay's items (flightdeck.adapters.live_state), same partition: read with the session.
 WATCH = "WATCH"
 LIVE = "LIVE"

@@ -42,7 +42,7 @@ from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import CALLBACK_ENDPOINT, UnknownServiceError
 from flightdeck.domain.asking import input_required_result
-from flightdeck.domain.callbacks import CallbackStatus, accept_callback, verified_claims
+from flightdeck.domain.callbacks import CallbackStatus, accept_callback, too_large_result, verified_claims
 from flightdeck.domain.delegation_cancel import CANCEL_TIMEOUT_S, CancelMessage
 from flightdeck.domain.dispatch import (
     RETRYABLE_STATUSES,
@@ -175,15 +175,6 @@ def task_result(tool_use_id: str, task: Task) -> ToolResult:
 
 def _finished(task: Task) -> bool:
     return task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES
-
-
-def too_large_result(deps: Deps, tool_use_id: str) -> ToolResult:
-    return error_result(
-        tool_use_id,
-        "result_too_large",
-        ResultSource.CALLBACK,
-        f"the answer exceeds {deps.settings.max_result_bytes} bytes",
-    )
 
 
 def size_checked(deps: Deps, result: ToolResult) -> ToolResult:
@@ -521,15 +512,9 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
     ids = {"session_id": claims.session_id, "turn": claims.turn, "tool_use_id": claims.tool_use_id}
     result = task_result(claims.tool_use_id, task)
     if result.status == "success":
+        # Too large to keep: accept_callback records a result_too_large error, and the turn goes on.
         outcome = accept_callback(deps, token, result.text)
-        if outcome.status is not CallbackStatus.TOO_LARGE:
-            return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
-        # Too large to keep: the turn goes on with a structured error rather than waiting for its deadline.
-        result = too_large_result(deps, claims.tool_use_id)
-        advance = record_and_advance(
-            deps, claims.session_id, claims.turn, result, by="a2a_push", total=claims.total_tools
-        )
-        return PushOutcome(PushStatus.TOO_LARGE, advance.completed, peer=peer)
+        return PushOutcome(_FROM_CALLBACK[outcome.status], outcome.completed, peer=peer)
     advance = record_and_advance(deps, claims.session_id, claims.turn, result, by="a2a_push", total=claims.total_tools)
     status = _FROM_RECORD[advance.outcome]
     timeline(f"callback_{status.value}", f"A2A push from {claims.name}: {task.status.state}", **ids)
