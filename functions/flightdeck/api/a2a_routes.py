@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
+from flightdeck import tracing
 from flightdeck.api import a2a_v1, strict_json
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
@@ -306,7 +307,12 @@ def handle_rpc(
     version: the request's A2A-Version ("": none sent).
     """
     call = validate_rpc(raw, version)
-    return call if isinstance(call, dict) else run_rpc(d, call, remaining_ms, caller)
+    if isinstance(call, dict):
+        return call
+    with tracing.a2a(call.method, "server") as current:
+        response = run_rpc(d, call, remaining_ms, caller)
+        tracing.a2a_outcome(current, response.get("result"), (response.get("error") or {}).get("code"))
+    return response
 
 
 # JSON-RPC 2.0 response object: exactly one of result and error.
