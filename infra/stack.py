@@ -20,12 +20,12 @@ from .console import WebConsole
 from .dashboard import OperationsDashboard, sessions_overdue_alarm
 from .environment import agent_environment
 from .functions import Functions
-from .tracing import export_traces_to_xray, trace_settings
 from .lean_door import LeanDoor, published_urls
 from .queues import Queues
 from .schedule import SweepSchedule
 from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
+from .tracing import export_traces_to_xray, trace_settings
 from .usage_plans import PeerUsagePlans
 
 

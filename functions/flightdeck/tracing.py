@@ -130,7 +130,11 @@ NO_SPAN = _NoSpan()
 
 @contextmanager
 def span(
-    name: str, kind: str = "internal", parent: str = "", links: tuple[str, ...] = (), **attributes: Any
+    name: str,
+    kind: str = "internal",
+    parent: str = "",
+    links: tuple[str, ...] = (),
+    attributes: Mapping[str, Any] | None = None,
 ) -> Iterator[Any]:
     """A span named `name` (kind: internal | client | server | producer | consumer), current inside the block.
 
@@ -151,7 +155,7 @@ def span(
         name,
         context=context,
         kind=SpanKind[kind.upper()],
-        attributes={k: v for k, v in attributes.items() if v is not None},
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
         links=span_links,
         record_exception=False,
         set_status_on_exception=False,
@@ -208,39 +212,43 @@ def end_tool() -> None:
 
 
 def _within(traceparent: str) -> bool:
-    """The current span is in this traceparent's trace already (a server or consumer span of the same hop): a
-    span handed that traceparent is the current one's child, not its sibling."""
+    """The current span is already this traceparent's child (the server or consumer span of the same hop): a span
+    handed that traceparent nests under the current one instead of beside it."""
     from opentelemetry import trace
 
-    current = trace.get_current_span().get_span_context()
+    parent = getattr(trace.get_current_span(), "parent", None)
     parts = traceparent.split("-")
-    return current.is_valid and len(parts) == 4 and f"{current.trace_id:032x}" == parts[1]
+    return (
+        parent is not None
+        and len(parts) == 4
+        and f"{parent.trace_id:032x}" == parts[1]
+        and f"{parent.span_id:016x}" == parts[2]
+    )
 
 
 @contextmanager
 def entry(event: Any) -> Iterator[Any]:
-    """A Lambda invocation's span when it is a request (API Gateway's event): a server span, the child of the
-    request's traceparent. Other events (a think, an SQS batch, a timer) carry their trace in their messages."""
+    """A Lambda invocation: a scope (begin) and, when it is a request (API Gateway's event), a server span, the
+    child of the request's traceparent. Other events (a think, an SQS batch) carry their trace in their messages."""
     if _tracer() is None:
         yield NO_SPAN
         return
     with scope():
-        if not isinstance(event, dict) or "httpMethod" not in event:
+        request = event if isinstance(event, dict) and "httpMethod" in event else {}
+        headers = {str(k).lower(): str(v) for k, v in (request.get("headers") or {}).items()}
+        method = str(request.get("httpMethod") or "")
+        # A read (a session's poll, a card) starts no trace of its own: only one it is part of.
+        if not method or (method in ("GET", "HEAD") and "traceparent" not in headers):
             yield NO_SPAN
             return
-        with _request_span(event) as current:
+        route = str(request.get("resource") or request.get("path") or "")
+        with span(
+            f"{method} {route}",
+            kind="server",
+            parent=headers.get("traceparent", ""),
+            attributes={"http.request.method": method, "http.route": route, "url.path": request.get("path")},
+        ) as current:
             yield current
-
-
-def _request_span(event: dict[str, Any]) -> AbstractContextManager[Any]:
-    headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
-    method, route = str(event.get("httpMethod")), str(event.get("resource") or event.get("path") or "")
-    return span(
-        f"{method} {route}",
-        kind="server",
-        parent=str(headers.get("traceparent") or ""),
-        **{"http.request.method": method, "http.route": route, "url.path": event.get("path")},
-    )
 
 
 @contextmanager
@@ -256,12 +264,16 @@ def sqs_process(queue_arn: str, message_id: str, body: str) -> Iterator[Any]:
         carried = json.loads(body).get("traceparent") or ""
     except (ValueError, AttributeError):
         carried = ""
+    if not isinstance(carried, str) or not carried:
+        # Nothing to continue (a timer, a push): what it does takes the trace of the session it acts on.
+        yield NO_SPAN
+        return
     queue = queue_arn.rsplit(":", 1)[-1]
     with span(
         f"process {queue}",
         kind="consumer",
-        parent=carried if isinstance(carried, str) else "",
-        **{
+        parent=carried,
+        attributes={
             "messaging.system": "aws_sqs",
             "messaging.operation.name": "process",
             "messaging.operation.type": "process",
@@ -324,7 +336,7 @@ def invoke_agent(agent: str, session_id: str, parent: str, provider: str, model:
     return span(
         f"invoke_agent {agent}",
         parent=parent,
-        **{
+        attributes={
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
             "gen_ai.conversation.id": session_id,
@@ -340,7 +352,7 @@ def chat(provider: str, model: str) -> Any:
     return span(
         f"chat {name}",
         kind="client",
-        **{
+        attributes={
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider_name(provider),
             "gen_ai.request.model": name,
@@ -371,7 +383,7 @@ def execute_tool(name: str, call_id: str, tool_type: str) -> Any:
     agent (a delegation, a skill of a peer): what the convention's gen_ai.tool.type says it is."""
     return span(
         f"execute_tool {name}",
-        **{
+        attributes={
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": call_id,
@@ -394,18 +406,25 @@ def a2a_state(state: str) -> str:
     return "TASK_STATE_" + _A2A_STATES.get(state, state.upper().replace("-", "_"))
 
 
-def a2a(method: str, kind: str, parent: str = "", task_id: str = "", context_id: str = "", **more: Any) -> Any:
+def a2a(
+    method: str,
+    kind: str,
+    parent: str = "",
+    task_id: str = "",
+    context_id: str = "",
+    more: Mapping[str, Any] | None = None,
+) -> Any:
     """An A2A request: kind client (we call a peer) or server (a peer calls us; parent: its traceparent)."""
     name = a2a_method(method)
     return span(
         name,
         kind=kind,
         parent=parent,
-        **{
+        attributes={
             "a2a.method.name": name,
             "a2a.task.id": task_id or None,
             "gen_ai.conversation.id": context_id or None,
-            **more,
+            **(more or {}),
         },
     )
 
@@ -421,7 +440,7 @@ def a2a_outcome(current: Any, result: Any, problem: Any = None) -> None:
     if not isinstance(task, dict):
         return
     is_task = task.get("kind") == "task" or "status" in task
-    status = task.get("status") if isinstance(task.get("status"), dict) else {}
+    status = task["status"] if isinstance(task.get("status"), dict) else {}
     values = {
         "a2a.task.id": task.get("id") if is_task else task.get("taskId"),
         "a2a.task.state": a2a_state(str(status.get("state") or "")),
@@ -433,16 +452,16 @@ def a2a_outcome(current: Any, result: Any, problem: Any = None) -> None:
 # The MCP convention (mcp.md): span name `{mcp.method.name} {tool}`, trace context in params._meta.
 
 
-def mcp(method: str, kind: str, tool: str = "", parent: str = "", **more: Any) -> Any:
+def mcp(method: str, kind: str, tool: str = "", parent: str = "", more: Mapping[str, Any] | None = None) -> Any:
     return span(
         f"{method} {tool}" if tool else method,
         kind=kind,
         parent=parent,
-        **{
+        attributes={
             "mcp.method.name": method,
             "gen_ai.tool.name": tool or None,
             "gen_ai.operation.name": "execute_tool" if method == "tools/call" else None,
-            **more,
+            **(more or {}),
         },
     )
 

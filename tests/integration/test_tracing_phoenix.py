@@ -4,7 +4,7 @@ endpoint, read back through its REST API (GET /v1/projects/default/spans).
 Two agents on loopback (flightdeck.local.stack) export their spans (OTEL_EXPORTER_OTLP_ENDPOINT): the orchestrator
 delegates to the worker over our delegation API and over A2A, and calls an MCP server's tool (one call inline,
 one deferred through the dispatch queue: the SQS hop). Phoenix is a separate install (docs/TRACING.md): the
-tests find it as FLIGHTDECK_PHOENIX or `phoenix` on PATH, and skip without it, except under CI=true (.ci/run
+tests start it (FLIGHTDECK_PHOENIX or `phoenix` on PATH; or use the one at FLIGHTDECK_PHOENIX_URL), and skip without it, except under CI=true (.ci/run
 installs it), where a missing Phoenix fails.
 """
 
@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,20 @@ def _wait(what: str, check: Any, timeout_s: float = 120.0) -> Any:
 
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    running = os.environ.get("FLIGHTDECK_PHOENIX_URL")  # one already serving (its other traces are left alone)
+    if running:
+        yield running.rstrip("/")
+        return
     binary = _phoenix()
     port, grpc = free_port(), free_port()
     work = tmp_path_factory.mktemp("phoenix")
-    env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_WORKING_DIR": str(work)}
+    env = {
+        **os.environ,
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc),
+        "PHOENIX_WORKING_DIR": str(work),
+    }
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     log = (work / "phoenix.log").open("wb")
     proc = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -78,7 +89,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             return False
 
     try:
-        _wait("Phoenix to answer", up)
+        _wait("Phoenix to answer", up, 600)  # its first start migrates its database: minutes on a busy machine
         yield url
     finally:
         proc.terminate()
@@ -157,7 +168,9 @@ def _spans(phoenix: str) -> list[dict[str, Any]]:
 
 
 def _chat(stack: LocalStack, content: str) -> str:
-    resp = requests.post(f"{stack.urls['orchestrator']}/api/chat", json={"content": content}, headers=AS_USER, timeout=10)
+    resp = requests.post(
+        f"{stack.urls['orchestrator']}/api/chat", json={"content": content}, headers=AS_USER, timeout=10
+    )
     assert resp.status_code == 202, resp.text
     sid = resp.json()["session_id"]
 
@@ -170,8 +183,8 @@ def _chat(stack: LocalStack, content: str) -> str:
     return sid
 
 
-def _trace_of(phoenix: str, sid: str, names: set[str]) -> list[dict[str, Any]]:
-    """The spans of the session's trace, once those named have all arrived."""
+def _trace_of(phoenix: str, sid: str, names: Counter[str]) -> list[dict[str, Any]]:
+    """The spans of the session's trace, once those named have all arrived (at least as many of each)."""
 
     def arrived() -> list[dict[str, Any]] | None:
         spans = _spans(phoenix)
@@ -179,7 +192,7 @@ def _trace_of(phoenix: str, sid: str, names: set[str]) -> list[dict[str, Any]]:
         if not roots:
             return None
         trace = [s for s in spans if s["context"]["trace_id"] == roots[0]["context"]["trace_id"]]
-        return trace if names <= {s["name"] for s in trace} else None
+        return trace if not names - Counter(s["name"] for s in trace) else None
 
     return _wait(f"spans {sorted(names)}", arrived, 60)
 
@@ -194,22 +207,24 @@ def _ancestors(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[d
 
 def test_a_delegation_over_http_a2a_and_mcp_is_one_trace_across_both_agents(stack, phoenix):
     sid = _chat(stack, "@worker count the owls @worker_a2a name two rivers !notes__search owls")
-    expected = {
-        "invoke_agent orchestrator",
-        "invoke_agent worker",
-        "chat local",
-        "execute_tool ask_worker",
-        "execute_tool ask_worker_a2a",
-        "execute_tool notes__search",
-        "SendMessage",
-        "tools/call search",
-        "POST /api/chat",
-        "POST /api/tools/response",
-    }
+    # Each agent's thinks: the orchestrator's two (delegating, then answering), one per task of the worker's
+    expected = Counter(
+        {
+            "invoke_agent orchestrator": 2,
+            "invoke_agent worker": 2,
+            "chat local": 4,
+            "execute_tool ask_worker": 1,
+            "execute_tool ask_worker_a2a": 1,
+            "execute_tool notes__search": 1,
+            "SendMessage": 2,
+            "tools/call search": 1,
+            "POST /api/chat": 2,
+            "POST /api/tools/response": 1,
+        }
+    )
     trace = _trace_of(phoenix, sid, expected)
     by_id = {s["context"]["span_id"]: s for s in trace}
     names = [s["name"] for s in trace]
-    # Both agents' spans, one trace: each agent's thinks (its turn's first and the one after the answers)
     services = {s["attributes"].get("gen_ai.agent.name") for s in trace if s["name"].startswith("invoke_agent")}
     assert services == {"orchestrator", "worker"}
     assert names.count("invoke_agent orchestrator") == 2, names
@@ -220,13 +235,17 @@ def test_a_delegation_over_http_a2a_and_mcp_is_one_trace_across_both_agents(stac
     assert len(worker_thinks) == 2
     lineages = [{a["context"]["span_id"] for a in _ancestors(s, by_id)} for s in worker_thinks]
     assert any(lineage & delegated for lineage in lineages) and any(lineage & a2a_tool for lineage in lineages)
-    # A2A: the client span (orchestrator) is the server span's (worker) parent, named by a2a.method.name
+    # A2A, named by a2a.method.name: the orchestrator's client span, the execute_tool span's child, is an ancestor
+    # of the worker's server span (Phoenix keeps no span kind: they are told apart by their place)
     sends = [s for s in trace if s["name"] == "SendMessage"]
-    client = next(s for s in sends if s["span_kind"] == "CLIENT")
-    server = next(s for s in sends if s["span_kind"] == "SERVER")
-    assert client["attributes"]["a2a.method.name"] == "SendMessage" and client["attributes"]["a2a.task.id"]
-    assert client["attributes"]["a2a.task.state"].startswith("TASK_STATE_")
+    [client] = [s for s in sends if s["parent_id"] in a2a_tool]
+    [server] = [s for s in sends if s is not client]
     assert client["context"]["span_id"] in {a["context"]["span_id"] for a in _ancestors(server, by_id)}
+    for send in (client, server):
+        assert send["attributes"]["a2a.method.name"] == "SendMessage" and send["attributes"]["a2a.task.id"]
+        assert send["attributes"]["a2a.task.state"].startswith("TASK_STATE_")
+    assert client["attributes"]["a2a.task.id"] == server["attributes"]["a2a.task.id"]
+    assert client["attributes"]["server.address"] == "127.0.0.1"
     # MCP: the client span of the tool call, the execute_tool span's child
     [mcp_call] = [s for s in trace if s["name"] == "tools/call search"]
     assert mcp_call["attributes"]["mcp.method.name"] == "tools/call"
@@ -247,12 +266,12 @@ def test_a_delegation_over_http_a2a_and_mcp_is_one_trace_across_both_agents(stac
 def test_a_tool_call_deferred_through_the_dispatch_queue_stays_in_its_trace(stack, phoenix):
     # get_note's timeout is past what a think calls inline: the dispatch worker calls it, from SQS
     sid = _chat(stack, '!notes__get_note {"id": 1}')
-    trace = _trace_of(phoenix, sid, {"execute_tool notes__get_note", "tools/call get_note"})
+    trace = _trace_of(phoenix, sid, Counter(["execute_tool notes__get_note", "tools/call get_note"]))
     by_id = {s["context"]["span_id"]: s for s in trace}
     [mcp_call] = [s for s in trace if s["name"] == "tools/call get_note"]
     lineage = _ancestors(mcp_call, by_id)
     process = lineage[0]
-    assert process["span_kind"] == "CONSUMER" and process["name"].startswith("process ")
+    assert process["name"] == "process orchestrator-dispatch"
     assert process["attributes"]["messaging.system"] == "aws_sqs"
     assert process["attributes"]["messaging.operation.type"] == "process"
     assert by_id[process["parent_id"]]["name"] == "execute_tool notes__get_note"

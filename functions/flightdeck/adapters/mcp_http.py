@@ -68,7 +68,7 @@ class McpHttp:
     ) -> McpExchange:
         host = urlsplit(url)
         with tracing.mcp(
-            method, "client", tool=name, **{"server.address": host.hostname, "server.port": host.port}
+            method, "client", tool=name, more={"server.address": host.hostname, "server.port": host.port}
         ) as current:
             exchange = self._exchange(url, token, method, tracing.with_meta(params), timeout_s, name)
             tracing.mcp_outcome(current, exchange.outcome, exchange.result)

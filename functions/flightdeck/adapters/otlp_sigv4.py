@@ -28,14 +28,16 @@ class SigV4Session(requests.Session):
         self._region = region
         self._credentials = botocore.session.Session().get_credentials()
 
-    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
         data = kwargs.get("data")
         signed = AWSRequest(
-            method=str(method), url=str(url), data=data, headers={**self.headers, **(kwargs.get("headers") or {})}
+            method=method, url=url, data=data, headers={**self.headers, **(kwargs.get("headers") or {})}
         )
+        if self._credentials is None:
+            raise RuntimeError("no AWS credentials to sign the spans' export to X-Ray with")
         SigV4Auth(self._credentials, "xray", self._region).add_auth(signed)
         kwargs["headers"] = dict(signed.headers.items())
         return super().request(method, url, *args, **kwargs)

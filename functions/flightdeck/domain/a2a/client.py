@@ -232,7 +232,7 @@ def _rpc(
         "client",
         parent=headers.get("traceparent", ""),
         task_id=str(params.get("id") or params.get("taskId") or ""),
-        **{"server.address": host.hostname, "server.port": host.port, "a2a.protocol.version": version},
+        more={"server.address": host.hostname, "server.port": host.port, "a2a.protocol.version": version},
     ) as current:
         answer = _rpc_once(
             deps, url, method, params, {**headers, **tracing.headers()}, service, timeout_s, version, ids
