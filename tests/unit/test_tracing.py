@@ -129,3 +129,40 @@ def test_otel_sdk_disabled_wins_over_an_endpoint():
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true", "AGENT_NAME": "a"}
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.split()[0].lower()) is False
+
+
+def test_spans_to_xray_are_signed_for_xray_in_its_region(monkeypatch):
+    import http.server
+    import threading
+
+    from flightdeck.adapters.otlp_sigv4 import SigV4Session, xray_region
+
+    assert xray_region("https://xray.eu-west-1.amazonaws.com/v1/traces") == "eu-west-1"
+    assert xray_region("http://127.0.0.1:4318/v1/traces") is None
+    seen: list[dict[str, str]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-only-secret")
+    try:
+        session = SigV4Session("eu-west-1")
+        session.headers["Content-Type"] = "application/x-protobuf"
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+        assert session.post(url, data=b"\x0a\x00", timeout=10).status_code == 200
+    finally:
+        server.shutdown()
+    [headers] = seen
+    assert "Credential=AKIDEXAMPLE/" in headers["authorization"]
+    assert "/eu-west-1/xray/aws4_request" in headers["authorization"]
+    assert "content-type" in headers["authorization"].split("SignedHeaders=")[1]
