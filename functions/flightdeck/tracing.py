@@ -18,7 +18,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-# The GenAI conventions' opt-in value for what we emit (open-telemetry/semantic-conventions-genai v0.1.0).
+# The GenAI conventions' opt-in value for what we emit (open-telemetry/semantic-conventions-genai v0.1.0; A2A's
+# a2a.md at its commit 6718089): docs/TRACING.md.
 SEMCONV_OPT_IN = "gen_ai_latest_experimental"
 
 # A2A v0.3 JSON-RPC methods (and v1's names, already logical) as the convention's a2a.method.name.
