@@ -12,11 +12,15 @@ handed to it, or of the current span. What is emitted, and the convention versio
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # The GenAI conventions' opt-in value for what we emit (open-telemetry/semantic-conventions-genai v0.1.0; A2A's
 # a2a.md at its commit 6718089): docs/TRACING.md.
@@ -185,6 +189,17 @@ def scope() -> Iterator[None]:
             yield
         finally:
             _scope.reset(token)
+
+
+def scoped(function: Callable[P, R]) -> Callable[P, R]:
+    """The function's calls each a scope (begin)."""
+
+    @functools.wraps(function)
+    def within(*args: P.args, **kwargs: P.kwargs) -> R:
+        with scope():
+            return function(*args, **kwargs)
+
+    return within
 
 
 def begin(cm: AbstractContextManager[Any]) -> Any:
@@ -428,6 +443,26 @@ def a2a(
             **(more or {}),
         },
     )
+
+
+def a2a_client(method: str, url: str, parent: str, params: Mapping[str, Any], version: str) -> Any:
+    """An A2A request we send to `url` (the A2A convention's client span)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url)
+    return a2a(
+        method,
+        "client",
+        parent=parent,
+        task_id=str(params.get("id") or params.get("taskId") or ""),
+        more={"server.address": host.hostname, "server.port": host.port, "a2a.protocol.version": version},
+    )
+
+
+def a2a_answer(current: Any, status: int, result: Any, problem: str) -> None:
+    """What a2a_client's request got: (HTTP status, JSON-RPC result or error, problem) as the A2A client has it."""
+    failure = (result.get("code") if isinstance(result, dict) else None) or status or "unreachable"
+    a2a_outcome(current, result, failure if problem else None)
 
 
 def a2a_outcome(current: Any, result: Any, problem: Any = None) -> None:

@@ -54,21 +54,8 @@ class ThinkRetry(Exception):
 MAX_REPLY_BYTES = 180_000
 
 
+@tracing.scoped  # the think's span (invoke_agent, begun once the session says its trace) ends with it
 def run_turn(
-    deps: Deps,
-    session_id: str,
-    turn: int,
-    traceparent: str = "",
-    attempt: int = 1,
-    budget: TimeBudget | None = None,
-    snapshot: str = "",
-) -> str:
-    """_run_turn, its think's span (invoke_agent, once the session says its trace) ending with it."""
-    with tracing.scope():
-        return _run_turn(deps, session_id, turn, traceparent, attempt, budget, snapshot)
-
-
-def _run_turn(
     deps: Deps,
     session_id: str,
     turn: int,

@@ -24,7 +24,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -208,6 +207,16 @@ def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str)
 
 
 def _rpc(
+    deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str, **kw: Any
+) -> tuple[int, Any, str]:
+    """_rpc_once in the A2A convention's client span, whose trace context the request carries."""
+    with tracing.a2a_client(method, url, headers.get("traceparent", ""), params, kw.get("version", "0.3")) as current:
+        answer = _rpc_once(deps, url, method, params, {**headers, **tracing.headers()}, service, **kw)
+        tracing.a2a_answer(current, *answer)
+    return answer
+
+
+def _rpc_once(
     deps: Deps,
     url: str,
     method: str,
@@ -226,34 +235,6 @@ def _rpc(
     version: "1.0": `method` (a v0.3 name) goes by its v1.0 name, with the A2A-Version header; the params
     are the caller's (already v1.0's); the result is v1.0's.
     """
-    host = urlsplit(url)
-    with tracing.a2a(
-        method,
-        "client",
-        parent=headers.get("traceparent", ""),
-        task_id=str(params.get("id") or params.get("taskId") or ""),
-        more={"server.address": host.hostname, "server.port": host.port, "a2a.protocol.version": version},
-    ) as current:
-        answer = _rpc_once(
-            deps, url, method, params, {**headers, **tracing.headers()}, service, timeout_s, version, ids
-        )
-        status, result, problem = answer
-        failure = (result.get("code") if isinstance(result, dict) else None) or status or "unreachable"
-        tracing.a2a_outcome(current, result, failure if problem else None)
-    return answer
-
-
-def _rpc_once(
-    deps: Deps,
-    url: str,
-    method: str,
-    params: dict[str, Any],
-    headers: dict[str, str],
-    service: str,
-    timeout_s: float | None,
-    version: str,
-    ids: dict[str, Any],
-) -> tuple[int, Any, str]:
     if version == v1.PROTOCOL_VERSION:
         method = v1.METHOD_NAMES[method]
         headers = {**headers, "A2A-Version": v1.PROTOCOL_VERSION}
