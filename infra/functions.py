@@ -166,8 +166,9 @@ class Functions(Construct):
                 Acknowledgment(
                     id="AwsSolutions-IAM5[Resource::*]",
                     reason=(
-                        "Only the X-Ray statement Lambda adds for active tracing (xray:PutTraceSegments, "
-                        "xray:PutTelemetryRecords), which do not support resource-level permissions; "
+                        "Only the X-Ray statements: the one Lambda adds for active tracing (xray:PutTraceSegments, "
+                        "xray:PutTelemetryRecords) and, with context traces=xray, xray:PutSpans (infra/tracing.py), "
+                        "which do not support resource-level permissions; "
                         "tests/infra checks that no other statement uses Resource '*'."
                     ),
                 )

@@ -25,6 +25,7 @@ from .queues import Queues
 from .schedule import SweepSchedule
 from .secret import CallbackSecret, PeerTokensSecret
 from .state import StateTable
+from .tracing import export_traces_to_xray, trace_settings
 from .usage_plans import PeerUsagePlans
 
 
@@ -139,6 +140,9 @@ class FlightdeckStack(Stack):
             think_memory_mb=spec.deploy.think_memory_mb,
             log_removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
+        sample_ratio = trace_settings(self.node.try_get_context)
+        if sample_ratio is not None:
+            export_traces_to_xray(functions, sample_ratio)
         functions.consume(queues)
         functions.configure_async_invokes(queues)
         if streamed:

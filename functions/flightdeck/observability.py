@@ -23,6 +23,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from flightdeck import tracing
+
 _service = os.environ.get("POWERTOOLS_SERVICE_NAME") or os.environ.get("AGENT_NAME") or "flightdeck"
 logger = Logger(service=_service)
 # Audit lines have their own logger at INFO, so a quieter POWERTOOLS_LOG_LEVEL never drops them.
@@ -93,8 +95,10 @@ def lambda_entry(handler: Callable[[dict[str, Any], Any], Any]) -> Callable[[dic
         if request_id:
             bind(function_request_id=request_id)
         try:
-            return handler(event, context)
+            with tracing.entry(event):
+                return handler(event, context)
         finally:
+            tracing.flush()
             # Nothing counted, nothing to publish (flushing an empty set only warns).
             if metrics.metric_set:
                 metrics.flush_metrics()

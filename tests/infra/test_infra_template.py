@@ -674,7 +674,11 @@ def test_wildcard_resource_only_for_xray(synth) -> None:
         for lid, policy in resources(template, "AWS::IAM::Policy").items():
             for st in policy["Properties"]["PolicyDocument"]["Statement"]:
                 if "*" in statement_resources(st):
-                    assert set(actions(st)) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, (name, lid, st)
+                    assert set(actions(st)) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:PutSpans"}, (
+                        name,
+                        lid,
+                        st,
+                    )
 
 
 def test_bedrock_only_for_a_bedrock_agent(orchestrator_tpl, planner_tpl) -> None:

@@ -15,8 +15,11 @@ from typing import Any
 from flightdeck.config_file import DeploymentFile
 
 
-def synth_with_nag(deployment: DeploymentFile, agent: str, outdir: Path) -> dict[str, Any]:
-    """The agent's template and file, the synthesis error (None: none) and the validation report."""
+def synth_with_nag(
+    deployment: DeploymentFile, agent: str, outdir: Path, context: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The agent's template and file, the synthesis error (None: none) and the validation report.
+    context: more CDK context (as -c gives it)."""
     import aws_cdk as cdk
 
     from infra.bundling import BundleSettings
@@ -24,7 +27,7 @@ def synth_with_nag(deployment: DeploymentFile, agent: str, outdir: Path) -> dict
     from infra.stack import FlightdeckStack
 
     name = f"Flightdeck-{agent}"
-    app = cdk.App(outdir=str(outdir), context={"bundleDeps": False})
+    app = cdk.App(outdir=str(outdir), context={"bundleDeps": False, **(context or {})})
     FlightdeckStack(
         app,
         name,

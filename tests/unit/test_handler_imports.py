@@ -36,6 +36,7 @@ WATCHED = (
     # Powertools' parser models (every event source's), loaded by the batch utility when pydantic was first.
     "aws_lambda_powertools.utilities.parser",
     "aws_xray_sdk",  # the tracer's SDK: tracing is off here (POWERTOOLS_TRACE_DISABLED)
+    "opentelemetry",  # no OTLP endpoint set: flightdeck.tracing imports none of it (docs/TRACING.md)
     "flightdeck.adapters.secrets",
     "flightdeck.adapters.a2a_state",
     "flightdeck.domain.delegation_cancel",

@@ -17,7 +17,9 @@ import json
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from flightdeck import tracing
 from flightdeck.adapters import http_deadline
 from flightdeck.adapters.http_peers import SharedSession, json_bytes
 from flightdeck.domain.mcp_ports import McpExchange
@@ -66,6 +68,17 @@ class McpHttp:
     def _request(
         self, url: str, token: str | None, method: str, params: dict[str, Any], timeout_s: float, name: str = ""
     ) -> McpExchange:
+        host = urlsplit(url)
+        with tracing.mcp(
+            method, "client", tool=name, more={"server.address": host.hostname, "server.port": host.port}
+        ) as current:
+            exchange = self._exchange(url, token, method, tracing.with_meta(params), timeout_s, name)
+            tracing.mcp_outcome(current, exchange.outcome, exchange.result)
+        return exchange
+
+    def _exchange(
+        self, url: str, token: str | None, method: str, params: dict[str, Any], timeout_s: float, name: str
+    ) -> McpExchange:
         deadline = time.monotonic() + timeout_s
         version = self._versions.get(url)
         if version != LEGACY:
@@ -86,7 +99,12 @@ class McpHttp:
         self, url: str, token: str | None, method: str, params: dict[str, Any], deadline: float, name: str
     ) -> McpExchange:
         meta = {_META_VERSION: MODERN, _META_CAPABILITIES: {}, _META_INFO: CLIENT_INFO}
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": {**params, "_meta": meta}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": method,
+            "params": {**params, "_meta": {**params.get("_meta", {}), **meta}},
+        }
         headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **({"Mcp-Name": name} if name else {})}
         exchange, _ = self._post(url, token, body, headers, deadline, MODERN)
         # A 2025-11-25 server answers a request without its session 400 (-32600 "Missing session ID"), or 404, 405.

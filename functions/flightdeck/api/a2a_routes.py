@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, ValidationError
 
+from flightdeck import tracing
 from flightdeck.api import a2a_v1, strict_json
 from flightdeck.api.a2a_version import V03, V10, version_asked, wire_version
 from flightdeck.api.auth import current_peer, note
@@ -259,7 +260,15 @@ def validate_rpc(raw: str, asked_version: str = "") -> RpcCall | dict[str, Any]:
 
 def run_rpc(d: Deps, call: RpcCall, remaining_ms: int | None = None, caller: str | None = None) -> dict[str, Any]:
     """Run a checked request's method: its JSON-RPC response (A2A errors as error responses). A v1.0
-    method runs the core's implementation on its converted params, and its answer is converted back."""
+    method runs the core's implementation on its converted params, and its answer is converted back.
+    Its span: the A2A convention's server span."""
+    with tracing.a2a(call.method, "server") as current:
+        response = _run_rpc(d, call, remaining_ms, caller)
+        tracing.a2a_outcome(current, response.get("result"), (response.get("error") or {}).get("code"))
+    return response
+
+
+def _run_rpc(d: Deps, call: RpcCall, remaining_ms: int | None, caller: str | None) -> dict[str, Any]:
     v1_method = a2a_v1.METHODS[call.method] if call.version == V10 else None
     method = v1_method.call if v1_method is not None else METHODS[call.method][1]
     try:

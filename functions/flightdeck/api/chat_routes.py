@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseContentSchema,
 )
 
-from flightdeck import topology
+from flightdeck import topology, tracing
 from flightdeck.api import auth
 from flightdeck.api.auth import current_peer
 from flightdeck.api.chat_payloads import MESSAGE_ID_PATTERN, ChatAccepted, ChatRequest
@@ -121,7 +121,8 @@ def post_chat(
     ] = None,
 ) -> Response[ChatAccepted]:
     reply = ReplyRequest(request.reply.callbackService, request.reply.bearerToken) if request.reply else None
-    traceparent = valid_traceparent(router.current_event.headers.get("traceparent"))
+    # The request's span (tracing.entry) is the session's parent when traced.
+    traceparent = tracing.traceparent(valid_traceparent(router.current_event.headers.get("traceparent")))
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
     if request.message_id and idempotency_key and request.message_id != idempotency_key:

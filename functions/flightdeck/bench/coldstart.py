@@ -197,6 +197,22 @@ def import_breakdown(
     return [(name, round(ms, 1)) for name, ms in per_package.most_common(top)]
 
 
+# Tracing on (docs/TRACING.md): the first span imports the SDK and exporter, on top of the handler.
+TRACING_ON = "flightdeck.bench.tracing_on"
+
+
+def _tracing_on(repeats: int, env: dict[str, str], python: str, boto3_s: float) -> dict[str, Any]:
+    """What the first span adds to a turn worker's cold start with an OTLP endpoint set (none is reached)."""
+    traced = {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    modules = f"flightdeck.handlers.turn_worker|{TRACING_ON}"
+    out: dict[str, Any] = {"modules": [TRACING_ON], "on_top_of": "flightdeck.handlers.turn_worker"}
+    for mode, key in (("pyc", "import_ms"), ("no_pyc", "no_pyc_import_ms")):
+        best = summary(time_import(modules, mode, traced, python) for _ in range(repeats))["min"]
+        out[key] = round(best * 1000, 1)
+        out[key.replace("import_ms", "ratio_to_boto3")] = round(best / boto3_s, 2)
+    return out
+
+
 def measure(
     repeats: int,
     no_pyc_handlers: Sequence[str] | None,
@@ -310,6 +326,8 @@ def measure(
             "import_ms": round(mcp_path["min"] * 1000, 1),
             "ratio_to_boto3": round(mcp_path["min"] / baseline["min"], 3),
         }
+    if "turn_worker" in handlers:
+        out["tracing_on"] = _tracing_on(repeats, env, python, baseline["min"])
     slowest = max(out["handlers"], key=lambda h: out["handlers"][h]["import_ms"])
     out["slowest"] = slowest
     out["slowest_breakdown_ms"] = import_breakdown(f"flightdeck.handlers.{slowest}", env, python=python)

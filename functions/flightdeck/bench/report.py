@@ -524,6 +524,16 @@ def cold_start_rows(cs: dict[str, Any]) -> list[list[str]]:
                 f"best of {cs['repeats']}); no MCP SDK",
             ]
         )
+    if cs.get("tracing_on"):
+        tr = cs["tracing_on"]
+        rows.append(
+            [
+                "... tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set): the first span, on top of the turn worker",
+                f"{num(tr['import_ms'])} ms ({num(tr['ratio_to_boto3'], 2)}x boto3); without byte-code caches "
+                f"{num(tr['no_pyc_import_ms'])} ms ({num(tr['no_pyc_ratio_to_boto3'], 2)}x)",
+                "the OpenTelemetry SDK and OTLP/HTTP exporter (docs/TRACING.md); off: nothing imported",
+            ]
+        )
     rows.append(
         [
             f"... {slow} import time by package (self time)",

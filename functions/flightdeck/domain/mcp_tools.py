@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightdeck import tracing
 from flightdeck.domain.agent import AgentDefinition, McpServer
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.mcp_ports import McpExchange
@@ -196,6 +197,8 @@ def deferred_message(
         "arguments": arguments,
         "total_tools": total,
         "deadline_ms": deadline,
+        # The tool call's span, for the dispatch worker's (tracing.sqs_process): one trace across the queue.
+        **({"traceparent": tracing.traceparent()} if tracing.enabled() else {}),
     }
 
 

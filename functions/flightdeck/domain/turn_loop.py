@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any
 
+from flightdeck import tracing
 from flightdeck.domain import asking, builtin_tools, live, mcp_tools, think_claim
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.dispatch import backoff_s
@@ -50,6 +51,7 @@ class ThinkRetry(Exception):
         self.delay_s = delay_s
 
 
+@tracing.scoped  # the think's span (invoke_agent, begun once the session says its trace) ends with it
 def run_turn(
     deps: Deps,
     session_id: str,
@@ -89,6 +91,9 @@ def run_turn(
     traceparent = traceparent or session.parent.get("traceparent", "")
     if traceparent:
         bind(trace_id=trace_id_of(traceparent))
+    tracing.begin(
+        tracing.invoke_agent(s.agent_name, session_id, traceparent, s.agent.model.provider, s.agent.model.model_id)
+    )
     iteration = session.iteration
     if session.status == SESSION_CANCELED:
         # Its caller stopped waiting: this think closes the session instead (the canceller's own close
@@ -254,7 +259,9 @@ def _think(
         }
         if output_schema is not None:
             ask["output_schema"] = output_schema
-        reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
+        with tracing.chat(s.agent.model.provider, s.agent.model.model_id) as call:
+            reply = relay.think(deps.model(), **ask) if relay is not None else deps.model().converse(**ask)
+            tracing.record_usage(call, reply.usage, reply.stop_reason)
     except ModelError as exc:
         retryable = bool(getattr(exc, "retryable", False))
         if retryable and attempt < s.model_max_attempts:
@@ -395,6 +402,8 @@ def _start_tools(
         name, tool_use_id, args = use["name"], use["toolUseId"], use.get("input") or {}
         ids_log = {"session_id": session_id, "turn": turn, "tool_use_id": tool_use_id}
         delegate = agent.delegate_for_tool(name)
+        # A built-in runs here ("function"); a delegation or an MCP tool calls out ("extension").
+        tracing.next_tool(name, tool_use_id, "function" if name in agent.builtin_tools else "extension")
         if delegate is not None:
             try:
                 context_id, task_id = asking.continued_context(session, delegate, s.agent_name, args)
@@ -425,7 +434,7 @@ def _start_tools(
                     "task": str(args.get("task", "")),
                     "total_tools": len(ids),
                     "deadline_ms": deadline_ms,
-                    "traceparent": child_traceparent(traceparent),
+                    "traceparent": tracing.traceparent(child_traceparent(traceparent)),
                     # The same on every run of this think (its deadline, less its timeout): the same token.
                     "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
                     **({"context_id": context_id} if context_id else {}),
@@ -457,6 +466,7 @@ def _start_tools(
             result = error_result(tool_use_id, "unknown_tool", ResultSource.LOCAL, f"no tool named {name!r}")
         count("LocalToolRuns")
         record_and_advance(deps, session_id, turn, result, by="local", total=len(ids))
+    tracing.end_tool()
     dispatch_now(deps, dispatches, budget)
 
 
@@ -551,7 +561,7 @@ def _end_turn(
                 "callback_service": route.callback_service,
                 "bearer_token": route.bearer_token,
                 "result": answer,
-                "traceparent": traceparent,
+                "traceparent": tracing.traceparent(traceparent),  # the callback: this think's child
                 "created_ms": deps.clock.now_ms(),
                 "status": status,
                 **({"context_id": session_id} if question is not None else {}),

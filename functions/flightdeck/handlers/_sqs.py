@@ -9,6 +9,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from flightdeck import tracing
 from flightdeck.domain.ports import QueuePort
 
 
@@ -35,4 +36,9 @@ def process_batch(
     """Partial batch failures: only the records that raised are retried."""
     # Failed records are deliberate backoffs (visibility already set), even when all of them fail.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+    def traced(record: SQSRecord) -> Any:
+        with tracing.sqs_process(record.event_source_arn, record.message_id, record.body):
+            return record_handler(record)
+
+    return process_partial_response(event=event, record_handler=traced, processor=processor, context=context)

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from flightdeck import __version__
+from flightdeck import __version__, tracing
 from flightdeck.api import strict_json
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.mcp import tasks, tools
@@ -524,6 +524,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any] | StreamReply:
         body, request_id = _parse(raw)
         request = _check(body, request_id, headers)
         note(operation=f"mcp:{request.method[:64]}")
+        tool = request.params.get("name") if request.method == CALL else None
+        tracing.begin(tracing.mcp(request.method, "server", str(tool or ""), tracing.meta_traceparent(request.params)))
         if not request.has_id:
             notification = True
             return _notification(request)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flightdeck import tracing
 from flightdeck.api.mcp.wire import INVALID_PARAMS, McpError
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.chat import derived_session_id, ingest_chat, read_session, user_turn
@@ -403,7 +404,15 @@ def _call(
         # continued (ask with session_id) is the client's to cancel with the cancel tool.
         message_id = key if key and session_id is None else None
         accepted = ingest_chat(
-            d, text, session_id, caller=caller, message_id=message_id, queue=False, id_kind="mcp", contract=contract
+            d,
+            text,
+            session_id,
+            traceparent=tracing.traceparent(),
+            caller=caller,
+            message_id=message_id,
+            queue=False,
+            id_kind="mcp",
+            contract=contract,
         )
     except SessionNotFoundError:
         raise _not_found(session_id or "") from None

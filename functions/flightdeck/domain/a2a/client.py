@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from flightdeck import tracing
 from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.constants import POLL_KIND
 from flightdeck.domain.a2a.contracts import answer_text
@@ -197,6 +198,16 @@ def _record(deps: Deps, session_id: str, turn: int, result: ToolResult, by: str)
 
 
 def _rpc(
+    deps: Deps, url: str, method: str, params: dict[str, Any], headers: dict[str, str], service: str, **kw: Any
+) -> tuple[int, Any, str]:
+    """_rpc_once in the A2A convention's client span, whose trace context the request carries."""
+    with tracing.a2a_client(method, url, headers.get("traceparent", ""), params, kw.get("version", "0.3")) as current:
+        answer = _rpc_once(deps, url, method, params, {**headers, **tracing.headers()}, service, **kw)
+        tracing.a2a_answer(current, *answer)
+    return answer
+
+
+def _rpc_once(
     deps: Deps,
     url: str,
     method: str,

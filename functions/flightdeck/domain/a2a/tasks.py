@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from flightdeck import tracing
 from flightdeck.domain.a2a.constants import PUSH_KIND
 from flightdeck.domain.a2a.contracts import (
     answer_parts,
@@ -478,6 +479,7 @@ def _hand_off(
             caller=caller,
             message_id=message_id,
             id_kind="a2a",
+            traceparent=tracing.traceparent(),
             queue=False,
             contract=record_contract(rec.contract),
         )
