@@ -270,10 +270,10 @@ def test_function_runtime_architecture_code_and_logs(orchestrator_tpl, handler: 
     assert props["Handler"] == ("flightdeck/handlers/web.sh" if streams else f"flightdeck.handlers.{handler}.handler")
     assert props["Runtime"] in ("python3.12", "python3.13")
     assert props["Architectures"] == ["arm64"]
-    # The stream's owed-think starter only hands thinks on (topology.STREAM_CONSUMER); every other function 512 MB.
-    assert props["MemorySize"] == (
-        topology.STREAM_CONSUMER.memory_mb if handler == topology.STREAM_CONSUMER.handler else 512
-    )
+    # The stream's owed-think starter only hands thinks on (topology.STREAM_CONSUMER); the think 256 MB (its
+    # measured peak: docs/PERFORMANCE.md); every other function 512 MB.
+    memory = {topology.STREAM_CONSUMER.handler: topology.STREAM_CONSUMER.memory_mb, topology.THINK_HANDLER: 256}
+    assert props["MemorySize"] == memory.get(handler, 512)
     assert props["Timeout"] == (
         topology.STREAM_TIMEOUT_S
         if streams

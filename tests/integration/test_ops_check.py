@@ -210,7 +210,7 @@ def test_offline_the_file_is_checked_and_bedrock_ids_for_shape_only(capsys, tmp_
 def test_aws_without_credentials_says_so_and_exits_non_zero(capsys, tmp_path, no_credentials):
     code, out, err = check(capsys, "--config", str(bedrock_file(tmp_path)), "--aws")
     assert code == 2
-    assert "--aws asks Bedrock, which needs AWS credentials and a region: no AWS credentials" in err
+    assert "--aws asks Bedrock and the MCP servers, which needs AWS credentials and a region: no AWS credentials" in err
     assert "aws configure" in err
 
 
@@ -244,7 +244,7 @@ def test_aws_with_a_model_not_enabled_names_the_key_and_the_fix(capsys, tmp_path
 
 def test_aws_on_a_file_without_bedrock_asks_nothing(capsys, stubbed):
     code, out, _ = check(capsys, "--config", str(EXAMPLE), "--aws")
-    assert code == 0 and "no agent uses Bedrock: nothing to ask it" in out
+    assert code == 0 and "no agent uses Bedrock or an MCP server: nothing to ask" in out
 
 
 def test_a_file_with_a_mistake_is_refused(capsys, tmp_path, no_credentials):

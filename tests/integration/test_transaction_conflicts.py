@@ -129,8 +129,10 @@ def test_a_collision_at_each_write_of_a_delegation_round_trip_changes_nothing(ag
         "answer": outcome["answer"],
     }
     assert answer in outcome["answer"]
-    # The caller's intake and think, the delegate's intake and think, the result's put and count, the next think.
-    assert writes == ["TransactWriteItems"] * 4 + ["PutItem", "UpdateItem", "TransactWriteItems"]
+    # The caller's intake, its think's claim (PutItem) and think; the delegate's intake, claim and think; the
+    # result's put and count; the next think's claim and think.
+    claim, think, intake = "PutItem", "TransactWriteItems", "TransactWriteItems"
+    assert writes == [intake, claim, think, intake, claim, think, "PutItem", "UpdateItem", claim, think], writes
 
 
 def test_a_collision_at_each_write_of_a_session_cancel_changes_nothing(agent, worker):

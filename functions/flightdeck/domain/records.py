@@ -74,6 +74,10 @@ class MessageSlot(int, enum.Enum):
     CLOSING_TEXT = 3  # the closing line of a canceled task
 
 
+# A canceled task's closing line (MessageSlot.CLOSING_TEXT): what the session says it ended with.
+CANCELED_CLOSING_TEXT = "The task was canceled by its caller; no further work was done."
+
+
 class RecordOutcome(str, enum.Enum):
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"  # this tool_use_id already has this kind of result: success, do not retry

@@ -31,6 +31,7 @@ from flightdeck.domain.delegation_cancel import stop_delegations
 from flightdeck.domain.peers import require_caller
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.records import (
+    CANCELED_CLOSING_TEXT,
     SESSION_CANCELED,
     MessageSlot,
     ResultSource,
@@ -40,7 +41,7 @@ from flightdeck.domain.records import (
 )
 from flightdeck.observability import count, logger, timeline
 
-CLOSING_TEXT = "The task was canceled by its caller; no further work was done."
+CLOSING_TEXT = CANCELED_CLOSING_TEXT
 
 
 @dataclass(frozen=True)

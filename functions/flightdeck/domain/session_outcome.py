@@ -17,8 +17,8 @@ import json
 from typing import Any
 
 from flightdeck.domain.asking import pending_question
+from flightdeck.domain.records import CANCELED_CLOSING_TEXT as CLOSING_TEXT
 from flightdeck.domain.records import SESSION_CANCELED, Session
-from flightdeck.domain.session_cancel import CLOSING_TEXT
 
 OUTCOMES = ("working", "input_required", "canceled", "failed", "timed_out", "completed")
 
