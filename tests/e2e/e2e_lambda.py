@@ -327,6 +327,13 @@ class DeployedFunction:
             )
             try:
                 handler = getattr(importlib.import_module(module_name), attr)
+                # Every function runs in this one process, each with its own modules swapped in: a think's
+                # delegations sent from threads would run beside the delegate's invocation (which a POST to it
+                # makes here, in-process) and see its modules and environment. One after another here, as
+                # Lambda runs each function in its own environment.
+                outbox = sys.modules.get("flightdeck.domain.outbox")
+                if outbox is not None:
+                    outbox.MAX_CONCURRENT_DISPATCHES = 1
                 call.result = handler(event, context)
                 if hasattr(call.result, "chunks"):  # a stream (flightdeck.api.sse.StreamReply), buffered here
                     call.result = {

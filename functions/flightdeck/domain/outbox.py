@@ -34,7 +34,7 @@ def dispatch_now(deps: Deps, bodies: list[dict[str, Any]], budget: TimeBudget | 
     the log keys bound for the invocation are the process's (every thread's lines carry them), and the
     time budget is the invocation's deadline, read by each.
     """
-    if len(bodies) < 2:
+    if len(bodies) < 2 or MAX_CONCURRENT_DISPATCHES < 2:
         for body in bodies:
             _dispatch_one(deps, body, budget)
         return
