@@ -36,7 +36,9 @@ class Access:
     watch_sessions: bool = False
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
-    start_thinks: bool = False  # lambda:InvokeFunction on the turn worker: every think starts as an async invoke
+    # lambda:InvokeFunction on the turn worker (a think starts as an async invoke) and SendMessage on the thinks
+    # queue (THINK_GATHERING = "shared": the thinks that are not lone).
+    start_thinks: bool = False
     secret: bool = False  # read the callback HMAC key
     peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
@@ -245,6 +247,8 @@ class Permissions(Construct):
                 function.add_to_role_policy(
                     iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[turn_worker_arn])
                 )
+                # THINK_GATHERING = "shared": a think that is not lone goes to the thinks queue.
+                queues[topology.THINKS_QUEUE].queue.grant_send_messages(function)
             if access.secret:
                 secret.secret.grant_read(function)
             if access.peer_tokens:

@@ -5,11 +5,18 @@ replaces cost three more requests (send, receive, delete) per think. Lambda's as
 think that fails (flightdeck.topology.ASYNC_INVOKES). The turns queue stays for the one case an
 invoke cannot do: a think that must not start before a delay (model throttling backoff), which
 SQS DelaySeconds holds back without a function waiting.
+
+THINK_GATHERING = "shared": a think that is not lone goes to the thinks queue instead, whose batches the
+turn worker runs concurrently (flightdeck.handlers.think_batch), so thinks ready together share one
+invocation's wait on the model. A lone think (this function started no other within the lone window)
+keeps the invoke: at low load nothing waits for a batching window that has nothing to gather.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +37,24 @@ def think_event(
     return event
 
 
+class LoneThinks:
+    """Whether a think this process starts now is lone: no other started within window_ms before it.
+    Per process, as a Lambda execution environment sees its own traffic: under load a warm one serves
+    request after request, and its starts come closer than the window."""
+
+    def __init__(self, window_ms: int, clock: Callable[[], float] = time.monotonic):
+        self.window_s = window_ms / 1000
+        self.clock = clock
+        self._last: float | None = None
+        self._lock = threading.Lock()  # a batch's threads start thinks too
+
+    def lone(self) -> bool:
+        now = self.clock()
+        with self._lock:
+            last, self._last = self._last, now
+        return self.window_s > 0 and (last is None or now - last >= self.window_s)
+
+
 class LambdaThinks:
     def __init__(
         self,
@@ -39,8 +64,13 @@ class LambdaThinks:
         client: Any = None,
         sqs_client: Callable[[], Any] | None = None,
         started_by_stream: bool = False,
+        thinks_queue_url: str = "",
+        lone: LoneThinks | None = None,
     ):
         self.function_name = function_name
+        # THINK_GATHERING = "shared": the thinks queue, for every think `lone` does not call lone.
+        self.thinks_queue_url = thinks_queue_url
+        self.lone = lone
         # THINK_START = "stream": the table's stream starts a think its write marked owed (ARCHITECTURE §3).
         self.started_by_stream = started_by_stream
         self.retry_queue_url = retry_queue_url
@@ -59,8 +89,13 @@ class LambdaThinks:
         session as its ingest wrote it, so the think skips its read (bounded by the store's
         MAX_SNAPSHOT_CHARS, well inside the 256 KB of an asynchronous invoke's payload).
         With the stream as the starter, nothing: the owed mark's stream record starts it."""
-        if not self.started_by_stream:
-            self._invoke(think_event(session_id, turn, traceparent, snapshot=snapshot))
+        if self.started_by_stream:
+            return
+        event = think_event(session_id, turn, traceparent, snapshot=snapshot)
+        if self.thinks_queue_url and self.lone is not None and not self.lone.lone():
+            self._sqs_client().send_message(QueueUrl=self.thinks_queue_url, MessageBody=json.dumps(event))
+        else:
+            self._invoke(event)
 
     def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
         """Start a think owed since an earlier write, whoever starts fresh ones."""

@@ -204,6 +204,23 @@ def a2a_question(w: World) -> None:
     w.settle()
 
 
+# --- THINK_GATHERING = "shared": thinks that share an invocation ------------------------------------
+
+
+def a_batch_of_thinks(w: World) -> None:
+    """Two sessions' thinks in one batch of the thinks queue, one after the other in one invocation (the
+    explorer runs a batch's thinks on one thread, so each crash point falls before, inside or between them),
+    then each session's next think, gathered too."""
+    w.chat("s-batch-a", "@worker look up the tide tables", "m-1")
+    w.chat("s-batch-b", "count the moons of mars", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
+# Run with every think gathered on the thinks queue (tests/integration/test_crash_points_shared.py).
+BATCHED: tuple[Scenario, ...] = (Scenario("a-batch-crashed-between-its-thinks", a_batch_of_thinks),)
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("chat", chat),
     Scenario("one-delegation", one_delegation),
