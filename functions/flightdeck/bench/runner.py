@@ -14,9 +14,8 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from flightdeck import topology
-from flightdeck.bench import coldstart, scenario, streaming, sweep
+from flightdeck.bench import coldstart, scenario, streaming, sweep, think_load
 from flightdeck.bench import load as load_test
-from flightdeck.bench import think_load
 from flightdeck.bench.prices import PriceTable, load
 from flightdeck.bench.roles import DELEGATOR, Roles, StackOptions, memory_mb, roles_from
 

@@ -35,9 +35,12 @@ from flightdeck.bench import load
 from flightdeck.bench.accounting import between, load_records
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
+from flightdeck.bench.prices import PriceTable
+from flightdeck.bench.prices import load as load_prices
 from flightdeck.bench.stats import percentile
 from flightdeck.bench.timeline import BenchError, Timeline, parse_timestamp
 from flightdeck.local import demo
+from flightdeck.local.invocation import DEFAULT_MEMORY_MB
 
 MODES = topology.THINK_GATHERINGS  # ("one_per_function", "shared"): today's first, the baseline
 SESSIONS = (1, 10, 100)
@@ -45,6 +48,7 @@ QUICK_SESSIONS = (1, 10)  # 100 sessions take minutes per mode on a laptop: the 
 THINK_DELAY_MS = 1000
 LONE_RUNS = 8
 SANDBOXES = 32
+PEER_LIMIT = 1000
 THINKS_PER_DELEGATION = 3
 LATENCIES_S = (1, 5)
 BOUND_S = 600.0
@@ -56,12 +60,16 @@ def _deployment(config: str | Path) -> config_file.DeploymentFile:
     deployment = config_file.load_checked(config, "local", local_model=True)
     for spec in deployment.agents.values():
         spec.model.think_delay_ms = THINK_DELAY_MS
+        # 100 sessions at once, and 100 tasks and answers at once between the agents: each peer's usage plan
+        # (a burst of 40 by default) would refuse what this phase is about.
+        spec.gateway.peer_rate_limit = spec.gateway.peer_burst_limit = PEER_LIMIT
     return deployment
 
 
 def peak(intervals: Iterable[tuple[float, float]]) -> int:
     """The most intervals open at one moment (an end at the instant of a start does not overlap it)."""
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: e)
+    spans = list(intervals)
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
     most = running = 0
     for _, step in edges:
         running += step
@@ -85,11 +93,16 @@ def think_lags_ms(records: list[tuple[str, dict[str, Any]]], start: float, end: 
     return [(ran[k] - started[k]) * 1000 for k in ran if k in started]
 
 
-def figures(inv: list[dict[str, Any]]) -> dict[str, Any]:
-    """The turn workers' figures of one phase (their invocation records)."""
+def figures(inv: list[dict[str, Any]], prices: PriceTable) -> dict[str, Any]:
+    """The turn workers' figures of one phase (their invocation records): the model's wait priced by the
+    function-seconds it actually held, and the requests that started the invocations."""
     thinks = sum(int(r.get("n") or 1) for r in inv)
     seconds = sum(float(r["ms"]) for r in inv) / 1000
+    per_million = (
+        seconds * DEFAULT_MEMORY_MB / 1024 * prices.lambda_gb_second + len(inv) * prices.lambda_request
+    ) * 1e6
     return {
+        "turn_worker_usd_per_1m_thinks": round(per_million / thinks, 2) if thinks else None,
         "thinks": thinks,
         "invocations": len(inv),
         "invocations_per_think": round(len(inv) / thinks, 3) if thinks else None,
@@ -102,8 +115,9 @@ def figures(inv: list[dict[str, Any]]) -> dict[str, Any]:
 class _Run:
     """One mode's stack: sessions sent, answers awaited, each phase's records read back."""
 
-    def __init__(self, stack: Any, timeline: Timeline, counts: Path, chosen: Any):
+    def __init__(self, stack: Any, timeline: Timeline, counts: Path, chosen: Any, prices: PriceTable):
         self.stack, self.timeline, self.counts, self.chosen = stack, timeline, counts, chosen
+        self.prices = prices
         self.base = stack.urls[chosen.delegator]
         self.sent = 0
 
@@ -161,7 +175,7 @@ class _Run:
         ]
         lags = think_lags_ms(self.timeline.all(), start, end)
         return {
-            **figures(inv),
+            **figures(inv, self.prices),
             "sessions_run": len(sids),
             "delegations_answered": sum(o["answered"] for o in outcomes),
             "delegations": len(sids) * load.DELEGATIONS_PER_SESSION,
@@ -175,8 +189,15 @@ def _round(value: float) -> float | None:
 
 
 def run_mode(
-    config: str | Path, mode: str, sessions: tuple[int, ...], progress: Callable[[str], None], logs: TextIO | None
+    config: str | Path,
+    mode: str,
+    sessions: tuple[int, ...],
+    progress: Callable[[str], None],
+    logs: TextIO | None,
+    settings: dict[str, str] | None = None,
 ) -> dict[int, dict[str, Any]]:
+    """One mode's phases; settings: more of the agents' settings (a variant of the mode's rule, e.g.
+    THINK_LONE_WINDOW_MS)."""
     from flightdeck.local.stack import LocalStack
 
     deployment = _deployment(config)
@@ -186,6 +207,7 @@ def run_mode(
         counts = Path(tmp) / "counts"
         progress(f"thinks: {mode}: local stack of {config}, every model {THINK_DELAY_MS} ms a think")
         env = {COUNT_ENV: str(counts), "FLIGHTDECK_LOCAL_LOG_LEVEL": "WARNING", "THINK_GATHERING": mode}
+        env.update(settings or {})
         with LocalStack(
             deployment,
             host_module=COUNTING_HOST,
@@ -195,7 +217,7 @@ def run_mode(
             sandboxes=SANDBOXES,
         ) as stack:
             stack.add_listener(timeline)
-            run = _Run(stack, timeline, counts, chosen)
+            run = _Run(stack, timeline, counts, chosen, load_prices())
             run.one_by_one(1)  # warm-up: each agent imports its handlers on its first invocations
             out = {}
             for s in sessions:
@@ -237,7 +259,7 @@ def measure(
     result["delegations_per_s_per_1000_concurrency"] = paper(largest["mean_batch"] or 1.0)
     result["basis"] = (
         f"local stacks of {config}, one per mode, every model {THINK_DELAY_MS} ms a think, up to {SANDBOXES} "
-        f"invocations of a function at once; at 1 session {LONE_RUNS} sessions one after another, else all at "
+        f"invocations of a function at once, each peer's usage plan {PEER_LIMIT} a second; at 1 session {LONE_RUNS} sessions one after another, else all at "
         "once, each delegating twice; turn worker invocations of the three agents in each phase's window; "
         "added latency against one_per_function's same percentile; the paper figure from the mean batch of "
         f"the shared mode at {max(sessions)} sessions (docs/PERFORMANCE.md)"
