@@ -180,7 +180,9 @@ class FlightdeckStack(Stack):
             dashboard_name=prefix,
             functions=functions.functions,
             queues=queues,
-            alarms=[pair.dlq_alarm for pair in queues.pairs.values()] + [overdue],
+            alarms=[pair.dlq_alarm for pair in queues.pairs.values()]
+            + [pair.age_alarm for pair in queues.pairs.values() if pair.age_alarm is not None]
+            + [overdue],
         )
         CfnOutput(
             self,

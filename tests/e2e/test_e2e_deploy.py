@@ -176,7 +176,9 @@ def test_the_thinks_queue_feeds_the_turn_worker_in_batches_and_alarms_on_its_age
 
     runtime: Runtime = round_trip["runtime"]
     lam, sqs = boto3.client("lambda", region_name=REGION), boto3.client("sqs", region_name=REGION)
-    alarms = {a["AlarmName"]: a for a in boto3.client("cloudwatch", region_name=REGION).describe_alarms()["MetricAlarms"]}
+    alarms = {
+        a["AlarmName"]: a for a in boto3.client("cloudwatch", region_name=REGION).describe_alarms()["MetricAlarms"]
+    }
     for agent in AGENTS:
         queue = f"flightdeck-{agent}-thinks"
         assert {f"{queue}", f"{queue}-dlq"} <= {u.rsplit("/", 1)[-1] for u in round_trip["queues"]}
