@@ -281,3 +281,25 @@ def test_inbox_counts_what_a_queued_follow_up_costs_to_accept_and_to_consume(res
     assert finite_positive(inbox["consume_wru"])
     table = [line for line in result["_stdout"].splitlines() if line.startswith("| Inbox: a queued follow-up")]
     assert len(table) == 1
+
+
+def test_the_thinks_phase_reports_both_modes_at_each_session_count(result):
+    thinks = result["thinks"]
+    keys = {
+        "invocations_per_think",
+        "function_s_per_think",
+        "peak_concurrency",
+        "added_latency_ms_p50",
+        "added_latency_ms_p95",
+    }
+    for sessions in result["options"]["think_sessions"]:
+        for mode in ("one_per_function", "shared"):
+            got = thinks[f"sessions_{sessions}"][mode]
+            assert keys <= set(got) and got["thinks"] >= 1, (sessions, mode)
+            assert got["invocations_per_think"] <= 1 and got["peak_concurrency"] >= 1
+            assert got["delegations_answered"] <= got["delegations"]
+        # Per function, a think is an invocation: the baseline of every "added" figure.
+        assert thinks[f"sessions_{sessions}"]["one_per_function"]["invocations_per_think"] == 1
+        assert thinks[f"sessions_{sessions}"]["one_per_function"]["added_latency_ms_p50"] == 0
+    for mode in ("one_per_function", "shared"):
+        assert set(thinks["delegations_per_s_per_1000_concurrency"][mode]) == {"latency_1s", "latency_5s"}
