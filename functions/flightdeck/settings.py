@@ -103,8 +103,8 @@ class Settings(BaseModel):
         alias="THINK_LONE_WINDOW_MS",
         ge=0,
         le=60_000,
-        description="With THINK_GATHERING = shared: a think is lone, and started by an asynchronous invoke, when its "
-        "function started no other think in this window; 0 sends every think through the thinks queue.",
+        description="With THINK_GATHERING = shared: a think is lone, and started by an asynchronous invoke, when it is "
+        "the agent's first start in its window (counted in the table); 0 sends every think through the thinks queue.",
     )
     think_batch_threads: int = Field(
         10,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.dynamo.store import StateStore
 from flightdeck.adapters.http_peers import Peers
-from flightdeck.adapters.lambda_thinks import LambdaThinks, LoneThinks
+from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.live_state import LiveStore
 from flightdeck.adapters.peer_directory import with_discovered_peers
 from flightdeck.adapters.peer_registry import PeerRegistry
@@ -56,7 +56,11 @@ def _gathering(settings: Settings) -> dict[str, Any]:
     """THINK_GATHERING = "shared": the thinks queue for a think that is not lone (flightdeck.adapters.lambda_thinks)."""
     if settings.think_gathering != "shared" or not settings.thinks_queue_url:
         return {}
-    return {"thinks_queue_url": settings.thinks_queue_url, "lone": LoneThinks(settings.think_lone_window_ms)}
+    from flightdeck.adapters.think_starts import ThinkStarts
+
+    store = state_store()
+    starts = ThinkStarts(store.table, lambda: store.client, settings.think_lone_window_ms)
+    return {"thinks_queue_url": settings.thinks_queue_url, "lone": starts}
 
 
 def _signing_keys(settings: Settings) -> list[SigningKey]:

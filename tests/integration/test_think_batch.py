@@ -16,7 +16,7 @@ import pytest
 
 from flightdeck import wiring
 from flightdeck.adapters import model_choice
-from flightdeck.adapters.lambda_thinks import LoneThinks
+from flightdeck.adapters.think_starts import ThinkStarts
 from flightdeck.domain.model import ModelError
 from tests.support.harness import new_session_id
 from tests.support.invokes import RECORDER
@@ -156,6 +156,7 @@ def test_with_the_old_mode_every_think_is_an_invoke(orchestrator):
 
 def test_a_lone_think_is_invoked_and_one_close_behind_it_goes_to_the_thinks_queue(orchestrator, monkeypatch):
     _shared(monkeypatch, orchestrator, lone_window_ms=60_000)
+    wiring.deps().thinks.lone.clock = lambda: 1_800_000_000.0  # both starts in one window
     first, second = new_session_id(), new_session_id()
     for sid in (first, second):
         assert orchestrator.api("chat_post", body={"session_id": sid, "content": "just answer"})[0] == 202
@@ -167,17 +168,23 @@ def test_a_lone_think_is_invoked_and_one_close_behind_it_goes_to_the_thinks_queu
 @pytest.mark.parametrize(
     ("window_ms", "starts", "lone"),
     [
-        (1000, [0.0], [True]),  # the first start a process makes
-        (1000, [0.0, 0.5, 0.9], [True, False, False]),  # each within the window of the one before
-        (1000, [0.0, 1.0, 2.5], [True, True, True]),  # a window apart: each alone
+        (1000, [0.0], [True]),  # the agent's first start
+        (1000, [0.0, 0.5, 0.9], [True, False, False]),  # in the same window as the first
+        (1000, [0.0, 1.0, 2.5], [True, True, True]),  # each a window of its own
         (0, [0.0, 5.0], [False, False]),  # window 0: the queue for every think
     ],
 )
-def test_a_think_is_lone_when_its_process_started_none_within_the_window(window_ms, starts, lone):
-    now = [0.0]
-    rule = LoneThinks(window_ms, clock=lambda: now[0])
+def test_a_think_is_lone_when_it_is_the_agent_s_first_start_in_its_window(orchestrator, window_ms, starts, lone):
+    store = wiring.state_store()
+    now = [1_800_000_000.0]
+    rule = ThinkStarts(store.table, lambda: store.client, window_ms, clock=lambda: now[0])
     seen = []
     for at in starts:
-        now[0] = at
+        now[0] = 1_800_000_000.0 + at
         seen.append(rule.lone())
     assert seen == lone
+
+
+def test_a_start_that_cannot_be_counted_goes_to_the_queue(orchestrator):
+    rule = ThinkStarts("no-such-table", lambda: wiring.state_store().client, 1000)
+    assert rule.lone() is False

@@ -8,21 +8,26 @@ SQS DelaySeconds holds back without a function waiting.
 
 THINK_GATHERING = "shared": a think that is not lone goes to the thinks queue instead, whose batches the
 turn worker runs concurrently (flightdeck.handlers.think_batch), so thinks ready together share one
-invocation's wait on the model. A lone think (this function started no other within the lone window)
-keeps the invoke: at low load nothing waits for a batching window that has nothing to gather.
+invocation's wait on the model. A lone think (the agent's first start in its window)
+keeps the invoke: at low load nothing waits for a batching window that has nothing to gather
+(which start is lone: flightdeck.adapters.think_starts).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 
 from flightdeck.adapters.sqs_queues import MAX_DELAY_S
+
+
+class Lone(Protocol):
+    def lone(self) -> bool:
+        """Whether a think started now is lone (flightdeck.adapters.think_starts)."""
+        ...
 
 
 def think_event(
@@ -37,24 +42,6 @@ def think_event(
     return event
 
 
-class LoneThinks:
-    """Whether a think this process starts now is lone: no other started within window_ms before it.
-    Per process, as a Lambda execution environment sees its own traffic: under load a warm one serves
-    request after request, and its starts come closer than the window."""
-
-    def __init__(self, window_ms: int, clock: Callable[[], float] = time.monotonic):
-        self.window_s = window_ms / 1000
-        self.clock = clock
-        self._last: float | None = None
-        self._lock = threading.Lock()  # a batch's threads start thinks too
-
-    def lone(self) -> bool:
-        now = self.clock()
-        with self._lock:
-            last, self._last = self._last, now
-        return self.window_s > 0 and (last is None or now - last >= self.window_s)
-
-
 class LambdaThinks:
     def __init__(
         self,
@@ -65,7 +52,7 @@ class LambdaThinks:
         sqs_client: Callable[[], Any] | None = None,
         started_by_stream: bool = False,
         thinks_queue_url: str = "",
-        lone: LoneThinks | None = None,
+        lone: Lone | None = None,
     ):
         self.function_name = function_name
         # THINK_GATHERING = "shared": the thinks queue, for every think `lone` does not call lone.
