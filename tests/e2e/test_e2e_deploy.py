@@ -192,7 +192,8 @@ def test_the_thinks_queue_feeds_the_turn_worker_in_batches_and_alarms_on_its_age
             for m in lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
             if m["EventSourceArn"].endswith(f":{queue}")
         ]
-        assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10, 1)
+        spec = topology.QUEUES_BY_KEY[topology.THINKS_QUEUE]
+        assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10, spec.batching_window_s)
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         age = alarms[f"flightdeck-{agent}-thinks-oldest-message-age"]
         assert (age["MetricName"], age["Threshold"]) == ("ApproximateAgeOfOldestMessage", 30)

@@ -170,7 +170,8 @@ def test_a_lone_think_is_invoked_and_one_close_behind_it_goes_to_the_thinks_queu
     [
         (1000, [0.0], [True]),  # the agent's first start
         (1000, [0.0, 0.5, 0.9], [True, False, False]),  # in the same window as the first
-        (1000, [0.0, 1.0, 2.5], [True, True, True]),  # each a window of its own
+        (1000, [0.0, 2.0, 4.5], [True, True, True]),  # each a window of its own, the one before empty
+        (1000, [0.0, 1.2, 2.1, 4.0], [True, False, False, True]),  # traffic in the window before: not lone
         (0, [0.0, 5.0], [False, False]),  # window 0: the queue for every think
     ],
 )

@@ -5,8 +5,9 @@ to the thinks queue, whose batching window gathers them. Which start is lone is 
 agent's traffic, not of one execution environment's: a burst of sessions spreads over as many writers'
 environments as there are sessions, each seeing one start. So each start adds one to a counter item per
 window (`THINKS#STARTS`, sort key the window's number; one UpdateItem, a write unit, kept an hour by the
-TTL); the start that makes it 1 is lone. A counter that cannot be written (throttled: traffic is high)
-sends its think to the queue.
+TTL); the start that makes it 1 is lone if the window before had none (one eventually consistent GetItem,
+half a read unit, for that start alone): under steady traffic every window has starts, and none is lone. A
+counter that cannot be written (throttled: traffic is high) sends its think to the queue.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ class ThinkStarts:
                 ExpressionAttributeValues={":one": {"N": "1"}, ":ttl": {"N": str(int(now) + KEEP_S)}},
                 ReturnValues="UPDATED_NEW",
             )
+            if got["Attributes"]["starts"]["N"] != "1":
+                return False
+            # The window's first start: lone unless the window before had starts too (traffic goes on).
+            before = self.client().get_item(
+                TableName=self.table,
+                Key={topology.PARTITION_KEY: {"S": COUNTER_PK}, topology.SORT_KEY: {"S": str(window - 1)}},
+                ProjectionExpression="starts",
+            )
         except Exception:  # noqa: BLE001 - not counted (throttled, most likely under load): the queue takes it
             return False
-        return bool(got["Attributes"]["starts"]["N"] == "1")
+        return "Item" not in before
