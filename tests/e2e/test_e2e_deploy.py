@@ -33,6 +33,8 @@ from e2e_agents import ACCOUNT_STACK, TASK, Chat, flightdeck, let_in, plan_id
 from e2e_cloud import CREATED_BEFORE, DEFERRED, REGION, UNSUPPORTED
 from e2e_lambda import Runtime
 
+from flightdeck import topology
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
