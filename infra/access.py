@@ -36,7 +36,9 @@ class Access:
     watch_sessions: bool = False
     send: tuple[str, ...] = ()  # queue keys it sends to
     send_to_dlq: tuple[str, ...] = ()  # queue keys whose dead-letter queue it sends to
-    start_thinks: bool = False  # lambda:InvokeFunction on the turn worker: every think starts as an async invoke
+    # lambda:InvokeFunction on the turn worker: a think starts as an async invoke (with THINK_GATHERING = "shared",
+    # a think that is not lone goes to the thinks queue instead: "thinks" in `send`)
+    start_thinks: bool = False
     secret: bool = False  # read the callback HMAC key
     peer_tokens: bool = False  # read the bearer tokens presented to the peers it calls
     model: bool = False  # invoke the agent's Bedrock model (only if its provider is "bedrock")
@@ -53,9 +55,9 @@ ACCESS: dict[str, Access] = {
     # (+ reply route), start a turn, read sessions. A task's reply.callbackService must resolve
     # before anything is stored (peer_urls). POST /api/sessions/{id}/cancel: a canceled session's own
     # delegations are canceled at their peers (our bearer token for each: peer_tokens; a retry on dispatch).
-    "chat_ingest": Access(table=True, send=("dispatch",), start_thinks=True, peer_tokens=True, peer_urls=True),
+    "chat_ingest": Access(table=True, send=("dispatch", "thinks"), start_thinks=True, peer_tokens=True, peer_urls=True),
     # POST /api/tools/response(s): verify the token, record the result, complete the turn once.
-    "callback": Access(table=True, start_thinks=True, secret=True),
+    "callback": Access(table=True, send=("thinks",), start_thinks=True, secret=True),
     # GET /.well-known/agent-card.json, GET /health, GET /openapi.json: its environment and the package alone.
     "agent_card": Access(),
     # One think step, and its outbound calls inline (flightdeck.domain.outbox): it mints the tokens
@@ -66,7 +68,7 @@ ACCESS: dict[str, Access] = {
     # model's think is retried after a delay through the turns queue.
     "turn_worker": Access(
         table=True,
-        send=("dispatch", "delivery", "timers", "turns"),
+        send=("dispatch", "delivery", "timers", "turns", "thinks"),
         model=True,
         secret=True,
         peer_tokens=True,
@@ -78,7 +80,7 @@ ACCESS: dict[str, Access] = {
     # a failed dispatch resumes the turn. An A2A peer that does not push is polled through the timers
     # queue (kind "a2a_poll").
     "dispatch_worker": Access(
-        table=True, send=("timers",), start_thinks=True, secret=True, peer_tokens=True, peer_urls=True
+        table=True, send=("timers", "thinks"), start_thinks=True, secret=True, peer_tokens=True, peer_urls=True
     ),
     # POSTs the answer back (the message carries route and token); gives up into its DLQ.
     "delivery_worker": Access(send_to_dlq=("delivery",), peer_urls=True),
@@ -87,18 +89,20 @@ ACCESS: dict[str, Access] = {
     # the next poll on timers). The delegations it times out are canceled at their peers (a retry
     # on dispatch).
     "deadline_timer": Access(
-        table=True, send=("timers", "dispatch"), start_thinks=True, peer_tokens=True, peer_urls=True
+        table=True, send=("timers", "dispatch", "thinks"), start_thinks=True, peer_tokens=True, peer_urls=True
     ),
     # EventBridge backstop over the deadline index; the delegations it times out are canceled at
     # their peers, as the timer does.
-    "sweeper": Access(table=True, send=("dispatch",), start_thinks=True, peer_tokens=True, peer_urls=True),
+    "sweeper": Access(table=True, send=("dispatch", "thinks"), start_thinks=True, peer_tokens=True, peer_urls=True),
     # The A2A JSON-RPC endpoint (POST /a2a): tasks are session turns (it starts their thinks); a task that ends
     # by tasks/cancel sends its push notifications through the delivery queue. No secret: A2A peers'
     # push notifications to us (token check) are served by the callback function.
     # Push notification URLs must lie under an allowed service's URL (peer_urls).
     # message/stream and tasks/resubscribe are this function too: they read what the others write.
     # A canceled task's own delegations are canceled at their peers (peer_tokens; a retry on dispatch).
-    "a2a": Access(table=True, send=("delivery", "dispatch"), start_thinks=True, peer_tokens=True, peer_urls=True),
+    "a2a": Access(
+        table=True, send=("delivery", "dispatch", "thinks"), start_thinks=True, peer_tokens=True, peer_urls=True
+    ),
     # GET /api/sessions/{id}/events: the peer registry entry and the session's items, read once per poll;
     # the session's watch mark (the live relay), its one kind of write.
     "session_events": Access(read_table=True, watch_sessions=True),

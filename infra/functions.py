@@ -222,5 +222,10 @@ class Functions(Construct):
                     queues[spec.key].queue,
                     batch_size=spec.batch_size,
                     report_batch_item_failures=True,
+                    **(
+                        {"max_batching_window": Duration.seconds(spec.batching_window_s)}
+                        if spec.batching_window_s
+                        else {}
+                    ),
                 )
             )

@@ -25,6 +25,7 @@ class QueuePair:
     queue: sqs.Queue
     dlq: sqs.Queue
     dlq_alarm: cloudwatch.Alarm
+    age_alarm: cloudwatch.Alarm | None = None
 
 
 class Queues(Construct):
@@ -101,7 +102,27 @@ class Queues(Construct):
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-            self.pairs[spec.key] = QueuePair(spec=spec, queue=queue, dlq=dlq, dlq_alarm=alarm)
+            age_alarm = None
+            if spec.age_alarm_s:
+                # Work waiting on its consumer (the mapping throttled, the function failing): the thinks queue's
+                # waits are the agent's latency.
+                age_alarm = cloudwatch.Alarm(
+                    self,
+                    f"{cid}AgeAlarm",
+                    alarm_name=f"{alarm_prefix}-{spec.key}-oldest-message-age",
+                    alarm_description=(
+                        f"The oldest message of {spec.name(prefix)} has waited over {spec.age_alarm_s} s for "
+                        f"{spec.handler}: its concurrency, throttles or errors."
+                    ),
+                    metric=queue.metric_approximate_age_of_oldest_message(
+                        period=Duration.minutes(1), statistic=cloudwatch.Stats.MAXIMUM
+                    ),
+                    threshold=spec.age_alarm_s,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    evaluation_periods=3,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+            self.pairs[spec.key] = QueuePair(spec=spec, queue=queue, dlq=dlq, dlq_alarm=alarm, age_alarm=age_alarm)
 
     def __getitem__(self, key: str) -> QueuePair:
         return self.pairs[key]

@@ -98,6 +98,8 @@ class FlightdeckStack(Stack):
         alarms = AlarmTopic(self, "Alarms", agent=agent, alarm_prefix=prefix, emails=spec.deploy.alarm_emails)
         for pair in queues.pairs.values():
             alarms.notify(pair.dlq_alarm)
+            if pair.age_alarm is not None:
+                alarms.notify(pair.age_alarm)
         secret = CallbackSecret(self, "CallbackSecret", agent=agent)
         peer_tokens = PeerTokensSecret(self, "PeerTokens", agent=agent)
 
@@ -110,6 +112,7 @@ class FlightdeckStack(Stack):
                 # A plain name, not a reference: the turn worker starts thinks in itself (infra/functions.py).
                 "TURN_WORKER_FUNCTION": topology.function_name(prefix, topology.THINK_HANDLER),
                 "TURNS_QUEUE_URL": queues["turns"].queue.queue_url,
+                "THINKS_QUEUE_URL": queues[topology.THINKS_QUEUE].queue.queue_url,
                 "DISPATCH_QUEUE_URL": queues["dispatch"].queue.queue_url,
                 "DELIVERY_QUEUE_URL": queues["delivery"].queue.queue_url,
                 "DELIVERY_DLQ_URL": queues["delivery"].dlq.queue_url,
@@ -181,7 +184,9 @@ class FlightdeckStack(Stack):
             dashboard_name=prefix,
             functions=functions.functions,
             queues=queues,
-            alarms=[pair.dlq_alarm for pair in queues.pairs.values()] + [overdue],
+            alarms=[pair.dlq_alarm for pair in queues.pairs.values()]
+            + [pair.age_alarm for pair in queues.pairs.values() if pair.age_alarm is not None]
+            + [overdue],
         )
         CfnOutput(
             self,

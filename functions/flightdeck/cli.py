@@ -222,6 +222,7 @@ def bench(args: argparse.Namespace) -> int:
             open_turns=args.open_turns,
             roles=roles,
             load_sessions=args.load_sessions,
+            think_sessions=args.think_sessions,
             coldstart_python=str(args.coldstart_python) if args.coldstart_python else None,
         )
         runner.validate(opts)
@@ -246,6 +247,14 @@ def bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _session_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of session counts (1,10,100)") from exc
+    return () if counts == (0,) else counts
+
+
 def add_bench_command(commands: Any) -> None:
     sub = commands.add_parser(
         "bench",
@@ -265,6 +274,13 @@ def add_bench_command(commands: Any) -> None:
     sub.add_argument("--callbacks", type=int, metavar="N", help="callbacks per mode (single, batch)")
     sub.add_argument("--timeout-turns", type=int, metavar="N", help="turns left to time out")
     sub.add_argument("--open-turns", type=int, metavar="N", help="open turns seeded for the sweep")
+    sub.add_argument(
+        "--think-sessions",
+        type=_session_counts,
+        metavar="S,S...",
+        help="the thinks phase's session counts, each started together once per THINK_GATHERING mode "
+        "(default 1,10,100; --quick 1,10; 0: no thinks phase)",
+    )
     sub.add_argument(
         "--load-sessions",
         type=int,

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -62,11 +63,27 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Flig
 _bound: set[str] = set()
 
 
+# A thread of a batch of thinks (flightdeck.handlers.think_batch) binds its keys to its own lines alone.
+_thread = threading.local()
+
+
+def keys_per_thread() -> None:
+    """From now on, bind() in this thread (one of a batch's) adds keys to this thread's log lines alone."""
+    _thread.own_keys = True
+    for each in (logger, audit_logger):
+        each.thread_safe_clear_keys()
+
+
 def bind(**keys: object) -> None:
     """Add keys (session_id, tool_use_id, trace_id...) to every later log line of this invocation, audit
     lines included. A key given None is removed (e.g. the next item of a batch has no trace)."""
     added = {k: v for k, v in keys.items() if v is not None}
     gone = [k for k, v in keys.items() if v is None]
+    if getattr(_thread, "own_keys", False):
+        for each in (logger, audit_logger):
+            each.thread_safe_append_keys(**added)
+            each.thread_safe_remove_keys(gone)
+        return
     for each in (logger, audit_logger):
         each.append_keys(**added)
         each.remove_keys(gone)

@@ -91,6 +91,35 @@ class Settings(BaseModel):
         "in the deadline index, for the sweep); `stream`, the consumer of the table's DynamoDB stream (the mark "
         "out of the index: fewer index writes, a stream hop more per think; docs/ARCHITECTURE.md §3).",
     )
+    # How thinks are gathered into invocations (docs/ARCHITECTURE.md §3, topology.THINK_GATHERINGS).
+    think_gathering: Literal["one_per_function", "shared"] = Field(
+        "one_per_function",
+        alias="THINK_GATHERING",
+        description="How a writer starts a think: `one_per_function`, an asynchronous invoke of the turn worker per "
+        "think; `shared`, a lone think so, the others through the thinks queue, whose batches of up to 10 the turn "
+        "worker runs concurrently (docs/ARCHITECTURE.md §3, docs/PERFORMANCE.md).",
+    )
+    think_lone_window_ms: int = Field(
+        1000,
+        alias="THINK_LONE_WINDOW_MS",
+        ge=0,
+        le=60_000,
+        description="With THINK_GATHERING = shared: a think is lone, and started by an asynchronous invoke, when it is "
+        "the agent's first start in its window (counted in the table); 0 sends every think through the thinks queue.",
+    )
+    think_batch_threads: int = Field(
+        10,
+        alias="THINK_BATCH_THREADS",
+        ge=1,
+        le=10,
+        description="How many thinks of one thinks-queue batch run at once in the turn worker (1: one after another).",
+    )
+    thinks_queue_url: str = Field(
+        "",
+        alias="THINKS_QUEUE_URL",
+        description="The thinks queue, feeding the turn worker batches of thinks (THINK_GATHERING = shared; set by "
+        "the stack or the local runtime).",
+    )
     # The thinks' delayed retry path (a throttled model's backoff).
     turns_queue_url: str = Field(
         alias="TURNS_QUEUE_URL",

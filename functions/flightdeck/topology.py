@@ -66,6 +66,10 @@ class QueueSpec:
     batch_size: int
     # the handler module that consumes it: flightdeck.handlers.<handler>.handler
     handler: str
+    # Lambda's MaximumBatchingWindowInSeconds: how long the mapping gathers a batch before it invokes (0: at once).
+    batching_window_s: int = 0
+    # An alarm when its oldest message is this old (ApproximateAgeOfOldestMessage); 0: none.
+    age_alarm_s: int = 0
 
     def name(self, prefix: str) -> str:
         return f"{prefix}-{self.key}" + (".fifo" if self.fifo else "")
@@ -87,6 +91,21 @@ QUEUES: tuple[QueueSpec, ...] = (
         visibility_timeout_s=6 * WORKER_TIMEOUT_S,
         batch_size=1,
         handler="turn_worker",
+    ),
+    # THINK_GATHERING = "shared": thinks that are not lone wait here up to the batching window, and the turn worker
+    # runs a batch of them concurrently (flightdeck.handlers.think_batch), each think its own record: a failed
+    # one alone comes back (ReportBatchItemFailures), a minute on (THINK_RETRY_S), as Lambda retries an
+    # asynchronous invoke, and after max_receive_count it goes to the DLQ; its owed mark stays listed, so the
+    # sweep re-sends it (ARCHITECTURE §3).
+    QueueSpec(
+        "thinks",
+        fifo=False,
+        max_receive_count=3,
+        visibility_timeout_s=6 * WORKER_TIMEOUT_S,
+        batch_size=10,
+        handler="turn_worker",
+        batching_window_s=2,
+        age_alarm_s=30,
     ),
     # Dispatch retries through visibility; the worker gives up itself (and records
     # dispatch_failed) before SQS would dead-letter the message.
@@ -164,6 +183,11 @@ ASYNC_INVOKES_BY_HANDLER = {a.handler: a for a in ASYNC_INVOKES}
 # Who starts a think a write marked owed: "writer", the writer itself right after its commit, the mark in the
 # deadline index for the sweep; "stream", the consumer of the table's stream, the mark out of the index.
 THINK_STARTERS = ("writer", "stream")
+# How thinks are gathered (settings THINK_GATHERING): one asynchronous invoke each, or batches on the thinks queue.
+THINK_GATHERINGS = ("one_per_function", "shared")
+THINKS_QUEUE = "thinks"
+# A failed think of a batch is received again after this (Lambda retries a failed asynchronous invoke about as late).
+THINK_RETRY_S = 60
 OWED_THINKS_HANDLER = "owed_thinks"
 # Old and new images: the consumer starts a think only where the mark appeared or changed (a filter cannot
 # compare two images, so one of the patterns passes every META write while a mark stands; the consumer drops those).

@@ -52,6 +52,17 @@ def preload(*, http: bool = False, secrets: bool = False, a2a_records: bool = Fa
         import flightdeck.adapters.a2a_state  # noqa: F401
 
 
+def _gathering(settings: Settings) -> dict[str, Any]:
+    """THINK_GATHERING = "shared": the thinks queue for a think that is not lone (flightdeck.adapters.lambda_thinks)."""
+    if settings.think_gathering != "shared" or not settings.thinks_queue_url:
+        return {}
+    from flightdeck.adapters.think_starts import ThinkStarts
+
+    store = state_store()
+    starts = ThinkStarts(store.table, lambda: store.client, settings.think_lone_window_ms)
+    return {"thinks_queue_url": settings.thinks_queue_url, "lone": starts}
+
+
 def _signing_keys(settings: Settings) -> list[SigningKey]:
     from flightdeck.adapters.secrets import signing_keys
 
@@ -185,6 +196,7 @@ def deps() -> Deps:
             retry_queue_url=settings.turns_queue_url,
             sqs_client=lambda: queues.client,
             started_by_stream=settings.think_start == "stream",
+            **_gathering(settings),
         ),
         peers=peers,
         keys=lambda: _signing_keys(settings),
@@ -221,6 +233,15 @@ def deps_within(budget: TimeBudget | None) -> Deps:
     a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
     cards = d.cards.within(budget) if isinstance(d.cards, A2AHttp) else d.cards
     return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards)
+
+
+def warm_for_threads() -> None:
+    """Before a batch's threads start: the clients they share made once here (a boto3 client is thread-safe;
+    making one from the default session is not), the model client with them."""
+    d = deps()
+    for holder in (state_store(), d.queues, d.thinks):
+        getattr(holder, "client", None)  # a lazy property: reading it makes the client
+    d.model()
 
 
 @functools.lru_cache(maxsize=1)

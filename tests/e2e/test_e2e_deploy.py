@@ -33,6 +33,8 @@ from e2e_agents import ACCOUNT_STACK, TASK, Chat, flightdeck, let_in, plan_id
 from e2e_cloud import CREATED_BEFORE, DEFERRED, REGION, UNSUPPORTED
 from e2e_lambda import Runtime
 
+from flightdeck import topology
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
@@ -169,6 +171,35 @@ def test_the_turn_worker_s_failed_thinks_go_to_the_turns_queue(round_trip) -> No
         destination = config["DestinationConfig"]["OnFailure"]["Destination"]
         # The delayed-retry queue, whose consumer hands the think to the sweep (docs/ARCHITECTURE.md §3).
         assert destination == f"arn:aws:sqs:{REGION}:123456789012:flightdeck-{agent}-turns"
+
+
+def test_the_thinks_queue_feeds_the_turn_worker_in_batches_and_alarms_on_its_age(round_trip) -> None:
+    import boto3
+
+    runtime: Runtime = round_trip["runtime"]
+    lam, sqs = boto3.client("lambda", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    alarms = {
+        a["AlarmName"]: a for a in boto3.client("cloudwatch", region_name=REGION).describe_alarms()["MetricAlarms"]
+    }
+    for agent in AGENTS:
+        queue = f"flightdeck-{agent}-thinks"
+        assert {f"{queue}", f"{queue}-dlq"} <= {u.rsplit("/", 1)[-1] for u in round_trip["queues"]}
+        redrive = sqs.get_queue_attributes(
+            QueueUrl=sqs.get_queue_url(QueueName=queue)["QueueUrl"], AttributeNames=["RedrivePolicy"]
+        )["Attributes"]["RedrivePolicy"]
+        assert json.loads(redrive)["deadLetterTargetArn"].endswith(f":{queue}-dlq")
+        name = runtime.function(agent, "turn_worker").name
+        [mapping] = [
+            m
+            for m in lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
+            if m["EventSourceArn"].endswith(f":{queue}")
+        ]
+        spec = topology.QUEUES_BY_KEY[topology.THINKS_QUEUE]
+        assert (mapping["BatchSize"], mapping["MaximumBatchingWindowInSeconds"]) == (10, spec.batching_window_s)
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        age = alarms[f"flightdeck-{agent}-thinks-oldest-message-age"]
+        assert (age["MetricName"], age["Threshold"]) == ("ApproximateAgeOfOldestMessage", 30)
+        assert f"flightdeck-{agent}-thinks-dlq-not-empty" in alarms
 
 
 def test_two_agents_deployed_in_one_pass_delegate_both_ways(round_trip) -> None:

@@ -139,7 +139,9 @@ def test_the_http_api_routes_every_buffered_route_to_its_function_in_payload_1_0
     [api] = [a for a in v2.get_apis()["Items"] if a["Name"] == "flightdeck-worker"]
     routes = v2.get_routes(ApiId=api["ApiId"])["Items"]
     assert sorted(r["RouteKey"] for r in routes) == sorted(
-        f"{r.method} {r.path}" for r in topology.ROUTES if not r.stream and not r.console  # a lean agent has no console
+        f"{r.method} {r.path}"
+        for r in topology.ROUTES
+        if not r.stream and not r.console  # a lean agent has no console
     )
     integrations = {i["IntegrationId"]: i for i in v2.get_integrations(ApiId=api["ApiId"])["Items"]}
     for route in routes:

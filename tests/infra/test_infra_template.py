@@ -234,7 +234,7 @@ def test_every_dlq_alarm_notifies_the_topic(synth, agent: str) -> None:
         assert p.get("ActionsEnabled", True) is True
     assert names == {f"flightdeck-{agent}-{spec.key}-dlq-not-empty" for spec in topology.QUEUES} | {
         f"flightdeck-{agent}-sessions-overdue"
-    }
+    } | {f"flightdeck-{agent}-{spec.key}-oldest-message-age" for spec in topology.QUEUES if spec.age_alarm_s}
 
 
 def test_no_alarm_emails_no_subscriptions(orchestrator_tpl) -> None:
@@ -535,8 +535,10 @@ TURN_WORKER = {"flightdeck-orchestrator-turn-worker"}
 EXPECTED_REACH = {
     # + dispatch, peer_tokens: POST /api/sessions/{id}/cancel cancels the session's own delegations at
     # their peers (issue 14, point 10), a retry going to the dispatch queue.
-    "chat_ingest": dict(table=True, send={"dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
-    "callback": dict(table=True, invoke=TURN_WORKER, secret=True),
+    "chat_ingest": dict(
+        table=True, send={"dispatch", "thinks"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL
+    ),
+    "callback": dict(table=True, send={"thinks"}, invoke=TURN_WORKER, secret=True),
     "agent_card": dict(),
     # + invoke, beyond the issue's list: local tools complete a turn inside the turn worker
     # (domain.turn_loop -> aggregation.record_and_advance -> thinks.start), so it starts thinks in itself.
@@ -545,9 +547,9 @@ EXPECTED_REACH = {
     # + secret, peer_tokens, peer_urls, the delivery DLQ: it dispatches and delivers inline
     # (domain.outbox), the queues being the retry path.
     "turn_worker": dict(
-        consume={"turns"},
+        consume={"turns", "thinks"},
         table=True,
-        send={"dispatch", "delivery", "timers", "turns"},
+        send={"dispatch", "delivery", "timers", "turns", "thinks"},
         invoke=TURN_WORKER,
         secret=True,
         peer_tokens=True,
@@ -561,7 +563,7 @@ EXPECTED_REACH = {
         table=True,
         secret=True,
         peer_tokens=True,
-        send={"timers"},
+        send={"timers", "thinks"},
         invoke=TURN_WORKER,
         peer_urls=WORKER_URL,
     ),
@@ -571,16 +573,20 @@ EXPECTED_REACH = {
     "deadline_timer": dict(
         consume={"timers"},
         table=True,
-        send={"timers", "dispatch"},
+        send={"timers", "dispatch", "thinks"},
         invoke=TURN_WORKER,
         peer_tokens=True,
         peer_urls=WORKER_URL,
     ),
     # + dispatch, peer_tokens, peer_urls: as the timer, it cancels the delegations it times out.
-    "sweeper": dict(table=True, send={"dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
+    "sweeper": dict(
+        table=True, send={"dispatch", "thinks"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL
+    ),
     # A2A JSON-RPC: tasks start turns; a canceled task's push notifications go to delivery, its
     # delegations are canceled at their peers (peer_tokens; a retry on dispatch).
-    "a2a": dict(table=True, send={"delivery", "dispatch"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL),
+    "a2a": dict(
+        table=True, send={"delivery", "dispatch", "thinks"}, invoke=TURN_WORKER, peer_tokens=True, peer_urls=WORKER_URL
+    ),
     # API Gateway's authorizer of the peer routes: one GetItem (the peer registry entry) on the table
     # itself (not its index), nothing else.
     "peer_authorizer": dict(read_peers=True),
@@ -874,6 +880,7 @@ def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
             "STATE_TABLE",
             "TURN_WORKER_FUNCTION",
             "TURNS_QUEUE_URL",
+            "THINKS_QUEUE_URL",
             "DISPATCH_QUEUE_URL",
             "DELIVERY_QUEUE_URL",
             "DELIVERY_DLQ_URL",

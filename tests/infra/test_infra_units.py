@@ -19,6 +19,7 @@ RESOURCES = {
     "STATE_TABLE": "flightdeck-worker-state",
     "TURN_WORKER_FUNCTION": "flightdeck-worker-turn-worker",
     "TURNS_QUEUE_URL": "u1",
+    "THINKS_QUEUE_URL": "u6",
     "DISPATCH_QUEUE_URL": "u2",
     "DELIVERY_QUEUE_URL": "u3",
     "DELIVERY_DLQ_URL": "u4",

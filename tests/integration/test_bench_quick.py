@@ -308,3 +308,25 @@ def test_the_conversations_thinks_are_billed_by_the_caching_rules_through_the_st
     assert all(t["thinks"] == 1 and t["output"] > 0 for t in tokens.values())
     assert tokens["1"]["cache_read"] == 0
     assert tokens["50"]["cache_read"] > tokens["50"]["input"] + tokens["50"]["cache_write"]
+
+
+def test_the_thinks_phase_reports_both_modes_at_each_session_count(result):
+    thinks = result["thinks"]
+    keys = {
+        "invocations_per_think",
+        "function_s_per_think",
+        "peak_concurrency",
+        "added_latency_ms_p50",
+        "added_latency_ms_p95",
+    }
+    for sessions in result["options"]["think_sessions"]:
+        for mode in ("one_per_function", "shared"):
+            got = thinks[f"sessions_{sessions}"][mode]
+            assert keys <= set(got) and got["thinks"] >= 1, (sessions, mode)
+            assert got["invocations_per_think"] <= 1 and got["peak_concurrency"] >= 1
+            assert got["delegations_answered"] <= got["delegations"]
+        # Per function, a think is an invocation: the baseline of every "added" figure.
+        assert thinks[f"sessions_{sessions}"]["one_per_function"]["invocations_per_think"] == 1
+        assert thinks[f"sessions_{sessions}"]["one_per_function"]["added_latency_ms_p50"] == 0
+    for mode in ("one_per_function", "shared"):
+        assert set(thinks["delegations_per_s_per_1000_concurrency"][mode]) == {"latency_1s", "latency_5s"}

@@ -177,6 +177,21 @@ def test_quick_and_full_runs_size_the_load_and_the_conversation():
     assert args.load_sessions == 4
 
 
+def test_the_thinks_phase_runs_100_sessions_in_the_full_bench_only():
+    assert runner.options(False).think_sessions == (1, 10, 100)
+    assert runner.options(True).think_sessions == (1, 10)
+    parse = cli.build_parser().parse_args
+    assert parse(["bench", "--think-sessions", "1,100"]).think_sessions == (1, 100)
+    assert (
+        runner.options(True, think_sessions=parse(["bench", "--think-sessions", "0"]).think_sessions).think_sessions
+        == ()
+    )
+    with pytest.raises(ValueError, match="thinks phase"):
+        runner.validate(runner.options(True, think_sessions=(0, 10)))
+    with pytest.raises(SystemExit):
+        parse(["bench", "--think-sessions", "ten"])
+
+
 def test_the_cold_start_can_be_timed_with_another_interpreter_and_says_which(tmp_path):
     # Lambda runs the stack's runtime (infra/bundling.py), not necessarily the bench's own Python.
     args = cli.build_parser().parse_args(["bench", "--coldstart-python", sys.executable])

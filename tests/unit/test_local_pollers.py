@@ -302,3 +302,56 @@ def test_schedule_fires_scheduled_events_at_its_rate_and_stops(fake_handler):
     assert event["resources"] == ["arn:aws:events:us-east-1:123456789012:rule/tester-sweep"]
     assert event["detail"] == {} and event["account"] == "123456789012" and event["region"] == REGION
     assert event["time"].endswith("Z") and event["id"]
+
+
+def test_a_batching_window_gathers_the_messages_that_arrive_within_it(clients, resources, fake_handler):
+    """As Lambda's MaximumBatchingWindowInSeconds: the batch is handed over full, or when the window ends."""
+    import dataclasses
+
+    _, sqs = clients
+    url = resources.queue_urls["thinks"]
+    batches: list[int] = []
+    spec = dataclasses.replace(topology.QUEUES_BY_KEY["thinks"], batching_window_s=600)  # full long before
+    poller = SqsPoller(
+        sqs=sqs,
+        queue_url=url,
+        spec=spec,
+        function=fake_handler(lambda event, context: batches.append(len(event["Records"]))),
+        stop=threading.Event(),
+        wait_time_s=0,
+    )
+    sqs.send_message(QueueUrl=url, MessageBody="first")
+    polling = threading.Thread(target=poller.poll_once)
+    polling.start()
+    for i in range(spec.batch_size - 1):  # arriving while the poller gathers
+        sqs.send_message(QueueUrl=url, MessageBody=f"more {i}")
+    polling.join()
+    assert batches == [spec.batch_size] and _depth(sqs, url) == (0, 0)
+
+
+def test_a_poller_with_concurrency_runs_its_batches_side_by_side(clients, resources, fake_handler):
+    """As a mapping scales out: a second batch starts while the first still runs (each waits for the other)."""
+    _, sqs = clients
+    url = resources.queue_urls["dispatch"]
+    both = threading.Barrier(2, timeout=120)
+    done = threading.Semaphore(0)
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        both.wait()  # broken (and the batch failed) unless the two batches run at once
+        done.release()
+
+    poller = SqsPoller(
+        sqs=sqs,
+        queue_url=url,
+        spec=topology.QUEUES_BY_KEY["dispatch"],
+        function=fake_handler(handler),
+        stop=threading.Event(),
+        wait_time_s=0,
+        concurrency=2,
+    )
+    poller.function._lock = threading.Semaphore(2)  # type: ignore[attr-defined] - two environments, not one
+    for body in ("one", "two"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        assert poller.poll_once() == 1
+    assert done.acquire(timeout=120) and done.acquire(timeout=120)
+    assert not both.broken

@@ -35,20 +35,23 @@ def json_bytes(body: Any) -> bytes:
 
 
 class SharedSession:
-    """One requests.Session (one connection pool), made on first use: requests is imported by the
-    first call, not when the adapter is built, so a function that makes no HTTP call never loads it
-    (those whose every invocation calls load it at init: flightdeck.wiring.load_http)."""
+    """One requests.Session (one connection pool) per thread, made on first use: requests is imported by
+    the first call, not when the adapter is built, so a function that makes no HTTP call never loads it
+    (those whose every invocation calls load it at init: flightdeck.wiring.load_http). Per thread because
+    requests does not promise a Session is thread-safe, and a batch's thinks run on threads of their own
+    (flightdeck.handlers.think_batch). A session given (a test's) serves every thread."""
 
     def __init__(self, session: requests.Session | None = None):
-        self._session = session
-        self._lock = threading.Lock()
+        self._given = session
+        self._local = threading.local()
 
     def get(self) -> requests.Session:
-        if self._session is None:
-            with self._lock:
-                if self._session is None:
-                    self._session = http_deadline.deadline_session()
-        return self._session
+        if self._given is not None:
+            return self._given
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = http_deadline.deadline_session()
+        return session
 
 
 class Peers:

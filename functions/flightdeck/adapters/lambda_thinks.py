@@ -5,17 +5,29 @@ replaces cost three more requests (send, receive, delete) per think. Lambda's as
 think that fails (flightdeck.topology.ASYNC_INVOKES). The turns queue stays for the one case an
 invoke cannot do: a think that must not start before a delay (model throttling backoff), which
 SQS DelaySeconds holds back without a function waiting.
+
+THINK_GATHERING = "shared": a think that is not lone goes to the thinks queue instead, whose batches the
+turn worker runs concurrently (flightdeck.handlers.think_batch), so thinks ready together share one
+invocation's wait on the model. A lone think (the agent's first start in its window)
+keeps the invoke: at low load nothing waits for a batching window that has nothing to gather
+(which start is lone: flightdeck.adapters.think_starts).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 
 from flightdeck.adapters.sqs_queues import MAX_DELAY_S
+
+
+class Lone(Protocol):
+    def lone(self) -> bool:
+        """Whether a think started now is lone (flightdeck.adapters.think_starts)."""
+        ...
 
 
 def think_event(
@@ -39,8 +51,13 @@ class LambdaThinks:
         client: Any = None,
         sqs_client: Callable[[], Any] | None = None,
         started_by_stream: bool = False,
+        thinks_queue_url: str = "",
+        lone: Lone | None = None,
     ):
         self.function_name = function_name
+        # THINK_GATHERING = "shared": the thinks queue, for every think `lone` does not call lone.
+        self.thinks_queue_url = thinks_queue_url
+        self.lone = lone
         # THINK_START = "stream": the table's stream starts a think its write marked owed (ARCHITECTURE §3).
         self.started_by_stream = started_by_stream
         self.retry_queue_url = retry_queue_url
@@ -59,8 +76,13 @@ class LambdaThinks:
         session as its ingest wrote it, so the think skips its read (bounded by the store's
         MAX_SNAPSHOT_CHARS, well inside the 256 KB of an asynchronous invoke's payload).
         With the stream as the starter, nothing: the owed mark's stream record starts it."""
-        if not self.started_by_stream:
-            self._invoke(think_event(session_id, turn, traceparent, snapshot=snapshot))
+        if self.started_by_stream:
+            return
+        event = think_event(session_id, turn, traceparent, snapshot=snapshot)
+        if self.thinks_queue_url and self.lone is not None and not self.lone.lone():
+            self._sqs_client().send_message(QueueUrl=self.thinks_queue_url, MessageBody=json.dumps(event))
+        else:
+            self._invoke(event)
 
     def resend(self, session_id: str, turn: int, traceparent: str = "") -> None:
         """Start a think owed since an earlier write, whoever starts fresh ones."""

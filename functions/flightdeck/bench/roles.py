@@ -34,6 +34,7 @@ BENCH_MANAGED_SETTINGS = frozenset(
         "STATE_TABLE",
         "TURN_WORKER_FUNCTION",
         "TURNS_QUEUE_URL",
+        "THINKS_QUEUE_URL",
         "DISPATCH_QUEUE_URL",
         "DELIVERY_QUEUE_URL",
         "DELIVERY_DLQ_URL",

@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from flightdeck import topology
-from flightdeck.bench import bill, coldstart, scenario, streaming, sweep
+from flightdeck.bench import bill, coldstart, scenario, streaming, sweep, think_load
 from flightdeck.bench import load as load_test
 from flightdeck.bench.prices import PriceTable, load
 from flightdeck.bench.roles import DELEGATOR, Roles, StackOptions, memory_mb, roles_from
@@ -42,6 +42,9 @@ class BenchOptions:
     # examples/three-agents.toml; `bench --config`: that file); 0 sessions: no load phase.
     load_sessions: int = 40
     load_config: str | None = None
+    # Thinks under load (flightdeck.bench.think_load): sessions started together, one stack per THINK_GATHERING
+    # mode; () : no such phase. 100 sessions take minutes per mode: the full bench only.
+    think_sessions: tuple[int, ...] = think_load.SESSIONS
 
 
 def options(quick: bool = False, **overrides: Any) -> BenchOptions:
@@ -62,6 +65,7 @@ def options(quick: bool = False, **overrides: Any) -> BenchOptions:
             coldstart_repeats=3,  # best of 3: one disturbed interpreter must not decide the goal
             coldstart_no_pyc=("turn_worker",),
             load_sessions=10,
+            think_sessions=think_load.QUICK_SESSIONS,
         )
     else:
         base = BenchOptions()
@@ -82,6 +86,8 @@ def validate(opts: BenchOptions) -> None:
         raise ValueError("cold start repeats must be at least 1")
     if opts.load_sessions < 0:
         raise ValueError("load sessions must be 0 (no load phase) or more")
+    if any(s < 1 for s in opts.think_sessions):
+        raise ValueError("the thinks phase's sessions must each be 1 or more")
     if not s.conversation_at or min(s.conversation_at) < 1:
         raise ValueError("the conversation's counted messages must be 1 or more")
     if opts.coldstart_python is not None and shutil.which(opts.coldstart_python) is None:
@@ -205,6 +211,10 @@ def run(
         config = opts.load_config or (opts.stack.roles.config if opts.stack.roles else str(load_test.EXAMPLE_CONFIG))
         result["load"] = load_test.measure(config, opts.load_sessions, say, logs)
         phases["load"], mark = round(time.monotonic() - mark, 1), time.monotonic()
+    if opts.think_sessions:
+        config = opts.load_config or str(load_test.EXAMPLE_CONFIG)
+        result["thinks"] = think_load.measure(config, say, opts.think_sessions, logs)
+        phases["thinks"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["sweep"] = sweep.measure(opts.open_turns, opts.overdue_turns, prices, say)
     phases["sweep"], mark = round(time.monotonic() - mark, 1), time.monotonic()
     result["streaming"] = streaming.measure(prices, say, memory_mb=memory_mb(opts.stack, DELEGATOR))

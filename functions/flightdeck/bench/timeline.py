@@ -43,6 +43,11 @@ class Timeline:
                 self.records.append((agent, record))
                 self._cond.notify_all()
 
+    def all(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every timeline record so far, with its agent."""
+        with self._cond:
+            return list(self.records)
+
     def find(self, agent: str | None = None, **match: Any) -> list[dict[str, Any]]:
         with self._cond:
             return [

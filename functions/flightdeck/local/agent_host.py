@@ -34,7 +34,7 @@ from flightdeck.adapters.usage_plans import CachedKeyLookup, UsagePlans
 from flightdeck.local.console_files import ConsoleFiles
 from flightdeck.local.gateway import ApiGateway, GatewayIdentity, GatewayServer
 from flightdeck.local.invocation import DEFAULT_MEMORY_MB, HANDLERS_PACKAGE, LOCAL_REGION, FunctionRegistry
-from flightdeck.local.lambda_api import AsyncInvoker, LambdaApi, LambdaApiServer, async_configs
+from flightdeck.local.lambda_api import ASYNC_WORKERS, AsyncInvoker, LambdaApi, LambdaApiServer, async_configs
 from flightdeck.local.net import base_url, listen
 from flightdeck.local.peer_gate import PeerGate
 from flightdeck.local.pollers import ScheduleTimer, SqsPoller
@@ -194,7 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         lambda_socket = listen("127.0.0.1", 0, "the Lambda Invoke API")
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = base_url("127.0.0.1", lambda_socket.getsockname()[1])
     sqs = boto3.client("sqs", region_name=region)
-    invoker = AsyncInvoker(lambda url, body: sqs.send_message(QueueUrl=url, MessageBody=body))
+    # As many asynchronous invocations at once as a function has sandboxes to run them.
+    invoker = AsyncInvoker(
+        lambda url, body: sqs.send_message(QueueUrl=url, MessageBody=body), workers=max(ASYNC_WORKERS, args.sandboxes)
+    )
     lambda_server = LambdaApiServer(
         LambdaApi(functions, invoker, async_configs(functions, lambda spec: os.environ[queue_url_variable(spec)])),
         lambda_socket,
@@ -212,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             function=functions.function(spec.handler),
             stop=stop,
             region=region,
+            # The thinks queue's batches run side by side, up to the turn worker's sandboxes (a mapping scales out).
+            concurrency=args.sandboxes if spec.key == topology.THINKS_QUEUE else 1,
         )
         for spec in topology.QUEUES
     ]

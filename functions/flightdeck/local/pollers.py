@@ -2,9 +2,10 @@
 
 moto must never run event source mappings itself (with its non-Docker Lambda
 backend they silently delete messages), so each queue gets a poller thread that
-does what the mapping does: receive a batch, hand it to the handler as a Lambda
-SQS event, and delete what the handler did not report as failed
-(ReportBatchItemFailures). moto never fires schedule rules either, so a timer
+does what the mapping does: receive a batch (gathered for up to the queue's batching
+window, MaximumBatchingWindowInSeconds), hand it to the handler as a Lambda SQS event,
+and delete what the handler did not report as failed (ReportBatchItemFailures). A poller
+may run several batches at once (`concurrency`), as a mapping scales out its invocations. moto never fires schedule rules either, so a timer
 thread sends the sweeper the EventBridge Scheduled Event.
 """
 
@@ -28,6 +29,8 @@ log = logging.getLogger("flightdeck.local")
 RECEIVE_WAIT_S = 1
 # After a failed ReceiveMessage (moto restarting, shutting down), wait before the next.
 RECEIVE_ERROR_BACKOFF_S = 1.0
+# Within a batching window, how often the poller looks for more messages (short polls).
+GATHER_INTERVAL_S = 0.1
 
 
 def _lambda_message_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +118,15 @@ class SqsPoller(threading.Thread):
         stop: threading.Event,
         region: str = LOCAL_REGION,
         wait_time_s: int = RECEIVE_WAIT_S,
+        concurrency: int = 1,
     ):
         super().__init__(name=f"poller-{spec.key}", daemon=True)
+        if concurrency < 1:
+            raise ValueError("a poller runs at least one batch at a time")
+        # Batches in flight at once: a received batch waits for none of them (the function's own
+        # sandboxes bound how many run).
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self.concurrency = concurrency
         self.sqs = sqs
         self.queue_url = queue_url
         self.spec = spec
@@ -142,19 +152,62 @@ class SqsPoller(threading.Thread):
                 self.stop_event.wait(RECEIVE_ERROR_BACKOFF_S)
 
     def poll_once(self) -> int:
-        """Receive one batch and process it; returns how many messages it held."""
-        messages = self.sqs.receive_message(
+        """Receive one batch (gathered over the batching window) and process it; returns how many messages
+        it held. With concurrency above 1 the batch runs on a thread of its own, this one polls on."""
+        self._slots.acquire()
+        try:
+            messages = self._receive(self.spec.batch_size, self.wait_time_s)
+            if messages and self.spec.batching_window_s > 0:
+                messages += self._gather(len(messages))
+        except BaseException:
+            self._slots.release()
+            raise
+        if not messages:
+            self._slots.release()
+        elif self.concurrency == 1:
+            # A received batch is always processed, even when a stop was requested
+            # meanwhile: abandoning it would hide it for a whole visibility timeout.
+            try:
+                self.process(messages)
+            finally:
+                self._slots.release()
+        else:
+            threading.Thread(
+                target=self._process_in_slot, args=(messages,), name=f"{self.name}-batch", daemon=True
+            ).start()
+        return len(messages)
+
+    def _process_in_slot(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self.process(messages)
+        except Exception:
+            log.exception("poller %s: a batch failed", self.spec.key)
+        finally:
+            self._slots.release()
+
+    def _receive(self, most: int, wait_s: int) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.sqs.receive_message(
             QueueUrl=self.queue_url,
-            MaxNumberOfMessages=self.spec.batch_size,
-            WaitTimeSeconds=self.wait_time_s,
+            MaxNumberOfMessages=most,
+            WaitTimeSeconds=wait_s,
             MessageSystemAttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
-        if messages:
-            # A received batch is always processed, even when a stop was requested
-            # meanwhile: abandoning it would hide it for a whole visibility timeout.
-            self.process(messages)
-        return len(messages)
+        return messages
+
+    def _gather(self, have: int) -> list[dict[str, Any]]:
+        """More messages, until the batch is full or the window has passed since the first (as the mapping does)."""
+        more: list[dict[str, Any]] = []
+        window_ends = time.monotonic() + self.spec.batching_window_s
+        while have + len(more) < self.spec.batch_size and not self.stop_event.is_set():
+            left = window_ends - time.monotonic()
+            if left <= 0:
+                break
+            got = self._receive(self.spec.batch_size - have - len(more), 0)
+            more += got
+            if not got:
+                self.stop_event.wait(min(GATHER_INTERVAL_S, left))
+        return more
 
     def process(self, messages: list[dict[str, Any]]) -> None:
         event = build_sqs_event(messages, queue_arn=self.queue_arn, region=self.region)

@@ -277,6 +277,20 @@ def a2a_v1_send(w: World) -> None:
     w.settle()
 
 
+# --- THINK_GATHERING = "shared": thinks that share an invocation ------------------------------------
+
+
+def a_batch_of_thinks(w: World) -> None:
+    """Two sessions' thinks in one batch of the thinks queue, one after the other in one invocation (the
+    explorer runs a batch's thinks on one thread, so each crash point falls before, inside or between them),
+    then each session's next think, gathered too."""
+    w.chat("s-batch-a", "@worker look up the tide tables", "m-1")
+    w.chat("s-batch-b", "count the moons of mars", "m-1")
+    w.settle()
+    w.answer_delegations()
+    w.settle()
+
+
 def a2a_v1_subscribe(w: World) -> None:
     """A2A v1.0 SubscribeToTask while the task works (its stream watches the session, then closes without a
     final event), and again from its last event once the think ran: the rest, to the final status."""
@@ -287,6 +301,9 @@ def a2a_v1_subscribe(w: World) -> None:
     w.settle()
     w.subscribe(task_id, first.last_id if first is not None else "")
 
+
+# Run with every think gathered on the thinks queue (tests/integration/test_crash_points_shared.py).
+BATCHED: tuple[Scenario, ...] = (Scenario("a-batch-crashed-between-its-thinks", a_batch_of_thinks),)
 
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("chat", chat),

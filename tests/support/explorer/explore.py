@@ -7,6 +7,7 @@ each picking the order of due work at random and whether an HTTP caller that got
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -19,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from flightdeck import wiring
+from flightdeck import topology, wiring
 from flightdeck.adapters import model_choice
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.mcp_http import McpHttp
@@ -168,9 +169,16 @@ class Report:
 class Explorer:
     """One agent's queues and environment, made once; each run gets a fresh table, empty queues and a world."""
 
-    def __init__(self, monkeypatch: Any, think_start: str = "writer"):
+    def __init__(self, monkeypatch: Any, think_start: str = "writer", think_gathering: str = "one_per_function"):
         self.monkeypatch = monkeypatch
         self.think_start = think_start
+        # "shared": every think through the thinks queue (no lone one), a batch's thinks one after another, so
+        # that each crash point is the same in every run.
+        gathered = (
+            {"THINK_GATHERING": "shared", "THINK_LONE_WINDOW_MS": "0", "THINK_BATCH_THREADS": "1"}
+            if think_gathering == "shared"
+            else {}
+        )
         self.agent = make_agent(
             monkeypatch,
             delegates=[],
@@ -183,12 +191,22 @@ class Explorer:
                 "STREAMING": "on",
                 "STREAM_MAX_MS": "1000",
                 "THINK_START": think_start,
+                **gathered,
             },
         )
         self.mcp_key = new_token(MCP_CLIENT)
         self._add_mcp_client()
         real_pace = Pace.of.__func__  # type: ignore[attr-defined]
         monkeypatch.setattr(Pace, "of", classmethod(_paced_on_the_world(real_pace)))
+        if gathered:
+            turn_worker = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
+            real_record = turn_worker.think_record
+
+            def think_record(record: Any, budget: Any) -> Any:
+                _world().think_of(json.loads(record.body))
+                return real_record(record, budget)
+
+            monkeypatch.setattr(turn_worker, "think_record", think_record)
         monkeypatch.setattr(Peers, "post_json", _post_json)
         monkeypatch.setattr(McpHttp, "list_tools", _mcp_list)
         monkeypatch.setattr(McpHttp, "call_tool", _mcp_call)

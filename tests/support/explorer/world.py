@@ -35,7 +35,7 @@ from tests.support.invokes import RECORDER, Invocation
 LAMBDA_RETRY_MS = 60_000  # Lambda's asynchronous retries come a minute or two after a failure
 STREAM_RETRY_MS = 1_000  # a stream's event source mapping hands a failed batch over again at once
 WORKER_RETRY_MS = 2_000  # the worker's delivery queue retries a callback that got no answer
-QUEUE_ORDER = ("turns", "dispatch", "delivery", "timers")
+QUEUE_ORDER = ("thinks", "turns", "dispatch", "delivery", "timers")
 # Past every bound: the longest deadline (ASYNC_TOOL_TIMEOUT_MS 300 s), the owed-think grace (35 s),
 # visibility timeouts (180 s), Lambda's retries; the sweep runs after each jump.
 BIG_JUMP_MS = 10 * 60_000
@@ -544,6 +544,11 @@ class World:
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
     # --- the model, as the think sees it ---------------------------------------------------------
+    def think_of(self, body: dict[str, Any]) -> None:
+        """The think a batch's record runs from now on (its asks are counted against it)."""
+        body = body.get("requestPayload", body)  # Lambda's record of a given-up think carries it
+        self._think = (body["session_id"], int(body["turn"]), bool(body.get("snapshot")))
+
     def model_asked(self) -> None:
         if self.running is not None and self.dead:
             raise Crash(f"{self.running} is dead: the model is not asked")
