@@ -296,12 +296,13 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         if msg.skill
         else {"kind": "text", "text": msg.task}
     )
-    message = {
+    message_id = str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}"))
+    message: dict[str, Any] = {
         "kind": "message",
         "role": "user",
         "parts": [part],
         # The same delegation always sends the same message id: a peer may recognise a re-send.
-        "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
+        "messageId": message_id,
         # A continuation: in the peer's context, and of its task that asked for input (flightdeck.domain.asking).
         **({"contextId": msg.context_id} if msg.context_id else {}),
         **({"taskId": msg.task_id} if msg.task_id else {}),
@@ -369,7 +370,7 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
             msg,
             f"{delegate.agent} (A2A message/send): not a Task or Message: {exc.errors()[0].get('msg', '')}"[:300],
         )
-    remote = _remote_record(msg, delegate, card, task.id, "push" if push_url else "poll", message["messageId"])
+    remote = _remote_record(msg, delegate, card, task.id, "push" if push_url else "poll", message_id)
     if remote != answering:
         ports(deps).store.put_remote(remote, s.session_retention_ms)
     mode = remote.mode
