@@ -100,7 +100,7 @@ class AskingExecutor(AgentExecutor):
 
 
 @contextmanager
-def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None = None):
+def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None = None, streaming: bool = False):
     sock = _free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     card = sdk.AgentCard(
@@ -112,7 +112,7 @@ def sdk_agent(push: bool, delay_s: float = 0.2, executor: AgentExecutor | None =
         preferred_transport="JSONRPC",
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        capabilities=sdk.AgentCapabilities(streaming=False, push_notifications=push),
+        capabilities=sdk.AgentCapabilities(streaming=streaming, push_notifications=push),
         skills=[sdk.AgentSkill(id="echo", name="echo", description="echoes", tags=["echo"])],
     )
     extra = {}

@@ -70,7 +70,9 @@ def test_agent_card_validates_against_the_a2a_v03_schema_and_tells_the_truth(orc
     assert parsed.protocol_version == "0.3.0" and parsed.preferred_transport == "JSONRPC"
     assert card["url"].endswith("/prod/a2a")
     capabilities = dict(card["capabilities"])
-    [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
+    # Skill contracts (docs/SKILLS.md): responseSchema is served; reliable delivery (docs/A2A.md), optional.
+    [extension, reliable] = capabilities.pop("extensions")
+    assert reliable["uri"] == "urn:flightdeck:a2a:ext:reliable-delivery:v1" and reliable["required"] is False
     assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
     assert capabilities == {
         "streaming": False,

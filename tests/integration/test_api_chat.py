@@ -115,7 +115,8 @@ def test_agent_card_is_a2a_v03_and_truthful(orchestrator):
     assert card["preferredTransport"] == "JSONRPC"
     assert card["url"] == "https://abc123.execute-api.us-east-1.amazonaws.com/prod/a2a"
     capabilities = dict(card["capabilities"])
-    [extension] = capabilities.pop("extensions")  # skill contracts (docs/SKILLS.md): responseSchema is served
+    # Skill contracts (docs/SKILLS.md): responseSchema is served; reliable delivery (docs/A2A.md).
+    [extension, _reliable] = capabilities.pop("extensions")
     assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["params"]["skills"] == {}
     assert capabilities == {
         "streaming": False,

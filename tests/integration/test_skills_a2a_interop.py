@@ -181,7 +181,7 @@ def _call(skill: str, arguments: dict, **extra) -> sdk.Message:
 
 async def _client(http: httpx.AsyncClient, url: str, streaming: bool):
     card = await A2ACardResolver(http, url).get_agent_card()
-    [extension] = card.capabilities.extensions
+    [extension] = [e for e in card.capabilities.extensions or [] if e.uri == CONTRACTS_URI]
     assert extension.uri == CONTRACTS_URI and extension.params["skills"]["get_quote"]["inputSchema"] == QUOTE_IN
     return ClientFactory(ClientConfig(streaming=streaming, polling=True, httpx_client=http)).create(card)
 

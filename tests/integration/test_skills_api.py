@@ -180,7 +180,7 @@ def test_the_card_publishes_the_contracts_of_exposed_skills_only(agent):
     status, _, card = agent.api("agent_card_get")
     assert status == 200
     assert [s["id"] for s in card["skills"]] == ["count_words", "get_quote"]  # secret_sauce is internal
-    [extension] = card["capabilities"]["extensions"]
+    [extension] = [e for e in card["capabilities"]["extensions"] if e["uri"].endswith(":skill-contracts:v1")]
     assert extension["uri"] == "urn:flightdeck:a2a:ext:skill-contracts:v1" and extension["required"] is False
     contracts = extension["params"]["skills"]
     assert contracts["get_quote"] == {"inputSchema": QUOTE_IN, "outputSchema": QUOTE_OUT, "structured": True}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
 from flightdeck.domain.a2a import tasks as a2a
 from flightdeck.domain.a2a import wire_v1 as v1
+from flightdeck.domain.a2a.reliable import IDEMPOTENCY_HEADER, with_header_key
 from flightdeck.domain.a2a.wire import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
@@ -294,16 +295,36 @@ def _run_rpc(d: Deps, call: RpcCall, remaining_ms: int | None, caller: str | Non
     return {"jsonrpc": "2.0", "id": call.id, "result": result}
 
 
+_SENDS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
+
+
+def with_idempotency(call: RpcCall, headers: Mapping[str, Any] | None) -> RpcCall:
+    """A send's Idempotency-Key header, carried in its params' metadata (flightdeck.domain.a2a.reliable)."""
+    header = next(
+        (v for k, v in (headers or {}).items() if k.lower() == IDEMPOTENCY_HEADER.lower() and isinstance(v, str)),
+        None,
+    )
+    if header is None or call.method not in _SENDS:
+        return call
+    params = call.params.model_copy(update={"metadata": with_header_key(call.params.metadata, header)})
+    return RpcCall(call.id, call.method, params, call.version)
+
+
 def handle_rpc(
-    d: Deps, raw: str, remaining_ms: int | None = None, caller: str | None = None, version: str = ""
+    d: Deps,
+    raw: str,
+    remaining_ms: int | None = None,
+    caller: str | None = None,
+    version: str = "",
+    headers: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One JSON-RPC request in, one JSON-RPC response out (as a dict): validate_rpc, then run_rpc.
 
     caller: the authenticated peer; tasks and contexts of other peers do not exist for it (-32001).
-    version: the request's A2A-Version ("": none sent).
+    version: the request's A2A-Version ("": none sent). headers: the request's (its Idempotency-Key).
     """
     call = validate_rpc(raw, version)
-    return call if isinstance(call, dict) else run_rpc(d, call, remaining_ms, caller)
+    return call if isinstance(call, dict) else run_rpc(d, with_idempotency(call, headers), remaining_ms, caller)
 
 
 # JSON-RPC 2.0 response object: exactly one of result and error.
@@ -415,7 +436,7 @@ def _remaining_ms() -> int | None:
 def post_a2a() -> Response[dict[str, Any]]:
     event = router.current_event
     asked = version_asked(event.headers, event.query_string_parameters)
-    payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer(), asked)
+    payload = handle_rpc(deps(), _raw_body(), _remaining_ms(), current_peer(), asked, event.headers)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=payload)
 
 

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc
+from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc, with_idempotency
 from flightdeck.api.a2a_version import V10, version_asked
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame, last_event_id
@@ -100,6 +100,7 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     remaining_ms = _remaining_ms(context)
     if isinstance(call, dict):
         return _json(call)
+    call = with_idempotency(call, event.get("headers"))
     if call.method not in STREAM_METHODS:
         return _json(run_rpc(d, call, remaining_ms, current_peer()))
     return _stream(d, call, remaining_ms, resume.decode(last_event_id(event.get("headers"))))

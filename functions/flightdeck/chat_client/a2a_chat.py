@@ -179,8 +179,20 @@ def _part_text(part: Any) -> str:
     return ""
 
 
-def parts_text(parts: list[Any] | None) -> str:
-    return "\n".join(t for t in (_part_text(p) for p in parts or []) if t)
+def parts_text(parts: list[Any] | None, text_sep: str = "\n") -> str:
+    """Each part's text, one per line; text_sep between text parts that follow one another (an artifact's
+    appended chunks are one text: "")."""
+    out = ""
+    previous = None
+    for part in parts or []:
+        text = _part_text(part)
+        if not text:
+            continue
+        kind = getattr(part, "kind", None)
+        if previous is not None:
+            out += text_sep if kind == "text" and previous == "text" else "\n"
+        out, previous = out + text, kind
+    return out
 
 
 class A2AChat:
@@ -206,6 +218,7 @@ class A2AChat:
         self.context_id = context_id
         self.continue_task = task_id  # the task the next message continues (it waits for input)
         self._reset()
+        self.answered: str | None = None  # continuing a task: the question our message answers
 
     def _reset(self) -> None:
         self.task_id: str | None = None  # the task of the message being answered
@@ -365,7 +378,7 @@ class A2AChat:
         return True
 
     def _artifact(self, artifact: Artifact, append: bool) -> None:
-        text = parts_text(artifact.parts)
+        text = parts_text(artifact.parts, text_sep="")
         key = artifact.artifactId
         self.artifacts[key] = self.artifacts.get(key, "") + text if append else text
 
@@ -398,6 +411,8 @@ class A2AChat:
         """Whether the task still owes us something (not ended, not waiting on us)."""
         if self.direct_answer is not None:
             return False
+        if self.state == "input-required" and self.answered is not None and self.status_text in ("", self.answered):
+            return True  # the question we answered, still shown (or no newer one): the task works on the answer
         return self.state not in TERMINAL_STATES | INTERRUPTED_STATES
 
     def _stream_answer(self, final: bool = False) -> None:
@@ -429,6 +444,7 @@ class A2AChat:
     def say(self, text: str) -> int:
         """Send one message, draw its task's transitions, print the answer; the exit code of a one-shot chat."""
         self.console.start()
+        self.answered = (self.status_text or self.last_agent_message) if self.continue_task else None
         self._reset()
         params = {"message": self._message(text)}
         try:

@@ -157,6 +157,20 @@ def known_contexts(session: Session, delegate: DelegateTool, agent_name: str) ->
     return known
 
 
+def answered_question(session: Session, task_id: str) -> str:
+    """The last question the A2A task task_id asked this session ("" if none): what a continuation answers."""
+    question = ""
+    for message in session.messages:
+        for block in message.get("content", []):
+            result = block.get("toolResult")
+            if isinstance(result, dict):
+                text = "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+                asked = parse_input_required(text)
+                if asked is not None and asked.get("task_id") == task_id:
+                    question = asked["question"]
+    return question
+
+
 def continued_context(
     session: Session, delegate: DelegateTool, agent_name: str, tool_input: dict[str, Any]
 ) -> tuple[str, str]:

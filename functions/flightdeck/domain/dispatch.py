@@ -46,6 +46,7 @@ class DispatchMessage(BaseModel):
     # our agents' session, or an A2A contextId (with task_id, the A2A task that asked for input).
     context_id: str = ""
     task_id: str = ""
+    question: str = ""  # with task_id: the question of that task this continuation answers
     # A structured call (a tool built from the peer's card, flightdeck.domain.skills.peers): the skill
     # and its arguments; the caller's responseSchema for the answer, if its call gave one.
     skill: str = ""

@@ -438,7 +438,7 @@ def _start_tools(
                     # The same on every run of this think (its deadline, less its timeout): the same token.
                     "issued_ms": deadline_ms - delegate.timeout_or(s.async_tool_timeout_ms),
                     **({"context_id": context_id} if context_id else {}),
-                    **({"task_id": task_id} if task_id else {}),
+                    **({"task_id": task_id, "question": asking.answered_question(session, task_id)} if task_id else {}),
                     **_structured(name, args),
                 }
             )

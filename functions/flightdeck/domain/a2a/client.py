@@ -146,8 +146,9 @@ def push_receiver_url(deps: Deps, delegate: DelegateTool) -> str | None:
 
 def task_answer(task: Task) -> str:
     """The text of a finished task: its artifacts (an artifact with a data part: the JSON of its data, what a
-    structured call answers), else its status message, else the last agent message."""
-    texts = [t for t in (answer_text(a.parts) or text_of_parts(a.parts) for a in task.artifacts or []) if t]
+    structured call answers; its text parts are one text, as a peer that streams appends them), else its status
+    message, else the last agent message."""
+    texts = [t for t in (answer_text(a.parts) or text_of_parts(a.parts, "") for a in task.artifacts or []) if t]
     if texts:
         return "\n".join(texts)
     if task.status.message is not None:
@@ -174,8 +175,31 @@ def task_result(tool_use_id: str, task: Task) -> ToolResult:
     return error_result(tool_use_id, f"peer_{state.replace('-', '_')}", ResultSource.CALLBACK, detail[:1000])
 
 
-def _finished(task: Task) -> bool:
-    return task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES
+def _finished(task: Task, remote: RemoteTask | None) -> bool:
+    """Whether the task ended or waits on us. A task we answered that still shows the question answered (that
+    message, or none newer) works on the answer: peers republish the stored task, or send a bare state change
+    or an artifact, before their new state."""
+    state = task.status.state
+    if state in TERMINAL_STATES:
+        return True
+    if state not in INTERRUPTED_STATES:
+        return False
+    if state != "input-required" or remote is None or "answered" not in remote.extra:
+        return True
+    return _asks_anew(task, str(remote.extra["answered"]), str(remote.extra.get("answer_id", "")))
+
+
+def _asks_anew(task: Task, answered: str, answer_id: str) -> bool:
+    """An input-required task we answered asks again: a status message other than the question answered, or
+    (none) an agent message after our answer in its history."""
+    message = task.status.message
+    if message is not None:
+        return text_of_parts(message.parts) != answered
+    history = task.history or []
+    after = next((i for i, m in enumerate(history) if m.messageId == answer_id), None)
+    return after is not None and any(
+        m.role == "agent" and text_of_parts(m.parts) != answered for m in history[after + 1 :]
+    )
 
 
 def size_checked(deps: Deps, result: ToolResult) -> ToolResult:
@@ -274,12 +298,13 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         if msg.skill
         else {"kind": "text", "text": msg.task}
     )
-    message = {
+    message_id = str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}"))
+    message: dict[str, Any] = {
         "kind": "message",
         "role": "user",
         "parts": [part],
         # The same delegation always sends the same message id: a peer may recognise a re-send.
-        "messageId": str(uuid.uuid5(_MESSAGE_NS, f"{s.agent_name}/{msg.session_id}/{msg.turn}/{msg.tool_use_id}")),
+        "messageId": message_id,
         # A continuation: in the peer's context, and of its task that asked for input (flightdeck.domain.asking).
         **({"contextId": msg.context_id} if msg.context_id else {}),
         **({"taskId": msg.task_id} if msg.task_id else {}),
@@ -305,6 +330,14 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
             **ids,
         )
 
+    answering = None
+    if msg.task_id:
+        # An answer: its record goes first, for a push that comes before the send's answer to be read against
+        # the question answered (_finished).
+        answering = _remote_record(
+            msg, delegate, card, msg.task_id, "push" if push_url else "poll", message["messageId"]
+        )
+        ports(deps).store.put_remote(answering, s.session_retention_ms)
     status, result, problem = send()
     if problem and push_url and isinstance(result, dict) and result.get("code") == PUSH_NOT_SUPPORTED:
         # The card said it pushes, the peer says it does not: poll instead.
@@ -339,24 +372,13 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
             msg,
             f"{delegate.agent} (A2A message/send): not a Task or Message: {exc.errors()[0].get('msg', '')}"[:300],
         )
-    mode = "push" if push_url else "poll"
-    ports(deps).store.put_remote(
-        RemoteTask(
-            msg.session_id,
-            msg.turn,
-            msg.tool_use_id,
-            delegate.agent,
-            card.rpc_url,
-            task.id,
-            mode,
-            msg.deadline_ms,
-            {"a2a": card.version} if card.version != "0.3" else {},
-        ),
-        s.session_retention_ms,
-    )
+    remote = _remote_record(msg, delegate, card, task.id, "push" if push_url else "poll", message_id)
+    if remote != answering:
+        ports(deps).store.put_remote(remote, s.session_retention_ms)
+    mode = remote.mode
     dispatches.finish_dispatch(msg.session_id, msg.turn, msg.tool_use_id, "sent")
     count("DelegationsDispatched")
-    if _finished(task):
+    if _finished(task, remote):
         _record(deps, msg.session_id, msg.turn, task_result(msg.tool_use_id, task), "a2a_dispatch")
     elif mode == "poll":
         schedule_poll(deps, msg.session_id, msg.turn, msg.tool_use_id, msg.deadline_ms, 0)
@@ -367,6 +389,18 @@ def dispatch_a2a(deps: Deps, msg: DispatchMessage, delegate: DelegateTool, token
         **ids,
     )
     return DispatchOutcome(DispatchStatus.SENT)
+
+
+def _remote_record(
+    msg: DispatchMessage, delegate: DelegateTool, card: PeerCard, task_id: str, mode: str, message_id: str
+) -> RemoteTask:
+    """The delegation's record: the peer's version, and for an answer the question answered and our message."""
+    extra: dict[str, Any] = {"a2a": card.version} if card.version != "0.3" else {}
+    if msg.task_id:
+        extra.update(answered=msg.question, answer_id=message_id)
+    return RemoteTask(
+        msg.session_id, msg.turn, msg.tool_use_id, delegate.agent, card.rpc_url, task_id, mode, msg.deadline_ms, extra
+    )
 
 
 def _send_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -451,7 +485,7 @@ def poll_remote_task(deps: Deps, poll: PollMessage) -> str:
         task = Task.model_validate(_remote_task(remote, result))
     except ValidationError:
         return _poll_failed(deps, poll, "poll_failed", f"{remote.agent} (A2A tasks/get): the result is not a Task")
-    if _finished(task):
+    if _finished(task, remote):
         _record(deps, poll.session_id, poll.turn, task_result(poll.tool_use_id, task), "a2a_poll")
         timeline("a2a_poll_done", f"A2A task {task.id} of {remote.agent}: {task.status.state}", **ids)
         return "recorded"
@@ -518,7 +552,13 @@ def receive_push(deps: Deps, token: str, body: Any) -> PushOutcome:
         return PushOutcome(
             PushStatus.INVALID, detail=f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}", peer=peer
         )
-    if not _finished(task):
+    # The delegation's record only matters (and is only read) for a task waiting on us.
+    remote = (
+        ports(deps).store.get_remote(claims.session_id, claims.turn, claims.tool_use_id)
+        if task.status.state == "input-required"
+        else None
+    )
+    if not _finished(task, remote):
         return PushOutcome(PushStatus.IN_PROGRESS, peer=peer)
     ids = {"session_id": claims.session_id, "turn": claims.turn, "tool_use_id": claims.tool_use_id}
     result = task_result(claims.tool_use_id, task)

@@ -43,6 +43,7 @@ from flightdeck.domain.a2a.contracts import (
     stored_contract,
 )
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports, task_id_of
+from flightdeck.domain.a2a.reliable import BadIdempotencyKey, idempotency_key
 from flightdeck.domain.a2a.wire import (
     ACCEPTED_PARTS,
     AGENT_BUSY,
@@ -403,10 +404,16 @@ def send_message(
             return _answer_question(deps, waiting, content, config, remaining_ms, caller, contract)
         rec = _continue_task(deps, params, content, caller, contract)
         return _answer(deps, rec, config, remaining_ms)
-    session_id = message.contextId or derived_session_id(caller, f"a2a:{message.messageId}")
+    try:
+        # A key (flightdeck.domain.a2a.reliable) names the task instead of the messageId: a retry is the same task.
+        idem = idempotency_key(params.metadata)
+    except BadIdempotencyKey as exc:
+        raise A2AError(INVALID_PARAMS, f"Invalid params: {exc}", {"field": "metadata"}) from None
+    seed = f"idem:{idem}" if idem else message.messageId
+    session_id = message.contextId or derived_session_id(caller, f"a2a:{seed}")
     if not SESSION_ID_RE.match(session_id):
         raise A2AError(INVALID_PARAMS, "message.contextId: 1-128 characters of A-Z a-z 0-9 _ . : -")
-    key = task_key_of(session_id, message.messageId)
+    key = task_key_of(session_id, seed)
     task_id = task_id_of(session_id, key)
     push = (
         validate_push_config(deps, config.pushNotificationConfig, task_id)

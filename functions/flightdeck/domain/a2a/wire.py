@@ -225,15 +225,15 @@ class A2AError(Exception):
         return JSONRPCError(code=self.code, message=self.message, data=self.data)
 
 
-def text_of_parts(parts: list[Any]) -> str:
-    """The text parts of a message or artifact, joined by newlines (plain dicts or models)."""
+def text_of_parts(parts: list[Any], sep: str = "\n") -> str:
+    """The text parts of a message or artifact, joined by newlines (sep; plain dicts or models)."""
     texts = []
     for part in parts or []:
         kind = part.get("kind") if isinstance(part, dict) else getattr(part, "kind", None)
         text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
         if kind == "text" and isinstance(text, str):
             texts.append(text)
-    return "\n".join(texts)
+    return sep.join(texts)
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
