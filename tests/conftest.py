@@ -12,6 +12,13 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "FlightdeckTest")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
+# Hypothesis' per-example deadline (200 ms) is a wall-clock bound: on a busy machine a plain example overruns it
+# and the test fails for the machine, not the code (issue 36). Properties here are judged by their answers only.
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+hypothesis_settings.register_profile("flightdeck", deadline=None)
+hypothesis_settings.load_profile("flightdeck")
+
 # Every Invoke a botocore client makes in this process is recorded, for the tests to run (tests.support.invokes).
 from tests.support.invokes import RECORDER  # noqa: E402
 
