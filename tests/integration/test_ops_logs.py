@@ -39,6 +39,11 @@ def deploy_stack(agent: str) -> dict[str, str]:
 def logged(steps) -> list[str]:
     """The JSON lines the functions' logger writes for these steps: (event, message, keys bound)."""
     out = io.StringIO()
+    # From a logger with no keys left by an earlier test of this process (a Lambda entry point clears them per
+    # invocation; these lines are written without one).
+    for each in (observability.logger, observability.audit_logger):
+        each.remove_keys(["session_id", "trace_id", "tool_use_id", "turn"])
+        each.thread_safe_clear_keys()
     previous = observability.logger.registered_handler.setStream(out)
     level = observability.logger.log_level
     observability.logger.setLevel("DEBUG")
