@@ -136,12 +136,12 @@ def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
 
 
 class _A2ATurnHooks:
-    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.tasks.A2ATurnHooks), imported the first time a
+    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.turn_hooks.A2ATurnHooks), imported the first time a
     session with an A2A task reaches a turn boundary; the turn loop calls none for any other session."""
 
     @functools.cached_property
     def _hooks(self) -> TurnHooks:
-        from flightdeck.domain.a2a.tasks import A2ATurnHooks
+        from flightdeck.domain.a2a.turn_hooks import A2ATurnHooks
 
         return A2ATurnHooks()
 
