@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from flightdeck.domain.time_budget import OUT_OF_TIME_RETRY_S, TimeBudget
 from flightdeck.handlers._sqs import process_batch
-from flightdeck.observability import keys_per_thread, logger
+from flightdeck.observability import count, keys_per_thread, logger
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -106,6 +106,7 @@ def process_concurrently(
         elif not outcomes[record.message_id][0]:
             failed(record, None)
     if pending:
+        count("ThinksOutOfTime", len(pending))
         logger.warning("a batch of thinks reached its deadline", extra={"handed_back": len(pending)})
 
     def replay(record: SQSRecord) -> Any:
