@@ -207,7 +207,8 @@ def test_a_think_still_running_at_the_batch_s_deadline_comes_back_alone_and_the_
     monkeypatch.setattr(turn_worker, "think_record", think_record)
     visibility = []
     wiring.deps().queues.client.meta.events.register(
-        "before-parameter-build.sqs.ChangeMessageVisibility", lambda params, **_: visibility.append(dict(params))
+        "before-parameter-build.sqs.ChangeMessageVisibilityBatch",
+        lambda params, **_: visibility.extend(params["Entries"]),
     )
     messages = _batch(agent)
     hung = next(m for m in messages if json.loads(m["Body"])["session_id"] == sids[-1])

@@ -58,12 +58,12 @@ def process_concurrently(
     record_handler: Callable[[SQSRecord, TimeBudget | None], Any],
     *,
     threads: int,
-    failed: Callable[[SQSRecord, int | None], None] = lambda record, delay_s: None,
+    failed: Callable[[list[SQSRecord], int | None], None] = lambda records, delay_s: None,
 ) -> PartialItemFailureResponse:
     """Run record_handler(record, its budget) on every record, up to `threads` at once, until BATCH_RESERVE_MS
     before the invocation's deadline; then report each outcome through Powertools' batch processor.
-    failed(record, delay_s): called for each record that raised (delay_s None: a failed think's own retry)
-    or ran out of time (delay_s: until its claim has lapsed)."""
+    failed(records, delay_s): called for the records that raised (delay_s None: a failed think's own retry),
+    and once for those that ran out of time (delay_s: until their claims have lapsed)."""
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     records = [SQSRecord(raw) for raw in event.get("Records", [])]
@@ -102,13 +102,14 @@ def process_concurrently(
     if pending:
         count("ThinksOutOfTime", len(pending))
         logger.warning("a batch of thinks reached its deadline", extra={"handed_back": len(pending)})
-    for record in records:
-        if record.message_id in pending:
+        late = [r for r in records if r.message_id in pending]
+        for record in late:
             outcomes[record.message_id] = (False, OutOfTime("the batch reached its deadline first"))
-            # Visible again once the invocation's deadline has passed: the think's claim has lapsed by then.
-            failed(record, math.ceil(max(0.0, left_ms() + BATCH_RESERVE_MS) / 1000) + OUT_OF_TIME_RETRY_S)
-        elif not outcomes[record.message_id][0]:
-            failed(record, None)
+        # Visible again once the invocation's deadline has passed: the thinks' claims have lapsed by then.
+        failed(late, math.ceil(max(0.0, left_ms() + BATCH_RESERVE_MS) / 1000) + OUT_OF_TIME_RETRY_S)
+    raised = [r for r in records if r.message_id not in pending and not outcomes[r.message_id][0]]
+    if raised:
+        failed(raised, None)
 
     def replay(record: SQSRecord) -> Any:
         ok, value = outcomes[record.message_id]
