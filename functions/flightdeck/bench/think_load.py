@@ -187,6 +187,8 @@ class _Run:
             "sessions_not_accepted": self.refused,
             "sessions_answered": sum(1 for sid in sids if self.answered(sid)),
             "delegations_answered": sum(o["answered"] for o in outcomes),
+            "delegations_timed_out": sum(o["timed_out"] for o in outcomes),
+            "delegations_failed": sum(o["failed"] for o in outcomes),
             "delegations": len(sids) * load.DELEGATIONS_PER_SESSION,
             "think_wait_ms": {"n": len(lags), "p50": _round(percentile(lags, 50)), "p95": _round(percentile(lags, 95))},
             "wall_s": round(end - start, 2),
