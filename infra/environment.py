@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from flightdeck.config_file import AgentSpec, DeploymentFile
+from flightdeck.config_models import AgentSpec, DeploymentFile
 from flightdeck.domain.allowlist import Allowlist
 from flightdeck.settings import Settings, SettingsError, pack_agent_config
 

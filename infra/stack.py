@@ -10,7 +10,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from flightdeck import topology
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 from .access import Permissions
 from .alarms import AlarmTopic

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 
 def synth_with_nag(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 DELEGATOR, WORKER, COLLECTOR, TIMEKEEPER, BLACKHOLE = "delegator", "worker", "collector", "timekeeper", "blackhole"
 MEMORY_MB = 512

@@ -35,7 +35,7 @@ from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.prompt_cache_ledger import PROMPT_CACHE_FILE
 from flightdeck.adapters.usage_plans import UsagePlans
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.mcp_servers import McpServers
