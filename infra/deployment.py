@@ -109,7 +109,7 @@ class Selection:
 def select(context: Context) -> Selection:
     """Every refusal of a synthesis, made before any construct: ValueError names the problem (app.py: exit 2).
 
-    The one check of the whole file first (flightdeck.config_file: every problem named, ConfigFileError);
+    The one check of the whole file first (flightdeck.config_check: every problem named, ConfigFileError);
     inbound authentication off on AWS is refused unless the context says a test rig is meant.
     """
     path = config_path(context)
