@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 
 def synth_with_nag(

@@ -229,7 +229,7 @@ def test_the_repl_cancels_prints_the_raw_answer_and_refuses_unknown_commands(age
 
 
 def test_a_delegates_question_is_drawn_as_a_question():
-    from flightdeck.chat_client.sessions import describe_result
+    from flightdeck.chat_client.session_view import describe_result
 
     asked = {"status": "input_required", "question": "which year?", "context_id": "c-1"}
     result = {"status": "success", "content": [{"text": json.dumps(asked)}]}

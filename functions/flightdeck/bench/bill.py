@@ -21,7 +21,7 @@ from typing import Any
 
 from flightdeck.bench.prices import PriceTable
 from flightdeck.bench.roles import DELEGATOR, MEMORY_MB, WORKER
-from flightdeck.config_file import DeploySection
+from flightdeck.config_models import DeploySection
 from flightdeck.domain import prompt_cache
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
 from flightdeck.domain.model import Message

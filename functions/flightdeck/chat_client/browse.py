@@ -19,7 +19,7 @@ from urllib.parse import quote
 import requests
 
 from flightdeck.chat_client import TOKEN_ENV
-from flightdeck.chat_client.sessions import base_url, describe_result
+from flightdeck.chat_client.session_view import base_url, describe_result
 from flightdeck.chat_client.sse import ServerEvent, read_events
 from flightdeck.chat_client.transport import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Problem, preview, send, server_message
 
