@@ -114,7 +114,6 @@ def _while_held(model: HeldModel, first: dict, second: dict) -> tuple[dict, dict
 
 def test_the_first_start_alone_in_its_window_asks_the_model_without_a_claim_write(orchestrator, model):
     sid, event = _chat(orchestrator)
-    assert event["first_start"] is True
     model.answer.set()
     writes = _writes()
     assert run(event) == {"outcome": "end_turn"}
