@@ -217,14 +217,16 @@ def deps() -> Deps:
 
 
 def deps_within(budget: TimeBudget | None) -> Deps:
-    """deps() for one invocation whose HTTP calls all end within `budget` (None: deps() itself)."""
+    """deps() for one invocation whose HTTP calls all end within `budget`, and whose state writes retry a
+    collision only within it (None: deps() itself)."""
     d = deps()
     if budget is None:
         return d
     peers, _ = _http()
     a2a = d.a2a.within(budget) if isinstance(d.a2a, _A2APortsOnDemand) else d.a2a
     cards = d.cards.within(budget) if isinstance(d.cards, A2AHttp) else d.cards
-    return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards)
+    state = state_ports(state_store().within(budget))
+    return dataclasses.replace(d, peers=peers.within(budget), a2a=a2a, cards=cards, **state)
 
 
 def warm_for_threads() -> None:

@@ -203,7 +203,7 @@ def test_20_concurrent_callbacks_complete_the_turn_once(orchestrator_on_server):
     assert sum(a[2]["completed_turn"] for a in answers) == 1
     assert len(result_items(orchestrator, sid)) == 20
     turns = orchestrator.bodies("turns")
-    assert turns == [{"session_id": sid, "turn": turn + 1, "traceparent": ""}]
+    assert turns == [{"session_id": sid, "turn": turn + 1, "traceparent": "", "first_start": True}]
     # The aggregation on the session item: complete, every id counted, the index now lists the owed think.
     meta = orchestrator.item(f"S#{sid}", "META")
     assert (meta["agg_turn"], meta["agg_status"], "agg_open" in meta) == (turn, "complete", False)

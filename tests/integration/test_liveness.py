@@ -206,7 +206,12 @@ def test_a_think_that_fails_every_attempt_is_handed_to_the_sweep_which_recovers_
     # Its record is on the turns queue (the delayed-retry queue): the turn worker puts the owed mark into
     # the deadline index instead of thinking, and nothing reaches the dead-letter queue.
     [message] = orchestrator.receive("turns")
-    assert json.loads(message["Body"])["requestPayload"] == {"session_id": sid, "turn": 1, "traceparent": ""}
+    assert json.loads(message["Body"])["requestPayload"] == {
+        "session_id": sid,
+        "turn": 1,
+        "traceparent": "",
+        "first_start": True,
+    }
     assert orchestrator.run_queue("turns", [message]) == {"batchItemFailures": []} and calls["n"] == 3
     assert orchestrator.receive("turns", dlq=True) == []
     assert "due_shard" in orchestrator.item(f"S#{sid}", "META")

@@ -38,6 +38,7 @@ def test_start_is_one_event_invoke_of_the_turn_worker_by_name(orchestrator):
         "session_id": "s-1",
         "turn": 4,
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "first_start": True,  # the start its owing write made: its run may go without a claim (§6)
     }
     # Lambda (moto) accepted it: 202, recorded for the test to run; no queue was written.
     [invocation] = RECORDER.take("orchestrator-turn-worker")
@@ -69,7 +70,7 @@ def _chat(orchestrator, content="just answer"):
 
 def test_the_turn_worker_runs_an_asynchronous_invoke_s_event(orchestrator):
     sid, event = _chat(orchestrator)
-    assert event == {"session_id": sid, "turn": 1, "traceparent": ""}
+    assert event == {"session_id": sid, "turn": 1, "traceparent": "", "first_start": True}
     assert run(event) == {"outcome": "end_turn"}
     assert run(event) == {"outcome": "skipped"}  # delivered twice: one effect
 
@@ -105,6 +106,14 @@ def test_a_malformed_think_fails_its_invocation_or_its_record_and_changes_nothin
 # --- a new session's first think starts from its ingest's snapshot -----------------------------------
 
 
+def _clock_stopped():
+    """The agent's clock stands still: a think runs as soon as its ingest wrote it, alone (no claim, §6)."""
+    store = wiring.state_store()
+    now = store.now_ms()
+    store._clock = lambda: now
+    return store, now
+
+
 def _new_session(orchestrator, content="just answer"):
     """A message without a session id: a new session, its first think's event as the ingest started it."""
     status, _, accepted = orchestrator.api("chat_post", body={"content": content})
@@ -123,19 +132,17 @@ def _store_calls():
 
 
 def test_a_new_session_s_first_think_reads_nothing_it_starts_from_what_its_ingest_wrote(orchestrator):
+    store, now = _clock_stopped()
     sid, event = _new_session(orchestrator)
     assert event["session_id"] == sid and event["snapshot"]
     calls = _store_calls()
     assert run(event) == {"outcome": "end_turn"}
-    assert calls == ["PutItem", "TransactWriteItems"]  # its claim; the reply and the turn's end; no Query
+    assert calls == ["TransactWriteItems"]  # the reply and the turn's end; no Query, no claim
     session = orchestrator.api("session_get", SESSION_ID=sid)[2]
     assert session["status"] == "idle" and [m["role"] for m in session["messages"]] == ["user", "assistant"]
-    # A second start of that think while the first run's claim holds: it stops before the model.
-    assert run(event) == {"outcome": "fenced"}
-    # After the claim's lease, a run of it (Lambda retrying it): its write finds the reply stored, and it goes
-    # on from the store.
-    store = wiring.state_store()
-    later = store.now_ms() + store.owed_think_grace_ms + 1
+    # A later run of it (Lambda retrying it, past its window: it claims): its write finds the reply stored, and
+    # it goes on from the store.
+    later = now + store.owed_think_grace_ms + 1
     store._clock = lambda: later
     assert run(event) == {"outcome": "skipped"}
     assert orchestrator.api("session_get", SESSION_ID=sid)[2]["messages"] == session["messages"]
@@ -147,11 +154,12 @@ def test_a_message_to_an_existing_session_starts_its_think_without_a_snapshot(or
 
 
 def test_a_snapshot_too_large_for_the_invoke_payload_is_left_out_and_the_think_reads(orchestrator):
+    _clock_stopped()
     sid, event = _new_session(orchestrator, "x" * 70_000)
     assert "snapshot" not in event
     calls = _store_calls()
     assert run(event) == {"outcome": "end_turn"}
-    assert calls == ["Query", "PutItem", "TransactWriteItems"]
+    assert calls == ["Query", "TransactWriteItems"]
 
 
 def test_a_session_canceled_after_its_ingest_is_not_answered_by_its_first_think(orchestrator):

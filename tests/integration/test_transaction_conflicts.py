@@ -49,6 +49,10 @@ def round_trip(agent, worker) -> dict:
     the scripted peer), the delegate's intake of that dispatch and its think (its answer's delivery
     reaches the scripted peer), the caller's callback with that answer, and the caller's next think."""
     worker.requests.clear()
+    # The agent's clock stands still: each think runs within its window, alone (no claim: ARCHITECTURE §6),
+    # however long a collision's retries or this machine take.
+    now = wiring.state_store().now_ms()
+    wiring.state_store()._clock = lambda: now
     sid = new_session_id()
     statuses = [agent.api("chat_post", body={"session_id": sid, "content": "@worker add two and two"})[0]]
     agent.run_queue("turns")
@@ -129,10 +133,8 @@ def test_a_collision_at_each_write_of_a_delegation_round_trip_changes_nothing(ag
         "answer": outcome["answer"],
     }
     assert answer in outcome["answer"]
-    # The caller's intake, its think's claim (PutItem) and think; the delegate's intake, claim and think; the
-    # result's put and count; the next think's claim and think.
-    claim, think, intake = "PutItem", "TransactWriteItems", "TransactWriteItems"
-    assert writes == [intake, claim, think, intake, claim, think, "PutItem", "UpdateItem", claim, think], writes
+    # The caller's intake and think, the delegate's intake and think, the result's put and count, the next think.
+    assert writes == ["TransactWriteItems"] * 4 + ["PutItem", "UpdateItem", "TransactWriteItems"], writes
 
 
 def test_a_collision_at_each_write_of_a_session_cancel_changes_nothing(agent, worker):
@@ -162,7 +164,9 @@ def test_a_fan_out_of_20_callbacks_colliding_records_each_result_once(orchestrat
     assert len(hook.injected) >= 13  # a third of the 40 writes at least, each retried
     assert sum(a[2]["completed_turn"] for a in answers) == 1
     assert sorted(i["text"]["S"] for i in result_items(orchestrator, sid)) == sorted(f"answer {t[-6:]}" for t in tokens)
-    assert orchestrator.bodies("turns") == [{"session_id": sid, "turn": turn + 1, "traceparent": ""}]
+    assert orchestrator.bodies("turns") == [
+        {"session_id": sid, "turn": turn + 1, "traceparent": "", "first_start": True}
+    ]
     meta = orchestrator.item(f"S#{sid}", "META")
     assert (meta["agg_turn"], meta["agg_status"], "agg_open" in meta) == (turn, "complete", False)
 

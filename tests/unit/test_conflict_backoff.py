@@ -8,6 +8,7 @@ from botocore.exceptions import ClientError
 
 from flightdeck.adapters.dynamo import conflicts
 from flightdeck.adapters.dynamo.conflicts import ConflictBackoff, ConflictRetryingClient
+from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.local.resources import create_table
 from tests.support.collisions import colliding
 
@@ -104,3 +105,36 @@ def test_a_failed_condition_on_a_single_write_is_never_retried(ddb):
         put(client)
     assert raised.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
     assert hook.calls == ["PutItem"] and clock.sleeps == []
+
+
+def test_a_collision_near_the_end_of_an_invocation_retries_only_within_what_is_left(ddb, monkeypatch):
+    """Issue 36: the 2 s budget is cut to the invocation's time left before its reserve (a TimeBudget)."""
+    monkeypatch.setattr(conflicts.random, "uniform", lambda low, high: high)
+    clock = FakeClock()
+    left_ms = TimeBudget(lambda: 0).reserve_ms + 150  # 150 ms before the reserve
+    bounded = ConflictBackoff(sleep=clock.sleep, monotonic=lambda: clock.now_s).within(
+        TimeBudget(lambda: left_ms - int(clock.now_s * 1000))
+    )
+    with colliding(ddb, lambda *_: True) as hook, pytest.raises(ClientError) as raised:
+        put(ConflictRetryingClient(ddb, bounded))
+    assert raised.value.response["Error"]["Code"] == "TransactionConflictException"
+    assert clock.sleeps == [0.02, 0.04, 0.08] and len(hook.calls) == 4  # the next wait (160 ms) would pass it
+    # With its whole time left, the same collision keeps to the write's own budget.
+    clock, roomy = FakeClock(), TimeBudget(lambda: 30_000)
+    with colliding(ddb, lambda *_: True), pytest.raises(ClientError):
+        put(
+            ConflictRetryingClient(ddb, ConflictBackoff(sleep=clock.sleep, monotonic=lambda: clock.now_s).within(roomy))
+        )
+    assert sum(clock.sleeps) * 1000 > 150 and sum(clock.sleeps) * 1000 <= conflicts.CONFLICT_BUDGET_MS
+    assert "Item" not in ddb.get_item(TableName=TABLE, Key=KEY)
+
+
+def test_a_worker_s_state_writes_retry_within_its_invocation(aws, monkeypatch):
+    from flightdeck import wiring
+    from tests.support.harness import make_agent
+
+    make_agent(monkeypatch)
+    budget = TimeBudget(lambda: 9_000)
+    d = wiring.deps_within(budget)
+    assert d.sessions is d.iterations is d.turns is d.liveness is d.dispatches
+    assert d.sessions.conflicts.time_budget is budget and wiring.state_store().conflicts.time_budget is None

@@ -31,14 +31,17 @@ class Lone(Protocol):
 
 
 def think_event(
-    session_id: str, turn: int, traceparent: str = "", attempt: int = 1, snapshot: str = ""
+    session_id: str, turn: int, traceparent: str = "", attempt: int = 1, snapshot: str = "", first_start: bool = False
 ) -> dict[str, Any]:
-    """The turn worker's event (an invoke payload, or a retry message body)."""
+    """The turn worker's event (an invoke payload, or a retry message body). first_start: the start the write
+    that owed the think made (not a re-send, not a retry): its run may skip the think's claim (§6)."""
     event: dict[str, Any] = {"session_id": session_id, "turn": turn, "traceparent": traceparent}
     if attempt > 1:
         event["attempt"] = attempt
     if snapshot:
         event["snapshot"] = snapshot
+    if first_start:
+        event["first_start"] = True
     return event
 
 
@@ -78,7 +81,7 @@ class LambdaThinks:
         With the stream as the starter, nothing: the owed mark's stream record starts it."""
         if self.started_by_stream:
             return
-        event = think_event(session_id, turn, traceparent, snapshot=snapshot)
+        event = think_event(session_id, turn, traceparent, snapshot=snapshot, first_start=True)
         if self.thinks_queue_url and self.lone is not None and not self.lone.lone():
             self._sqs_client().send_message(QueueUrl=self.thinks_queue_url, MessageBody=json.dumps(event))
         else:

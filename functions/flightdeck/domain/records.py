@@ -200,6 +200,9 @@ class Session:
     # When the backstop sweep is to look at the session (0: it is not listed; ARCHITECTURE §3). Not compared:
     # the tests' fake store keeps no index times.
     listed_at_ms: int = field(default=0, compare=False)
+    # The earliest the sweep may re-send this turn's owed think: its mark's time plus the grace (0: none owed, or
+    # not known). A run that must end before then runs alone (flightdeck.domain.think_claim). Not compared: as above.
+    resend_after_ms: int = field(default=0, compare=False)
     # When each of `messages` happened, aligned with them (the timeline's timestamps): read from the
     # times its items carry anyway. Not compared: a store may not keep them (the tests' fake).
     stamps: tuple[Stamp, ...] = field(default=(), compare=False)

@@ -29,6 +29,8 @@ class ThinkMessage(BaseModel):
     attempt: int = Field(1, ge=1)
     # A new session's first think: the session as its ingest wrote it (opaque; StatePort.get_session).
     snapshot: str = ""
+    # Started by the write that owed it (ThinkPort.start), not re-sent or retried: flightdeck.domain.think_claim.
+    first_start: bool = False
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> ThinkMessage:
@@ -62,7 +64,15 @@ def think(deps: Deps, message: ThinkMessage, budget: TimeBudget | None = None) -
     run = think_claim.new_run()
     try:
         return run_turn(
-            deps, message.session_id, message.turn, message.traceparent, message.attempt, budget, message.snapshot, run
+            deps,
+            message.session_id,
+            message.turn,
+            message.traceparent,
+            message.attempt,
+            budget,
+            message.snapshot,
+            run,
+            message.first_start,
         )
     except ThinkRetry as retry:
         think_claim.give_back(deps, message.session_id, message.turn, run)

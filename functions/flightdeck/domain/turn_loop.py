@@ -61,6 +61,7 @@ def run_turn(
     budget: TimeBudget | None = None,
     snapshot: str = "",
     run: str = "",
+    first_start: bool = False,
 ) -> str:
     """Returns what happened, for logs and tests: skipped | tool_use | end_turn | input_required | canceled |
     error, resent (a redelivery after the turn ended re-sent what follows its answer), or fenced (another run
@@ -75,7 +76,8 @@ def run_turn(
     from the store; so does a second run of this think (Lambda retrying it), once its write finds the
     first run's reply stored: it has asked the model once more, for nothing (a retry is rare; the
     read it saves is on every new session).
-    run: this run's id, for its think claim (flightdeck.domain.think_claim; a new one when not given).
+    run, first_start: this run's id, for its think claim, and whether the write that owed the think started it
+    (flightdeck.domain.think_claim; a new id when not given).
     """
     s = deps.settings
     run = run or think_claim.new_run()
@@ -118,7 +120,7 @@ def run_turn(
     if iteration is None:
         contract = turn_contract(session.messages)
         handler = _handler_of(deps, contract)
-        if not handler and not think_claim.claimed(deps, session_id, turn, run, budget):
+        if not handler and not think_claim.claimed(deps, session, run, budget, first_start):
             return "fenced"  # another run of this think asks the model
         timeline(
             "turn_started" if turn == 1 else "thinking", f"thinking (turn {turn})", session_id=session_id, turn=turn
@@ -158,12 +160,12 @@ def run_turn(
         except LookupError:
             logger.info("the session moved on while the model thought; ignoring", extra={"session_id": session_id})
             if snapshot:  # it changed after its ingest (a cancel): what is stored decides what follows
-                return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run)
+                return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run, first_start=first_start)
             return "skipped"
         if snapshot and not iteration.fresh:
             # A second run of this think: the first one's reply is stored, and what followed its write
             # is re-run from the session as stored now (not from the ingest's snapshot).
-            return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run)
+            return run_turn(deps, session_id, turn, traceparent, attempt, budget, run=run, first_start=first_start)
         if not iteration.fresh:
             seed = None  # another delivery of this think stored its reply first
         elif not calls:

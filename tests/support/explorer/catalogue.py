@@ -80,8 +80,9 @@ def follow_up_while_busy(w: World) -> None:
 
 
 def think_started_twice(w: World) -> None:
-    """Each think starts twice, the second run while the first asks the model (a start held past the grace
-    beside the sweep's re-send): one run asks, the other finds the think claimed and stops."""
+    """Each think starts twice, the second run while the first asks the model (a first start held past the grace
+    beside the sweep's re-send): both claim; one run asks, the other finds the think claimed and stops. (A first
+    start inside its window claims nothing: every other scenario runs that path.)"""
     w.started_twice = True
     w.chat("s-twice", "@worker look up the tide tables", "m-1")
     w.settle()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from flightdeck import topology, wiring
+from flightdeck.adapters.dynamo.table import OWED_THINK_GRACE_MS
 from flightdeck.adapters.http_peers import PeerResponse
 from flightdeck.api.sse import StreamReply
 from flightdeck.domain.mcp_ports import McpExchange
@@ -130,8 +131,8 @@ class World:
     mcp_key: str = ""  # an MCP client's key (the mcp channel)
     # Queues (by key) whose messages are each delivered twice at once, as a standard SQS queue may.
     delivered_twice: set[str] = field(default_factory=set)
-    # Each think's first start runs once more while that run asks the model: a start Lambda held past the
-    # grace beside the sweep's re-send, or the stream's starter starting it again (§6).
+    # Each think's start runs once more while that run asks the model (§6): a first start Lambda held past
+    # the grace (the clock moves on) beside the sweep's re-send, or the stream's starter starting it again.
     started_twice: bool = False
     _twin: Invocation | None = None
     _twin_of: tuple[str, int] | None = None  # the think whose first run is asking while its twin runs
@@ -419,7 +420,11 @@ class World:
         self._invocations = [(d, i) for d, i in self._invocations if i is not invocation]
         module = importlib.import_module(f"flightdeck.handlers.{topology.THINK_HANDLER}")
         if self.started_twice and invocation.attempts == 0 and self._twin_of is None:
-            self._twin = Invocation(invocation.function_name, dict(invocation.event))
+            twin = dict(invocation.event)
+            if twin.pop("first_start", False):
+                # Held past its window (so it claims), while the mark came due and the sweep re-sent it.
+                self.clock.now += OWED_THINK_GRACE_MS + 1_000
+            self._twin = Invocation(invocation.function_name, twin)
         invocation.attempts += 1
         event = invocation.event
         self._think = (event["session_id"], int(event["turn"]), bool(event.get("snapshot")))

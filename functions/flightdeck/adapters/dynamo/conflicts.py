@@ -9,7 +9,7 @@ never the cancellation reasons), and moto serializes requests, so it never answe
 
 Every write through the table's client (flightdeck.adapters.dynamo.table.Table.client) goes through
 `ConflictRetryingClient`: a collision is retried with full-jitter exponential backoff for at most
-CONFLICT_BUDGET_MS; past that the last error is raised, which the API answers 503 with `Retry-After`
+CONFLICT_BUDGET_MS, and in a worker's invocation no longer than it has left (wiring.deps_within); past that the last error is raised, which the API answers 503 with `Retry-After`
 (flightdeck.api.resolver) and a worker's invocation fails and is retried by its owner. A cancellation
 that names any other reason (a failed condition, above all) is never retried: it is the caller's to
 interpret.
@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from flightdeck.domain.time_budget import TimeBudget
 
 # How long one write keeps retrying a collision: a transaction holds its items for milliseconds, and
 # this stays well inside what every caller waits (a peer's HTTP timeout, 10 s by default; a worker's
@@ -50,20 +52,34 @@ def collided(exc: ClientError) -> bool:
 
 
 class ConflictBackoff:
-    """Runs a write again while it collides, within `budget_ms`; then raises its last error."""
+    """Runs a write again while it collides, within `budget_ms` (and, given the invocation's TimeBudget, within
+    what it has left before its reserve); then raises its last error."""
 
     def __init__(
         self,
         budget_ms: int = CONFLICT_BUDGET_MS,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        time_budget: TimeBudget | None = None,
     ):
         self.budget_ms = budget_ms
         self._sleep = sleep
         self._monotonic = monotonic
+        self.time_budget = time_budget
+
+    def within(self, time_budget: TimeBudget) -> ConflictBackoff:
+        """The same backoff, for writes of an invocation with `time_budget` left."""
+        return ConflictBackoff(self.budget_ms, self._sleep, self._monotonic, time_budget)
+
+    def limit_ms(self) -> int:
+        """How long a write that collides now may keep retrying."""
+        if self.time_budget is None:
+            return self.budget_ms
+        return max(0, min(self.budget_ms, self.time_budget.remaining_ms() - self.time_budget.reserve_ms))
 
     def run(self, write: Callable[[], Any]) -> Any:
         started = self._monotonic()
+        limit_ms = None
         attempt = 0
         while True:
             try:
@@ -71,8 +87,9 @@ class ConflictBackoff:
             except ClientError as exc:
                 if not collided(exc):
                     raise
+                limit_ms = self.limit_ms() if limit_ms is None else limit_ms
                 delay_s = random.uniform(0, min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2**attempt)) / 1000
-                if (self._monotonic() - started + delay_s) * 1000 > self.budget_ms:
+                if (self._monotonic() - started + delay_s) * 1000 > limit_ms:
                     raise
                 self._sleep(delay_s)
                 attempt += 1

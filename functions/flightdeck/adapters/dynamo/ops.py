@@ -143,6 +143,10 @@ class StateOps(Table):
             stamps=tuple(stamps),
             holds_load=HOLDS_LOAD in meta,
             listed_at_ms=int(meta.get(DUE, 0)),
+            # The sweep re-sends an owed think no sooner than a grace after its mark (LivenessStore._due_on).
+            resend_after_ms=int(meta[OWED_AT]) + self.owed_think_grace_ms
+            if OWED_AT in meta and int(meta.get(OWED, -1)) == turn
+            else 0,
         )
 
     def _owed_values(self, session_id: str, turn: int, now: int) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import boto3
 from botocore.exceptions import ClientError
@@ -14,6 +15,7 @@ from flightdeck.adapters.dynamo.codec import attr_values, ddb_item, plain_item
 from flightdeck.adapters.dynamo.conflicts import ConflictBackoff, ConflictRetryingClient, collided
 from flightdeck.adapters.dynamo.keys import PK, SK, TTL
 from flightdeck.domain.records import ItemTooLargeError
+from flightdeck.domain.time_budget import TimeBudget
 
 # A committed write that makes a think due (a new message, a completed turn) also marks it
 # owed on the session, in the deadline index, due this long after: the sweep re-sends an
@@ -63,6 +65,12 @@ class Table:
         if self._retrying is None or self._retrying.raw is not self._client:
             self._retrying = ConflictRetryingClient(self._client, self.conflicts)
         return self._retrying
+
+    def within(self, budget: TimeBudget) -> Self:
+        """This store for one invocation: its writes retry a collision only within what `budget` has left."""
+        bounded = copy.copy(self)
+        bounded.conflicts, bounded._retrying = self.conflicts.within(budget), None
+        return bounded
 
     def now_ms(self) -> int:
         return self._clock()
