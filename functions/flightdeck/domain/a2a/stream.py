@@ -49,6 +49,7 @@ from typing import Any
 
 from flightdeck.domain.a2a.contracts import answer_parts
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.a2a.resumption import for_task
 from flightdeck.domain.a2a.tasks import (
     agent_message,
     answer_artifact_id,
@@ -279,13 +280,15 @@ def message_stream(
     cursor: Cursor | None = None,
 ) -> Iterator[Marked[Event] | Note]:
     """Start the task as message/send does (its A2AError raised here, before any event), then its events;
-    with `cursor` (the same message again, with Last-Event-ID), the events after it."""
+    with `cursor` (the same message again, with Last-Event-ID, if it names a position of this task), the
+    events after it."""
     config = params.configuration
     if config is not None and config.blocking:
         # The stream is the wait: the first event goes out as soon as the task exists.
         params = params.model_copy(update={"configuration": config.model_copy(update={"blocking": False})})
     task = send_message(deps, params, remaining_ms, caller, before_start=lambda sid: start_watching(deps, sid))
     session_id, key = parse_task_id(task["id"]) or ("", "")
+    cursor = for_task(cursor, task["id"])
     state = task["status"]["state"]
 
     def events() -> Iterator[Marked[Event] | Note]:
@@ -321,9 +324,11 @@ def resubscribe(
     refuse_finished: bool = False,
 ) -> Iterator[Marked[Event] | Note]:
     """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events;
-    with `cursor` (Last-Event-ID), only the events after it. `refuse_finished` (v1.0's SubscribeToTask): a task
-    already completed, failed, canceled or rejected is -32004 (UnsupportedOperationError), unless resumed."""
+    with `cursor` (Last-Event-ID, if it names a position of this task), only the events after it.
+    `refuse_finished` (v1.0's SubscribeToTask): a task already completed, failed, canceled or rejected is -32004
+    (UnsupportedOperationError), unless resumed."""
     rec = visible_task(deps, params.id, caller)
+    cursor = for_task(cursor, rec.task_id)
     if refuse_finished and cursor is None and rec.state in TERMINAL_STATES:
         raise A2AError(
             UNSUPPORTED_OPERATION,
