@@ -44,6 +44,7 @@ from flightdeck.domain.a2a.contracts import (
 )
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports, task_id_of
 from flightdeck.domain.a2a.reliable import BadIdempotencyKey, idempotency_key
+from flightdeck.domain.a2a.test_agent import artifact_parts, direct_reply
 from flightdeck.domain.a2a.wire import (
     ACCEPTED_PARTS,
     AGENT_BUSY,
@@ -205,7 +206,12 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
     task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status_of(rec)}
     if rec.state == "completed":
         task["artifacts"] = [
-            {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": answer_parts(rec.answer, rec.contract)}
+            {
+                "artifactId": answer_artifact_id(rec),
+                "name": "answer",
+                "parts": artifact_parts(deps.settings.a2a_test_agent, rec.user_message)
+                or answer_parts(rec.answer, rec.contract),
+            }
         ]
     if history_length != 0:
         history = _history(deps, rec)
@@ -381,6 +387,9 @@ def send_message(
     content = _content(params)
     contract = message_contract(deps, params)  # checked before anything is stored (-32602 lists what is wrong)
     message = params.message
+    reply = direct_reply(s.a2a_test_agent, message)  # the TCK's test agent only (flightdeck.domain.a2a.test_agent)
+    if reply is not None:
+        return reply
     config = params.configuration
     stored = len(json.dumps(dump(message)))  # the form the task record stores
     if stored > MAX_TASK_MESSAGE_BYTES:
