@@ -2,14 +2,17 @@
 that asks for it reads each event's sequence number and cursor in the event's metadata; one that drops after
 event n (at random points, fixed seeds) and subscribes again with event n's cursor (Last-Event-ID, or v0.3's
 params metadata) gets n+1, n+2... exactly once; a cursor that names no position of the task is a gap, said
-so; a client that does not ask sees nothing of it. One process: our handlers behind the local gateway, moto,
+so; a client that does not ask sees nothing of it; the strict a2a-sdk 1.x client reads it and resumes with
+it, and without asking is unaffected. One process: our handlers behind the local gateway, moto,
 the local model."""
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +21,13 @@ import requests
 from flightdeck.chat_client.sse import ServerEvent, read_events
 from flightdeck.domain.a2a import wire_v1
 from flightdeck.domain.a2a.resumption import STREAM_RESUMPTION_URI as URI
+from tests.support import a2a1
 from tests.support.harness import make_agent
 from tests.support.inprocess import gateway, pumping
 from tests.support.stream_drops import STREAMING, reconnecting, rpc
 
 SEEDS = (2, 7)
+CLIENT = Path(__file__).resolve().parents[1] / "support" / "a2a1_resuming_client.py"
 V1 = {"A2A-Version": "1.0"}
 
 
@@ -174,3 +179,19 @@ def test_a_client_that_does_not_ask_sees_nothing_of_it(served, version):
     card = requests.get(f"{url}/.well-known/agent-card.json", headers=V1 if v1 else {}).json()
     [ext] = [e for e in card["capabilities"]["extensions"] if e["uri"] == URI]
     assert ext["required"] is False and "A2A#1986" in json.dumps(ext["params"]["follows"])
+
+
+def test_the_a2a_sdk_1x_client_resumes_with_it_and_is_unaffected_without(served):
+    """The strict 1.x SDK (protobuf's ParseDict of every event) reads the extension's metadata, resumes with its
+    cursor as Last-Event-ID, and, asking for nothing, sees nothing of it."""
+    agent, url = served
+    with pumping(agent, "turns"):
+        run = subprocess.run(
+            [a2a1.python(), str(CLIENT), url, agent.peer_token, URI], capture_output=True, text=True, timeout=240
+        )
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    n = len(seen["sequences"])
+    assert seen["sequences"] == list(range(1, n + 1)) and n > 3
+    assert seen["resumed"] == list(range(seen["resumed_after"] + 1, n + 1)) and seen["resumed_same"]
+    assert seen["plain_end"] == "TASK_STATE_COMPLETED" and seen["plain_saw_uri"] is False
