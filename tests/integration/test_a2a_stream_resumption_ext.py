@@ -158,6 +158,10 @@ def test_a_cursor_of_another_task_or_forged_is_a_gap_said_so(served):
         assert [e["kind"] for e in got] == ["task", "status-update"] and got[0]["id"] == second
         assert _ours(got[0])["gap"] is True and [_ours(e)["sequence"] for e in got] == [1, 2]
         assert "gap" not in _ours(got[1])
+    # Asking for nothing, the same: another task's cursor is no position of this one (it was read as one: the
+    # first task's final event made the second's stream end at once, empty).
+    plain = [_result(e, False) for e in _events(_subscribe(agent, url, second, {"Last-Event-ID": final_of_first.id}))]
+    assert [e["kind"] for e in plain] == ["task", "status-update"] and URI not in json.dumps(plain)
     # The first task's own final cursor: the stream had it all, nothing more.
     assert _events(_subscribe(agent, url, first, {**asks, "Last-Event-ID": final_of_first.id})) == []
     # v1.0: a finished task with a cursor that is not its own is not resumed: SubscribeToTask refuses it (-32004).
