@@ -93,8 +93,9 @@ def numbered(
             sequence = 0
         first = False
         sequence += 1
-        at = resume.decode(item.id) or Cursor()
-        event_id = at.with_(n=sequence, k=resume.short(_task_id(event))).encode()
+        at = resume.decode(item.id)
+        # (An id too long to read back names no position either way: it stays as it is.)
+        event_id = at.with_(n=sequence, k=resume.short(_task_id(event))).encode() if at is not None else item.id
         if shown:
             ours: dict[str, Any] = {"sequence": sequence, CURSOR_FIELD: event_id}
             if gap:
