@@ -8,6 +8,7 @@ the local model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import subprocess
@@ -15,8 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import requests
+from a2a import types as sdk
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 
 from flightdeck.chat_client.sse import ServerEvent, read_events
 from flightdeck.domain.a2a import wire_v1
@@ -199,3 +203,30 @@ def test_the_a2a_sdk_1x_client_resumes_with_it_and_is_unaffected_without(served)
     assert seen["sequences"] == list(range(1, n + 1)) and n > 3
     assert seen["resumed"] == list(range(seen["resumed_after"] + 1, n + 1)) and seen["resumed_same"]
     assert seen["plain_end"] == "TASK_STATE_COMPLETED" and seen["plain_saw_uri"] is False
+
+
+def test_the_a2a_sdk_03_client_resumes_with_the_metadata_cursor(served):
+    """a2a-sdk 0.3 asks through its ClientConfig (X-A2A-Extensions) and, as it sets no Last-Event-ID, resumes
+    with the cursor in tasks/resubscribe's metadata: the events after it, numbered on."""
+    agent, url = served
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=60, headers=agent.auth_headers()) as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=True, httpx_client=http, extensions=[URI])).create(card)
+            message = sdk.Message(
+                role=sdk.Role.user,
+                parts=[sdk.Part(root=sdk.TextPart(text="name a river"))],
+                message_id=str(uuid.uuid4()),
+            )
+            with pumping(agent, "turns"):
+                events = [update or task.model_copy(deep=True) async for task, update in client.send_message(message)]
+            ours = [(e.metadata or {})[URI] for e in events]
+            k = len(events) - 2
+            params = sdk.TaskIdParams(id=events[0].id, metadata={URI: {"cursor": ours[k - 1]["cursor"]}})
+            again = [update async for _, update in client.resubscribe(params)]
+            return ours, k, again
+
+    ours, k, again = asyncio.run(scenario())
+    assert [o["sequence"] for o in ours] == list(range(1, len(ours) + 1))
+    assert [(u.metadata or {})[URI]["sequence"] for u in again] == list(range(k + 1, len(ours) + 1))
