@@ -6,7 +6,7 @@
     npx aws-cdk deploy --all                       # the same through the CDK CLI (cdk.json runs this file)
     npx aws-cdk deploy -c config=my.toml -c agents=worker
 
-The file is checked whole first (flightdeck.config_file); a missing or invalid file stops
+The file is checked whole first (flightdeck.config_check); a missing or invalid file stops
 here with every problem named (exit 2), never falls back to the example.
 Needs no Docker and no AWS credentials to synthesize; see docs/DEPLOYMENT.md.
 """

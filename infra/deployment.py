@@ -26,7 +26,7 @@ import aws_cdk as cdk
 from aws_cdk import cx_api
 from cdk_nag import AwsSolutionsChecks
 
-from flightdeck import config_file
+from flightdeck import config_check, config_file, config_models
 
 from .account import ACCOUNT_STACK_NAME, ApiGatewayAccountStack
 from .bundling import BundleSettings, truthy
@@ -59,7 +59,7 @@ def deployment_name(context: Context, path: Path) -> str:
     return name
 
 
-def selected_agents(context: Context, deployment: config_file.DeploymentFile) -> list[str]:
+def selected_agents(context: Context, deployment: config_models.DeploymentFile) -> list[str]:
     value = context("agents")
     if not value:
         return list(deployment.agents)
@@ -72,7 +72,7 @@ def selected_agents(context: Context, deployment: config_file.DeploymentFile) ->
     return names
 
 
-def stack_env(spec: config_file.AgentSpec) -> cdk.Environment | None:
+def stack_env(spec: config_models.AgentSpec) -> cdk.Environment | None:
     """The file's `deploy.account`/`deploy.region`, else none: an environment-agnostic stack.
 
     CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION are deliberately ignored: the CDK CLI sets the region
@@ -101,7 +101,7 @@ class Selection:
     """A synthesis's deployment file, checked, its deployment name and the agents to synthesize."""
 
     path: Path
-    deployment: config_file.DeploymentFile
+    deployment: config_models.DeploymentFile
     name: str
     agents: list[str]
 
@@ -109,11 +109,11 @@ class Selection:
 def select(context: Context) -> Selection:
     """Every refusal of a synthesis, made before any construct: ValueError names the problem (app.py: exit 2).
 
-    The one check of the whole file first (flightdeck.config_file: every problem named, ConfigFileError);
+    The one check of the whole file first (flightdeck.config_check: every problem named, ConfigFileError);
     inbound authentication off on AWS is refused unless the context says a test rig is meant.
     """
     path = config_path(context)
-    deployment = config_file.load_checked(path, "aws", allow_open_agents=allow_open_agents(context))
+    deployment = config_check.load_checked(path, "aws", allow_open_agents=allow_open_agents(context))
     name = deployment_name(context, path)
     return Selection(path, deployment, name, selected_agents(context, deployment))
 

@@ -11,25 +11,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from flightdeck.config_file import AgentSpec, DeploymentFile
+from flightdeck.config_models import AgentSpec, DeploymentFile
 from flightdeck.domain.allowlist import Allowlist
-from flightdeck.settings import Settings, SettingsError, pack_agent_config
+from flightdeck.settings import (
+    LOCAL_ONLY_VARIABLES,
+    RESOURCE_VARIABLES,
+    Settings,
+    SettingsError,
+    pack_agent_config,
+)
 
 METRICS_NAMESPACE = "Flightdeck"
 
-# Names, URLs and ARNs of this stack's resources: only the stack sets them.
-RESOURCE_VARIABLES = (
-    "STATE_TABLE",
-    "TURN_WORKER_FUNCTION",
-    "TURNS_QUEUE_URL",
-    "THINKS_QUEUE_URL",
-    "DISPATCH_QUEUE_URL",
-    "DELIVERY_QUEUE_URL",
-    "DELIVERY_DLQ_URL",
-    "TIMERS_QUEUE_URL",
-    "TOOL_CALLBACK_SECRET_ARN",
-    "PEER_TOKENS_SECRET_ARN",
-)
+# RESOURCE_VARIABLES (only the stack sets them) and LOCAL_ONLY_VARIABLES: flightdeck.settings.
 MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "AGENT_NAME",
     "AGENT_DESCRIPTION",
@@ -42,8 +36,6 @@ MANAGED_VARIABLES = RESOURCE_VARIABLES + (
     "STREAMING",
     "CONSOLE",
 )
-# Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
-LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
 
 # Lambda takes a synchronous event of at most 6,291,456 bytes: API Gateway's proxy event holds the body
 # as a JSON string next to headers and the request context. Escaping can triple a body's size in that

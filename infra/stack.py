@@ -10,7 +10,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from flightdeck import topology
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 from .access import Permissions
 from .alarms import AlarmTopic
@@ -227,6 +227,22 @@ class FlightdeckStack(Stack):
         self.functions = functions
         self.environment_variables = env.variables
 
+    def _door_outputs(
+        self,
+        deployment_name: str,
+        agent: str,
+        peer_url_prefix: str,
+        *,
+        published: str,
+        api_url: str,
+        api_url_description: str,
+        card_url: str,
+    ) -> None:
+        """What either front door publishes and outputs: its URL(s) for the peers (SSM), its base URL, its card."""
+        self._published_url(deployment_name, agent, peer_url_prefix, published)
+        CfnOutput(self, "ApiUrl", value=api_url, description=api_url_description)
+        CfnOutput(self, "AgentCardUrl", value=card_url, description=f"A2A agent card of {agent}")
+
     def _published_url(self, deployment_name: str, agent: str, peer_url_prefix: str, value: str) -> None:
         """Where the other agents of this deployment find our URL(s) at run time (DISCOVERED_PEERS): a plain
         parameter with a fixed name, not an export, so no stack depends on another and any order deploys."""
@@ -272,12 +288,14 @@ class FlightdeckStack(Stack):
             if handler not in topology.URL_HANDLERS:
                 function.add_environment("PUBLIC_ENDPOINT_URLS", own)
         published = published_urls(door.base_url, door.urls)
-        self._published_url(deployment_name, agent, peer_url_prefix, published)
-        CfnOutput(
-            self,
-            "ApiUrl",
-            value=door.base_url + "/",
-            description=f"The HTTP API of {agent}: the user's routes (docs/FRONT_DOORS.md); not the streaming ones",
+        self._door_outputs(
+            deployment_name,
+            agent,
+            peer_url_prefix,
+            published=published,
+            api_url=door.base_url + "/",
+            api_url_description=f"The HTTP API of {agent}: the user's routes (docs/FRONT_DOORS.md); not the streaming ones",
+            card_url=door.base_url + "/" + AGENT_CARD_PATH,
         )
         CfnOutput(
             self,
@@ -300,12 +318,6 @@ class FlightdeckStack(Stack):
                 value=door.urls[handler],
                 description=f"Function URL of {agent}'s {handler} function (AuthType NONE: the function checks tokens)",
             )
-        CfnOutput(
-            self,
-            "AgentCardUrl",
-            value=door.base_url + "/" + AGENT_CARD_PATH,
-            description=f"A2A agent card of {agent}",
-        )
         self.lean_door = door
 
     def _rest_door(
@@ -341,17 +353,18 @@ class FlightdeckStack(Stack):
         usage_plans = PeerUsagePlans(
             self, "PeerUsagePlans", agent=agent, rest_api=api.rest_api, stage=api.stage, plans=spec.usage_plans()
         )
-        self._published_url(deployment_name, agent, peer_url_prefix, api.url)
-        CfnOutput(
-            self,
-            "ApiUrl",
-            value=api.url,
-            description=(
+        self._door_outputs(
+            deployment_name,
+            agent,
+            peer_url_prefix,
+            published=api.url,
+            api_url=api.url,
+            api_url_description=(
                 f"Base URL of {agent}: the agents of this deployment find it in SSM; a peer elsewhere "
                 f"puts it in its allowed_hosts.{agent}"
             ),
+            card_url=api.agent_card_url,
         )
-        CfnOutput(self, "AgentCardUrl", value=api.agent_card_url, description=f"A2A agent card of {agent}")
         CfnOutput(
             self,
             "PeerUsagePlanId",

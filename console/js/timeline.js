@@ -4,6 +4,7 @@
 // the same events as a waterfall on one time axis (waterfall.js).
 
 import { ApiError, call, events, snapshot } from "./api.js";
+import { costOf } from "./cost.js";
 import { clock, h, ms, say } from "./dom.js";
 import { OUTCOMES, outcomeBadge } from "./outcomes.js";
 import { waterfall } from "./waterfall.js";
@@ -85,9 +86,12 @@ export function renderTimeline(main, context, sessionId) {
     if (typeof event.tokens_in === "number") {
       facts.push(`tokens ${event.tokens_in} in / ${event.tokens_out} out`
         + ` / ${event.tokens_cache_read ?? 0} cache read / ${event.tokens_cache_write ?? 0} cache write`);
+      if (costOf([event])) facts.push(`cost ${costOf([event])}`);
     }
     // The answer's: its turn's (one task); idle's: the whole session's.
-    if (event.tokens) facts.push(`${event.kind === "idle" ? "session" : "task"} ${tokens(event.tokens)}`);
+    const whose = event.kind === "idle" ? "session" : "task";
+    if (event.tokens) facts.push(`${whose} ${tokens(event.tokens)}`);
+    if (event.tokens && costOf([event])) facts.push(`${whose} cost ${costOf([event])}`);
     if (typeof event.latency_ms === "number") facts.push(`latency ${ms(event.latency_ms)}`);
     if (event.trace_id) facts.push(`trace ${event.trace_id}`);
     const item = h("li", {

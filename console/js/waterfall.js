@@ -3,6 +3,7 @@
 // result, and the delegate's own session right under the delegation that started it (the bar links to it).
 // The task's total duration and its critical path (what the end waited on) are drawn with it.
 
+import { costOf } from "./cost.js";
 import { h, ms } from "./dom.js";
 
 const RESULTS = new Set(["callback_accepted", "timeout", "dispatch_failed", "canceled", "tool_result"]);
@@ -34,7 +35,7 @@ function spansOf(events, end) {
     if (e.kind === "thinking") {
       const next = timed.slice(i + 1).find((n) => time(n.at) >= start);
       const stop = typeof e.duration_ms === "number" ? start + e.duration_ms : next ? time(next.at) : end;
-      const facts = [ms(stop - start), tokens(e)].filter(Boolean).join(" · ");
+      const facts = [ms(stop - start), tokens(e), typeof e.tokens_in === "number" ? costOf([e]) : ""].filter(Boolean).join(" · ");
       bars.push({ kind: "think", start, end: stop, label: `think ${e.think ?? ""}`, title: `think ${e.think ?? ""}: ${facts}`, event: e });
     } else if (e.kind === "delegating" || e.kind === "tool_call") {
       const result = results.get(e.tool_use_id);
@@ -125,7 +126,8 @@ export function waterfall(rows, callLane, now) {
       h("span", { id: "wf-total", dataset: { ms: span } }, `Total ${ms(span)}`),
       " · ", h("span", { id: "wf-tokens" }, used.length
         ? `${sum("tokens_in")} in / ${sum("tokens_out")} out tokens over ${used.length} think(s), every agent`
-        : "tokens not known yet")),
+        : "tokens not known yet"),
+      used.length && costOf(used) ? [" · ", h("span", { id: "wf-cost" }, `cost ${costOf(used)}`)] : null),
     h("p", { class: "wf-critical", id: "wf-critical" }, `Critical path: ${critical.steps.join(" → ")}`),
     h("div", { class: "wf-axis", "aria-hidden": "true" },
       h("span", {}, "0"), h("span", {}, ms(Math.round(span / 2))), h("span", {}, ms(span))),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flightdeck import config_file
+from flightdeck import config_check, config_file, config_models
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -35,13 +35,13 @@ def _aws_credentials() -> bool:
         return False
 
 
-def _load(path: Path, local_model: bool = False) -> config_file.DeploymentFile | None:
-    """The deployment file, checked whole for running on this machine (config_file.check), or None
+def _load(path: Path, local_model: bool = False) -> config_models.DeploymentFile | None:
+    """The deployment file, checked whole for running on this machine (config_check.check), or None
     after saying what is wrong: every problem once, each with the file, the TOML key and the fix."""
     try:
         deployment = config_file.load(path)
         bedrock = [n for n, spec in deployment.agents.items() if spec.model.provider == "bedrock"]
-        checked = config_file.check(
+        checked = config_check.check(
             deployment,
             path,
             "local",

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.settings import Settings
 
 INTRO = """\

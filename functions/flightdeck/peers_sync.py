@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flightdeck import config_file, topology
+from flightdeck import config_check, config_file, config_models, topology
 from flightdeck.domain.allowlist import Allowlist
 from flightdeck.peers_admin import (
     EXIT_FAILURE,
@@ -75,7 +75,7 @@ class Grant:
     secret: str = ""  # an MCP client key: the secret that holds it whole (its credential's NAME); "": none
 
 
-def mcp_server_agent(deployment: config_file.DeploymentFile, client: str, url: str) -> str | None:
+def mcp_server_agent(deployment: config_models.DeploymentFile, client: str, url: str) -> str | None:
     """The agent of the file an MCP server URL of `client` is: the one whose allowed_hosts base URL it lies under."""
     for name, base in deployment.agents[client].allowed_hosts.items():
         if name in deployment.agents and name != client and Allowlist({name: base.rstrip("/")}).allows_url(url):
@@ -83,7 +83,7 @@ def mcp_server_agent(deployment: config_file.DeploymentFile, client: str, url: s
     return None
 
 
-def mcp_without_secret(deployment: config_file.DeploymentFile) -> list[str]:
+def mcp_without_secret(deployment: config_models.DeploymentFile) -> list[str]:
     """MCP server entries that are agents of the file but name no secret to put a key in (the keys' TOML)."""
     return [
         f"{config_file.toml_key(('agents', name, 'mcp_servers', index))} credential"
@@ -93,7 +93,7 @@ def mcp_without_secret(deployment: config_file.DeploymentFile) -> list[str]:
     ]
 
 
-def grants(deployment: config_file.DeploymentFile) -> list[Grant]:
+def grants(deployment: config_models.DeploymentFile) -> list[Grant]:
     """Every token the file implies, in file order, each once."""
     found: list[Grant] = []
     for name, spec in deployment.agents.items():
@@ -209,7 +209,7 @@ class _Where:
         return held
 
 
-def sync(deployment: config_file.DeploymentFile, where: _Where) -> Outcome:
+def sync(deployment: config_models.DeploymentFile, where: _Where) -> Outcome:
     """Issue what is missing; merge each delegator's new tokens into its secret. Finds every table, plan and
     secret before it changes anything."""
     from flightdeck.adapters.peer_registry import PeerRegistry
@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        deployment = config_file.load_checked(args.config, "aws", allow_open_agents=True)
+        deployment = config_check.load_checked(args.config, "aws", allow_open_agents=True)
     except config_file.ConfigFileError as exc:
         _say("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         return EXIT_USAGE

@@ -26,6 +26,24 @@ class SettingsError(RuntimeError):
     """Raised at start-up when the environment does not describe a valid agent."""
 
 
+# Names, URLs and ARNs of the agent's resources: the stack sets them (infra/environment.py), and locally the
+# runtime; a deployment file never does.
+RESOURCE_VARIABLES = (
+    "STATE_TABLE",
+    "TURN_WORKER_FUNCTION",
+    "TURNS_QUEUE_URL",
+    "THINKS_QUEUE_URL",
+    "DISPATCH_QUEUE_URL",
+    "DELIVERY_QUEUE_URL",
+    "DELIVERY_DLQ_URL",
+    "TIMERS_QUEUE_URL",
+    "TOOL_CALLBACK_SECRET_ARN",
+    "PEER_TOKENS_SECRET_ARN",
+)
+# Plain-text secrets are for `flightdeck local` only; on AWS they live in Secrets Manager.
+LOCAL_ONLY_VARIABLES = ("TOOL_CALLBACK_SECRET", "TOOL_CALLBACK_SECRET_PREVIOUS", "PEER_TOKENS")
+
+
 PositiveMs = Annotated[int, Field(gt=0)]
 # A service name, as in ALLOWED_HOST_MAPPING (flightdeck.domain.allowlist).
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

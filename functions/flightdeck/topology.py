@@ -104,7 +104,7 @@ QUEUES: tuple[QueueSpec, ...] = (
         visibility_timeout_s=6 * WORKER_TIMEOUT_S,
         batch_size=10,
         handler="turn_worker",
-        batching_window_s=2,
+        batching_window_s=4,
         age_alarm_s=30,
     ),
     # Dispatch retries through visibility; the worker gives up itself (and records

@@ -13,19 +13,20 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, cast
 
+from flightdeck import state_wiring
 from flightdeck.adapters.a2a_http import A2AHttp
 from flightdeck.adapters.dynamo.store import StateStore
 from flightdeck.adapters.http_peers import Peers
 from flightdeck.adapters.lambda_thinks import LambdaThinks
 from flightdeck.adapters.live_state import LiveStore
 from flightdeck.adapters.peer_directory import with_discovered_peers
-from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.sqs_queues import Queues
 from flightdeck.domain.model import Model
 from flightdeck.domain.ports import Deps, TurnHooks, state_ports
 from flightdeck.domain.time_budget import TimeBudget
 from flightdeck.domain.tokens import SigningKey
 from flightdeck.settings import Settings, get_settings
+from flightdeck.state_wiring import peer_registry, state_store
 
 if TYPE_CHECKING:
     from flightdeck.adapters.session_index import SessionIndex
@@ -136,12 +137,12 @@ def _dispatch_a2a(*args: Any, **kwargs: Any) -> Any:
 
 
 class _A2ATurnHooks:
-    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.tasks.A2ATurnHooks), imported the first time a
+    """Deps.turn_hooks: the A2A add-on (flightdeck.domain.a2a.turn_hooks.A2ATurnHooks), imported the first time a
     session with an A2A task reaches a turn boundary; the turn loop calls none for any other session."""
 
     @functools.cached_property
     def _hooks(self) -> TurnHooks:
-        from flightdeck.domain.a2a.tasks import A2ATurnHooks
+        from flightdeck.domain.a2a.turn_hooks import A2ATurnHooks
 
         return A2ATurnHooks()
 
@@ -155,15 +156,6 @@ class _A2ATurnHooks:
         self, deps: Deps, session_id: str, turn: int, answer: str, failed: bool = False, question: str | None = None
     ) -> None:
         self._hooks.on_end_turn(deps, session_id, turn, answer, failed=failed, question=question)
-
-
-@functools.lru_cache(maxsize=1)
-def state_store() -> StateStore:
-    """The agent's DynamoDB state (one table, one client): every state port of deps(), and the index and
-    registry adapters that share its table."""
-    settings = get_settings()
-    # The stream starts owed thinks: their marks stay out of the deadline index (ARCHITECTURE §3).
-    return StateStore(settings.state_table, owed_in_index=settings.think_start == "writer")
 
 
 @functools.lru_cache(maxsize=1)
@@ -204,7 +196,7 @@ def deps() -> Deps:
         # A2A (flightdeck.domain.a2a.tasks): task records in the same table, agent cards over HTTP.
         a2a=cast("A2APorts", _A2APortsOnDemand(store, card_http)),
         # Peers that may call us: hashes in the same table (flightdeck.domain.peers).
-        registry=PeerRegistry(settings.state_table, client_factory=lambda: store.client, clock=store.now_ms),
+        registry=peer_registry(),
         # Tokens we present to the peers we call: PEER_TOKENS locally, Secrets Manager on AWS.
         peer_tokens=lambda: _outbound_peer_tokens(settings),
         # A think's text to the streams that watch it, through the same table (flightdeck.domain.live).
@@ -257,7 +249,7 @@ def reset() -> None:
     """Forget settings and clients (tests change the environment between cases)."""
     session_index.cache_clear()
     deps.cache_clear()
-    state_store.cache_clear()
+    state_wiring.reset()
     _http.cache_clear()
     _mcp_client.cache_clear()
     get_settings.cache_clear()

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 import requests
 
+from flightdeck.domain.model_prices import BILLED_AS, table
 from flightdeck.local.stack import LocalStack
 from tests.browser.conftest import IN_CI
 from tests.support import a2a1
@@ -112,8 +114,9 @@ def stack(echo_agent, tmp_path_factory) -> Iterator[LocalStack]:
         yield local
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def page(chromium, stack):
+    """A page of its own for each test (a new browser context), at the orchestrator's console, signed in."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
@@ -149,6 +152,24 @@ def chat(stack: LocalStack, text: str) -> requests.Response:
         headers={"Authorization": f"Bearer {TOKEN}"},
         timeout=10,
     )
+
+
+def view(stack: LocalStack, session: str) -> dict[str, Any]:
+    answer = requests.get(
+        f"{stack.urls['orchestrator']}/api/sessions/{session}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def settled(stack: LocalStack, session: str, outcome: str) -> None:
+    """Until the session's last turn has this outcome (read as the page reads it); a failure says what it had."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    seen = view(stack, session)
+    while seen.get("outcome") != outcome and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = view(stack, session)
+    assert seen.get("outcome") == outcome, (outcome, seen.get("status"), seen.get("outcome"))
 
 
 def send_new(page: Any, text: str) -> str:
@@ -234,13 +255,63 @@ def waterfall_is_drawn_by_time(page: Any, lanes: list[list[str]]) -> None:
     assert "tokens over" in page.inner_text("#wf-tokens")
 
 
-# A session of each outcome, as the tests make them (the list names each: test_each_outcome_is_named_in_the_list).
-OUTCOME_OF: dict[str, str] = {}
+# A session of each outcome, started as curl would: what the list names (test_each_outcome_is_named_in_the_list).
+OUTCOME_TASKS = {
+    "completed": "@worker list three owls @worker name two rivers",
+    "canceled": "@slowpoke take all the time you need",
+    "timed_out": "@worker list three owls @sleepy count the sheep",
+    "failed": "@stranger say hello",
+    "input_required": "?ask which colour? paint the shed",
+}
+
+
+@pytest.fixture(scope="module")
+def outcome_sessions(stack) -> dict[str, str]:
+    """outcome -> a session that ended so, made for the tests that need one (whatever ran before them)."""
+    made = {}
+    for outcome, text in OUTCOME_TASKS.items():
+        started = chat(stack, text)
+        assert started.status_code == 202, started.text
+        made[outcome] = started.json()["session_id"]
+    canceled = requests.post(
+        f"{stack.urls['orchestrator']}/api/sessions/{made['canceled']}/cancel",
+        json={},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+    assert canceled.status_code == 200, canceled.text
+    for outcome, session in made.items():
+        settled(stack, session, outcome)
+    return made
+
+
+# Thinks are priced as the model the local model bills as (flightdeck.domain.model_prices), labelled so.
+PRICED = f"list-price estimate: {BILLED_AS}, us-east-1 prices of {table()[BILLED_AS].recorded}"
+
+
+def dollars(usd: float) -> str:
+    """As console/js/cost.js writes them."""
+    return f"${usd:.{2 if usd >= 1 else 4 if usd >= 0.01 else 6}f}"
+
+
+def costs_are_shown(page: Any, mine: list[dict[str, Any]]) -> None:
+    """Each think's cost and the task's, every agent's thinks summed, from the events the page was sent."""
+    thinks = page.eval_on_selector_all(
+        "li[data-kind='thinking'] pre.payload", "els => els.map((e) => JSON.parse(e.textContent))"
+    )
+    assert len(thinks) == 4 and all(t["model"] == BILLED_AS and t["cost_usd"] > 0 for t in thinks), thinks
+    own = [t for t in thinks if t["session_id"] == thinks[0]["session_id"]]
+    shown = [s["text"] for s in mine if s["kind"] == "thinking"]
+    for think, text in zip(own, shown, strict=True):
+        assert f"cost {dollars(think['cost_usd'])} ({PRICED})" in text, text
+    [answer] = [s["text"] for s in mine if s["kind"] == "answer"]
+    assert f"task cost {dollars(sum(t['cost_usd'] for t in own))} ({PRICED})" in answer, answer
+    total = dollars(sum(t["cost_usd"] for t in thinks))
+    assert page.inner_text("#wf-cost") == f"cost {total} ({PRICED})"
 
 
 def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stack):
     session = send_new(page, "@worker list three owls @worker name two rivers")
-    OUTCOME_OF["completed"] = session
     wait_drawn(page, "#session-status.completed")
     lanes = page.eval_on_selector_all("[data-lane]", "els => els.map(e => [e.dataset.lane, e.dataset.agent])")
     assert lanes[0] == ["self", "orchestrator"] and [agent for _, agent in lanes[1:]] == ["worker", "worker"], lanes
@@ -267,6 +338,11 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     dispatched = min(s["at"] for s in mine if s["kind"] == "delegating")
     assert all(s["at"] >= dispatched for s in results)
     assert all(steps(page, key)[0]["at"] >= dispatched for key, _ in lanes[1:])
+    # Live, a think is drawn as it starts; its duration and tokens come with the replay after the idle.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll(\"li[data-kind='thinking']\")].every((li) => li.textContent.includes('took'))"
+    )
+    mine = steps(page, "self")
     thinks = [s for s in mine if s["kind"] == "thinking"]
     assert all("took" in s["text"] and "tokens" in s["text"] for s in thinks), thinks
 
@@ -278,6 +354,7 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
     payload = json.loads(page.inner_text(f"[data-lane='{worker_lane}'] li[data-kind='answer'] details[open] pre"))
     assert payload["kind"] == "answer" and payload["session_id"] == worker_lane and ISO.match(payload["at"])
     waterfall_is_drawn_by_time(page, lanes)
+    costs_are_shown(page, steps(page, "self"))
     accessible(page)
     shot(page, "timeline")
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -310,7 +387,6 @@ def test_a_chat_that_delegates_twice_fills_both_lanes_while_they_work(page, stac
 
 def test_a_second_session_is_canceled_from_its_timeline(page, stack):
     session = send_new(page, "@slowpoke take all the time you need")
-    OUTCOME_OF["canceled"] = session
     wait_drawn(page, "[data-lane='self'] li[data-kind='delegating']")
     # The delegate's lane, drawn while it thinks (20 s).
     wait_drawn(page, "[data-agent='slowpoke'] li[data-kind='message']")
@@ -321,9 +397,7 @@ def test_a_second_session_is_canceled_from_its_timeline(page, stack):
     # The delegation it waited on, canceled in turn.
     [canceled] = [s for s in steps(page, "self") if s["kind"] == "canceled"]
     assert "slowpoke" in canceled["text"] and int(canceled["latency"]) >= 0
-    answer = requests.get(
-        f"{stack.urls['orchestrator']}/api/sessions/{session}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
-    ).json()
+    answer = view(stack, session)
     assert answer["status"] == "idle" and answer["outcome"] == "canceled", answer
     wait_drawn(page, "#session-status.canceled")
     # Nothing to cancel any more: said so, not an error.
@@ -354,14 +428,33 @@ def test_a_question_is_answered_from_the_page(page):
     assert page.is_hidden("#question-form")
 
 
+def listed(stack: LocalStack) -> int:
+    """How many sessions the orchestrator lists for the user (every page)."""
+    count, cursor = 0, None
+    while True:
+        params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+        answer = requests.get(
+            f"{stack.urls['orchestrator']}/api/sessions",
+            params=params,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        ).json()
+        count += len(answer["sessions"])
+        cursor = answer.get("next_cursor")
+        if not cursor:
+            return count
+
+
 def test_the_list_pages(page, stack):
-    # Six sessions by now (the tests above made four): five a page, then one.
-    for text in ("one more", "and another"):
+    # Six sessions at least (whatever ran before): five a page, then the rest.
+    made = ("one more", "and another", "a third", "a fourth", "a fifth", "a sixth")[: max(2, 6 - listed(stack))]
+    for text in made:
         answer = chat(stack, text)
         assert answer.status_code == 202, answer.text
+    total = listed(stack)
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
-    page.wait_for_selector("tr[data-session] td:has-text('and another')")
+    page.wait_for_selector(f"tr[data-session] td:has-text('{made[-1]}')")
     page.focus("#page-size")
     page.keyboard.press("ArrowUp")  # 20 -> 5
     assert page.input_value("#page-size") == "5"
@@ -370,9 +463,12 @@ def test_the_list_pages(page, stack):
     page.focus("#next-page")
     page.keyboard.press("Enter")
     page.wait_for_selector("#page-label:has-text('page 2')")
-    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 1")
-    [last] = page.eval_on_selector_all("tr[data-session]", "rows => rows.map(r => r.dataset.session)")
-    assert last not in first_page and page.is_disabled("#next-page")
+    second = min(5, total - 5)
+    page.wait_for_function(f"() => document.querySelectorAll('tr[data-session]').length === {second}")
+    rows = page.eval_on_selector_all("tr[data-session]", "rows => rows.map(r => r.dataset.session)")
+    assert not set(rows) & set(first_page)
+    if total < 10:  # a full page 2 may still have a cursor to an empty page 3
+        assert page.is_disabled("#next-page")
     page.focus("#prev-page")
     page.keyboard.press("Enter")
     page.wait_for_selector("#page-label:has-text('page 1')")
@@ -381,7 +477,7 @@ def test_the_list_pages(page, stack):
 
 def test_a_delegation_that_times_out_is_counted_as_the_answer_counts_it(page):
     """sleepy thinks 8 s, its caller waits 2 s (its delegate's timeout_ms): the turn ends with a timeout result."""
-    session = send_new(page, "@worker list three owls @sleepy count the sheep")
+    send_new(page, "@worker list three owls @sleepy count the sheep")
     wait_drawn(page, "#session-status.timed_out")
     assert page.inner_text("#session-status") == "timed out"
     [progress] = [s for s in steps(page, "self") if s["kind"] == "progress"]
@@ -392,12 +488,11 @@ def test_a_delegation_that_times_out_is_counted_as_the_answer_counts_it(page):
     bars = {b["outcome"] for b in page.evaluate(BARS) if b["kind"] == "call"}
     assert bars == {"answered", "timed out"}, bars
     shot(page, "timeout")
-    OUTCOME_OF["timed_out"] = session
 
 
 def test_a_refused_dispatch_shows_as_refused(page):
     """stranger knows no orchestrator token: the task is never handed over, no session is made there."""
-    session = send_new(page, "@stranger say hello")
+    send_new(page, "@stranger say hello")
     wait_drawn(page, "#session-status.failed")
     lane = wait_drawn(page, "[data-agent='stranger'] .note:has-text('Refused')")
     assert "never handed to stranger" in lane.inner_text()
@@ -410,19 +505,16 @@ def test_a_refused_dispatch_shows_as_refused(page):
     assert "refused" in page.inner_text(f".wf-row[data-row='{bar['target']}']")
     assert not [b for b in page.evaluate(BARS) if b["row"] == bar["target"]]
     shot(page, "refused")
-    OUTCOME_OF["failed"] = session
 
 
-def test_each_outcome_is_named_in_the_list(page, stack):
-    asked = chat(stack, "?ask which colour? paint the shed").json()["session_id"]
-    OUTCOME_OF["input_required"] = asked
+def test_each_outcome_is_named_in_the_list(page, outcome_sessions):
     page.focus("nav a[data-view='sessions']")
     page.keyboard.press("Enter")
     page.wait_for_selector("#page-size")
     page.select_option("#page-size", "20")
-    for outcome, session in OUTCOME_OF.items():
+    for outcome, session in outcome_sessions.items():
         wait_drawn(page, f"tr[data-session='{session}'] [data-outcome='{outcome}']")
-    words = {o: page.inner_text(f"tr[data-session='{s}'] [data-outcome]") for o, s in OUTCOME_OF.items()}
+    words = {o: page.inner_text(f"tr[data-session='{s}'] [data-outcome]") for o, s in outcome_sessions.items()}
     assert words == {
         "completed": "completed",
         "canceled": "canceled",
@@ -430,17 +522,19 @@ def test_each_outcome_is_named_in_the_list(page, stack):
         "failed": "failed",
         "input_required": "waiting for input",
     }, words
-    # The filter by outcome.
+    # The filter by outcome: the timed-out session and no other kind (another test may have timed one out too).
     page.select_option("#status-filter", "timed_out")
-    page.wait_for_function("() => document.querySelectorAll('tr[data-session]').length === 1")
-    assert page.get_attribute("tr[data-session]", "data-session") == OUTCOME_OF["timed_out"]
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('tr[data-session] [data-outcome]')].every((b) => b.dataset.outcome"
+        " === 'timed_out') && document.querySelector(\"tr[data-session='" + outcome_sessions["timed_out"] + "']\")"
+    )
     page.select_option("#status-filter", "")
     # The placeholder names one of this agent's own delegates.
     assert page.get_attribute("#new-message", "placeholder").startswith("@worker ")
     shot(page, "outcomes")
 
 
-def test_the_page_fits_a_390_px_screen(chromium, stack):
+def test_the_page_fits_a_390_px_screen(chromium, stack, outcome_sessions):
     context = chromium.new_context(viewport={"width": 390, "height": 844})
     context.set_default_timeout(WAIT_MS)
     phone = context.new_page()
@@ -455,7 +549,7 @@ def test_the_page_fits_a_390_px_screen(chromium, stack):
         forget = phone.locator("#forget-token").bounding_box()
         assert forget["x"] >= 0 and forget["x"] + forget["width"] <= 390, forget
         shot(phone, "mobile")
-        phone.click(f"tr[data-session='{OUTCOME_OF['completed']}'] a")
+        phone.click(f"tr[data-session='{outcome_sessions['completed']}'] a")
         phone.wait_for_selector("#session-status.completed")
         phone.wait_for_function("() => document.querySelectorAll(\"li[data-kind='idle']\").length >= 3")
         assert phone.evaluate(width) <= 390
@@ -517,7 +611,7 @@ def test_the_inspector_opens_an_a2a_sdk_agent_and_chats_with_it(page, echo_agent
 
 
 def test_another_agent_of_the_file_and_an_answer_drawn_as_it_is_written(page, stack):
-    """Last: it leaves for another origin (the writer's console), whose slow think streams its answer."""
+    """It leaves for another origin (the writer's console), whose slow think streams its answer."""
     page.focus("#agent-picker")
     page.keyboard.press("End")  # the file's last agent: writer
     page.wait_for_url(f"{stack.urls['writer']}/console/")

@@ -38,6 +38,9 @@ class FakeQueues:
     def delay_retry(self, queue_url: str, receipt_handle: str, delay_s: int) -> None:
         self.retries.append((queue_url, receipt_handle, delay_s))
 
+    def delay_retries(self, queue_url: str, receipt_handles: list[str], delay_s: int) -> None:
+        self.retries.extend((queue_url, handle, delay_s) for handle in receipt_handles)
+
 
 class ThinkSendFailed(RuntimeError):
     """The think start was lost (the invoke failed, or the function died first)."""

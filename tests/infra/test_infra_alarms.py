@@ -14,7 +14,7 @@ import pytest
 from template_queries import resources
 from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
 
-from flightdeck import config_file
+from flightdeck import config_file, config_models
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ EMAILS = ["ops@example.com", "oncall+flightdeck@example.org"]
 @pytest.fixture(scope="module")
 def emails_synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     deployment = config_file.load(EXAMPLE)
-    deployment.agents["worker"].deploy = config_file.DeploySection.model_validate(
+    deployment.agents["worker"].deploy = config_models.DeploySection.model_validate(
         {**deployment.agents["worker"].deploy.model_dump(), "alarm_emails": EMAILS}
     )
     return synth_with_nag(deployment, "worker", tmp_path_factory.mktemp("cdk.out.alarms"))

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import cfn_lint
+
 pytestmark = pytest.mark.slow
-
-
-def _cfn_lint() -> list[str]:
-    exe = Path(sys.executable).with_name("cfn-lint")
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("cfn-lint")
-    if not found:
-        pytest.fail("cfn-lint is not installed (pip install -e '.[infra]')")
-    return [found]
 
 
 def test_templates_pass_cfn_lint(synth) -> None:
     files = [str(synth.outdir / f"{name}.template.json") for name in synth.stacks]
-    result = subprocess.run([*_cfn_lint(), "--format", "json", *files], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*cfn_lint.command(), "--format", "json", *files], capture_output=True, text=True, timeout=300
+    )
     assert result.stdout.strip(), result.stderr
     matches = json.loads(result.stdout)
     errors = []

@@ -17,7 +17,7 @@ import pytest
 from template_queries import resources
 from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
 
-from flightdeck import config_file, topology
+from flightdeck import config_file, config_models, topology
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ CONCURRENCY = 25
 @pytest.fixture(scope="module")
 def lean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     deployment = config_file.load(EXAMPLE)
-    deployment.agents["worker"].deploy = config_file.DeploySection.model_validate(
+    deployment.agents["worker"].deploy = config_models.DeploySection.model_validate(
         {
             **deployment.agents["worker"].deploy.model_dump(),
             "front_door": "lean",

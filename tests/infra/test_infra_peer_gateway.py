@@ -27,7 +27,7 @@ from template_queries import (
 )
 from variant_synth import cfn_lint_errors, nag_violations, synth_with_nag
 
-from flightdeck import config_file, topology
+from flightdeck import config_file, config_models, topology
 from flightdeck.domain.peer_usage import (
     default_plan_name,
     peer_plan_name,
@@ -41,7 +41,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "two-agents.toml"
 KNOWN_PEER = {"orchestrator": "user", "worker": "orchestrator"}  # [agents.NAME.peers] of the example
 
 
-def _example_spec(agent: str) -> config_file.AgentSpec:
+def _example_spec(agent: str) -> config_models.AgentSpec:
     return config_file.load(EXAMPLE).agents[agent]
 
 
@@ -134,7 +134,7 @@ def _stage_of(template: dict[str, Any]) -> dict[str, Any]:
     return {"ApiId": {"Ref": api_id}, "Stage": {"Ref": stage_id}}
 
 
-def _check_plans_match(template: dict[str, Any], spec: config_file.AgentSpec) -> None:
+def _check_plans_match(template: dict[str, Any], spec: config_models.AgentSpec) -> None:
     """Exactly the configuration's usage plans, with its limits, on the API's stage; each peer's key in its plan."""
     agent = spec.name
     specs = spec.usage_plans()
@@ -207,7 +207,7 @@ def test_peer_usage_plan_id_output(synth, agent: str) -> None:
 @pytest.fixture(scope="module")
 def limits_synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     deployment = config_file.load(EXAMPLE)
-    deployment.agents["worker"].gateway = config_file.GatewaySection.model_validate(GATEWAY)
+    deployment.agents["worker"].gateway = config_models.GatewaySection.model_validate(GATEWAY)
     return synth_with_nag(deployment, "worker", tmp_path_factory.mktemp("cdk.out.gateway"))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flightdeck import config_file, topology
+from flightdeck import config_file, config_models, topology
 from infra import bundling
 from infra.access import ACCESS, bedrock_resources
 from infra.api import AUTHENTICATION
@@ -217,12 +217,12 @@ def test_peer_authorizer_reads_the_peer_registry_and_nothing_else() -> None:
 
 
 def test_alarm_emails_default_to_none() -> None:
-    assert config_file.DeploySection().alarm_emails == []
+    assert config_models.DeploySection().alarm_emails == []
 
 
 def test_alarm_emails_accept_addresses() -> None:
     emails = ["ops@example.com", "on.call+flightdeck@mail.example.co.uk"]
-    assert config_file.DeploySection(alarm_emails=emails).alarm_emails == emails
+    assert config_models.DeploySection(alarm_emails=emails).alarm_emails == emails
 
 
 @pytest.mark.parametrize(
@@ -230,12 +230,12 @@ def test_alarm_emails_accept_addresses() -> None:
 )
 def test_alarm_emails_refuse_what_is_not_an_address(bad: str) -> None:
     with pytest.raises(ValueError, match="alarm_emails"):
-        config_file.DeploySection(alarm_emails=[bad])
+        config_models.DeploySection(alarm_emails=[bad])
 
 
 def test_alarm_emails_refuse_duplicates() -> None:
     with pytest.raises(ValueError, match="listed twice"):
-        config_file.DeploySection(alarm_emails=["ops@example.com", "OPS@example.com"])
+        config_models.DeploySection(alarm_emails=["ops@example.com", "OPS@example.com"])
 
 
 def test_skills_with_schemas_travel_packed_and_read_back_the_same() -> None:

@@ -8,11 +8,10 @@ cfn-lint still find nothing, as test_infra_nag and test_infra_cfn_lint do for th
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 
 
 def synth_with_nag(
@@ -64,9 +63,6 @@ def nag_violations(synth: dict[str, Any]) -> list[str]:
 
 
 def cfn_lint_errors(template_file: Path) -> list[dict[str, Any]]:
-    from test_infra_cfn_lint import _cfn_lint
+    from tests.support import cfn_lint
 
-    result = subprocess.run(
-        [*_cfn_lint(), "--format", "json", str(template_file)], capture_output=True, text=True, timeout=300, check=False
-    )
-    return [m for m in json.loads(result.stdout or "[]") if m["Level"] == "Error"]
+    return cfn_lint.errors(template_file)

@@ -12,7 +12,7 @@ import pytest
 from a2a import types as sdk
 
 from flightdeck import wiring
-from flightdeck.domain.a2a import tasks as a2a
+from flightdeck.domain.a2a import turn_hooks as a2a
 from tests.integration.test_a2a_server import err, get, message, ok, rpc, send
 from tests.integration.test_inbox import drain
 

@@ -625,7 +625,7 @@ def test_terminal_task_is_pushed_to_each_webhook_with_its_token_and_authorizatio
     assert pushed.id == task["id"] and pushed.status.state == sdk.TaskState.completed
     assert "push me the answer" in pushed.artifacts[0].parts[0].root.text
     # A redelivered end of turn does not push twice.
-    from flightdeck.domain.a2a.tasks import on_end_turn
+    from flightdeck.domain.a2a.turn_hooks import on_end_turn
     from flightdeck.wiring import deps
 
     on_end_turn(deps(), task["contextId"], 1, "again")

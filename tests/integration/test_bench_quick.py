@@ -179,6 +179,11 @@ def test_timeouts_sweep_and_cold_start_have_their_figures(result):
     assert finite_positive(cold["boto3_import_ms"])
     assert all(finite_positive(h["ratio_to_boto3"]) for h in cold["handlers"].values())
     assert cold["slowest_breakdown_ms"]
+    # What tracing on adds, for every function (issue 40).
+    tracing_on = cold["tracing_on"]["handlers"]
+    assert set(tracing_on) == set(cold["handlers"]) and all(
+        finite_positive(h["import_ms"]) for h in tracing_on.values()
+    )
 
 
 def test_local_latency_is_broken_down_by_hop(result):

@@ -117,6 +117,10 @@ def test_a_timeout_and_a_delegate_question_carry_their_latency_and_fields():
         "tokens_out": 3,
         "tokens_cache_read": 20,
         "tokens_cache_write": 4,
+        # Priced as the model the local model bills as: 7 x $3 + 3 x $15 + 20 x $0.30 + 4 x $3.75 per 1M.
+        "model": "anthropic.claude-sonnet-4-20250514-v1:0",
+        "cost_usd": 0.000087,
+        "price": {"model": "anthropic.claude-sonnet-4-20250514-v1:0", "region": "us-east-1", "recorded": "2026-12-04"},
     }
     assert (events["timeout"]["latency_ms"], events["timeout"]["at"]) == (30_000, iso_ms(32_000))
     answered = events["callback_accepted"]

@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from flightdeck import config_file
+from flightdeck import config_file, config_models
 from flightdeck.local.stack import LocalStack
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def orchestrator_url():
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
     # The fuzzer probes the functions faster than the example's usage plans allow (it would meet
     # 429 where it expects 401/403); the plans themselves are tested in test_usage_plans_local.py.
-    deployment.agents["orchestrator"].gateway = config_file.GatewaySection(
+    deployment.agents["orchestrator"].gateway = config_models.GatewaySection(
         peer_rate_limit=10_000, peer_burst_limit=5_000, unidentified_rate_limit=10_000, unidentified_burst_limit=5_000
     )
     with LocalStack(deployment, relay=None) as stack:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from flightdeck import config_file
+from flightdeck import config_check
 from flightdeck.local import demo
 from flightdeck.local.mcp_servers import McpServers
 from flightdeck.local.net import listen
@@ -25,7 +25,7 @@ def _answers(port: int) -> bool:
 
 
 def test_the_tools_scenario_calls_the_example_servers_tool_and_answers_with_its_result():
-    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    deployment = config_check.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
     declared = deployment.local.mcp_servers["notes"].port
     # The address the file names is held by someone else (as by a parallel run): the demo does not need it.
     try:
@@ -46,7 +46,7 @@ def test_the_tools_scenario_calls_the_example_servers_tool_and_answers_with_its_
 
 def test_each_server_is_served_on_a_free_port_and_the_agents_urls_point_there(monkeypatch):
     monkeypatch.delenv("NOTES_TOKEN", raising=False)
-    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    deployment = config_check.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
     first, second = McpServers(), McpServers()
     try:
         first.start(deployment, {})
@@ -79,7 +79,7 @@ def test_local_up_names_a_server_that_is_down_and_a_tool_it_does_not_offer(monke
     from flightdeck.local import mcp_probe
 
     monkeypatch.delenv("NOTES_TOKEN", raising=False)
-    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    deployment = config_check.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
     servers = McpServers()
     try:
         servers.start(deployment, {})
@@ -120,7 +120,7 @@ def test_check_aws_asks_each_mcp_server_with_the_token_its_secret_holds(tmp_path
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch.setenv(name, value)
-    deployment = config_file.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
+    deployment = config_check.load_checked(demo.TOOLS_SCENARIO_CONFIG, "local")
     servers = McpServers()
     try:
         servers.start(deployment, {})

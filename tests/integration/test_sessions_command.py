@@ -76,6 +76,13 @@ def agents():
                 tokens_out=12,
                 tokens_cache_read=1500,
                 tokens_cache_write=90,
+                model="anthropic.claude-sonnet-4-20250514-v1:0",
+                cost_usd=0.000913,
+                price={
+                    "model": "anthropic.claude-sonnet-4-20250514-v1:0",
+                    "region": "us-east-1",
+                    "recorded": "2026-12-04",
+                },
             ),
             sse(
                 id="tool.t1",
@@ -102,6 +109,8 @@ def agents():
                 turn=1,
                 iteration=2,
                 tokens={"input": 60, "output": 30, "cache_read": 3000, "cache_write": 180, "thinks": 2},
+                model="amazon.nova-pro-v1:0",
+                outcome="input_required",
                 at="2025-01-31T12:00:03.000Z",
             ),
         ]
@@ -160,10 +169,13 @@ def test_show_replays_with_times_latencies_and_the_readable_delegates_lane(agent
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "session s-1 at orchestrator"
-    think = "think 1 (830 ms, tokens 41 in / 12 out, 1500 cache read / 90 cache write)"
+    think = "think 1 (830 ms, tokens 41 in / 12 out, 1500 cache read / 90 cache write, $0.000913 list-price estimate"
     assert any(line.startswith("12:00:00.120") and think in line for line in lines)
-    # The session's tokens, summed (issue 37).
+    assert "(anthropic.claude-sonnet-4-20250514-v1:0, us-east-1 prices of 2026-12-04))" in out
+    # The session's tokens, summed (issue 37), its outcome, and no cost for a model without a list price.
     assert "tokens, the session: 60 in, 30 out, 3000 cache read, 180 cache write (2 think(s))" in out
+    assert "idle, input required (1 message(s), 2 think iteration(s))" in out
+    assert "cost, the session: no list price for amazon.nova-pro-v1:0" in out
     assert any("+1.25 s" in line and "maps asks: which bay?" in line for line in lines)
     assert "trace 4bf92f3577b34da6a3ce929d0e0e4736" in out
     assert "┌ maps" not in out  # no --peer: the delegate's answer only
@@ -217,7 +229,7 @@ def test_the_repl_cancels_prints_the_raw_answer_and_refuses_unknown_commands(age
 
 
 def test_a_delegates_question_is_drawn_as_a_question():
-    from flightdeck.chat_client.sessions import describe_result
+    from flightdeck.chat_client.session_view import describe_result
 
     asked = {"status": "input_required", "question": "which year?", "context_id": "c-1"}
     result = {"status": "success", "content": [{"text": json.dumps(asked)}]}

@@ -18,6 +18,7 @@ from flightdeck import wiring
 from flightdeck.adapters import model_choice
 from flightdeck.adapters.think_starts import ThinkStarts
 from flightdeck.domain.model import ModelError
+from flightdeck.local.invocation import LocalLambdaContext
 from tests.support.harness import new_session_id
 from tests.support.invokes import RECORDER
 
@@ -145,6 +146,84 @@ def test_a_throttled_think_of_a_batch_waits_on_the_turns_queue_and_the_others_an
     [retry] = agent.bodies("turns")
     assert retry == {"session_id": sids[-1], "turn": 1, "traceparent": "", "attempt": 2}
     assert [_session(agent, sid)["status"] for sid in sids] == ["idle"] * (BATCH - 1) + ["busy"]
+
+
+class _Hangs:
+    """The agent's model; an ask with `marker` in it waits until released (or a bound: then it answers)."""
+
+    def __init__(self, real, marker: str):
+        self.real, self.marker = real, marker
+        self.release, self.inside = threading.Event(), threading.Event()
+
+    def converse(self, **ask):
+        if self.marker in repr(ask["messages"]):
+            self.inside.set()
+            self.release.wait(BARRIER_TIMEOUT_S)
+        return self.real.converse(**ask)
+
+
+class _Deadline(LocalLambdaContext):
+    """An invocation's context whose time runs out when `passed` is set."""
+
+    def __init__(self, function_name: str):
+        super().__init__(function_name=function_name)
+        self.passed = threading.Event()
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 0 if self.passed.is_set() else 60_000
+
+
+def test_a_think_still_running_at_the_batch_s_deadline_comes_back_alone_and_the_others_are_reported_done(
+    orchestrator_on_server, monkeypatch
+):
+    """A batch lasts as long as its slowest think: Lambda ending it at its timeout would fail every record,
+    the answered ones too, and give the others back only after the visibility timeout (past a delegation's
+    deadline). The batch reports before its deadline instead; the think still running comes back alone."""
+    from flightdeck.handlers import turn_worker
+
+    agent = orchestrator_on_server
+    _shared(monkeypatch, agent)
+    real_build = model_choice.build_model
+    made: list[_Hangs] = []
+    monkeypatch.setattr(
+        model_choice, "build_model", lambda a: made.append(_Hangs(real_build(a), "marker-hangs")) or made[-1]
+    )
+    wiring.deps().model()
+    model = made[0]
+    sids = _sessions(agent, [f"just answer {i}" for i in range(BATCH - 1)] + ["just answer marker-hangs"])
+    context = _Deadline(agent.turn_worker_function)
+    real_record, done, hung_ended = turn_worker.think_record, [], threading.Event()
+
+    def think_record(record, budget):
+        try:
+            return real_record(record, budget)
+        finally:
+            done.append(json.loads(record.body)["session_id"])
+            if done[-1] == sids[-1]:
+                hung_ended.set()
+            elif len(done) == BATCH - 1:
+                context.passed.set()  # the others have answered: now the batch's time is up
+
+    monkeypatch.setattr(turn_worker, "think_record", think_record)
+    visibility = []
+    wiring.deps().queues.client.meta.events.register(
+        "before-parameter-build.sqs.ChangeMessageVisibilityBatch",
+        lambda params, **_: visibility.extend(params["Entries"]),
+    )
+    messages = _batch(agent)
+    hung = next(m for m in messages if json.loads(m["Body"])["session_id"] == sids[-1])
+    try:
+        resp = turn_worker.handler(agent.sqs_event("thinks", messages), context)
+        assert model.inside.is_set() and not model.release.is_set()  # it reported while that think still ran
+        assert resp == {"batchItemFailures": [{"itemIdentifier": hung["MessageId"]}]}
+        # Visible again soon (its claim lapses with the invocation), not after the visibility timeout.
+        assert [(v["ReceiptHandle"], v["VisibilityTimeout"]) for v in visibility] == [(hung["ReceiptHandle"], 1)]
+        assert [_session(agent, sid)["status"] for sid in sids[:-1]] == ["idle"] * (BATCH - 1)
+    finally:
+        model.release.set()
+    # The think left running ends on its own, its reply stored once (a second run finds it).
+    assert hung_ended.wait(BARRIER_TIMEOUT_S)
+    assert _session(agent, sids[-1])["status"] == "idle"
 
 
 def test_with_the_old_mode_every_think_is_an_invoke(orchestrator):

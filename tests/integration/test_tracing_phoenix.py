@@ -5,7 +5,8 @@ Two agents on loopback (flightdeck.local.stack) export their spans (OTEL_EXPORTE
 delegates to the worker over our delegation API and over A2A, and calls an MCP server's tool (one call inline,
 one deferred through the dispatch queue: the SQS hop). Phoenix is a separate install (docs/TRACING.md): the
 tests start it (FLIGHTDECK_PHOENIX or `phoenix` on PATH; or use the one at FLIGHTDECK_PHOENIX_URL), and skip without it, except under CI=true (.ci/run
-installs it), where a missing Phoenix fails.
+installs it beside the tests, and writes its install's exit status to the file FLIGHTDECK_PHOENIX_INSTALLED names:
+waited for), where a missing Phoenix fails.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def free_port() -> int:
 
 
 def _phoenix() -> str:
+    installing = os.environ.get("FLIGHTDECK_PHOENIX_INSTALLED")  # .ci/run installs it beside the tests
+    if installing:
+        # Its exit status, written when the install ends (minutes on a busy machine).
+        status = _wait("Phoenix's install to end", lambda: Path(installing).read_text().strip(), 1200)
+        assert status == "0", f"Phoenix did not install (exit {status}): see .ci/run"
     found = os.environ.get("FLIGHTDECK_PHOENIX") or shutil.which("phoenix")
     if found:
         return found

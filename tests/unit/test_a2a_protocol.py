@@ -13,7 +13,7 @@ from a2a import types as sdk
 from flightdeck.api.a2a_routes import handle_rpc
 from flightdeck.domain.a2a.client import schedule_poll, task_result
 from flightdeck.domain.a2a.ports import parse_task_id, task_id_of
-from flightdeck.domain.a2a.tasks import push_headers
+from flightdeck.domain.a2a.push_delivery import push_headers
 from flightdeck.domain.a2a.wire import Message, Task
 
 

@@ -275,7 +275,7 @@ def test_the_timeline_has_a_question_event_instead_of_a_tool_call():
 def test_flightdeck_chat_prints_the_question_as_the_answer():
     """Polled or streamed, the chat sees a question event (the id the events route gives it), which
     it prints as the answer: the next message answers it."""
-    from flightdeck.chat_client.sessions import timeline_of
+    from flightdeck.chat_client.session_view import timeline_of
 
     asked = _reply(("ask_user", {"question": "which year?"})).message
     events = timeline_of([_user("t"), asked], busy=False)

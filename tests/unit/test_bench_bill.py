@@ -6,6 +6,7 @@ import pytest
 
 from flightdeck.bench import bill
 from flightdeck.bench.prices import load
+from flightdeck.domain.token_use import TokenUse
 
 INFRA = {"cost_per_million_delegations_usd": {"total": 30.4}}
 
@@ -16,16 +17,16 @@ def section():
 
 
 def test_the_named_models_prices_price_a_request():
-    prices = bill.ModelPrices.load()
+    prices = bill.billed_model()
     assert prices.model == "anthropic.claude-sonnet-4-20250514-v1:0" and prices.recorded
     usage = {"inputTokens": 1000, "outputTokens": 100, "cacheReadInputTokens": 10_000, "cacheWriteInputTokens": 200}
     # $3/M input, $15/M output, $0.30/M cache read, $3.75/M cache write
-    assert prices.usd(usage) == pytest.approx((3_000 + 1_500 + 3_000 + 750) / 1e6)
+    assert prices.usd(TokenUse.of_usage(usage)) == pytest.approx((3_000 + 1_500 + 3_000 + 750) / 1e6)
 
 
 def test_every_cell_is_its_parts_summed(section):
     assert (section["model"], section["think_memory_mb"]) == (
-        bill.ModelPrices.load().model,
+        bill.billed_model().model,
         {"baseline": 512, "default": 256},
     )
     for n in ("message_1", "message_50"):

@@ -94,3 +94,28 @@ def test_the_table_shows_each_handler_against_its_goal():
     # A result from before the goal existed still renders, without the goal's row.
     old = {k: v for k, v in cs.items() if k != "goal"}
     assert not [r for r in report.cold_start_rows(old) if r[0].startswith("... goal")]
+
+
+def test_the_table_shows_what_tracing_adds_to_each_function():
+    tracing_on = {
+        "modules": ["flightdeck.bench.tracing_on"],
+        "handlers": {
+            "a2a": {"import_ms": 30.5, "ratio_to_boto3": 0.3},
+            "turn_worker": {"import_ms": 34.0, "ratio_to_boto3": 0.34, "no_pyc_import_ms": 128.0},
+        },
+        "range_ms": [30.5, 34.0],
+    }
+    cs = {
+        "python": "3.11.7",
+        "repeats": 3,
+        "boto3_import_ms": 100.0,
+        "boto3_samples": 6,
+        "handlers": {"a2a": {"import_ms": 280.0, "ratio_to_boto3": 2.8}},
+        "ratio_range": [2.8, 2.8],
+        "library_floor": {},
+        "slowest": "a2a",
+        "slowest_breakdown_ms": [["flightdeck", 90.0]],
+        "tracing_on": tracing_on,
+    }
+    [row] = [r for r in report.cold_start_rows(cs) if r[0].startswith("... tracing on")]
+    assert row[1] == "30.5 - 34 ms: a2a 30.5 ms, turn_worker 34 ms (128 ms without caches)"

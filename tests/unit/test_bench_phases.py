@@ -85,10 +85,10 @@ def test_markdown_table_escapes_cells_and_numbers_read_well():
 def test_bench_config_gives_the_files_pair_the_counted_round_trips():
     from pathlib import Path
 
-    from flightdeck import config_file
+    from flightdeck import config_check
 
     three = Path(__file__).resolve().parents[2] / "examples" / "three-agents.toml"
-    roles = runner.roles_from(config_file.load_checked(three, "local"), str(three))
+    roles = runner.roles_from(config_check.load_checked(three, "local"), str(three))
     assert (roles.delegator.name, roles.worker.name) == ("orchestrator", "researcher")
     opts = runner.options(True, roles=roles)
     deployment = build_deployment("http://127.0.0.1:9", opts.stack)

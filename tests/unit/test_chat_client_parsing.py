@@ -13,7 +13,7 @@ import requests
 
 from flightdeck.chat_client import sse
 from flightdeck.chat_client.a2a_chat import card_url, sse_data
-from flightdeck.chat_client.sessions import base_url, describe_result, timeline_of
+from flightdeck.chat_client.session_view import base_url, describe_result, timeline_of
 from flightdeck.chat_client.sse import Comment, ServerEvent, StreamError, read_events
 from flightdeck.chat_client.transport import Problem
 from flightdeck.domain.agent import AgentDefinition, DelegateTool

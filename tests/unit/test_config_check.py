@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flightdeck import cli, config_file
+from flightdeck import cli, config_check, config_file
 
 REPO = Path(__file__).resolve().parents[2]
 THREE = REPO / "examples" / "three-agents.toml"
@@ -49,8 +49,8 @@ def problem_lines(err: str) -> list[str]:
 def test_the_examples_pass_the_check_locally_and_for_aws():
     for example in (config_file.DEFAULT_CONFIG, THREE):
         deployment = config_file.load(example)
-        assert config_file.check(deployment, example, "local") == deployment
-        assert config_file.check(deployment, example, "aws") == deployment
+        assert config_check.check(deployment, example, "local") == deployment
+        assert config_check.check(deployment, example, "aws") == deployment
 
 
 def test_a_delegate_naming_no_agent_suggests_the_nearest_name(tmp_path, capsys):
@@ -94,7 +94,7 @@ def test_no_peer_token_for_the_caller_points_at_peers(tmp_path, capsys):
     path.write_text(
         path.read_text().replace("[agents.critic.peers]\n", f'[agents.critic.peers]\norchestrator = "{token}"\n')
     )
-    config_file.load_checked(path, "local")
+    config_check.load_checked(path, "local")
 
 
 def test_a_token_the_callee_does_not_list_is_refused_too(tmp_path, capsys):
@@ -225,11 +225,11 @@ def test_bedrock_falls_back_to_the_local_model_only_when_asked(tmp_path, monkeyp
     path = variant(tmp_path, *BEDROCK)
     deployment = config_file.load(path)
     with pytest.raises(config_file.ConfigFileError):
-        config_file.check(deployment, path, "local")
-    ran = config_file.check(deployment, path, "local", local_model=True)
+        config_check.check(deployment, path, "local")
+    ran = config_check.check(deployment, path, "local", local_model=True)
     assert ran.agents["researcher"].model.provider == "local"
     assert deployment.agents["researcher"].model.provider == "bedrock"  # the file's deployment is untouched
-    assert config_file.check(deployment, path, "aws") == deployment  # on AWS Bedrock is where it runs
+    assert config_check.check(deployment, path, "aws") == deployment  # on AWS Bedrock is where it runs
 
 
 def test_bedrock_with_credentials_reaches_bedrock_and_only_bedrock(tmp_path, monkeypatch):
@@ -238,7 +238,7 @@ def test_bedrock_with_credentials_reaches_bedrock_and_only_bedrock(tmp_path, mon
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
     path = variant(tmp_path, *BEDROCK)
-    config_file.check(config_file.load(path), path, "local", aws_credentials=True)
+    config_check.check(config_file.load(path), path, "local", aws_credentials=True)
     access = bedrock_access()
     assert access["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] == "https://bedrock-runtime.us-east-1.amazonaws.com"
     assert access["AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLEEXAMPLE" and "AWS_ENDPOINT_URL" not in access
@@ -250,7 +250,7 @@ def test_bedrock_needs_a_model_id_everywhere(tmp_path):
     )
     for runtime in ("local", "aws"):
         with pytest.raises(config_file.ConfigFileError, match=r"\[agents.researcher.model\].model_id: is required"):
-            config_file.check(config_file.load(path), path, runtime, aws_credentials=True)
+            config_check.check(config_file.load(path), path, runtime, aws_credentials=True)
 
 
 def _taken_port() -> socket.socket:
@@ -288,9 +288,9 @@ def test_demo_and_bench_refuse_the_same_mistakes(tmp_path, capsys):
 def test_for_aws_an_allowed_peer_may_live_elsewhere_but_a_delegate_must_resolve(tmp_path):
     path = variant(tmp_path, 'allow = ["researcher", "critic"]', 'allow = ["researcher", "critic", "partner"]')
     deployment = config_file.load(path)
-    config_file.check(deployment, path, "aws")  # its URL comes from deploy.peer_urls, or a warning says so
+    config_check.check(deployment, path, "aws")  # its URL comes from deploy.peer_urls, or a warning says so
     with pytest.raises(config_file.ConfigFileError, match=r'\[agents.orchestrator\].allow: names "partner"'):
-        config_file.check(deployment, path, "local")
+        config_check.check(deployment, path, "local")
 
 
 @pytest.mark.parametrize(
@@ -346,7 +346,7 @@ def test_a_delegates_own_timeout_is_checked_and_named_by_its_key(tmp_path, capsy
 def test_built_in_tools_are_read_under_their_name_and_under_the_older_local_tools(tmp_path):
     for key in ("builtin_tools", "local_tools"):
         path = variant(tmp_path, CRITIC_ALLOW, CRITIC_ALLOW + f'\n{key} = ["word_count"]')
-        deployment = config_file.load_checked(path, "local")
+        deployment = config_check.load_checked(path, "local")
         definition = json.loads(deployment.agents["critic"].agent_config_json())
         assert definition["builtin_tools"] == ["word_count"] and "local_tools" not in definition
 
@@ -359,18 +359,18 @@ def test_inbound_auth_off_is_refused_for_aws_naming_the_key_unless_a_test_rig_is
     path.write_text(TWO + '\n[agents.worker.env]\nINBOUND_AUTH = "off"\n')
     deployment = config_file.load(path)
     with pytest.raises(config_file.ConfigFileError) as refused_for_aws:
-        config_file.check(deployment, path, "aws")
+        config_check.check(deployment, path, "aws")
     [line] = str(refused_for_aws.value).splitlines()
     assert line.startswith(f'{path}: [agents.worker.env].INBOUND_AUTH: is "off" for worker: deployed to AWS')
     assert "Fix: remove it" in line and "-c allow_open_agents=true" in line
-    assert config_file.check(deployment, path, "aws", allow_open_agents=True) == deployment
-    assert config_file.check(deployment, path, "local") == deployment  # locally it stays a test rig's choice
+    assert config_check.check(deployment, path, "aws", allow_open_agents=True) == deployment
+    assert config_check.check(deployment, path, "local") == deployment  # locally it stays a test rig's choice
     # Set for every agent in [defaults]: one problem, naming them all.
     path.write_text(TWO.replace('INBOUND_AUTH = "required"', 'INBOUND_AUTH = "off"', 1))
     with pytest.raises(
         config_file.ConfigFileError, match=r'\[defaults\].INBOUND_AUTH: is "off" for orchestrator, worker'
     ):
-        config_file.check(config_file.load(path), path, "aws")
+        config_check.check(config_file.load(path), path, "aws")
 
 
 # --- skills with contracts (issue 25): schemas are checked when the file is read ---------------------

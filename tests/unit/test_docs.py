@@ -131,7 +131,7 @@ def test_configuration_reference_is_generated() -> None:
 
 
 def test_every_key_and_setting_is_in_the_reference() -> None:
-    from flightdeck.config_file import AgentSpec, DeploySection, GatewaySection
+    from flightdeck.config_models import AgentSpec, DeploySection, GatewaySection
     from flightdeck.domain.agent import DelegateTool, McpServer, ModelConfig
     from flightdeck.domain.skills.contract import Skill
     from flightdeck.settings import Settings

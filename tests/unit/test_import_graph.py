@@ -206,6 +206,47 @@ def test_the_a2a_version_tables_import_each_other_one_way_only():
     assert "flightdeck.api.a2a_v1" in import_graph()["flightdeck.api.a2a_routes"]
 
 
+# The core in v1.0's shape (issue 39): the A2A core (every module of flightdeck.domain.a2a but the edges below)
+# takes version-neutral requests (flightdeck.domain.a2a.core_models) and imports no version's wire models or
+# converters; each version converts at its edge. No v1.0 module imports v0.3's params, models or converters.
+_A2A_DOMAIN = "flightdeck.domain.a2a"
+_V03 = {f"{_A2A_DOMAIN}.wire", f"{_A2A_DOMAIN}.from_v03"}
+_V10 = {f"{_A2A_DOMAIN}.wire_v1", f"{_A2A_DOMAIN}.from_v1", "flightdeck.api.a2a_v1"}
+# Not the core: the versions' wire models and converters, the delivery of a push in its config's version, and the
+# client side (our delegations to peers of either version).
+_A2A_EDGES = _V03 | _V10 | {f"{_A2A_DOMAIN}.push_delivery", f"{_A2A_DOMAIN}.client"}
+
+
+def a2a_core_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    bad = []
+    for source, targets in sorted(graph.items()):
+        core = source.startswith(_A2A_DOMAIN + ".") and source not in _A2A_EDGES
+        for target in sorted(targets):
+            if (core and target in _V03 | _V10) or (source in _V10 and target in _V03):
+                bad.append((source, target))
+    return bad
+
+
+def test_the_a2a_core_imports_no_version_and_v1_imports_nothing_of_v03():
+    graph = import_graph()
+    assert {"flightdeck.domain.a2a.tasks", "flightdeck.domain.a2a.core_models"} <= set(graph)
+    assert a2a_core_violations(graph) == []
+    assert a2a_core_violations(
+        {
+            "flightdeck.domain.a2a.tasks": {"flightdeck.domain.a2a.wire", "flightdeck.domain.a2a.core_models"},
+            "flightdeck.domain.a2a.stream": {"flightdeck.domain.a2a.wire_v1"},
+            "flightdeck.api.a2a_v1": {"flightdeck.domain.a2a.wire", "flightdeck.domain.a2a.from_v1"},
+            "flightdeck.domain.a2a.from_v1": {"flightdeck.domain.a2a.from_v03"},
+            "flightdeck.domain.a2a.from_v03": {"flightdeck.domain.a2a.wire"},
+        }
+    ) == [
+        ("flightdeck.api.a2a_v1", "flightdeck.domain.a2a.wire"),
+        ("flightdeck.domain.a2a.from_v1", "flightdeck.domain.a2a.from_v03"),
+        ("flightdeck.domain.a2a.stream", "flightdeck.domain.a2a.wire_v1"),
+        ("flightdeck.domain.a2a.tasks", "flightdeck.domain.a2a.wire"),
+    ]
+
+
 # The DynamoDB state (flightdeck.adapters.dynamo): a store per port over shared layers. Each module may
 # import only the layers below its own (keys, conflicts < codec < table < ops < the stores < store); a store imports
 # no other store (the sessions store its intake alone), so what stores share lives in ops, by name.

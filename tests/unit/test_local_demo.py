@@ -6,12 +6,12 @@ import io
 
 import pytest
 
-from flightdeck import cli, config_file
+from flightdeck import cli, config_file, config_models
 from flightdeck.local import demo
 
 
 @pytest.fixture
-def deployment() -> config_file.DeploymentFile:
+def deployment() -> config_models.DeploymentFile:
     return config_file.load(config_file.DEFAULT_CONFIG)
 
 

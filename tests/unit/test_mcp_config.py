@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flightdeck import config_file
+from flightdeck import config_check, config_file, config_models
 
 AGENT = """
 [agents.reader]
@@ -20,13 +20,13 @@ tools = ["search", { name = "get_note", timeout_ms = 3000 }]
 """
 
 
-def _check(tmp_path: Path, text: str, runtime: config_file.Runtime = "local") -> config_file.DeploymentFile:
+def _check(tmp_path: Path, text: str, runtime: config_check.Runtime = "local") -> config_models.DeploymentFile:
     path = tmp_path / "agents.toml"
     path.write_text(text)
-    return config_file.load_checked(path, runtime)
+    return config_check.load_checked(path, runtime)
 
 
-def _problems(tmp_path: Path, text: str, runtime: config_file.Runtime = "local") -> list[str]:
+def _problems(tmp_path: Path, text: str, runtime: config_check.Runtime = "local") -> list[str]:
     with pytest.raises(config_file.ConfigFileError) as caught:
         _check(tmp_path, text, runtime)
     return [line.split("agents.toml: ", 1)[1] for line in str(caught.value).splitlines()]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flightdeck import cli, config_file
+from flightdeck import cli, config_check, config_file, model_ids
 from flightdeck.local.demo import check_demo as demo_check
 
 REPO = Path(__file__).resolve().parents[2]
@@ -233,7 +233,7 @@ def test_each_mistake_is_refused_naming_the_key_and_the_fix(tmp_path, capsys, mo
     ],
 )
 def test_bedrock_model_id_shapes_that_pass(model_id):
-    assert config_file.is_bedrock_model_id(model_id)
+    assert model_ids.is_bedrock_model_id(model_id)
 
 
 @pytest.mark.parametrize(
@@ -249,7 +249,7 @@ def test_bedrock_model_id_shapes_that_pass(model_id):
     ],
 )
 def test_bedrock_model_id_shapes_that_are_refused(model_id):
-    assert not config_file.is_bedrock_model_id(model_id)
+    assert not model_ids.is_bedrock_model_id(model_id)
 
 
 def test_an_a2a_card_url_under_allowed_hosts_passes_locally_and_on_aws_also_under_peer_urls(tmp_path):
@@ -266,16 +266,16 @@ def test_an_a2a_card_url_under_allowed_hosts_passes_locally_and_on_aws_also_unde
             'allowed_hosts = { partner = "https://partner.example" }',
         )
     )
-    config_file.load_checked(path, "local")
-    config_file.load_checked(path, "aws")
+    config_check.load_checked(path, "local")
+    config_check.load_checked(path, "aws")
     # On AWS a deploy.peer_urls entry of an allowed name is in ALLOWED_HOST_MAPPING too.
     path.write_text(
         text.replace('allow = ["researcher", "critic"]', 'allow = ["researcher", "critic", "partner"]', 1)
         + '\n[agents.orchestrator.deploy]\npeer_urls = { partner = "https://partner.example" }\n'
     )
-    config_file.load_checked(path, "aws")
+    config_check.load_checked(path, "aws")
     with pytest.raises(config_file.ConfigFileError, match=r"#3 card_url"):
-        config_file.load_checked(path, "local")
+        config_check.load_checked(path, "local")
 
 
 def test_the_demo_check_passes_the_examples_and_an_open_delegator(tmp_path):

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from flightdeck import config_file
+from flightdeck import config_file, config_models
 from flightdeck.domain.peers import (
     ACTIVE,
     REVOKED,
@@ -105,7 +105,7 @@ def test_visibility():
     assert visible_to("alice", None)  # INBOUND_AUTH=off
 
 
-def _load(tmp_path, text: str) -> config_file.DeploymentFile:
+def _load(tmp_path, text: str) -> config_models.DeploymentFile:
     path = tmp_path / "d.toml"
     path.write_text(textwrap.dedent(text))
     return config_file.load(path)

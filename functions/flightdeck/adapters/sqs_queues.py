@@ -50,3 +50,15 @@ class Queues:
         self.client.change_message_visibility(
             QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(43_200, delay_s))
         )
+
+    def delay_retries(self, queue_url: str, receipt_handles: list[str], delay_s: int) -> None:
+        """delay_retry for many records at once: one ChangeMessageVisibilityBatch per ten (a batch's hand-back
+        must fit in the little time left of its invocation)."""
+        for start in range(0, len(receipt_handles), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": max(0, min(43_200, delay_s))}
+                for i, handle in enumerate(receipt_handles[start : start + 10])
+            ]
+            failed = self.client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries).get("Failed")
+            if failed:
+                raise RuntimeError(f"SQS kept {len(failed)} of {len(entries)} visibility changes: {failed[0]}")

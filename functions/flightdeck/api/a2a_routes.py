@@ -25,10 +25,10 @@ from flightdeck.api.a2a_version import V03, V10, version_asked, wire_version
 from flightdeck.api.auth import current_peer, note
 from flightdeck.api.payloads import NOT_UNICODE, ErrorResponse
 from flightdeck.api.sse import event_schema
+from flightdeck.domain.a2a import from_v03, push
 from flightdeck.domain.a2a import tasks as a2a
 from flightdeck.domain.a2a import wire_v1 as v1
-from flightdeck.domain.a2a.reliable import IDEMPOTENCY_HEADER, with_header_key
-from flightdeck.domain.a2a.wire import (
+from flightdeck.domain.a2a.protocol import (
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,6 +37,9 @@ from flightdeck.domain.a2a.wire import (
     PARSE_ERROR,
     UNSUPPORTED_OPERATION,
     A2AError,
+)
+from flightdeck.domain.a2a.reliable import IDEMPOTENCY_HEADER, with_header_key
+from flightdeck.domain.a2a.wire import (
     DeleteTaskPushNotificationConfigParams,
     GetTaskPushNotificationConfigParams,
     JSONRPCRequest,
@@ -79,37 +82,63 @@ def _no_extended_card(deps: Deps, params: Any, remaining_ms: int | None, caller:
     raise A2AError(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
+Core = Callable[[Deps, Any, "int | None", "str | None"], Any]
+
+
+def _adapted(call: Core, to_core: Callable[[Any], Any]) -> Core:
+    """A v0.3 method: its validated params converted to the core's request (flightdeck.domain.a2a.from_v03), then
+    the core's implementation, whose answer is v0.3's JSON already."""
+
+    def method(deps: Deps, params: Any, remaining_ms: int | None, caller: str | None = None) -> Any:
+        return call(deps, to_core(params), remaining_ms, caller)
+
+    return method
+
+
 def _get_push_v03(
     deps: Deps, params: GetTaskPushNotificationConfigParams, remaining_ms: int | None, caller: str | None = None
 ) -> Any:
     """tasks/pushNotificationConfig/get; the id "default", when no config has it, names the task's default config
     (the one set without an id), as a2a-sdk 0.3 and the TCK 0.3.x name it."""
+    request = from_v03.get_push_request(params)
     try:
-        return a2a.get_push_config(deps, params, remaining_ms, caller)
+        return push.get_push_config(deps, request, remaining_ms, caller)
     except A2AError:
-        if params.pushNotificationConfigId != DEFAULT_PUSH_CONFIG_ID:
+        if request.id != DEFAULT_PUSH_CONFIG_ID:
             raise
-        return a2a.get_push_config(
-            deps, params.model_copy(update={"pushNotificationConfigId": None}), remaining_ms, caller
-        )
+        return push.get_push_config(deps, request.model_copy(update={"id": None}), remaining_ms, caller)
 
 
 class _AnyParams(BaseModel):
     pass
 
 
-# method -> (params model, implementation(deps, params, remaining_ms, caller))
-METHODS: dict[str, tuple[type[BaseModel], Callable[[Deps, Any, int | None, str | None], Any]]] = {
-    "message/send": (MessageSendParams, a2a.send_message),
+# method -> (params model, implementation(deps, params, remaining_ms, caller)); the streaming methods' params
+# reach the core through STREAM_TO_CORE (flightdeck.api.a2a_stream_routes).
+METHODS: dict[str, tuple[type[BaseModel], Core]] = {
+    "message/send": (MessageSendParams, _adapted(a2a.send_message, from_v03.send_request)),
     "message/stream": (MessageSendParams, _not_streamed),
-    "tasks/get": (TaskQueryParams, a2a.get_task),
-    "tasks/cancel": (TaskIdParams, a2a.cancel_task),
+    "tasks/get": (TaskQueryParams, _adapted(a2a.get_task, from_v03.get_task_request)),
+    "tasks/cancel": (TaskIdParams, _adapted(a2a.cancel_task, from_v03.cancel_request)),
     "tasks/resubscribe": (TaskIdParams, _not_streamed),
-    "tasks/pushNotificationConfig/set": (TaskPushNotificationConfig, a2a.set_push_config),
+    "tasks/pushNotificationConfig/set": (
+        TaskPushNotificationConfig,
+        _adapted(push.set_push_config, from_v03.create_push_request),
+    ),
     "tasks/pushNotificationConfig/get": (GetTaskPushNotificationConfigParams, _get_push_v03),
-    "tasks/pushNotificationConfig/list": (ListTaskPushNotificationConfigParams, a2a.list_push_configs),
-    "tasks/pushNotificationConfig/delete": (DeleteTaskPushNotificationConfigParams, a2a.delete_push_config),
+    "tasks/pushNotificationConfig/list": (
+        ListTaskPushNotificationConfigParams,
+        _adapted(push.list_push_configs, from_v03.list_push_request),
+    ),
+    "tasks/pushNotificationConfig/delete": (
+        DeleteTaskPushNotificationConfigParams,
+        _adapted(push.delete_push_config, from_v03.delete_push_request),
+    ),
     "agent/getAuthenticatedExtendedCard": (_AnyParams, _no_extended_card),
+}
+STREAM_TO_CORE: dict[str, Callable[[Any], Any]] = {
+    "message/stream": from_v03.send_request,
+    "tasks/resubscribe": from_v03.subscribe_request,
 }
 
 
@@ -147,8 +176,9 @@ def _valid_id(body: dict[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class RpcCall:
-    """A JSON-RPC request that passed every check: its id, method and params (the core's params model: a
-    v1.0 request's, converted), and the protocol version it speaks."""
+    """A JSON-RPC request that passed every check: its id, method and params (v0.3's params model, which its
+    table's methods convert for the core; a v1.0 request converted to the core's already), and the protocol
+    version it speaks."""
 
     id: Any
     method: str

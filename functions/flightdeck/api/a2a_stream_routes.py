@@ -23,14 +23,22 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from flightdeck.api.a2a_routes import STREAM_METHODS, RpcCall, rpc_error, run_rpc, validate_rpc, with_idempotency
+from flightdeck.api.a2a_routes import (
+    STREAM_METHODS,
+    STREAM_TO_CORE,
+    RpcCall,
+    rpc_error,
+    run_rpc,
+    validate_rpc,
+    with_idempotency,
+)
 from flightdeck.api.a2a_version import V10, version_asked
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame, last_event_id
 from flightdeck.domain import resume
 from flightdeck.domain.a2a import resumption
 from flightdeck.domain.a2a import stream as a2a_stream
-from flightdeck.domain.a2a.wire import INTERNAL_ERROR, INVALID_PARAMS, A2AError
+from flightdeck.domain.a2a.protocol import INTERNAL_ERROR, INVALID_PARAMS, A2AError
 from flightdeck.domain.a2a.wire_v1 import event_to_wire
 from flightdeck.domain.records import ItemTooLargeError
 from flightdeck.domain.streaming import Note, Pace
@@ -118,10 +126,11 @@ def _stream(
     pace = Pace.of(d.settings, remaining_ms)
     caller = current_peer()
     try:
+        params = call.params if call.version == V10 else STREAM_TO_CORE[call.method](call.params)
         if call.method in ("message/stream", "SendStreamingMessage"):
-            events = a2a_stream.message_stream(d, call.params, pace, remaining_ms, caller, cursor)
+            events = a2a_stream.message_stream(d, params, pace, remaining_ms, caller, cursor)
         else:
-            events = a2a_stream.resubscribe(d, call.params, pace, caller, cursor, refuse_finished=call.version == V10)
+            events = a2a_stream.resubscribe(d, params, pace, caller, cursor, refuse_finished=call.version == V10)
     except A2AError as exc:
         return _refused(rpc_error(call.id, exc.code, exc.message, exc.data, version=call.version), call.version)
     except ItemTooLargeError as exc:

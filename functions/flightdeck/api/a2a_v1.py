@@ -1,9 +1,10 @@
 """A2A v1.0's method table on POST /a2a: for each method its params model, the converter to the core's
-params (to_core), the core's implementation, and the converter of its answer to v1.0 JSON (to_wire).
+request (to_core: flightdeck.domain.a2a.from_v1), the core's implementation, and the converter of its answer to
+v1.0 JSON (to_wire).
 
 flightdeck.api.a2a_routes holds the JSON-RPC envelope and v0.3's table, and routes a request by its method
-name (no name is shared between the versions) and its A2A-Version; this module imports no v0.3 table
-(tests/unit/test_import_graph.py). The streaming methods are served as Server-Sent Events by
+name (no name is shared between the versions) and its A2A-Version; this module imports no v0.3 table, params
+or model (tests/unit/test_import_graph.py). The streaming methods are served as Server-Sent Events by
 flightdeck.api.a2a_stream_routes, each event through `wire_v1.event_to_wire`.
 """
 
@@ -15,21 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flightdeck.domain.a2a import listing
+from flightdeck.domain.a2a import core_models as core
+from flightdeck.domain.a2a import from_v1, listing, push
 from flightdeck.domain.a2a import tasks as a2a
 from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.ports import ports
-from flightdeck.domain.a2a.wire import (
-    EXTENDED_CARD_NOT_CONFIGURED,
-    A2AError,
-    DeleteTaskPushNotificationConfigParams,
-    GetTaskPushNotificationConfigParams,
-    ListTaskPushNotificationConfigParams,
-    MessageSendParams,
-    TaskIdParams,
-    TaskPushNotificationConfig,
-    TaskQueryParams,
-)
+from flightdeck.domain.a2a.protocol import EXTENDED_CARD_NOT_CONFIGURED, A2AError
 from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.ports import Deps
 
@@ -44,21 +36,8 @@ class Method:
     to_wire: Callable[[Any], Any]  # the core's answer -> v1.0 JSON
 
 
-def _send_to_core(p: v1.SendMessageRequest) -> MessageSendParams:
-    params = v1.send_params_to_core(p)
-    push = params["configuration"].get("pushNotificationConfig")
-    if push is not None:
-        push["a2aVersion"] = v1.PROTOCOL_VERSION  # a config made in v1.0 gets v1.0's pushes, as Create's does
-    return MessageSendParams.model_validate(params)
-
-
-def _create_push_to_core(p: v1.CreatePushConfigRequest) -> TaskPushNotificationConfig:
-    config = {**v1.push_config_to_core(p), "a2aVersion": v1.PROTOCOL_VERSION}
-    return TaskPushNotificationConfig.model_validate({"taskId": p.taskId, "pushNotificationConfig": config})
-
-
 def _list_push(deps: Deps, params: v1.ListPushConfigsRequest, remaining_ms: int | None, caller: str | None) -> Any:
-    views = a2a.list_push_configs(deps, ListTaskPushNotificationConfigParams(id=params.taskId), remaining_ms, caller)
+    views = push.list_push_configs(deps, core.ListPushConfigsRequest(taskId=params.taskId), remaining_ms, caller)
     offset = parse_nonneg_int(params.pageToken) if params.pageToken else 0
     if offset is None:
         raise A2AError(-32602, "Invalid params: pageToken is not one this listing handed out", {"field": "pageToken"})
@@ -97,33 +76,23 @@ def _same(value: Any) -> Any:
 
 
 METHODS: dict[str, Method] = {
-    "SendMessage": Method(v1.SendMessageRequest, _send_to_core, a2a.send_message, v1.send_result_to_wire),
-    "SendStreamingMessage": Method(v1.SendMessageRequest, _send_to_core, None, v1.event_to_wire),
-    "GetTask": Method(
-        v1.GetTaskRequest,
-        lambda p: TaskQueryParams(id=p.id, historyLength=p.historyLength),
-        a2a.get_task,
-        v1.task_to_wire,
-    ),
+    "SendMessage": Method(v1.SendMessageRequest, from_v1.send_request, a2a.send_message, v1.send_result_to_wire),
+    "SendStreamingMessage": Method(v1.SendMessageRequest, from_v1.send_request, None, v1.event_to_wire),
+    "GetTask": Method(v1.GetTaskRequest, from_v1.get_task_request, a2a.get_task, v1.task_to_wire),
     "ListTasks": Method(v1.ListTasksRequest, _same, _list_tasks, _same),
-    "CancelTask": Method(
-        v1.CancelTaskRequest, lambda p: TaskIdParams(id=p.id, metadata=p.metadata), a2a.cancel_task, v1.task_to_wire
-    ),
-    "SubscribeToTask": Method(v1.SubscribeToTaskRequest, lambda p: TaskIdParams(id=p.id), None, v1.event_to_wire),
+    "CancelTask": Method(v1.CancelTaskRequest, from_v1.cancel_request, a2a.cancel_task, v1.task_to_wire),
+    "SubscribeToTask": Method(v1.SubscribeToTaskRequest, from_v1.subscribe_request, None, v1.event_to_wire),
     "CreateTaskPushNotificationConfig": Method(
-        v1.CreatePushConfigRequest, _create_push_to_core, a2a.set_push_config, v1.push_config_to_wire
+        v1.CreatePushConfigRequest, from_v1.create_push_request, push.set_push_config, v1.push_config_to_wire
     ),
     "GetTaskPushNotificationConfig": Method(
-        v1.PushConfigRequest,
-        lambda p: GetTaskPushNotificationConfigParams(id=p.taskId, pushNotificationConfigId=p.id),
-        a2a.get_push_config,
-        v1.push_config_to_wire,
+        v1.PushConfigRequest, from_v1.push_config_request, push.get_push_config, v1.push_config_to_wire
     ),
     "ListTaskPushNotificationConfigs": Method(v1.ListPushConfigsRequest, _same, _list_push, _same),
     "DeleteTaskPushNotificationConfig": Method(
         v1.PushConfigRequest,
-        lambda p: DeleteTaskPushNotificationConfigParams(id=p.taskId, pushNotificationConfigId=p.id),
-        a2a.delete_push_config,
+        from_v1.push_config_request,
+        push.delete_push_config,
         lambda _: {},  # google.protobuf.Empty
     ),
     "GetExtendedAgentCard": Method(v1.GetExtendedAgentCardRequest, _same, _no_extended_card, _same),

@@ -9,7 +9,7 @@ L seconds per think, for two designs:
 infra is the measured plumbing of the REST door (round_trip_one); model_wait is each think's function waiting L s
 (thinks per delegation x L x GB x the GB-s price); tokens are the round trip's three thinks at message N (the
 delegator's two, the worker's one), as the local model bills the requests by Bedrock's rules
-(flightdeck.domain.prompt_cache), priced at the named model's list prices (prices-bedrock-us-east-1.json). The
+(flightdeck.domain.prompt_cache), priced at the named model's list prices (flightdeck.domain.model_prices). The
 conversation is played through the local model itself, the delegator's and the worker's (their tool specs and
 system prompts), one message after another, each think L s after the last: computed from the requests by the
 published rules, not measured on Bedrock.
@@ -17,50 +17,34 @@ published rules, not measured on Bedrock.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from flightdeck.bench.prices import PriceTable
 from flightdeck.bench.roles import DELEGATOR, MEMORY_MB, WORKER
-from flightdeck.config_file import DeploySection
+from flightdeck.config_models import DeploySection
 from flightdeck.domain import prompt_cache
 from flightdeck.domain.agent import AgentDefinition, DelegateTool, ModelConfig
 from flightdeck.domain.model import Message
+from flightdeck.domain.model_prices import BILLED_AS, ModelPrice, price_of
 from flightdeck.domain.records import ResultSource, ToolResult
 from flightdeck.domain.scripted_model import ScriptedModel
+from flightdeck.domain.token_use import TokenUse
 from flightdeck.domain.toolbox import tool_specs
 
 MESSAGES = (1, 10, 50, 200)
 LATENCIES_S = (1, 5)
 THINKS_PER_DELEGATION = 3  # the delegator's two (delegate, answer), the worker's one
 BASELINE_THINK_MB = MEMORY_MB
-BEDROCK_PRICES = "prices-bedrock-us-east-1.json"
 # Between a message's answer and the next message (the user reads, then writes): well inside the cache's 5 minutes.
 USER_PAUSE_MS = 5_000
 
 
-@dataclass(frozen=True)
-class ModelPrices:
-    model: str
-    recorded: str
-    per_million: dict[str, float]
-    raw: dict[str, Any]
-
-    @classmethod
-    def load(cls) -> ModelPrices:
-        raw = json.loads(resources.files("flightdeck.bench").joinpath(BEDROCK_PRICES).read_text(encoding="utf-8"))
-        return cls(raw["model"], raw["recorded"], {k: float(v) for k, v in raw["per_million_tokens"].items()}, raw)
-
-    def usd(self, usage: dict[str, int]) -> float:
-        """One request's dollars."""
-        return (
-            usage.get("inputTokens", 0) * self.per_million["input"]
-            + usage.get("outputTokens", 0) * self.per_million["output"]
-            + usage.get("cacheReadInputTokens", 0) * self.per_million["cache_read"]
-            + usage.get("cacheWriteInputTokens", 0) * self.per_million["cache_write"]
-        ) / 1e6
+def billed_model() -> ModelPrice:
+    """The model the bill plays the conversation as: the one the local model bills as, at its list prices."""
+    price = price_of(BILLED_AS)
+    if price is None:
+        raise ValueError(f"the model price table has no {BILLED_AS}")
+    return price
 
 
 class _Clock:
@@ -114,7 +98,7 @@ def measure(
 ) -> dict[str, Any]:
     """The `bill` section: round_trip_one is the bench's one-delegation round trip report (its infra); think_rss_mb
     the think sandboxes' peak resident memory the conversation measured (why the default memory suffices)."""
-    model = ModelPrices.load()
+    model = billed_model()
     infra = float(round_trip_one["cost_per_million_delegations_usd"]["total"])
     memory = {"baseline": BASELINE_THINK_MB, "default": DeploySection.model_fields["think_memory_mb"].default}
     out: dict[str, Any] = {"model": model.model, "think_memory_mb": memory, "think_peak_rss_mb": think_rss_mb}
@@ -128,7 +112,7 @@ def measure(
             for design in ("baseline", "default"):
                 usages = tokens_at[f"{design}.{latency}"][n]
                 wait = THINKS_PER_DELEGATION * latency * memory[design] / 1024 * prices.lambda_gb_second * 1e6
-                tokens = sum(model.usd(u) for u in usages) * 1e6
+                tokens = sum(model.usd(TokenUse.of_usage(u)) for u in usages) * 1e6
                 row[design] = {
                     "infra": round(infra, 2),
                     "model_wait": round(wait, 2),
@@ -149,10 +133,10 @@ def _summed(usages: list[dict[str, int]]) -> dict[str, int]:
     return {k: sum(u.get(v, 0) for u in usages) for k, v in keys.items()}
 
 
-def _note(bill: dict[str, Any], model: ModelPrices) -> str:
+def _note(bill: dict[str, Any], model: ModelPrice) -> str:
     at50 = bill.get("message_50", {}).get("latency_5s")
     head = (
-        f"$ per 1M delegations; tokens at {model.raw.get('name', model.model)}'s Bedrock list prices "
+        f"$ per 1M delegations; tokens at {model.name}'s Bedrock list prices "
         f"(${model.per_million['input']}/M input, ${model.per_million['cache_read']}/M cache read, "
         f"${model.per_million['cache_write']}/M cache write, ${model.per_million['output']}/M output; "
         f"recorded {model.recorded}), counted by the local model by Bedrock's published caching rules "

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
-from flightdeck import config_file
+from flightdeck import config_check, config_file
 from flightdeck.bench.accounting import Tally, between, load_records
 from flightdeck.bench.counter import ENV as COUNT_ENV
 from flightdeck.bench.counting_host import MODULE as COUNTING_HOST
@@ -70,7 +70,7 @@ def measure(
 
     if sessions < 1:
         raise ValueError("load sessions must be at least 1")
-    deployment = config_file.load_checked(config, "local", local_model=True)
+    deployment = config_check.load_checked(config, "local", local_model=True)
     chosen = demo.plan(deployment, "parallel")
     timeout_ms = int(deployment.environment(chosen.delegator).get("ASYNC_TOOL_TIMEOUT_MS") or 0)
     # Every delegation has answered or timed out by its timeout; then the final thinks.

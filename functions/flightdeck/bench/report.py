@@ -526,12 +526,17 @@ def cold_start_rows(cs: dict[str, Any]) -> list[list[str]]:
         )
     if cs.get("tracing_on"):
         tr = cs["tracing_on"]
+        per_function = ", ".join(
+            f"{handler} {num(row['import_ms'])} ms"
+            + (f" ({num(row['no_pyc_import_ms'])} ms without caches)" if "no_pyc_import_ms" in row else "")
+            for handler, row in tr["handlers"].items()
+        )
         rows.append(
             [
-                "... tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set): the first span, on top of the turn worker",
-                f"{num(tr['import_ms'])} ms ({num(tr['ratio_to_boto3'], 2)}x boto3); without byte-code caches "
-                f"{num(tr['no_pyc_import_ms'])} ms ({num(tr['no_pyc_ratio_to_boto3'], 2)}x)",
-                "the OpenTelemetry SDK and OTLP/HTTP exporter (docs/TRACING.md); off: nothing imported",
+                "... tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set): the first span, on top of each function's handler",
+                f"{num(tr['range_ms'][0])} - {num(tr['range_ms'][1])} ms: {per_function}",
+                "the OpenTelemetry SDK and OTLP/HTTP exporter (docs/TRACING.md), best of "
+                f"{cs['repeats']}; off: nothing imported",
             ]
         )
     rows.append(

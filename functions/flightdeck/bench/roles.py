@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
+from flightdeck.settings import LOCAL_ONLY_VARIABLES, RESOURCE_VARIABLES
 
 DELEGATOR, WORKER, COLLECTOR, TIMEKEEPER, BLACKHOLE = "delegator", "worker", "collector", "timekeeper", "blackhole"
 MEMORY_MB = 512
@@ -16,29 +17,18 @@ MEMORY_MB = 512
 # identity, authentication): a deployment file's value for these is not taken (`bench --config`).
 BENCH_MANAGED_SETTINGS = frozenset(
     {
+        *RESOURCE_VARIABLES,
+        *LOCAL_ONLY_VARIABLES,
         "ASYNC_TOOL_TIMEOUT_MS",
         "TOOL_AGG_PUNCTUATE_INTERVAL_MS",
         "TOOL_AGG_TOMBSTONE_TTL_MS",
         "REPLY_RETRY_MAX_MS",
-        "TOOL_CALLBACK_SECRET",
-        "TOOL_CALLBACK_SECRET_PREVIOUS",
-        "TOOL_CALLBACK_SECRET_ARN",
-        "PEER_TOKENS",
-        "PEER_TOKENS_SECRET_ARN",
         "INBOUND_AUTH",
         "ALLOWED_HOST_MAPPING",
         "PUBLIC_BASE_URL",
         "AGENT_NAME",
         "AGENT_DESCRIPTION",
         "AGENT_CONFIG",
-        "STATE_TABLE",
-        "TURN_WORKER_FUNCTION",
-        "TURNS_QUEUE_URL",
-        "THINKS_QUEUE_URL",
-        "DISPATCH_QUEUE_URL",
-        "DELIVERY_QUEUE_URL",
-        "DELIVERY_DLQ_URL",
-        "TIMERS_QUEUE_URL",
         "POWERTOOLS_LOG_LEVEL",
     }
 )

@@ -49,7 +49,7 @@ from flightdeck.bench.roles import (
 )
 from flightdeck.bench.stats import ratio, summary
 from flightdeck.bench.timeline import BenchError, Timeline, hop_latencies
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.local.streams import StreamReader, enable_stream
 
 RESULT_TEXT = "[blackhole] Task answered: the figures add up; nothing else to report."

@@ -117,8 +117,10 @@ def measure(
     from flightdeck.adapters.sqs_queues import Queues
     from flightdeck.domain import session_events, turn_loop
     from flightdeck.domain.a2a import stream as a2a_stream
+    from flightdeck.domain.a2a.from_v03 import send_request
     from flightdeck.domain.a2a.ports import A2APorts, parse_task_id
-    from flightdeck.domain.a2a.tasks import A2ATurnHooks, send_message
+    from flightdeck.domain.a2a.tasks import send_message
+    from flightdeck.domain.a2a.turn_hooks import A2ATurnHooks
     from flightdeck.domain.a2a.wire import MessageSendParams
     from flightdeck.domain.aggregation import record_and_advance
     from flightdeck.domain.ports import Deps, state_ports
@@ -185,7 +187,7 @@ def measure(
                     "messageId": f"bench-{kind}",
                     "parts": [{"kind": "text", "text": "@worker summarise the report"}],
                 }
-                task = send_message(script_deps, MessageSendParams.model_validate({"message": message}))
+                task = send_message(script_deps, send_request(MessageSendParams.model_validate({"message": message})))
                 session_id, _ = parse_task_id(task["id"]) or ("", "")
 
                 def think(turn: int, sid: str = session_id) -> None:
@@ -262,6 +264,7 @@ class _ThinkClock:
 def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], think_s: int) -> dict[str, Any]:
     """The turn worker's requests for one think, unwatched and watched (deps_with: the bench's Deps on moto)."""
     from flightdeck.domain import turn_loop
+    from flightdeck.domain.a2a.from_v03 import send_request
     from flightdeck.domain.a2a.ports import parse_task_id
     from flightdeck.domain.a2a.tasks import send_message
     from flightdeck.domain.a2a.wire import MessageSendParams
@@ -279,7 +282,7 @@ def _live_relay(deps_with: Callable[..., Any], client: Callable[[str], Any], thi
             "messageId": f"bench-live-{watched}",
             "parts": [{"kind": "text", "text": LIVE_TASK}],
         }
-        task = send_message(script, MessageSendParams.model_validate({"message": message}))
+        task = send_message(script, send_request(MessageSendParams.model_validate({"message": message})))
         ids = parse_task_id(task["id"])
         assert ids is not None  # send_message answers a task id it made
         session_id = ids[0]

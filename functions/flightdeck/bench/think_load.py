@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
-from flightdeck import config_file, topology
+from flightdeck import config_check, config_models, topology
 from flightdeck.bench import load
 from flightdeck.bench.accounting import between, load_records
 from flightdeck.bench.counter import ENV as COUNT_ENV
@@ -56,8 +56,8 @@ WRITER_LINES = {"chat_received": 0, "turn_complete": 1}  # the writer's line -> 
 THINK_LINES = ("turn_started", "thinking")
 
 
-def _deployment(config: str | Path) -> config_file.DeploymentFile:
-    deployment = config_file.load_checked(config, "local", local_model=True)
+def _deployment(config: str | Path) -> config_models.DeploymentFile:
+    deployment = config_check.load_checked(config, "local", local_model=True)
     for spec in deployment.agents.values():
         spec.model.think_delay_ms = THINK_DELAY_MS
         # 100 sessions at once, and 100 tasks and answers at once between the agents: each peer's usage plan
@@ -187,6 +187,8 @@ class _Run:
             "sessions_not_accepted": self.refused,
             "sessions_answered": sum(1 for sid in sids if self.answered(sid)),
             "delegations_answered": sum(o["answered"] for o in outcomes),
+            "delegations_timed_out": sum(o["timed_out"] for o in outcomes),
+            "delegations_failed": sum(o["failed"] for o in outcomes),
             "delegations": len(sids) * load.DELEGATIONS_PER_SESSION,
             "think_wait_ms": {"n": len(lags), "p50": _round(percentile(lags, 50)), "p95": _round(percentile(lags, 95))},
             "wall_s": round(end - start, 2),

@@ -43,7 +43,7 @@ from flightdeck.chat_client.transport import (
     server_message,
 )
 from flightdeck.domain.a2a import wire_v1 as v1
-from flightdeck.domain.a2a.wire import (
+from flightdeck.domain.a2a.protocol import (
     INTERNAL_ERROR,
     INTERRUPTED_STATES,
     METHOD_NOT_FOUND,
@@ -51,12 +51,8 @@ from flightdeck.domain.a2a.wire import (
     TASK_NOT_FOUND,
     TERMINAL_STATES,
     UNSUPPORTED_OPERATION,
-    Artifact,
-    JSONRPCError,
-    Message,
-    Task,
-    TaskStatus,
 )
+from flightdeck.domain.a2a.wire import Artifact, JSONRPCError, Message, Task, TaskStatus
 from flightdeck.domain.inspector import card_url_of
 
 CARD_PATH = "/.well-known/agent-card.json"

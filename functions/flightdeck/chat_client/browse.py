@@ -19,7 +19,7 @@ from urllib.parse import quote
 import requests
 
 from flightdeck.chat_client import TOKEN_ENV
-from flightdeck.chat_client.sessions import base_url, describe_result
+from flightdeck.chat_client.session_view import base_url, describe_result
 from flightdeck.chat_client.sse import ServerEvent, read_events
 from flightdeck.chat_client.transport import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Problem, preview, send, server_message
 
@@ -139,7 +139,8 @@ def _describe(kind: str, e: dict[str, Any]) -> str | None:
     if kind == "thinking":
         if "duration_ms" in e:
             cached = f", {e.get('tokens_cache_read', 0)} cache read / {e.get('tokens_cache_write', 0)} cache write"
-            return f"think {e.get('think')} ({_ms(e['duration_ms'])}, tokens {e.get('tokens_in')} in / {e.get('tokens_out')} out{cached})"
+            cost = f", {_cost(e)}" if _cost(e) else ""
+            return f"think {e.get('think')} ({_ms(e['duration_ms'])}, tokens {e.get('tokens_in')} in / {e.get('tokens_out')} out{cached}{cost})"
         return f"think {e.get('think')}"
     if kind == "delegating":
         trace = f", trace {e['trace_id']}" if e.get("trace_id") else ""
@@ -152,25 +153,38 @@ def _describe(kind: str, e: dict[str, Any]) -> str | None:
     if kind == "progress":
         return f"  {e.get('text', '')}"
     if kind == "answer":
-        return f"answer: {preview(str(e.get('text', '')), 200)}" + _tokens(e.get("tokens"), "this task")
+        return f"answer: {preview(str(e.get('text', '')), 200)}" + _tokens(e, "this task")
     if kind == "question":
         return f"question: {preview(str(e.get('text', '')), 200)}"
     if kind == "idle":
-        return f"idle ({e.get('turn')} message(s), {e.get('iteration')} think iteration(s))" + _tokens(
-            e.get("tokens"), "the session"
+        outcome = f", {str(e['outcome']).replace('_', ' ')}" if e.get("outcome") else ""
+        return f"idle{outcome} ({e.get('turn')} message(s), {e.get('iteration')} think iteration(s))" + _tokens(
+            e, "the session"
         )
     return None
 
 
-def _tokens(tokens: Any, what: str) -> str:
-    """The model's tokens of a turn or session (the answer's, the idle event's), on a line of their own."""
+def _tokens(event: dict[str, Any], what: str) -> str:
+    """The model's tokens of a turn or session (the answer's, the idle event's) and their cost, on lines of their
+    own."""
+    tokens = event.get("tokens")
     if not isinstance(tokens, dict):
         return ""
+    cost = f"\n{'':24}cost, {what}: {_cost(event)}" if _cost(event) else ""
     return (
         f"\n{'':24}tokens, {what}: {tokens.get('input', 0)} in, {tokens.get('output', 0)} out, "
         f"{tokens.get('cache_read', 0)} cache read, {tokens.get('cache_write', 0)} cache write "
         f"({tokens.get('thinks', 0)} think(s))"
-    )
+    ) + cost
+
+
+def _cost(event: dict[str, Any]) -> str:
+    """The tokens' cost as the API priced it: the model's list price (docs/TOKENS.md), or why there is none."""
+    price, usd = event.get("price"), event.get("cost_usd")
+    if isinstance(usd, (int, float)) and isinstance(price, dict):
+        where = f"{price.get('region')} prices of {price.get('recorded')}"
+        return f"${usd:.6f} list-price estimate ({event.get('model')}, {where})"
+    return f"no list price for {event['model']}" if event.get("model") else ""
 
 
 def _ms(value: Any) -> str:

@@ -1,4 +1,8 @@
-"""Values the domain passes to and from its ports (state store, queues, peers)."""
+"""Values the domain passes to and from its ports (state store, queues, peers).
+
+Every dataclass here has a docstring: without one, @dataclass computes its signature for __doc__ at import,
+which every function's cold start would pay for (issue 42).
+"""
 
 from __future__ import annotations
 
@@ -93,6 +97,8 @@ class ResultSource(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ToolResult:
+    """One tool call's result, as the turn's results message carries it to the model."""
+
     tool_use_id: str
     status: str  # "success" | "error"
     text: str
@@ -159,6 +165,8 @@ class TurnEnd:
 
 @dataclass(frozen=True)
 class Session:
+    """One session as a think reads it: its messages, its turn, and what the same query found beside them."""
+
     session_id: str
     status: str  # "idle" | "busy" | "canceled" (SESSION_CANCELED: until it is closed)
     turn: int
@@ -222,6 +230,8 @@ class LiveText:
 
 @dataclass(frozen=True)
 class TurnAggregation:
+    """A turn that delegated: which calls it waits for, how many results are in, and until when it waits."""
+
     session_id: str
     turn: int
     expected: frozenset[str]
@@ -271,6 +281,8 @@ class Completion:
 
 @dataclass(frozen=True)
 class ReplyRoute:
+    """Where a delegated session's answers go (B side): the caller's callback service and its token."""
+
     session_id: str
     callback_service: str
     bearer_token: str

@@ -40,7 +40,7 @@ Behaviour, as a pure function of (agent, system, messages, tools) (its usage als
     "<agent> asks: <question>").
 
 Usage: tokens are estimated from the request (bytes / 4) and billed by Bedrock's prompt-caching rules as
-the model_id (default BILLED_AS) would be: cache reads, writes and input (flightdeck.domain.prompt_cache).
+the model_id (default model_prices.BILLED_AS) would be: cache reads, writes and input (flightdeck.domain.prompt_cache).
 
 toolUse ids are ``tooluse_`` + 22 characters of a hash of the agent name, the
 conversation so far and the block's index: the same input gives the same ids.
@@ -62,6 +62,7 @@ from flightdeck.domain.agent import AgentDefinition, ModelConfig
 from flightdeck.domain.asking import ASK_USER, asks, parse_input_required
 from flightdeck.domain.builtin_tools import get_tool
 from flightdeck.domain.model import Message, ModelReply, TextDelta, ToolSpec, word_chunks
+from flightdeck.domain.model_prices import BILLED_AS
 from flightdeck.domain.skills.contract import text_call
 from flightdeck.domain.skills.instances import instance_of
 
@@ -74,8 +75,6 @@ MISMATCH_MARKER = "!prose"
 # `@agent:skill {json}` calls a peer skill's tool; `@agent task => {schema}` asks for a structured answer.
 _SKILL_SUFFIX = re.compile(r":([a-z0-9][a-z0-9_-]*)")
 _SCHEMA_ARROW = "=>"
-# The Bedrock model whose caching rules the local model bills by when its model_id names none.
-BILLED_AS = "anthropic.claude-sonnet-4-20250514-v1:0"
 STOCK_QUESTION = "Could you tell me more about what you need?"
 _TASK_PREVIEW_CHARS = 80
 

@@ -27,7 +27,8 @@ Every event has `at`, when it happened (ISO 8601 UTC, ms), from the times the se
 anyway (records.Stamp; absent for an item stored before they were): a message's arrival, a think's
 start (`thinking`, with `duration_ms`, `tokens_in`, `tokens_out`, `tokens_cache_read`, `tokens_cache_write`
 once its reply is stored; `answer` carries its turn's `tokens` summed, `idle` the session's: a replay has
-them, a live stream sends the event as the think starts), a call's dispatch (`delegating`, with the
+them, a live stream sends the event as the think starts; with tokens, the `model` they are priced as and,
+when flightdeck.domain.model_prices has it, their list-price `cost_usd` and the `price` it used), a call's dispatch (`delegating`, with the
 delegate's `peer_session_id` for one of our agents, its `context_id` when continued, and the session's
 `trace_id`), a result's record (with `latency_ms` from the dispatch), a reply's storing (`answer`,
 `question`), the session's last update (`idle`).
@@ -48,6 +49,7 @@ from typing import Any
 
 from flightdeck.domain.agent import AgentDefinition
 from flightdeck.domain.asking import asks, pending_question
+from flightdeck.domain.model_prices import price_of, priced_model
 from flightdeck.domain.records import Session, Stamp, ToolResult, peer_session_id
 from flightdeck.domain.session_outcome import OUTCOMES, outcome
 from flightdeck.domain.token_use import TokenUse
@@ -147,6 +149,14 @@ class _Builder:
         self.thinks = 0
         self.uses: list[dict[str, Any]] = []  # the tool calls of the latest think that made any
         self.turn_tokens = self.session_tokens = TokenUse()  # the model's tokens: this turn's (one task), all
+        self.model = priced_model(agent.model)
+        self.price = price_of(self.model)
+
+    def cost(self, used: TokenUse) -> dict[str, Any]:
+        """The tokens' model and, when the price table has it, their list-price cost and which prices."""
+        if self.price is None:
+            return {"model": self.model}
+        return {"model": self.model, "cost_usd": self.price.usd(used), "price": self.price.basis()}
 
     def add(self, event: TimelineEvent) -> None:
         if event.id not in self.seen:
@@ -178,6 +188,7 @@ class _Builder:
         if stamp.started and stamp.at:
             think.update(duration_ms=stamp.at - stamp.started, tokens_in=stamp.tokens_in, tokens_out=stamp.tokens_out)
             think.update(tokens_cache_read=stamp.cache_read, tokens_cache_write=stamp.cache_write)
+            think.update(self.cost(TokenUse.of(stamp)))
         self.turn_tokens += TokenUse.of(stamp)
         self.session_tokens += TokenUse.of(stamp)
         self.add(TimelineEvent(f"think.{self.thinks}", "thinking", think))
@@ -235,6 +246,7 @@ class _Builder:
                 "think": self.thinks,
                 "text": _texts(message),
                 "tokens": self.turn_tokens.as_dict(),
+                **self.cost(self.turn_tokens),
                 **_at(stamp.at),
             }
             self.add(TimelineEvent(f"answer.{self.thinks}", "answer", data))
@@ -356,6 +368,7 @@ def derive(session: Session, pending: list[ToolResult], agent: AgentDefinition) 
             "turn": session.user_messages,
             "iteration": session.turn,
             "tokens": build.session_tokens.as_dict(),
+            **build.cost(build.session_tokens),
             "outcome": outcome(session),
             **_at(session.updated_at),
         }
@@ -421,6 +434,15 @@ DATA_SCHEMA: dict[str, Any] = {
             "answer: the model's tokens of the turn (one task); idle: of the session: input (not cached), output, "
             "cache_read, cache_write, thinks",
         ),
+        "model": _field(
+            "string", "thinking (with its tokens), answer, idle: the model id the tokens are priced as (the agent's)"
+        ),
+        "cost_usd": _field(
+            "number",
+            "thinking (with its tokens), answer (the turn's), idle (the session's): the tokens at the model's list "
+            "price, an estimate (absent when the price table has no such model)",
+        ),
+        "price": _field("object", "with cost_usd: the prices it used: model, region, recorded (a date)"),
         "tool_use_id": _field("string", "delegating, tool_call and results: the call"),
         "tool": _field("string", "delegating, tool_call and results: the tool's name"),
         "agent": _field("string", "delegating and its results: the delegate"),

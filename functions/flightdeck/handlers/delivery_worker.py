@@ -24,7 +24,7 @@ from flightdeck.settings import get_settings
 from flightdeck.wiring import deps_within, preload
 
 if TYPE_CHECKING:
-    from flightdeck.domain.a2a.tasks import PushDelivery
+    from flightdeck.domain.a2a.push_delivery import PushDelivery
 
 get_settings()
 preload(http=True)  # every record is a POST to a peer
@@ -45,7 +45,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
             # A2A push notifications (kind "a2a_push") share the queue: one POST each.
             if isinstance(body, dict) and body.get("kind") == PUSH_KIND:
                 # The A2A add-on is imported by the first push, not at init: most deliveries are answers.
-                from flightdeck.domain.a2a import tasks as a2a
+                from flightdeck.domain.a2a import push_delivery as a2a
 
                 pushes.append((record, a2a.PushDelivery.model_validate(body)))
             else:
@@ -58,7 +58,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     # Answers for the same service share one request, so the whole batch is planned first...
     outcomes.update(deliver_answers(d, answers, budget))
     for record, push in pushes:
-        from flightdeck.domain.a2a import tasks as a2a  # imported by the push's message above
+        from flightdeck.domain.a2a import push_delivery as a2a  # imported by the push's message above
 
         send = functools.partial(a2a.deliver_push, d, push, attempt_of(record), first_sent_ms(record))
         outcomes[record.message_id] = if_time_allows(d, budget, first_sent_ms(record), send)

@@ -20,16 +20,17 @@ from typing import Any
 from flightdeck.domain.peer_usage import UNIDENTIFIED, authorize
 from flightdeck.observability import lambda_entry, logger
 from flightdeck.settings import get_settings
-from flightdeck.wiring import deps
+
+# The registry alone, not flightdeck.wiring: every other port's adapters stay unloaded (issue 42).
+from flightdeck.state_wiring import peer_registry, state_store
 
 get_settings()
 
 
 @lambda_entry
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    d = deps()
-    assert d.registry is not None, "flightdeck.wiring.deps() wires the peer registry"
-    decision = authorize(d.registry, d.settings.agent_name, _header(event, "authorization"), d.clock.now_ms())
+    store = state_store()
+    decision = authorize(peer_registry(), get_settings().agent_name, _header(event, "authorization"), store.now_ms())
     if decision.peer_id is None:
         logger.info(
             "authorizer: unidentified caller, metered under the shared key; the function will refuse it",

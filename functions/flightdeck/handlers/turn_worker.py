@@ -42,19 +42,22 @@ def handler(event: dict[str, Any], context: Any) -> Mapping[str, object]:
     settings = get_settings()
     thinks_queue = settings.thinks_queue_url.rsplit("/", 1)[-1]
 
-    def _failed(record: SQSRecord) -> None:
-        # A failed think of the thinks queue comes back as soon as Lambda would retry an invoked one.
-        if thinks_queue and record.event_source_arn.rsplit(":", 1)[-1] == thinks_queue:
-            deps().queues.delay_retry(settings.thinks_queue_url, record.receipt_handle, topology.THINK_RETRY_S)
+    def _failed(records: list[SQSRecord], delay_s: int | None) -> None:
+        # A failed think of the thinks queue comes back as soon as Lambda would retry an invoked one; those the
+        # batch had no time for, as soon as their claims have lapsed (flightdeck.handlers.think_batch).
+        handles = [
+            r.receipt_handle for r in records if thinks_queue and r.event_source_arn.rsplit(":", 1)[-1] == thinks_queue
+        ]
+        if not handles:
+            return
+        if delay_s is None:
+            for handle in handles:
+                deps().queues.delay_retry(settings.thinks_queue_url, handle, topology.THINK_RETRY_S)
+        else:
+            deps().queues.delay_retries(settings.thinks_queue_url, handles, delay_s)
 
     warm_for_threads()
-    return process_concurrently(
-        event,
-        context,
-        lambda record: think_record(record, TimeBudget.of(context)),
-        threads=settings.think_batch_threads,
-        failed=_failed,
-    )
+    return process_concurrently(event, context, think_record, threads=settings.think_batch_threads, failed=_failed)
 
 
 def think_record(record: SQSRecord, budget: TimeBudget | None) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flightdeck import config_file
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.domain.asking import parse_input_required
 from flightdeck.domain.peers import new_token as new_peer_token
 from flightdeck.domain.records import peer_session_id

@@ -9,7 +9,8 @@ import difflib
 from collections.abc import Callable, Mapping
 
 from flightdeck.adapters.mcp_http import McpHttp
-from flightdeck.config_file import DeploymentFile, toml_key
+from flightdeck.config_file import toml_key
+from flightdeck.config_models import DeploymentFile
 from flightdeck.domain.agent import McpServer
 from flightdeck.domain.mcp_tools import read_listing
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from flightdeck import config_file
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.local.net import StackError, base_url, listen
 
 START_TIMEOUT_S = 30.0

@@ -15,7 +15,6 @@ and each child also stops by itself when its parent disappears.
 from __future__ import annotations
 
 import atexit
-import collections
 import json
 import os
 import secrets
@@ -27,7 +26,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -35,7 +33,7 @@ from flightdeck import config_file
 from flightdeck.adapters.peer_registry import PeerRegistry
 from flightdeck.adapters.prompt_cache_ledger import PROMPT_CACHE_FILE
 from flightdeck.adapters.usage_plans import UsagePlans
-from flightdeck.config_file import DeploymentFile
+from flightdeck.config_models import DeploymentFile
 from flightdeck.local import log_view
 from flightdeck.local.invocation import HANDLERS_PACKAGE, LOCAL_REGION
 from flightdeck.local.mcp_servers import McpServers
@@ -47,6 +45,7 @@ from flightdeck.local.resources import (
     local_client,
     setting_variable,
 )
+from flightdeck.local.stack_children import Child, bedrock_access, child_base_environment
 
 __all__ = ["MOTO_OWNER", "LocalStack", "LogListener", "PortInUseError", "StackError"]
 
@@ -61,45 +60,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 STOP_GRACE_S = 5.0
 # One readiness probe waits this long for its answer: a process that exits ends it at once.
 READY_PROBE_TIMEOUT_S = 15.0
-# Lines of a child's output kept to explain a failed start.
-TAIL_LINES = 40
 POWERTOOLS_METRICS_NAMESPACE = "Flightdeck"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-
-
-@dataclass
-class _Child:
-    name: str
-    process: subprocess.Popen[bytes]
-    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
-    relays: list[threading.Thread] = field(default_factory=list)
-    stopping: bool = False
-    log_file: TextIO | None = None  # every line it writes (LocalStack's log_dir)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def exited(self) -> bool:
-        """Whether the process has exited, without reaping it (its pid keeps its process group reserved)."""
-        try:
-            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        except ChildProcessError:
-            return True  # already reaped
-
-    def describe_exit(self) -> str:
-        output = "\n".join(self.tail) or "(no output)"
-        return f"{self.name} exited with code {self.process.poll()}; its last output:\n{output}"
-
-
-def _child_base_environment() -> dict[str, str]:
-    """The parent's environment without anything that could reach real AWS."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    no_proxy = [p for p in env.get("NO_PROXY", env.get("no_proxy", "")).split(",") if p]
-    env["NO_PROXY"] = env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, *LOOPBACK_NAMES]))
-    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the relay as they are written
-    return env
 
 
 class LocalStack:
@@ -176,7 +137,7 @@ class LocalStack:
         self._moto_endpoint = ""
         self._resources: dict[str, AgentResources] = {}
         self._secrets: dict[str, str] = {}
-        self._children: dict[str, _Child] = {}
+        self._children: dict[str, Child] = {}
         self._listeners: list[LogListener] = []
         self._relay_lock = threading.Lock()
         self._lifecycle_lock = threading.RLock()
@@ -375,7 +336,7 @@ class LocalStack:
     def _start_mcp_servers(self) -> None:
         """LOCAL ONLY: the example MCP servers of [local.mcp_servers], each on a free port, which the agents'
         URLs are then pointed at (flightdeck.local.mcp_servers)."""
-        self._mcp.start(self.deployment, _child_base_environment())
+        self._mcp.start(self.deployment, child_base_environment())
         self.deployment = self._mcp.with_served_urls(self.deployment)
 
     def _bind_agent_ports(self) -> dict[str, tuple[socket.socket, socket.socket]]:
@@ -403,7 +364,7 @@ class LocalStack:
     def _start_moto(self, sock: socket.socket) -> None:
         port = sock.getsockname()[1]
         self._moto_endpoint = base_url("127.0.0.1", port)
-        self._spawn(MOTO, ["flightdeck.local.moto_host"], sock, _child_base_environment())
+        self._spawn(MOTO, ["flightdeck.local.moto_host"], sock, child_base_environment())
         deadline = time.monotonic() + self.startup_timeout_s
         while not answers_http(self._moto_endpoint + "/moto-api/", timeout_s=1.0):
             self._check_starting(MOTO, deadline)
@@ -428,7 +389,7 @@ class LocalStack:
     def _spawn_agent(self, name: str, sockets: tuple[socket.socket, socket.socket]) -> None:
         spec = self.deployment.agents[name]
         sock, lambda_sock = sockets
-        env = {**_child_base_environment(), **self.env(name)}
+        env = {**child_base_environment(), **self.env(name)}
         args = [
             self.host_module,
             "--memory-mb",
@@ -471,7 +432,7 @@ class LocalStack:
         finally:
             for held in (sock, *extra_sockets):
                 held.close()  # the child holds the port now
-        child = _Child(name, process)
+        child = Child(name, process)
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             child.log_file = open(self.log_dir / f"{name}.log", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
@@ -500,7 +461,7 @@ class LocalStack:
 
     # --- output ---------------------------------------------------------------------------
 
-    def _relay_output(self, child: _Child, stream: Any, watches_exit: bool) -> None:
+    def _relay_output(self, child: Child, stream: Any, watches_exit: bool) -> None:
         prefix = f"{child.name:<{self._prefix_width}} | "
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -563,7 +524,7 @@ class LocalStack:
 
     # --- stopping -------------------------------------------------------------------------
 
-    def _terminate(self, children: list[_Child]) -> None:
+    def _terminate(self, children: list[Child]) -> None:
         for child in children:
             child.stopping = True
             self._signal_group(child, signal.SIGTERM)
@@ -582,7 +543,7 @@ class LocalStack:
                 child.log_file.close()
 
     @staticmethod
-    def _signal_group(child: _Child, signum: int) -> None:
+    def _signal_group(child: Child, signum: int) -> None:
         try:
             os.killpg(child.pid, signum)
         except (ProcessLookupError, PermissionError):
@@ -608,35 +569,6 @@ class LocalStack:
             if signal.getsignal(signum) is _exit_on_signal:
                 signal.signal(signum, previous)
         self._previous_signal_handlers.clear()
-
-
-def bedrock_access() -> dict[str, str]:
-    """What an agent whose model is Bedrock needs to reach it, while everything else goes to moto.
-
-    moto has no Bedrock, so the Bedrock Runtime endpoint alone points at AWS (boto3's
-    service-specific AWS_ENDPOINT_URL_BEDROCK_RUNTIME), in the local stack's region (its requests
-    are signed for that region), and the agent gets this machine's credentials instead of moto's
-    dummy ones (moto accepts any). Only that agent's process sees them.
-    """
-    import boto3
-    from botocore.exceptions import BotoCoreError
-
-    try:
-        found = boto3.Session().get_credentials()
-        frozen = found.get_frozen_credentials() if found is not None else None
-    except BotoCoreError as exc:
-        raise StackError(f"cannot read AWS credentials for Bedrock: {exc}") from None
-    if frozen is None or not frozen.access_key or not frozen.secret_key:
-        raise StackError(
-            'an agent\'s model is "bedrock" but there are no AWS credentials: provide them '
-            "(aws configure, AWS_PROFILE) or run it with the local model (--local-model)"
-        )
-    return {
-        "AWS_ACCESS_KEY_ID": frozen.access_key,
-        "AWS_SECRET_ACCESS_KEY": frozen.secret_key,
-        **({"AWS_SESSION_TOKEN": frozen.token} if frozen.token else {}),
-        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": f"https://bedrock-runtime.{LOCAL_REGION}.amazonaws.com",
-    }
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:

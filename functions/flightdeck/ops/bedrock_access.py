@@ -1,6 +1,6 @@
 """Whether Bedrock will run a model id in a region for these credentials: it exists there, and it is enabled.
 
-The offline shape check is config_file.is_bedrock_model_id; this asks Bedrock (its control plane, `bedrock`):
+The offline shape check is model_ids.is_bedrock_model_id; this asks Bedrock (its control plane, `bedrock`):
 
 - a model id (`anthropic.claude-...`): GetFoundationModel (exists in the region, lifecycle ACTIVE or LEGACY)
   and GetFoundationModelAvailability (the account's access: authorized, entitled, agreement accepted, region);

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flightdeck import config_file
+from flightdeck import config_check, config_file, config_models
 from flightdeck.ops.aws import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OpsError, add_aws_options, failure, say, session
 
 
@@ -23,10 +23,10 @@ def run(args: argparse.Namespace) -> int:
 
     import flightdeck.ops.bedrock_access as bedrock_access
 
-    runtime: config_file.Runtime = "local" if args.local else "aws"
+    runtime: config_check.Runtime = "local" if args.local else "aws"
     try:
         # Locally a Bedrock agent needs credentials at run time: that is --aws's question, not the file's.
-        deployment = config_file.load_checked(args.config, runtime, local_model=runtime == "local")
+        deployment = config_check.load_checked(args.config, runtime, local_model=runtime == "local")
     except config_file.ConfigFileError as exc:
         say("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         if runtime == "aws" and _runs_locally(args.config):
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failed else EXIT_OK
 
 
-def _mcp_servers_answer(path: Path, deployment: config_file.DeploymentFile, aws: Any) -> int:
+def _mcp_servers_answer(path: Path, deployment: config_models.DeploymentFile, aws: Any) -> int:
     """Each agent's MCP servers asked for their tools from this machine, with the token its `secret:` credential
     names (read with your credentials, in the agent's region): a warning line per problem (flightdeck.local.mcp_probe),
     so that what the deployed agent would find is known before it starts. The number of problems."""
@@ -109,7 +109,7 @@ def _mcp_servers_answer(path: Path, deployment: config_file.DeploymentFile, aws:
 def _runs_locally(path: Path) -> bool:
     """Whether `flightdeck local` would take the file (it refuses fewer things than a deployment does)."""
     try:
-        config_file.load_checked(path, "local", local_model=True)
+        config_check.load_checked(path, "local", local_model=True)
     except config_file.ConfigFileError:
         return False
     return True

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flightdeck import config_file, topology
+from flightdeck import config_check, config_file, config_models, topology
 from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.ops.aws import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, OpsError, add_aws_options, failure, say, session
 
@@ -126,7 +126,7 @@ class Target:
     region: str
 
 
-def targets(deployment: config_file.DeploymentFile, agents: Sequence[str], account: str, region: str) -> list[Target]:
+def targets(deployment: config_models.DeploymentFile, agents: Sequence[str], account: str, region: str) -> list[Target]:
     found = [
         Target(deployment.agents[a].deploy.account or account, deployment.agents[a].deploy.region or region)
         for a in agents
@@ -186,7 +186,7 @@ def check_layer(aws: Any, region: str) -> Check:
     return Check(name, True, arn)
 
 
-def check_models(aws: Any, deployment: config_file.DeploymentFile, agents: Sequence[str], region: str) -> list[Check]:
+def check_models(aws: Any, deployment: config_models.DeploymentFile, agents: Sequence[str], region: str) -> list[Check]:
     import flightdeck.ops.bedrock_access as bedrock_access
 
     checks = []
@@ -202,7 +202,7 @@ def check_models(aws: Any, deployment: config_file.DeploymentFile, agents: Seque
 
 
 def preflight(
-    deployment: config_file.DeploymentFile, agents: Sequence[str], args: argparse.Namespace, run: Runner = _run
+    deployment: config_models.DeploymentFile, agents: Sequence[str], args: argparse.Namespace, run: Runner = _run
 ) -> list[Check]:
     """Every check, each once; the AWS ones only with credentials (without, that is the failed check)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -252,7 +252,7 @@ def _app_dir() -> Path:
     )
 
 
-def selected(deployment: config_file.DeploymentFile, value: str | None) -> list[str]:
+def selected(deployment: config_models.DeploymentFile, value: str | None) -> list[str]:
     names = [n.strip() for n in (value or "").split(",") if n.strip()] or list(deployment.agents)
     unknown = [n for n in names if n not in deployment.agents]
     if unknown:
@@ -264,7 +264,7 @@ def selected(deployment: config_file.DeploymentFile, value: str | None) -> list[
 
 def run(args: argparse.Namespace, runner: Runner = _run) -> int:
     try:
-        deployment = config_file.load_checked(args.config, "aws")
+        deployment = config_check.load_checked(args.config, "aws")
     except config_file.ConfigFileError as exc:
         say("invalid deployment file:\n" + "".join(f"  {line}\n" for line in str(exc).splitlines()).rstrip())
         return EXIT_USAGE

@@ -32,13 +32,8 @@ from flightdeck.domain.a2a import wire_v1 as v1
 from flightdeck.domain.a2a.constants import POLL_KIND
 from flightdeck.domain.a2a.contracts import answer_text
 from flightdeck.domain.a2a.ports import RemoteTask, ports
-from flightdeck.domain.a2a.wire import (
-    INTERRUPTED_STATES,
-    PUSH_NOT_SUPPORTED,
-    TERMINAL_STATES,
-    Task,
-    text_of_parts,
-)
+from flightdeck.domain.a2a.protocol import INTERRUPTED_STATES, PUSH_NOT_SUPPORTED, TERMINAL_STATES
+from flightdeck.domain.a2a.wire import Task, text_of_parts
 from flightdeck.domain.agent import DelegateTool
 from flightdeck.domain.aggregation import record_and_advance
 from flightdeck.domain.allowlist import CALLBACK_ENDPOINT, UnknownServiceError

@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from flightdeck.domain.a2a.core_models import SendMessageRequest
 from flightdeck.domain.a2a.ports import TaskRecord
-from flightdeck.domain.a2a.wire import INVALID_PARAMS, A2AError, DataPart, MessageSendParams, TextPart
+from flightdeck.domain.a2a.protocol import INVALID_PARAMS, A2AError
 from flightdeck.domain.ports import Deps
 from flightdeck.domain.skills.contract import CallError, Contract, SkillCall, bind, check_answer, data_call, text_call
 from flightdeck.domain.skills.schemas import SchemaError
@@ -53,10 +54,12 @@ def call_of(parts: list[Any]) -> PartCall | None:
     found: list[PartCall] = []
     for index, part in enumerate(parts):
         try:
-            if isinstance(part, DataPart):
-                call = data_call(part.data)
-            elif isinstance(part, TextPart):
-                call = text_call(part.text)
+            # Any message's parts (the core's, or v0.3's the client reads): a data part's data, a text part's text.
+            data, text = getattr(part, "data", None), getattr(part, "text", None)
+            if isinstance(data, dict):
+                call = data_call(data)
+            elif isinstance(text, str):
+                call = text_call(text)
             else:
                 continue
         except CallError as exc:
@@ -74,7 +77,7 @@ def call_of(parts: list[Any]) -> PartCall | None:
     return found[0] if found else None
 
 
-def _given(params: MessageSendParams, keys: tuple[str, ...]) -> tuple[str, Any] | None:
+def _given(params: SendMessageRequest, keys: tuple[str, ...]) -> tuple[str, Any] | None:
     """(where, value) of the one value the request's or the message's metadata gives under `keys`."""
     found: list[tuple[str, Any]] = []
     for where, metadata in (("params.metadata", params.metadata), ("params.message.metadata", params.message.metadata)):
@@ -87,7 +90,7 @@ def _given(params: MessageSendParams, keys: tuple[str, ...]) -> tuple[str, Any] 
     return found[0] if found else None
 
 
-def message_contract(deps: Deps, params: MessageSendParams) -> Contract | None:
+def message_contract(deps: Deps, params: SendMessageRequest) -> Contract | None:
     """The contract of a message to this agent over A2A, checked before anything is stored: its structured
     call (bound to a skill exposed to "a2a"), the caller's responseSchema, its timeout_seconds. Raises
     A2AError (-32602) saying what is wrong."""

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from flightdeck.domain.a2a.ports import parse_task_id, ports
-from flightdeck.domain.a2a.tasks import render_task
-from flightdeck.domain.a2a.wire import INVALID_PARAMS, A2AError
+from flightdeck.domain.a2a.protocol import INVALID_PARAMS, A2AError
+from flightdeck.domain.a2a.render import render_task
 from flightdeck.domain.numerals import parse_nonneg_int
 from flightdeck.domain.peers import require_caller, visible_to
 from flightdeck.domain.ports import Deps

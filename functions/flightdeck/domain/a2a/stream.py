@@ -47,24 +47,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from flightdeck.domain.a2a.checks import visible_task
 from flightdeck.domain.a2a.contracts import answer_parts
+from flightdeck.domain.a2a.core_models import SendMessageRequest, SubscribeToTaskRequest
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports
+from flightdeck.domain.a2a.protocol import TERMINAL_STATES, UNSUPPORTED_OPERATION, A2AError
+from flightdeck.domain.a2a.render import agent_message, answer_artifact_id, render_task, status_of
 from flightdeck.domain.a2a.resumption import for_task
-from flightdeck.domain.a2a.tasks import (
-    agent_message,
-    answer_artifact_id,
-    render_task,
-    send_message,
-    status_of,
-    visible_task,
-)
-from flightdeck.domain.a2a.wire import (
-    TERMINAL_STATES,
-    UNSUPPORTED_OPERATION,
-    A2AError,
-    MessageSendParams,
-    TaskIdParams,
-)
+from flightdeck.domain.a2a.tasks import send_message
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
 from flightdeck.domain.ports import Deps
@@ -273,7 +263,7 @@ def follow(
 
 def message_stream(
     deps: Deps,
-    params: MessageSendParams,
+    params: SendMessageRequest,
     pace: Pace,
     remaining_ms: int | None = None,
     caller: str | None = None,
@@ -283,9 +273,9 @@ def message_stream(
     with `cursor` (the same message again, with Last-Event-ID, if it names a position of this task), the
     events after it."""
     config = params.configuration
-    if config is not None and config.blocking:
+    if not config.returnImmediately:
         # The stream is the wait: the first event goes out as soon as the task exists.
-        params = params.model_copy(update={"configuration": config.model_copy(update={"blocking": False})})
+        params = params.model_copy(update={"configuration": config.model_copy(update={"returnImmediately": True})})
     task = send_message(deps, params, remaining_ms, caller, before_start=lambda sid: start_watching(deps, sid))
     if task.get("kind") == "message":  # answered at once, no task (flightdeck.domain.a2a.test_agent)
         return iter([Marked(task, Cursor(f=True).encode())])
@@ -318,7 +308,7 @@ def message_stream(
 
 def resubscribe(
     deps: Deps,
-    params: TaskIdParams,
+    params: SubscribeToTaskRequest,
     pace: Pace,
     caller: str | None = None,
     cursor: Cursor | None = None,

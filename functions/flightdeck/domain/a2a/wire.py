@@ -15,35 +15,22 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flightdeck.domain.a2a.constants import INPUT_MODES as INPUT_MODES
 
+# v0.3's error vocabulary is every version's (flightdeck.domain.a2a.protocol); named here too, as v0.3 names it.
+from flightdeck.domain.a2a.protocol import CONTENT_TYPE_NOT_SUPPORTED as CONTENT_TYPE_NOT_SUPPORTED
+from flightdeck.domain.a2a.protocol import EXTENDED_CARD_NOT_CONFIGURED as EXTENDED_CARD_NOT_CONFIGURED
+from flightdeck.domain.a2a.protocol import INTERNAL_ERROR as INTERNAL_ERROR
+from flightdeck.domain.a2a.protocol import INVALID_PARAMS as INVALID_PARAMS
+from flightdeck.domain.a2a.protocol import INVALID_REQUEST as INVALID_REQUEST
+from flightdeck.domain.a2a.protocol import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from flightdeck.domain.a2a.protocol import PARSE_ERROR as PARSE_ERROR
+from flightdeck.domain.a2a.protocol import PUSH_NOT_SUPPORTED as PUSH_NOT_SUPPORTED
+from flightdeck.domain.a2a.protocol import TASK_NOT_CANCELABLE as TASK_NOT_CANCELABLE
+from flightdeck.domain.a2a.protocol import TASK_NOT_FOUND as TASK_NOT_FOUND
+from flightdeck.domain.a2a.protocol import UNSUPPORTED_OPERATION as UNSUPPORTED_OPERATION
+from flightdeck.domain.a2a.protocol import A2AError as A2AError
+from flightdeck.domain.a2a.protocol import TaskState
+
 PROTOCOL_VERSION = "0.3.0"
-
-TaskState = Literal[
-    "submitted", "working", "input-required", "completed", "canceled", "failed", "rejected", "auth-required", "unknown"
-]
-TERMINAL_STATES: frozenset[str] = frozenset({"completed", "canceled", "failed", "rejected"})
-# States in which a task waits on its client: for a delegating agent, an answer it cannot give.
-INTERRUPTED_STATES: frozenset[str] = frozenset({"input-required", "auth-required"})
-
-ACCEPTED_PARTS = (
-    "text parts, data parts (a structured call {skill, arguments}, else given to the model as JSON text), "
-    "and file parts with inline bytes of text/* or application/json"
-)
-
-# --- JSON-RPC and A2A error codes ------------------------------------------------------
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-TASK_NOT_FOUND = -32001
-TASK_NOT_CANCELABLE = -32002
-PUSH_NOT_SUPPORTED = -32003
-UNSUPPORTED_OPERATION = -32004
-CONTENT_TYPE_NOT_SUPPORTED = -32005
-EXTENDED_CARD_NOT_CONFIGURED = -32007
-# Ours, in JSON-RPC's server-error range (-32000 to -32099; A2A's own codes start at -32001): the agent is at
-# its max_concurrent_tasks, and the message would have started a task; send it again later.
-AGENT_BUSY = -32000
 
 
 class _In(BaseModel):
@@ -212,17 +199,6 @@ class JSONRPCSuccessResponse(BaseModel):
     jsonrpc: Literal["2.0"] = "2.0"
     id: RequestId
     result: Any
-
-
-class A2AError(Exception):
-    """A JSON-RPC error a method answers with (HTTP 200, an `error` member)."""
-
-    def __init__(self, code: int, message: str, data: Any = None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def to_error(self) -> JSONRPCError:
-        return JSONRPCError(code=self.code, message=self.message, data=self.data)
 
 
 def text_of_parts(parts: list[Any], sep: str = "\n") -> str:

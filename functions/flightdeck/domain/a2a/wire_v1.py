@@ -1,9 +1,9 @@
 """A2A v1.0 wire objects (specification/a2a.proto, its JSON form) and their converters to and from the core.
 
-The core is the task model the server and its stores speak (flightdeck.domain.a2a.tasks renders it in
-v0.3's shapes); v1.0 is converted at the edges: `*_to_core` turns a v1.0 request into the v0.3 params
-model the core takes, `*_to_wire` turns what the core answers into v1.0's JSON. What changes between the
-two (the proto is the reference; the migration guides have errors):
+The core takes requests shaped like v1.0's (flightdeck.domain.a2a.core_models; flightdeck.domain.a2a.from_v1
+converts these models to them) and answers in the task record's shapes (flightdeck.domain.a2a.render: v0.3's
+JSON); `*_to_wire` turns what the core answers into v1.0's JSON. What changes between the two (the proto is the
+reference; the migration guides have errors):
 
 - no `kind` discriminator: a Part is one flat object, exactly one of text | raw (base64) | url | data, with
   mediaType, filename, metadata; a stream event is {task | message | statusUpdate | artifactUpdate};
@@ -214,73 +214,6 @@ class ListPushConfigsRequest(_In):
 
 class GetExtendedAgentCardRequest(_In):
     tenant: str | None = None
-
-
-# --- to the core (v0.3 params shapes) ------------------------------------------------------------
-
-
-def part_to_core(part: Part) -> dict[str, Any]:
-    extra = {"metadata": part.metadata} if part.metadata else {}
-    if part.text is not None:
-        return {"kind": "text", "text": part.text, **extra}
-    if "data" in part.model_fields_set:
-        if isinstance(part.data, dict):
-            return {"kind": "data", "data": part.data, **extra}
-        # v1.0 data is any JSON value; the core's data part holds an object. The model reads data as JSON
-        # text either way, so a list or a scalar is that text.
-        return {"kind": "text", "text": json.dumps(part.data, ensure_ascii=False), **extra}
-    file: dict[str, Any] = {"bytes": part.raw} if part.raw is not None else {"uri": part.url}
-    if part.mediaType:
-        file["mimeType"] = part.mediaType
-    if part.filename:
-        file["name"] = part.filename
-    return {"kind": "file", "file": file, **extra}
-
-
-def message_to_core(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "kind": "message",
-        "role": ROLE_TO_CORE[message.role],
-        "parts": [part_to_core(p) for p in message.parts],
-        "messageId": message.messageId,
-    }
-    for name in ("contextId", "taskId", "referenceTaskIds", "metadata"):
-        value = getattr(message, name)
-        if value is not None:
-            out[name] = value
-    return out
-
-
-def push_config_to_core(config: TaskPushNotificationConfig) -> dict[str, Any]:
-    """A v1.0 config as the core's PushNotificationConfig (v0.3: authentication.schemes is a list), marked
-    v1.0 so its pushes go out in v1.0's wrapper."""
-    out: dict[str, Any] = {"url": config.url}
-    if config.id:
-        out["id"] = config.id
-    if config.token:
-        out["token"] = config.token
-    if config.authentication is not None:
-        out["authentication"] = {"schemes": [config.authentication.scheme]}
-        if config.authentication.credentials:
-            out["authentication"]["credentials"] = config.authentication.credentials
-    return out
-
-
-def send_params_to_core(request: SendMessageRequest) -> dict[str, Any]:
-    params: dict[str, Any] = {"message": message_to_core(request.message)}
-    config = request.configuration
-    core_config: dict[str, Any] = {"blocking": not (config.returnImmediately if config else False)}
-    if config is not None:
-        if config.acceptedOutputModes is not None:
-            core_config["acceptedOutputModes"] = config.acceptedOutputModes
-        if config.historyLength is not None:
-            core_config["historyLength"] = config.historyLength
-        if config.taskPushNotificationConfig is not None:
-            core_config["pushNotificationConfig"] = push_config_to_core(config.taskPushNotificationConfig)
-    params["configuration"] = core_config
-    if request.metadata is not None:
-        params["metadata"] = request.metadata
-    return params
 
 
 # --- to the wire (v1.0 JSON) ----------------------------------------------------------------------
