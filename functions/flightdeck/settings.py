@@ -294,6 +294,13 @@ class Settings(BaseModel):
         alias="STREAMING",
         description="`on` where the HTTP front streams (set by `flightdeck local` and the stack): SSE on message/stream, tasks/resubscribe and the events route; `off`: -32004, and the events route answers the timeline so far.",
     )
+    # The TCK's test agent (flightdeck.domain.a2a.test_agent): fixed replies to the official A2A TCK's
+    # messageId prefixes, for a conformance rig only.
+    a2a_test_agent: Literal["off", "tck"] = Field(
+        "off",
+        alias="A2A_TEST_AGENT",
+        description="`tck`: answer the official A2A TCK's messageId prefixes (`tck-artifact-*`, `tck-message-response`) with its fixed artifacts and a direct Message (a conformance rig only); `off`: every message is the agent's.",
+    )
     # The web console's routes (topology Route.console: the inspector, the delegate lanes) exist only where
     # the console is served: deploy.console on AWS (the stack sets it), every agent locally.
     console: Literal["on", "off"] = Field(

@@ -109,4 +109,4 @@ def test_the_card_declares_the_extension_as_optional(orchestrator):
     assert status == 200
     [ext] = [e for e in card["capabilities"]["extensions"] if e["uri"] == RELIABLE_DELIVERY_URI]
     assert ext["required"] is False and ext["params"]["idempotencyHeader"] == "Idempotency-Key"
-    assert json.dumps(ext["params"]["follows"]).count("A2A#198") == 2
+    assert json.dumps(ext["params"]["follows"]).count("A2A#1987") == 1

@@ -24,8 +24,8 @@ from flightdeck.chat_client.sse import ServerEvent, read_events
 from flightdeck.domain.a2a import wire_v1
 from tests.support.harness import make_agent, new_session_id
 from tests.support.inprocess import gateway, pumping
+from tests.support.stream_drops import STREAMING, answer_delegation, reconnecting, rpc
 
-STREAMING = {"STREAMING": "on", "STREAM_POLL_INTERVAL_MS": "100", "STREAM_KEEPALIVE_MS": "1000"}
 SEEDS = (1, 5)  # 1-8 pass; two keep the suite fast
 
 
@@ -35,56 +35,14 @@ def served(aws, monkeypatch):
         yield make_agent(monkeypatch, extra_env=STREAMING), url
 
 
-def _answer(url: str, token: str) -> None:
-    """The worker's answer (it is never reached): on the callback route, with the delegation's token."""
-    answered = requests.post(
-        f"{url}/api/tools/response", json={"result": "Nile, Rhine"}, headers={"Authorization": f"Bearer {token}"}
-    )
-    assert answered.status_code == 202, answered.text
-
-
-def _read(response: requests.Response, budget: int, pause=lambda event: False) -> tuple[list[ServerEvent], bool]:
-    """Up to `budget` events, then the connection is dropped (also right after an event `pause` picks: the
-    test acts on it before it reconnects); (events, whether the stream ended by itself)."""
-    got: list[ServerEvent] = []
-    with response:
-        for item in read_events(response.iter_content(chunk_size=None)):
-            if isinstance(item, ServerEvent):
-                got.append(item)
-                if len(got) >= budget or pause(item):
-                    return got, False
-    return got, True
-
-
-def _connections(open_stream, rng: random.Random, ended, delegated) -> list[ServerEvent]:
-    """Open, read a few events, drop; again with Last-Event-ID, until the stream ends by itself. `delegated`:
-    the delegation an event shows, (session, tool use) or None: the worker's answer goes in before the
-    next connection."""
-    seen: list[ServerEvent] = []
-    answered = False
-    for attempt in range(200):
-        last = seen[-1].id if seen else None
-        got, over = _read(open_stream(attempt, last), rng.randint(1, 3), lambda e: delegated(e) is not None)
-        seen.extend(got)
-        for use in filter(None, map(delegated, got)):
-            if not answered:
-                answered = True
-                _answer(*use)
-        if over or (got and ended(got[-1])):
-            # The last event was the end: a reconnect from it gets nothing more.
-            assert _read(open_stream(attempt + 1, seen[-1].id), 5)[0] == []
-            return seen
-    raise AssertionError("the stream never ended")
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_events_route_resumes_after_random_drops(served, seed):
     agent, url = served
     sid = new_session_id()
     headers = {**agent.auth_headers(), "Accept": "text/event-stream"}
 
-    def open_stream(attempt: int, last: str | None) -> requests.Response:
-        extra = {"Last-Event-ID": last} if last else {}
+    def open_stream(attempt: int, last: ServerEvent | None) -> requests.Response:
+        extra = {"Last-Event-ID": last.id} if last else {}
         return requests.get(f"{url}/api/sessions/{sid}/events", headers={**headers, **extra}, stream=True, timeout=30)
 
     def delegated(event: ServerEvent):
@@ -93,7 +51,7 @@ def test_the_events_route_resumes_after_random_drops(served, seed):
 
     assert agent.api("chat_post", body={"session_id": sid, "content": "@worker name two rivers"})[0] == 202
     with pumping(agent, "turns"):
-        seen = _connections(open_stream, random.Random(seed), lambda e: e.event == "idle", delegated)
+        seen = reconnecting(open_stream, random.Random(seed), lambda e: e.event == "idle", delegated)
     ids = [e.id for e in seen]
     assert len(set(ids)) == len(ids)
     timeline = [json.loads(e.data) for e in seen if e.event != "text_delta"]
@@ -106,10 +64,6 @@ def test_the_events_route_resumes_after_random_drops(served, seed):
     answer = next(d for d in timeline if d["kind"] == "answer")
     if answer["think"] in texts:
         assert texts[answer["think"]] == answer["text"]
-
-
-def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
 
 
 @pytest.mark.parametrize("version", ["0.3", "1.0"])
@@ -130,12 +84,12 @@ def test_a2a_streams_resume_after_random_drops(served, version, seed):
         }
     task_id: list[str] = []
 
-    def open_stream(attempt: int, last: str | None) -> requests.Response:
-        extra = {"Last-Event-ID": last} if last else {}
+    def open_stream(attempt: int, last: ServerEvent | None) -> requests.Response:
+        extra = {"Last-Event-ID": last.id} if last else {}
         if not task_id or attempt % 3 == 1:  # the first, and now and then the same message again
-            body = _rpc("SendStreamingMessage" if v1 else "message/stream", {"message": message})
+            body = rpc("SendStreamingMessage" if v1 else "message/stream", {"message": message})
         else:
-            body = _rpc("SubscribeToTask" if v1 else "tasks/resubscribe", {"id": task_id[0]})
+            body = rpc("SubscribeToTask" if v1 else "tasks/resubscribe", {"id": task_id[0]})
         return requests.post(f"{url}/a2a", json=body, headers={**headers, **extra}, stream=True, timeout=30)
 
     def result(event: ServerEvent) -> dict[str, Any]:
@@ -158,7 +112,7 @@ def test_a2a_streams_resume_after_random_drops(served, version, seed):
         return url, agent.token(found["contextId"], 1, step["tool_use_id"])
 
     with pumping(agent, "turns"):
-        seen = _connections(open_stream, random.Random(seed), ended, delegated)
+        seen = reconnecting(open_stream, random.Random(seed), ended, delegated)
     ids = [e.id for e in seen]
     events = [result(e) for e in seen]
     assert all(ids) and len(set(ids)) == len(ids)
@@ -174,7 +128,7 @@ def test_a2a_streams_resume_after_random_drops(served, version, seed):
         if e.get("kind") == "artifact-update":
             piece = "".join(p.get("text", "") for p in e["artifact"]["parts"])
             text = text + piece if e.get("append") else piece
-    get = _rpc("GetTask" if v1 else "tasks/get", {"id": task_id[0]})
+    get = rpc("GetTask" if v1 else "tasks/get", {"id": task_id[0]})
     stored = requests.post(
         f"{url}/a2a", json=get, headers=agent.auth_headers() | ({"A2A-Version": "1.0"} if v1 else {})
     )
@@ -207,7 +161,7 @@ def test_the_buffered_events_route_resumes_from_last_event_id(aws, monkeypatch, 
         for _ in range(3):
             poll()
         use = next(json.loads(e.data)["tool_use_id"] for e in seen if e.event == "delegating")
-        _answer(url, agent.token(sid, 1, use))
+        answer_delegation(url, agent.token(sid, 1, use))
         agent.run_queue("turns")
         for _ in range(50):
             if seen and seen[-1].event == "idle":

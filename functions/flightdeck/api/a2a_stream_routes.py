@@ -8,7 +8,8 @@ authentication and the size and type checks here first (flightdeck.api.resolver.
 - message/stream, tasks/resubscribe: `text/event-stream`, each event's `id:` the stream's position after it
   (Last-Event-ID resumes there: flightdeck.domain.resume), each `data:` line a JSON-RPC
   response with the request's id whose result is an A2A event (flightdeck.domain.a2a.stream),
-  as a2a-sdk's client reads them. A refusal of the method itself (a task of another peer,
+  as a2a-sdk's client reads them; numbered, and shown to a client that asks for the stream-resumption
+  extension (flightdeck.domain.a2a.resumption). A refusal of the method itself (a task of another peer,
   bad parts, a busy context, v1.0's SubscribeToTask on a finished task) is, in v0.3, the one event of
   its stream: a JSON-RPC error response; in v1.0 that response alone, as JSON.
 
@@ -35,6 +36,7 @@ from flightdeck.api.a2a_version import V10, version_asked
 from flightdeck.api.auth import current_peer
 from flightdeck.api.sse import StreamReply, comment, frame, last_event_id
 from flightdeck.domain import resume
+from flightdeck.domain.a2a import resumption
 from flightdeck.domain.a2a import stream as a2a_stream
 from flightdeck.domain.a2a.protocol import INTERNAL_ERROR, INVALID_PARAMS, A2AError
 from flightdeck.domain.a2a.wire_v1 import event_to_wire
@@ -111,12 +113,16 @@ def open_stream(event: dict[str, Any], context: Any) -> StreamReply | dict[str, 
     call = with_idempotency(call, event.get("headers"))
     if call.method not in STREAM_METHODS:
         return _json(run_rpc(d, call, remaining_ms, current_peer()))
-    return _stream(d, call, remaining_ms, resume.decode(last_event_id(event.get("headers"))))
+    headers, metadata = event.get("headers"), getattr(call.params, "metadata", None)
+    given = resumption.cursor_given(last_event_id(headers), metadata)
+    return _stream(d, call, remaining_ms, given, shown=resumption.asked(headers, metadata))
 
 
 def _stream(
-    d: Any, call: RpcCall, remaining_ms: int | None, cursor: resume.Cursor | None = None
+    d: Any, call: RpcCall, remaining_ms: int | None, given: str | None, shown: bool
 ) -> StreamReply | dict[str, Any]:
+    """given: the cursor the request resumes from; shown: it asked for the stream-resumption extension."""
+    cursor = resume.decode(given)
     pace = Pace.of(d.settings, remaining_ms)
     caller = current_peer()
     try:
@@ -139,4 +145,7 @@ def _stream(
             call.version,
         )
     count("A2AStreamsOpened")
-    return StreamReply(_frames(call.id, events, call.version))
+    reply = StreamReply(_frames(call.id, resumption.numbered(events, cursor, given is not None, shown), call.version))
+    if shown:
+        reply.headers["A2A-Extensions"] = resumption.STREAM_RESUMPTION_URI
+    return reply

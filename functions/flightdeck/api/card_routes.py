@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from flightdeck import __version__
 from flightdeck.api.a2a_version import version_asked, wire_version
 from flightdeck.api.auth import PEER_TOKEN_SCHEME
-from flightdeck.domain.a2a import reliable
+from flightdeck.domain.a2a import reliable, resumption
 from flightdeck.domain.a2a.constants import INPUT_MODES
 from flightdeck.domain.skills.contract import SKILL_CONTRACTS_URI, Skill, SkillCall
 from flightdeck.domain.skills.schemas import SCHEMA_VERSION
@@ -96,7 +96,8 @@ def build_agent_card(base_url: str, version: str = "") -> dict[str, Any]:
         "streaming": streaming,
         "pushNotifications": True,
         "extendedAgentCard": False,
-        "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks), reliable.extension_entry()],
+        "extensions": [skill_contracts_extension(exposed, agent.max_concurrent_tasks), reliable.extension_entry()]
+        + ([resumption.extension_entry()] if streaming else []),
     }
     v1_card = {
         # Both versions on one URL: v1.0 reads supportedInterfaces, v0.3 the url of the merged card.

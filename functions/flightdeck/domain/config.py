@@ -37,3 +37,4 @@ class DomainSettings:
     stream_poll_interval_ms: int
     stream_max_ms: int
     stream_keepalive_ms: int
+    a2a_test_agent: str = "off"  # "tck": the TCK's fixed replies (flightdeck.domain.a2a.test_agent)

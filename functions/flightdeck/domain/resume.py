@@ -11,7 +11,9 @@ the rest again (no read or write is added):
   one already sent; once a later event follows them, their order is final;
 - t: [iteration, attempt, offset]: the live text relayed, up to offset, of that think;
 - s: the task's last state sent (A2A); e: the offset in the stored answer the artifact chunks reached (A2A,
-  once the task ended); f: the final event was sent.
+  once the task ended); f: the final event was sent;
+- n: the event's sequence number in its subscription (A2A; the stream-resumption extension shows it:
+  flightdeck.domain.a2a.resumption); k: a short hash of the task's id, so a cursor names one task only.
 
 Encoded as `c1.` + base64url(JSON): opaque to clients, as SSE ids are meant to be. A plain timeline id (what
 the events route sent before) is read as an anchor.
@@ -53,6 +55,8 @@ class Cursor:
     s: str | None = None
     e: int | None = None
     f: bool = False
+    n: int = 0
+    k: str | None = None
 
     def encode(self) -> str:
         body: dict[str, Any] = {}
@@ -68,6 +72,10 @@ class Cursor:
             body["e"] = self.e
         if self.f:
             body["f"] = 1
+        if self.n:
+            body["n"] = self.n
+        if self.k is not None:
+            body["k"] = self.k
         raw = json.dumps(body, separators=(",", ":")).encode()
         return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -95,6 +103,8 @@ def decode(value: str | None) -> Cursor | None:
             s=body.get("s") if isinstance(body.get("s"), str) else None,
             e=_offset(body.get("e")),
             f=bool(body.get("f")),
+            n=parse_nonneg_int(body.get("n")) or 0,
+            k=body.get("k") if isinstance(body.get("k"), str) else None,
         )
     except (ValueError, TypeError, binascii.Error, AttributeError, IndexError):
         return None

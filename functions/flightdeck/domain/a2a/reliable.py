@@ -6,8 +6,8 @@ that cannot set headers. A send that starts a task under a key starts it once: e
 (whatever its messageId: clients mint a new one per attempt) is answered with that same task as it stands.
 The task's id is derived from the key, so the store's create condition (the task item must not exist) is the
 guard, not a read before the write. Without a key nothing changes: a message sent again with the same
-messageId is the same message, as before. Stream resumption is the Last-Event-ID cursor every stream event
-already carries (flightdeck.domain.a2a.stream). The card declares the extension (`extension_entry`).
+messageId is the same message, as before. Stream resumption is its own extension
+(flightdeck.domain.a2a.resumption). The card declares the extension (`extension_entry`).
 """
 
 from __future__ import annotations
@@ -51,13 +51,7 @@ def extension_entry() -> dict[str, Any]:
     return {
         "uri": RELIABLE_DELIVERY_URI,
         "description": "Idempotent SendMessage: a retried send with the same Idempotency-Key header (or "
-        f'metadata["{RELIABLE_DELIVERY_URI}"].{KEY_FIELD}) starts nothing new and answers the same task. '
-        "Stream resumption: every stream event has an SSE id; SubscribeToTask / tasks/resubscribe (or the same "
-        "send again) with Last-Event-ID replays the events after it, each once.",
+        f'metadata["{RELIABLE_DELIVERY_URI}"].{KEY_FIELD}) starts nothing new and answers the same task.',
         "required": False,
-        "params": {
-            "follows": ["a2aproject/A2A#1987 (idempotent retries)", "a2aproject/A2A#1986 (stream resumption)"],
-            "idempotencyHeader": IDEMPOTENCY_HEADER,
-            "resumeHeader": "Last-Event-ID",
-        },
+        "params": {"follows": ["a2aproject/A2A#1987 (idempotent retries)"], "idempotencyHeader": IDEMPOTENCY_HEADER},
     }

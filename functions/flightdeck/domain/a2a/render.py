@@ -14,6 +14,7 @@ from typing import Any
 from flightdeck.domain.a2a.contracts import answer_parts
 from flightdeck.domain.a2a.ports import TaskRecord, ports
 from flightdeck.domain.a2a.protocol import TERMINAL_STATES
+from flightdeck.domain.a2a.test_agent import artifact_parts
 from flightdeck.domain.asking import pending_question
 from flightdeck.domain.ports import Deps
 
@@ -109,7 +110,12 @@ def render_task(deps: Deps, rec: TaskRecord, history_length: int | None = None) 
     task: dict[str, Any] = {"kind": "task", "id": rec.task_id, "contextId": rec.session_id, "status": status_of(rec)}
     if rec.state == "completed":
         task["artifacts"] = [
-            {"artifactId": answer_artifact_id(rec), "name": "answer", "parts": answer_parts(rec.answer, rec.contract)}
+            {
+                "artifactId": answer_artifact_id(rec),
+                "name": "answer",
+                "parts": artifact_parts(deps.settings.a2a_test_agent, rec.user_message)
+                or answer_parts(rec.answer, rec.contract),
+            }
         ]
     if history_length != 0:
         history = _history(deps, rec)

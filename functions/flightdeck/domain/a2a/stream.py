@@ -53,6 +53,7 @@ from flightdeck.domain.a2a.core_models import SendMessageRequest, SubscribeToTas
 from flightdeck.domain.a2a.ports import TaskRecord, parse_task_id, ports
 from flightdeck.domain.a2a.protocol import TERMINAL_STATES, UNSUPPORTED_OPERATION, A2AError
 from flightdeck.domain.a2a.render import agent_message, answer_artifact_id, render_task, status_of
+from flightdeck.domain.a2a.resumption import for_task
 from flightdeck.domain.a2a.tasks import send_message
 from flightdeck.domain.live import TextFollower, keep_watching, live_text, start_watching
 from flightdeck.domain.model import word_chunks
@@ -269,13 +270,17 @@ def message_stream(
     cursor: Cursor | None = None,
 ) -> Iterator[Marked[Event] | Note]:
     """Start the task as message/send does (its A2AError raised here, before any event), then its events;
-    with `cursor` (the same message again, with Last-Event-ID), the events after it."""
+    with `cursor` (the same message again, with Last-Event-ID, if it names a position of this task), the
+    events after it."""
     config = params.configuration
     if not config.returnImmediately:
         # The stream is the wait: the first event goes out as soon as the task exists.
         params = params.model_copy(update={"configuration": config.model_copy(update={"returnImmediately": True})})
     task = send_message(deps, params, remaining_ms, caller, before_start=lambda sid: start_watching(deps, sid))
+    if task.get("kind") == "message":  # answered at once, no task (flightdeck.domain.a2a.test_agent)
+        return iter([Marked(task, Cursor(f=True).encode())])
     session_id, key = parse_task_id(task["id"]) or ("", "")
+    cursor = for_task(cursor, task["id"])
     state = task["status"]["state"]
 
     def events() -> Iterator[Marked[Event] | Note]:
@@ -311,9 +316,11 @@ def resubscribe(
     refuse_finished: bool = False,
 ) -> Iterator[Marked[Event] | Note]:
     """The task as it stands (A2AError -32001 raised here for a task the caller cannot see), then its events;
-    with `cursor` (Last-Event-ID), only the events after it. `refuse_finished` (v1.0's SubscribeToTask): a task
-    already completed, failed, canceled or rejected is -32004 (UnsupportedOperationError), unless resumed."""
+    with `cursor` (Last-Event-ID, if it names a position of this task), only the events after it.
+    `refuse_finished` (v1.0's SubscribeToTask): a task already completed, failed, canceled or rejected is -32004
+    (UnsupportedOperationError), unless resumed."""
     rec = visible_task(deps, params.id, caller)
+    cursor = for_task(cursor, rec.task_id)
     if refuse_finished and cursor is None and rec.state in TERMINAL_STATES:
         raise A2AError(
             UNSUPPORTED_OPERATION,

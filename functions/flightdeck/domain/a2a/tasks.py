@@ -56,6 +56,7 @@ from flightdeck.domain.a2a.protocol import (
 from flightdeck.domain.a2a.push import notify
 from flightdeck.domain.a2a.reliable import BadIdempotencyKey, idempotency_key
 from flightdeck.domain.a2a.render import MESSAGE_NS, render_task
+from flightdeck.domain.a2a.test_agent import direct_reply
 from flightdeck.domain.a2a.turn_hooks import CANCELED_TEXT, canceled_result, close_canceled
 from flightdeck.domain.chat import derived_session_id, ingest_chat
 from flightdeck.domain.delegation_cancel import stop_delegations
@@ -140,6 +141,9 @@ def send_message(
     content = message_text(params)
     contract = message_contract(deps, params)  # checked before anything is stored (-32602 lists what is wrong)
     message = params.message
+    reply = direct_reply(s.a2a_test_agent, message)  # the TCK's test agent only (flightdeck.domain.a2a.test_agent)
+    if reply is not None:
+        return reply
     config = params.configuration
     stored = len(json.dumps(message_record(message)))  # the form the task record stores
     if stored > MAX_TASK_MESSAGE_BYTES:
