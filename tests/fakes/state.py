@@ -122,7 +122,9 @@ class _Turn:
     status: str
     deadline_ms: int
     deadlines: dict[str, int] | None
-    due: int | None  # in the deadline index while waiting, at its earliest deadline still open
+    # Its time in the deadline index while waiting (the store's DUE on META): its earliest open deadline, or a
+    # later time the owed think's listing had when the think that opened the turn kept it (store _seed_update).
+    due: int | None
     expires_s: int
     completed_by: str = ""
     # The ids not yet counted (the store's agg_open): a result stored but not counted is counted once, later.
@@ -210,7 +212,15 @@ class MemoryState:
             inbox_consumed=meta.inbox_consumed,
             input=next((i.view() for i in p.inbox.values() if i.turn == turn), None),
             holds_load=meta.holds_load,
+            listed_at_ms=self._listed_at(meta, agg),
         )
+
+    @staticmethod
+    def _listed_at(meta: _Meta, agg: _Turn | None) -> int:
+        """The session's time in the deadline index (0: not listed): its owed think's, else its waiting turn's."""
+        if meta.due is not None:
+            return meta.due
+        return agg.due or 0 if agg is not None and agg.status == "waiting" else 0
 
     def _route_view(self, session_id: str, p: _Partition) -> ReplyRoute | None:
         r = p.route
@@ -617,8 +627,13 @@ class MemoryState:
         if retires_route and not (route is not None and route.status == "active" and route.expires_s > now // 1000):
             raise LookupError(f"session {session_id} is not at turn {turn}")
         p.iterations[turn] = (stored, False)
+        listed = meta.due
         meta.updated_at, meta.owed, meta.due = now, None, None
         if seeded is not None:
+            # As the store: the session stays listed where the think read it listed when that is as late as
+            # the turn's earliest deadline (no index write); the sweep then looks at most a grace late.
+            if session is not None and listed is not None and session.listed_at_ms >= (seeded.due or 0):
+                seeded.due = listed
             p.turns = {turn: seeded}
         if retires_route and route is not None:
             route.status, route.retired_turn = "retired", turn
@@ -771,7 +786,10 @@ class MemoryState:
             elif p.meta is None or p.meta.due is None:
                 for turn, t in p.turns.items():
                     if t.due is not None and t.due <= now_ms:
-                        listed.append(Overdue(sid, turn, "deadline", t.due))
+                        # As the store: due at its earliest open deadline, which a kept listing may follow.
+                        agg = self._turn_view(sid, turn, t)
+                        due = min((agg.deadline_of(i) for i in t.open), default=t.due)
+                        listed.append(Overdue(sid, turn, "deadline", due))
         return [o for shard in sorted(shards) for o in sorted(shards[shard], key=lambda o: o.due_ms)[:limit]]
 
     def _move_load(self, delta: int) -> None:
