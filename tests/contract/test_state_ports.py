@@ -286,6 +286,32 @@ def test_a_wrong_guess_of_the_turns_size_is_corrected_from_the_turn(state, clock
     assert state.record_result(sid, 1, result("c"), RETENTION_MS, guess) == (RecordOutcome.ACCEPTED, True)
 
 
+def test_a_result_put_the_sdk_sent_again_is_this_call_s_own_not_a_duplicate(table, clock, sid):
+    """The store only: a result's PutItem applied, its answer lost, and botocore sending it again (a read
+    timeout on a busy network) finds the item its own first attempt stored: accepted, not a duplicate."""
+    name, client = table
+    store = StateStore(name, client=client, clock=clock.now_ms)
+    delegated(store, clock, sid, "a", "b")
+    sent_twice: list[str] = []
+
+    def first_attempt_applied(params, **_):
+        # The first attempt reaches the table; the SDK's retry (this call) then meets its condition.
+        if params["Item"]["sk"]["S"].startswith("RESULT#") and not sent_twice:
+            sent_twice.append(params["Item"]["tool_use_id"]["S"])
+            boto3.client("dynamodb", region_name="us-east-1").put_item(**params)
+
+    client.meta.events.register("provide-client-params.dynamodb.PutItem", first_attempt_applied)
+    try:
+        done = Completion("callback", 2, TOMBSTONE_MS)
+        assert store.record_result(sid, 1, result("a"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, False)
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.PutItem", first_attempt_applied)
+    assert sent_twice == ["a"]
+    # Another call's same result is still a duplicate, and the turn counts each once.
+    assert store.record_result(sid, 1, result("a"), RETENTION_MS, done) == (RecordOutcome.DUPLICATE, False)
+    assert store.record_result(sid, 1, result("b"), RETENTION_MS, done) == (RecordOutcome.ACCEPTED, True)
+
+
 def test_results_recorded_without_the_turns_size_complete_it_through_one_check(state, clock, sid):
     delegated(state, clock, sid, "a", "b")
     assert state.record_result(sid, 1, result("a"), RETENTION_MS) == (RecordOutcome.ACCEPTED, False)

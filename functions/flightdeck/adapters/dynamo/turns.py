@@ -10,6 +10,7 @@ Counting is idempotent (a set's DELETE), so a result is never counted twice.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -139,22 +140,23 @@ class TurnStore(StateOps):
         ]
 
     def _result_put(
-        self, session_id: str, turn: int, result: ToolResult, now: int, retention_ms: int
+        self, session_id: str, turn: int, result: ToolResult, now: int, retention_ms: int, attempt: str = ""
     ) -> dict[str, Any]:
+        item = {
+            PK: session_pk(session_id),
+            SK: result_sk(turn, result.tool_use_id),
+            "tool_use_id": result.tool_use_id,
+            "result_status": result.status,
+            "text": result.text,
+            "source": result.source.value,
+            "recorded_at": now,
+            TTL: self.expiry(retention_ms),
+        }
+        if attempt:
+            item["attempt"] = attempt
         return {
             "TableName": self.table,
-            "Item": ddb_item(
-                **{
-                    PK: session_pk(session_id),
-                    SK: result_sk(turn, result.tool_use_id),
-                    "tool_use_id": result.tool_use_id,
-                    "result_status": result.status,
-                    "text": result.text,
-                    "source": result.source.value,
-                    "recorded_at": now,
-                    TTL: self.expiry(retention_ms),
-                }
-            ),
+            "Item": ddb_item(**item),
             "ConditionExpression": "attribute_not_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": PK},
         }
@@ -172,7 +174,10 @@ class TurnStore(StateOps):
         condition returns META, which says which one holds.
         """
         now = self.now_ms()
-        put = self._result_put(session_id, turn, result, now, retention_ms)
+        # This call's mark on its put: when the SDK re-sends the put (its first attempt applied, the answer
+        # lost on the way back), the item it then finds is its own, not a duplicate of another call's.
+        attempt = uuid.uuid4().hex[:16]
+        put = self._result_put(session_id, turn, result, now, retention_ms, attempt)
         duplicate = False
         try:
             self.client.put_item(**put, ReturnValuesOnConditionCheckFailure="ALL_OLD")
@@ -186,7 +191,7 @@ class TurnStore(StateOps):
             # after a synthesized timeout) arrived too late.
             if old.get("source") != result.source.value:
                 return RecordOutcome.LATE, False
-            duplicate = True
+            duplicate = old.get("attempt") != attempt
         last = completion is not None and completion.total <= 1
         meta: dict[str, Any] = {}
         for _ in range(4):
