@@ -21,6 +21,7 @@ from template_queries import (
 )
 
 from flightdeck import config_file, topology
+from flightdeck.settings import RESOURCE_VARIABLES
 from infra.functions import API_TIMEOUT_S, worker_handlers
 
 pytestmark = pytest.mark.slow
@@ -874,21 +875,7 @@ def test_a_body_limit_lambda_cannot_take_fails_synth() -> None:
     from infra.environment import MAX_BODY_BYTES_ON_AWS, agent_environment
 
     deployment = config_file.load(config_file.DEFAULT_CONFIG)
-    resources_ = {
-        k: "x" * 8
-        for k in (
-            "STATE_TABLE",
-            "TURN_WORKER_FUNCTION",
-            "TURNS_QUEUE_URL",
-            "THINKS_QUEUE_URL",
-            "DISPATCH_QUEUE_URL",
-            "DELIVERY_QUEUE_URL",
-            "DELIVERY_DLQ_URL",
-            "TIMERS_QUEUE_URL",
-            "TOOL_CALLBACK_SECRET_ARN",
-            "PEER_TOKENS_SECRET_ARN",
-        )
-    }
+    resources_ = {k: "x" * 8 for k in RESOURCE_VARIABLES}
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS)
     agent_environment(deployment, "worker", resources_, peer_url_prefix="/flightdeck/x")
     deployment.defaults["MAX_BODY_BYTES"] = str(MAX_BODY_BYTES_ON_AWS + 1)

@@ -178,4 +178,6 @@ def test_the_production_adapter_reaches_it_through_the_standard_endpoint_variabl
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     LambdaThinks(function_name="a-turn-worker", retry_queue_url="unused").start("s-1", 3, "00-abc-def-01")
     wait_idle(invoker)
-    assert fake_turn_worker.INVOKED == [{"session_id": "s-1", "turn": 3, "traceparent": "00-abc-def-01"}]
+    assert fake_turn_worker.INVOKED == [
+        {"session_id": "s-1", "turn": 3, "traceparent": "00-abc-def-01", "first_start": True}
+    ]
